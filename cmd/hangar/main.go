@@ -1,0 +1,86 @@
+// Command hangar is the one binary of hangar: the control plane (serve), the in-sandbox daemon
+// (envd), and, in later releases, the turn harness and the client verbs.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// verb is one subcommand. run gets the arguments after the verb's name and the process's
+// standard streams; it returns flag.ErrHelp when --help was asked for.
+type verb struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func verbs() []verb {
+	return []verb{
+		{"serve", "run the control plane: REST, MCP, /metrics on one listener", runServe},
+		{"envd", "run the in-sandbox daemon (E2B envd compatible)", runEnvd},
+		{"version", "print hangar's version", runVersion},
+	}
+}
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, v := range verbs() {
+		if v.name != args[0] {
+			continue
+		}
+		err := v.run(ctx, args[1:], stdout, stderr)
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		default:
+			fmt.Fprintf(stderr, "hangar %s: %v\n", v.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "hangar: unknown command %q (run 'hangar --help' for the list)\n", args[0])
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "hangar: sandboxes for AI agents, with their work streamed as it happens.")
+	fmt.Fprintln(w, "\nUsage: hangar <command> [flags]\n\nCommands:")
+	for _, v := range verbs() {
+		fmt.Fprintf(w, "  %-8s %s\n", v.name, v.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'hangar <command> --help' for a command's flags.")
+}
+
+func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("hangar version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "hangar", version)
+	return nil
+}
