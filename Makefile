@@ -1,0 +1,31 @@
+# hangar's make targets. `make run` needs nothing but Go; `make test` wants PostgreSQL
+# (HANGAR_TEST_DATABASE_URL) and a Docker engine, and skips those tests loudly without them
+# (CI always has both: see .ci/run).
+
+GO      ?= go
+BIN     ?= bin/hangar
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# Static, so the same binary runs as the daemon inside any Linux image.
+LDFLAGS := -s -w -X main.version=$(VERSION)
+
+.PHONY: build run test lint generate clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hangar
+
+run: build
+	./$(BIN) serve
+
+test:
+	$(GO) test -race -count=1 -timeout 30m ./...
+
+lint:
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+
+generate:
+	scripts/generate.sh
+
+clean:
+	rm -rf bin

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/config"
+	"github.com/hangar-dev/hangar/internal/rest"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/store/postgres"
+	"github.com/hangar-dev/hangar/internal/store/sqlite"
+)
+
+// adminTokenFile is the file in the data dir that holds the first admin token.
+const adminTokenFile = "admin-token"
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := loadServeConfig(args, lookupEnv, stdout)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s (HANGAR_LISTEN): %w", cfg.Listen, err)
+	}
+	return serve(ctx, cfg, ln, stdout, stderr)
+}
+
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel)) // checked when the setting was parsed
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func openStore(ctx context.Context, cfg config.Config) (store.Store, string, error) {
+	if cfg.DatabaseURL != "" {
+		s, err := postgres.Open(ctx, cfg.DatabaseURL)
+		return s, "postgres", err
+	}
+	s, err := sqlite.Open(ctx, cfg.DataDir)
+	return s, "sqlite " + filepath.Join(cfg.DataDir, sqlite.FileName), err
+}
+
+// serve runs the control plane on ln until ctx ends, then shuts down gracefully.
+func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stderr io.Writer) error {
+	defer ln.Close()
+	log := newLogger(cfg, stderr)
+
+	st, where, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	authn, err := auth.New(ctx, auth.Config{Store: st, TokensFile: cfg.TokensFile, Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := bootstrapAdmin(ctx, authn, cfg.DataDir, stdout); err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	srv := rest.New(rest.Config{Auth: authn, Store: st, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("hangar serving", "addr", ln.Addr().String(), "store", where, "version", version)
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: new requests get 503, in-flight ones may finish", "grace", cfg.ShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("shutdown", "err", err)
+	}
+	if err := <-served; err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("hangar stopped")
+	return nil
+}
+
+// bootstrapAdmin makes the first admin token on a store that never had a token, prints it once
+// and writes it to <data dir>/admin-token, readable by its owner only.
+func bootstrapAdmin(ctx context.Context, authn *auth.Authenticator, dataDir string, stdout io.Writer) error {
+	secret, created, err := authn.Bootstrap(ctx)
+	if err != nil || !created {
+		return err
+	}
+	path := filepath.Join(dataDir, adminTokenFile)
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	// O_EXCL: never overwrite a file someone else put there.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		err = fmt.Errorf("%s already exists; move it away to keep the new admin token there", path)
+	}
+	if err == nil {
+		_, err = fmt.Fprintln(f, secret)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	fmt.Fprintf(stdout, "hangar: first start, so here is the admin token (shown this once; also in %s):\n\n    %s\n\n", path, secret)
+	if err != nil {
+		return fmt.Errorf("write admin token file: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/hangar-dev/hangar/internal/config"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// waitTimeout bounds every wait in these tests.
+const waitTimeout = 20 * time.Second
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines and the test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type testServer struct {
+	url    string
+	addr   string
+	cancel context.CancelFunc
+	done   chan error
+	stdout *syncBuffer
+	stderr *syncBuffer
+	cfg    config.Config
+}
+
+// startServe runs serve on a port-0 listener with a fresh data dir.
+func startServe(t *testing.T, cfg config.Config) *testServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ts := &testServer{url: "http://" + ln.Addr().String(), addr: ln.Addr().String(), cancel: cancel, done: make(chan error, 1),
+		stdout: &syncBuffer{}, stderr: &syncBuffer{}, cfg: cfg}
+	go func() { ts.done <- serve(ctx, cfg, ln, ts.stdout, ts.stderr) }()
+	t.Cleanup(func() { ts.stop(t) })
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		resp, err := http.Get(ts.url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			return ts
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not answer /healthz: %v\n%s", err, ts.stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (ts *testServer) stop(t *testing.T) error {
+	ts.cancel()
+	select {
+	case err := <-ts.done:
+		ts.done <- err // a second stop sees the same result
+		return err
+	case <-time.After(waitTimeout):
+		t.Fatal("serve did not return after its context ended")
+		return nil
+	}
+}
+
+func testConfig(t *testing.T) config.Config {
+	cfg := config.Default()
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	cfg.ShutdownGrace = waitTimeout
+	return cfg
+}
+
+func adminToken(t *testing.T, ts *testServer) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(ts.cfg.DataDir, adminTokenFile))
+	if err != nil {
+		t.Fatalf("read admin token: %v", err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func TestFirstStartMakesAdminToken(t *testing.T) {
+	cfg := testConfig(t)
+	ts := startServe(t, cfg)
+	tok := adminToken(t, ts)
+	fi, err := os.Stat(filepath.Join(cfg.DataDir, adminTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("admin-token mode = %v, want 0600", fi.Mode().Perm())
+	}
+	if !strings.Contains(ts.stdout.String(), tok) {
+		t.Errorf("stdout does not show the admin token: %q", ts.stdout.String())
+	}
+	if strings.Contains(ts.stderr.String(), tok) {
+		t.Error("the admin token is in the log")
+	}
+	req, _ := http.NewRequest("GET", ts.url+"/api/tokens", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"admin"`) {
+		t.Fatalf("GET /api/tokens = %d %s", resp.StatusCode, body)
+	}
+	if err := ts.stop(t); err != nil {
+		t.Fatalf("serve returned %v, want nil after shutdown", err)
+	}
+
+	// A second start over the same data dir makes no new token and prints none.
+	again := startServe(t, cfg)
+	if strings.Contains(again.stdout.String(), "hgr_") {
+		t.Errorf("second start printed a token: %q", again.stdout.String())
+	}
+	if adminToken(t, again) != tok {
+		t.Error("second start replaced the admin token file")
+	}
+}
+
+func TestReadyzAndMetrics(t *testing.T) {
+	ts := startServe(t, testConfig(t))
+	for path, want := range map[string]string{
+		"/readyz":  `"ready"`,
+		"/healthz": `"ok"`,
+		"/metrics": "go_goroutines",
+	} {
+		resp, err := http.Get(ts.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Errorf("GET %s = %d, body lacks %q", path, resp.StatusCode, want)
+		}
+	}
+	resp, err := http.Get(ts.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"process_resident_memory_bytes", `hangar_http_requests_total{code="200",method="GET",route="/readyz"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// TestGracefulShutdown: a request in flight when the signal comes finishes; a request that
+// starts afterwards gets 503; serve returns nil.
+func TestGracefulShutdown(t *testing.T) {
+	ts := startServe(t, testConfig(t))
+	tok := adminToken(t, ts)
+
+	// A connection opened before the shutdown, on which a request is sent after it began.
+	late, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+
+	// The in-flight request: its handler is reading the body when the shutdown starts. The
+	// server's 100 Continue proves the handler is running.
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest("POST", ts.url+"/api/tokens", pr)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Expect", "100-continue")
+	reading := make(chan struct{})
+	req = req.WithContext(httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		Got100Continue: func() { close(reading) },
+	}))
+	client := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: waitTimeout}}
+	defer client.CloseIdleConnections()
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	results := make(chan result, 1)
+	go func() {
+		resp, err := client.Do(req)
+		if err != nil {
+			results <- result{err: err}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		results <- result{status: resp.StatusCode, body: string(b)}
+	}()
+	go pw.Write([]byte(`{"user": "ada", `)) // half the body: the handler waits for the rest
+	select {
+	case <-reading:
+	case <-time.After(waitTimeout):
+		t.Fatal("the request never reached its handler")
+	}
+
+	ts.cancel() // as SIGTERM does
+	// Once new connections are refused, the shutdown has begun.
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		c, err := net.Dial("tcp", ts.addr)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the listener still accepts connections after the shutdown began")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	fmt.Fprintf(late, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	late.SetReadDeadline(time.Now().Add(waitTimeout))
+	resp, err := http.ReadResponse(bufio.NewReader(late), nil)
+	if err != nil {
+		t.Fatalf("read the late request's response: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a request started during the shutdown got %d, want 503", resp.StatusCode)
+	}
+
+	pw.Write([]byte(`"scopes": ["user"]}`))
+	pw.Close()
+	r := <-results
+	if r.err != nil || r.status != http.StatusCreated {
+		t.Fatalf("the in-flight request = %d %q %v, want 201", r.status, r.body, r.err)
+	}
+	if err := ts.stop(t); err != nil {
+		t.Fatalf("serve returned %v, want nil", err)
+	}
+}
+
+func TestServeRefusesBadStartup(t *testing.T) {
+	var out, errOut bytes.Buffer
+	t.Setenv("HANGAR_STREAM_MAX_TOTAL", "-3")
+	code := run(context.Background(), []string{"serve"}, &out, &errOut)
+	if code == 0 {
+		t.Fatal("serve started with a negative limit")
+	}
+	if lines := strings.Split(strings.TrimSpace(errOut.String()), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "HANGAR_STREAM_MAX_TOTAL") {
+		t.Errorf("stderr = %q, want one line naming the variable", errOut.String())
+	}
+}

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"io"
+
+	"github.com/hangar-dev/hangar/internal/config"
+)
+
+const serveSummary = "Runs the control plane: REST (/api), MCP (/mcp), /healthz, /readyz and /metrics on one listener."
+
+// serveSettings binds every setting of `hangar serve` to its field in c.
+func serveSettings(c *config.Config) []setting {
+	return []setting{
+		{"listen", "ADDR", "address of the one listener (host:port)", stringValue{&c.Listen, hostPort}},
+		{"data-dir", "DIR", "where the SQLite database, the admin token file and local sandboxes live", stringValue{&c.DataDir, nonEmpty}},
+		{"database-url", "URL", "PostgreSQL to use instead of SQLite (postgres://user:password@host:5432/db)", stringValue{&c.DatabaseURL, postgresURL}},
+		{"tokens-file", "FILE", "static tokens, one per line: TOKEN USER SCOPES [SANDBOX]", stringValue{&c.TokensFile, nonEmpty}},
+		{"log-format", "FORMAT", "text or json", stringValue{&c.LogFormat, oneOf("text", "json")}},
+		{"log-level", "LEVEL", "debug, info, warn or error", stringValue{&c.LogLevel, oneOf("debug", "info", "warn", "error")}},
+		{"shutdown-grace", "DURATION", "how long in-flight requests may take to finish on SIGTERM/SIGINT", durationValue{&c.ShutdownGrace}},
+		{"max-body-bytes", "BYTES", "the largest request body accepted (larger: 413)", sizeValue{&c.MaxBodyBytes}},
+		{"stream-max-per-token", "N", "open streams per token: streamed execs, attaches, event and watch streams", intValue{&c.Stream.MaxPerToken}},
+		{"stream-max-total", "N", "open streams in all, hangar's own included", intValue{&c.Stream.MaxTotal}},
+		{"stream-bytes-per-second", "BYTES", "pace of each stream; every message also counts 64 bytes", sizeValue{&c.Stream.BytesPerSecond}},
+		{"stream-max-bytes", "BYTES", "bytes one stream may send; past it nothing more is sent", sizeValue{&c.Stream.MaxBytes}},
+		{"stream-max-hours", "N", "an event or watch stream open longer is closed", intValue{&c.Stream.MaxHours}},
+		{"background-max-per-token", "N", "running background processes per token", intValue{&c.Stream.BackgroundMaxPerToken}},
+		{"watch-max-per-token", "N", "directory watches per token", intValue{&c.Stream.WatchMaxPerToken}},
+		{"stream-recheck-seconds", "N", "how often open streams check that their token is still valid", intValue{&c.Stream.RecheckSeconds}},
+		{"stream-turn-logs", "BOOL", "follow running turns' logs through the daemon", boolValue{&c.Stream.TurnLogs}},
+	}
+}
+
+// loadServeConfig reads `hangar serve`'s settings from the environment and args.
+func loadServeConfig(args []string, getenv func(string) (string, bool), stdout io.Writer) (config.Config, error) {
+	c := config.Default()
+	err := parseSettings("hangar serve", serveSummary, "HANGAR_", serveSettings(&c), args, getenv, stdout)
+	return c, err
+}

@@ -1,0 +1,402 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	mcpauth "github.com/modelcontextprotocol/go-sdk/auth"
+
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+// TokenPrefix starts every token hangar makes, so a leaked one is easy to recognise (and to
+// search for in logs and repositories).
+const TokenPrefix = "hgr_"
+
+// secretBytes is how much randomness a token carries.
+const secretBytes = 32
+
+// AdminUser is the user the first admin token belongs to.
+const AdminUser = "admin"
+
+// Config configures an Authenticator.
+type Config struct {
+	// Store keeps the tokens. Required.
+	Store store.Store
+	// TokensFile lists static tokens (see parseStaticTokens). Default "": none.
+	TokensFile string
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Authenticator checks, makes, lists and revokes tokens.
+type Authenticator struct {
+	store  store.Store
+	static *staticTokens
+	now    func() time.Time
+	log    *slog.Logger
+}
+
+// New reads the tokens file, if any, and returns an Authenticator. Users named in the file are
+// created in the store.
+func New(ctx context.Context, cfg Config) (*Authenticator, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	st, err := loadStaticTokens(cfg.TokensFile)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range st.byHash {
+		if _, err := cfg.Store.EnsureUser(ctx, p.User); err != nil {
+			return nil, err
+		}
+	}
+	return &Authenticator{store: cfg.Store, static: st, now: cfg.Now, log: cfg.Logger}, nil
+}
+
+func hashSecret(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
+}
+
+var lowerBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+func newSecret() string {
+	b := make([]byte, secretBytes)
+	rand.Read(b) // never fails (crypto/rand's documented contract)
+	return TokenPrefix + lowerBase32.EncodeToString(b)
+}
+
+func newTokenID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return "tok_" + hex.EncodeToString(b)
+}
+
+// Authenticate returns the principal of a bearer token's secret.
+func (a *Authenticator) Authenticate(ctx context.Context, secret string) (Principal, error) {
+	if secret == "" {
+		return Principal{}, ErrNoToken
+	}
+	now := a.now()
+	h := hashSecret(secret)
+	if p, ok, err := a.static.lookup(h, now); ok {
+		return p, nil
+	} else if err != nil {
+		a.log.Error("tokens file", "err", err)
+	}
+	t, err := a.store.TokenByHash(ctx, h)
+	if errors.Is(err, store.ErrNotFound) {
+		return Principal{}, ErrUnknownToken
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("look up token: %w", err)
+	}
+	if err := usable(t, now); err != nil {
+		return Principal{}, err
+	}
+	return principal(t), nil
+}
+
+func usable(t store.Token, now time.Time) error {
+	if !t.RevokedAt.IsZero() {
+		return ErrRevoked
+	}
+	if !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt) {
+		return ErrExpired
+	}
+	return nil
+}
+
+func principal(t store.Token) Principal {
+	p := Principal{TokenID: t.ID, User: t.User, Sandbox: t.Sandbox, ExpiresAt: t.ExpiresAt}
+	for _, s := range t.Scopes {
+		p.Scopes = append(p.Scopes, Scope(s))
+	}
+	return p
+}
+
+// Check reports whether p's token is still valid: nil, or ErrRevoked, ErrExpired or
+// ErrUnknownToken (a static token whose line was removed). It is one lookup by primary key, cheap
+// enough for the stream registry to call for every open stream every few seconds.
+func (a *Authenticator) Check(ctx context.Context, p Principal) error {
+	now := a.now()
+	if p.Static {
+		if _, ok, err := a.static.byID(p.TokenID, now); !ok {
+			if err != nil {
+				a.log.Error("tokens file", "err", err)
+			}
+			return ErrRevoked
+		}
+		return nil
+	}
+	t, err := a.store.TokenByID(ctx, p.TokenID)
+	if errors.Is(err, store.ErrNotFound) {
+		return ErrUnknownToken
+	}
+	if err != nil {
+		return fmt.Errorf("look up token %s: %w", p.TokenID, err)
+	}
+	return usable(t, now)
+}
+
+// VerifyMCP fits go-sdk's auth.TokenVerifier: it authenticates the token and requires the mcp
+// scope. The principal travels in TokenInfo.Extra["principal"] and the token id in UserID, so a
+// session cannot be taken over by another token.
+func (a *Authenticator) VerifyMCP(ctx context.Context, token string, _ *http.Request) (*mcpauth.TokenInfo, error) {
+	p, err := a.Authenticate(ctx, token)
+	if err != nil {
+		if errors.Is(err, ErrNoToken) || errors.Is(err, ErrUnknownToken) || errors.Is(err, ErrRevoked) || errors.Is(err, ErrExpired) {
+			return nil, fmt.Errorf("%w: %v", mcpauth.ErrInvalidToken, err)
+		}
+		return nil, err
+	}
+	if !p.Has(ScopeMCP) {
+		return nil, fmt.Errorf("%w: the token lacks the mcp scope", mcpauth.ErrInvalidToken)
+	}
+	info := &mcpauth.TokenInfo{UserID: p.TokenID, Expiration: p.ExpiresAt, Extra: map[string]any{"principal": p}}
+	for _, s := range p.Scopes {
+		info.Scopes = append(info.Scopes, string(s))
+	}
+	return info, nil
+}
+
+// PrincipalFromTokenInfo returns the principal VerifyMCP put into info.
+func PrincipalFromTokenInfo(info *mcpauth.TokenInfo) (Principal, bool) {
+	if info == nil {
+		return Principal{}, false
+	}
+	p, ok := info.Extra["principal"].(Principal)
+	return p, ok
+}
+
+// NewToken is a request to make a token.
+type NewToken struct {
+	User        string    // "": the creator's own user
+	Scopes      []Scope   // required
+	Sandbox     string    // "": unbound (or the creator's binding)
+	ExpiresAt   time.Time // zero: never (or the creator's expiry)
+	Description string
+}
+
+// Created is a token just made: the only time its secret is seen.
+type Created struct {
+	Secret string
+	Token  TokenInfo
+}
+
+// TokenInfo is what a token list shows: everything but the secret.
+type TokenInfo struct {
+	ID          string
+	User        string
+	Hint        string
+	Description string
+	Scopes      []Scope
+	Sandbox     string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+	Static      bool
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// CheckSandboxName checks that name is a lowercase DNS label of at most 63 characters.
+func CheckSandboxName(name string) error {
+	if !dnsLabel.MatchString(name) {
+		return fmt.Errorf("sandbox name %q must be a lowercase DNS label: 1 to 63 of a-z, 0-9 and '-', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+var userName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
+
+func checkUserName(name string) error {
+	if !userName.MatchString(name) {
+		return fmt.Errorf("user name %q must be 1 to 64 of letters, digits, '.', '_', '@' and '-', starting with a letter or digit", name)
+	}
+	return nil
+}
+
+func parseScopes(in []string) ([]Scope, error) {
+	if len(in) == 0 {
+		return nil, errors.New("at least one scope is needed (admin, user, mcp, jobs)")
+	}
+	var out []Scope
+	for _, s := range in {
+		sc := Scope(strings.TrimSpace(s))
+		if !validScope(sc) {
+			return nil, fmt.Errorf("unknown scope %q (known: admin, user, mcp, jobs)", s)
+		}
+		if !slices.Contains(out, sc) {
+			out = append(out, sc)
+		}
+	}
+	return out, nil
+}
+
+// ParseScopes checks a list of scope names.
+func ParseScopes(in []string) ([]Scope, error) {
+	s, err := parseScopes(in)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return s, nil
+}
+
+// CreateToken makes a token for req on behalf of by. An admin may make any token, for any
+// user. A user-scoped token may make tokens for its own user that are no wider than itself: a
+// subset of its scopes, bound to its sandbox if it is bound, expiring no later than it does.
+func (a *Authenticator) CreateToken(ctx context.Context, by Principal, req NewToken) (Created, error) {
+	if !by.IsAdmin() && !by.Has(ScopeUser) {
+		return Created{}, fmt.Errorf("%w: making tokens needs the admin or user scope", ErrForbidden)
+	}
+	if req.User == "" {
+		req.User = by.User
+	}
+	if err := checkUserName(req.User); err != nil {
+		return Created{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	scopes := make([]string, 0, len(req.Scopes))
+	for _, s := range req.Scopes {
+		scopes = append(scopes, string(s))
+	}
+	if _, err := ParseScopes(scopes); err != nil {
+		return Created{}, err
+	}
+	if req.Sandbox != "" {
+		if err := CheckSandboxName(req.Sandbox); err != nil {
+			return Created{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
+	now := a.now().Truncate(time.Millisecond) // what the store keeps
+	req.ExpiresAt = req.ExpiresAt.Truncate(time.Millisecond)
+	if !req.ExpiresAt.IsZero() && !req.ExpiresAt.After(now) {
+		return Created{}, fmt.Errorf("%w: the expiry %s has already passed", ErrInvalid, req.ExpiresAt.Format(time.RFC3339))
+	}
+	if !by.IsAdmin() {
+		if req.User != by.User {
+			return Created{}, fmt.Errorf("%w: only an admin can make tokens for another user (%s)", ErrForbidden, req.User)
+		}
+		for _, s := range req.Scopes {
+			if !slices.Contains(by.Scopes, s) {
+				return Created{}, fmt.Errorf("%w: scope %q is wider than the token making it", ErrForbidden, s)
+			}
+		}
+		if by.Sandbox != "" {
+			if req.Sandbox == "" {
+				req.Sandbox = by.Sandbox
+			} else if req.Sandbox != by.Sandbox {
+				return Created{}, fmt.Errorf("%w: this token is bound to sandbox %s and can only make tokens bound to it", ErrForbidden, by.Sandbox)
+			}
+		}
+		if !by.ExpiresAt.IsZero() {
+			if req.ExpiresAt.IsZero() {
+				req.ExpiresAt = by.ExpiresAt
+			} else if req.ExpiresAt.After(by.ExpiresAt) {
+				return Created{}, fmt.Errorf("%w: the new token may not outlive the token making it (%s)", ErrForbidden, by.ExpiresAt.Format(time.RFC3339))
+			}
+		}
+	}
+	if _, err := a.store.EnsureUser(ctx, req.User); err != nil {
+		return Created{}, err
+	}
+	secret := newSecret()
+	t := store.Token{
+		ID: newTokenID(), User: req.User, Hash: hashSecret(secret), Hint: secret[:len(TokenPrefix)+4],
+		Description: req.Description, Scopes: scopes, Sandbox: req.Sandbox, CreatedBy: by.TokenID,
+		CreatedAt: now, ExpiresAt: req.ExpiresAt,
+	}
+	if err := a.store.CreateToken(ctx, t); err != nil {
+		return Created{}, fmt.Errorf("store token: %w", err)
+	}
+	return Created{Secret: secret, Token: info(t)}, nil
+}
+
+func info(t store.Token) TokenInfo {
+	p := principal(t)
+	return TokenInfo{ID: t.ID, User: t.User, Hint: t.Hint + "…", Description: t.Description, Scopes: p.Scopes,
+		Sandbox: t.Sandbox, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt}
+}
+
+func staticInfo(p Principal) TokenInfo {
+	return TokenInfo{ID: p.TokenID, User: p.User, Description: "from the tokens file", Scopes: p.Scopes, Sandbox: p.Sandbox, Static: true}
+}
+
+// ListTokens lists the tokens by may see: its user's, or everyone's for an admin. Never a secret.
+func (a *Authenticator) ListTokens(ctx context.Context, by Principal) ([]TokenInfo, error) {
+	user := by.User
+	if by.IsAdmin() {
+		user = ""
+	}
+	ts, err := a.store.ListTokens(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TokenInfo, 0, len(ts))
+	for _, t := range ts {
+		if !t.ExpiresAt.IsZero() && !a.now().Before(t.ExpiresAt) {
+			continue
+		}
+		out = append(out, info(t))
+	}
+	for _, p := range a.static.all(a.now()) {
+		if user == "" || p.User == user {
+			out = append(out, staticInfo(p))
+		}
+	}
+	return out, nil
+}
+
+// RevokeToken revokes the token id, which must be by's own (its user's) or by must be an admin.
+// The token is refused from the next request on, and streams it holds end at the next recheck.
+func (a *Authenticator) RevokeToken(ctx context.Context, by Principal, id string) error {
+	if _, ok, _ := a.static.byID(id, a.now()); ok {
+		return fmt.Errorf("%w: %s comes from the tokens file; remove its line there to revoke it", ErrStatic, id)
+	}
+	t, err := a.store.TokenByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !t.RevokedAt.IsZero()) || (err == nil && !by.IsAdmin() && t.User != by.User) {
+		return fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return err
+	}
+	if err := a.store.RevokeToken(ctx, id, a.now()); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		return err
+	}
+	return nil
+}
+
+// Bootstrap makes the first admin token when the store has never held one, and returns its
+// secret; created is false (and the secret empty) otherwise.
+func (a *Authenticator) Bootstrap(ctx context.Context) (secret string, created bool, err error) {
+	n, err := a.store.CountTokens(ctx)
+	if err != nil || n > 0 {
+		return "", false, err
+	}
+	c, err := a.CreateToken(ctx, Principal{User: AdminUser, Scopes: []Scope{ScopeAdmin}},
+		NewToken{User: AdminUser, Scopes: []Scope{ScopeAdmin}, Description: "the first admin token, made at first start"})
+	if err != nil {
+		return "", false, err
+	}
+	return c.Secret, true, nil
+}

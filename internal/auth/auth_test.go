@@ -1,0 +1,325 @@
+package auth_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	mcpauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"go.uber.org/goleak"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/store/sqlite"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// clock is a settable time source.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+type fixture struct {
+	a     *auth.Authenticator
+	clock *clock
+	dir   string
+	admin auth.Principal
+}
+
+func newFixture(t *testing.T, tokensFile string) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := sqlite.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	a, err := auth.New(context.Background(), auth.Config{Store: s, TokensFile: tokensFile, Now: c.now})
+	if err != nil {
+		t.Fatalf("auth.New: %v", err)
+	}
+	secret, created, err := a.Bootstrap(context.Background())
+	if err != nil || !created {
+		t.Fatalf("Bootstrap = %v, %v", created, err)
+	}
+	admin, err := a.Authenticate(context.Background(), secret)
+	if err != nil {
+		t.Fatalf("Authenticate(admin): %v", err)
+	}
+	return &fixture{a: a, clock: c, dir: dir, admin: admin}
+}
+
+func (f *fixture) create(t *testing.T, by auth.Principal, req auth.NewToken) (auth.Created, auth.Principal) {
+	t.Helper()
+	c, err := f.a.CreateToken(context.Background(), by, req)
+	if err != nil {
+		t.Fatalf("CreateToken(%+v): %v", req, err)
+	}
+	p, err := f.a.Authenticate(context.Background(), c.Secret)
+	if err != nil {
+		t.Fatalf("Authenticate(new token): %v", err)
+	}
+	return c, p
+}
+
+func TestBootstrapOnlyOnce(t *testing.T) {
+	f := newFixture(t, "")
+	if !f.admin.IsAdmin() || f.admin.User != auth.AdminUser {
+		t.Fatalf("bootstrap principal = %+v, want the admin user with the admin scope", f.admin)
+	}
+	if _, created, err := f.a.Bootstrap(context.Background()); err != nil || created {
+		t.Fatalf("second Bootstrap created = %v, %v; want false", created, err)
+	}
+}
+
+func TestAuthenticateRefusals(t *testing.T) {
+	f := newFixture(t, "")
+	ctx := context.Background()
+	expiring, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser}, ExpiresAt: f.clock.t.Add(time.Hour)})
+	revoked, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser}})
+	if err := f.a.RevokeToken(ctx, f.admin, revoked.Token.ID); err != nil {
+		t.Fatalf("RevokeToken: %v", err)
+	}
+	f.clock.t = f.clock.t.Add(time.Hour)
+	for _, c := range []struct {
+		name, secret string
+		want         error
+	}{
+		{"missing", "", auth.ErrNoToken},
+		{"unknown", "hgr_" + strings.Repeat("a", 52), auth.ErrUnknownToken},
+		{"revoked", revoked.Secret, auth.ErrRevoked},
+		{"expired", expiring.Secret, auth.ErrExpired},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := f.a.Authenticate(ctx, c.secret); !errors.Is(err, c.want) {
+				t.Fatalf("Authenticate error = %v, want %v", err, c.want)
+			}
+		})
+	}
+}
+
+func TestTokenShape(t *testing.T) {
+	f := newFixture(t, "")
+	c, p := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}, Sandbox: "api-refactor"})
+	if !strings.HasPrefix(c.Secret, auth.TokenPrefix) || len(c.Secret) < len(auth.TokenPrefix)+52 {
+		t.Errorf("secret %q: want the %s prefix and 32 random bytes", c.Secret, auth.TokenPrefix)
+	}
+	if p.User != "ada" || p.Sandbox != "api-refactor" || !p.Has(auth.ScopeMCP) || p.Has(auth.ScopeJobs) || p.IsAdmin() {
+		t.Errorf("principal = %+v", p)
+	}
+	other, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser}})
+	if other.Secret == c.Secret || other.Token.ID == c.Token.ID {
+		t.Error("two tokens share a secret or an id")
+	}
+}
+
+func TestSecretNowhereOnDisk(t *testing.T) {
+	f := newFixture(t, "")
+	c, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser}})
+	entries, err := os.ReadDir(f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	for _, e := range entries { // hangar.db and its WAL files
+		data, err := os.ReadFile(filepath.Join(f.dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		read += len(data)
+		if bytes.Contains(data, []byte(c.Secret)) || bytes.Contains(data, []byte(c.Secret[len(auth.TokenPrefix)+4:])) {
+			t.Errorf("the token's secret is in %s", e.Name())
+		}
+	}
+	if read == 0 {
+		t.Fatal("read no database files: the check above proved nothing")
+	}
+}
+
+func TestCreateTokenRules(t *testing.T) {
+	f := newFixture(t, "")
+	ctx := context.Background()
+	_, user := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}, ExpiresAt: f.clock.t.Add(48 * time.Hour)})
+	_, bound := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}, Sandbox: "box"})
+	_, mcpOnly := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeMCP}})
+	cases := []struct {
+		name string
+		by   auth.Principal
+		req  auth.NewToken
+		want error
+	}{
+		{"user narrower", user, auth.NewToken{Scopes: []auth.Scope{auth.ScopeMCP}}, nil},
+		{"user wider", user, auth.NewToken{Scopes: []auth.Scope{auth.ScopeJobs}}, auth.ErrForbidden},
+		{"user admin", user, auth.NewToken{Scopes: []auth.Scope{auth.ScopeAdmin}}, auth.ErrForbidden},
+		{"user for another", user, auth.NewToken{User: "bob", Scopes: []auth.Scope{auth.ScopeMCP}}, auth.ErrForbidden},
+		{"user outliving", user, auth.NewToken{Scopes: []auth.Scope{auth.ScopeMCP}, ExpiresAt: f.clock.t.Add(72 * time.Hour)}, auth.ErrForbidden},
+		{"bound other sandbox", bound, auth.NewToken{Scopes: []auth.Scope{auth.ScopeMCP}, Sandbox: "other"}, auth.ErrForbidden},
+		{"mcp only", mcpOnly, auth.NewToken{Scopes: []auth.Scope{auth.ScopeMCP}}, auth.ErrForbidden},
+		{"no scopes", f.admin, auth.NewToken{User: "bob"}, auth.ErrInvalid},
+		{"unknown scope", f.admin, auth.NewToken{User: "bob", Scopes: []auth.Scope{"root"}}, auth.ErrInvalid},
+		{"bad sandbox", f.admin, auth.NewToken{User: "bob", Scopes: []auth.Scope{auth.ScopeUser}, Sandbox: "Not_A_Label"}, auth.ErrInvalid},
+		{"bad user", f.admin, auth.NewToken{User: "bob smith", Scopes: []auth.Scope{auth.ScopeUser}}, auth.ErrInvalid},
+		{"past expiry", f.admin, auth.NewToken{User: "bob", Scopes: []auth.Scope{auth.ScopeUser}, ExpiresAt: f.clock.t.Add(-time.Second)}, auth.ErrInvalid},
+		{"admin for another", f.admin, auth.NewToken{User: "bob", Scopes: []auth.Scope{auth.ScopeJobs}}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := f.a.CreateToken(ctx, c.by, c.req)
+			if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+				t.Fatalf("CreateToken error = %v, want %v", err, c.want)
+			}
+		})
+	}
+	t.Run("inherits binding and expiry", func(t *testing.T) {
+		_, p := f.create(t, bound, auth.NewToken{Scopes: []auth.Scope{auth.ScopeMCP}})
+		if p.Sandbox != "box" {
+			t.Errorf("token made by a bound token has sandbox %q, want box", p.Sandbox)
+		}
+		_, p = f.create(t, user, auth.NewToken{Scopes: []auth.Scope{auth.ScopeMCP}})
+		if !p.ExpiresAt.Equal(user.ExpiresAt) {
+			t.Errorf("token made by an expiring token expires %v, want %v", p.ExpiresAt, user.ExpiresAt)
+		}
+	})
+}
+
+func TestListAndRevoke(t *testing.T) {
+	f := newFixture(t, "")
+	ctx := context.Background()
+	adaTok, ada := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser}})
+	bobTok, bob := f.create(t, f.admin, auth.NewToken{User: "bob", Scopes: []auth.Scope{auth.ScopeUser}})
+	ids := func(by auth.Principal) map[string]bool {
+		ts, err := f.a.ListTokens(ctx, by)
+		if err != nil {
+			t.Fatalf("ListTokens: %v", err)
+		}
+		m := map[string]bool{}
+		for _, ti := range ts {
+			m[ti.ID] = true
+			if strings.Contains(ti.Hint, adaTok.Secret) || len(ti.Hint) > len(auth.TokenPrefix)+8 {
+				t.Errorf("listed hint %q is too much of the secret", ti.Hint)
+			}
+		}
+		return m
+	}
+	if got := ids(ada); !got[adaTok.Token.ID] || got[bobTok.Token.ID] || len(got) != 1 {
+		t.Errorf("ada lists %v, want only her own token", got)
+	}
+	if got := ids(f.admin); !got[adaTok.Token.ID] || !got[bobTok.Token.ID] || !got[f.admin.TokenID] {
+		t.Errorf("admin lists %v, want every token", got)
+	}
+	if err := f.a.RevokeToken(ctx, ada, bobTok.Token.ID); !errors.Is(err, auth.ErrNotFound) {
+		t.Errorf("ada revoking bob's token: %v, want ErrNotFound", err)
+	}
+	if err := f.a.Check(ctx, bob); err != nil {
+		t.Errorf("Check(bob) before revoking = %v", err)
+	}
+	if err := f.a.RevokeToken(ctx, bob, bobTok.Token.ID); err != nil {
+		t.Fatalf("bob revoking his own token: %v", err)
+	}
+	if err := f.a.Check(ctx, bob); !errors.Is(err, auth.ErrRevoked) {
+		t.Errorf("Check(bob) after revoking = %v, want ErrRevoked", err)
+	}
+	if _, err := f.a.Authenticate(ctx, bobTok.Secret); !errors.Is(err, auth.ErrRevoked) {
+		t.Errorf("Authenticate(bob) after revoking = %v, want ErrRevoked", err)
+	}
+	if err := f.a.RevokeToken(ctx, f.admin, bobTok.Token.ID); !errors.Is(err, auth.ErrNotFound) {
+		t.Errorf("revoking twice: %v, want ErrNotFound", err)
+	}
+}
+
+func TestCheckExpiry(t *testing.T) {
+	f := newFixture(t, "")
+	_, p := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser}, ExpiresAt: f.clock.t.Add(time.Minute)})
+	if err := f.a.Check(context.Background(), p); err != nil {
+		t.Fatalf("Check = %v", err)
+	}
+	f.clock.t = f.clock.t.Add(time.Minute)
+	if err := f.a.Check(context.Background(), p); !errors.Is(err, auth.ErrExpired) {
+		t.Fatalf("Check after expiry = %v, want ErrExpired", err)
+	}
+}
+
+const staticSecret = "static-secret-0123456789abcdef0123456789"
+
+func TestStaticTokens(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("# ci token\n" + staticSecret + " ci user,mcp box\n")
+	f := newFixture(t, path)
+	ctx := context.Background()
+	p, err := f.a.Authenticate(ctx, staticSecret)
+	if err != nil {
+		t.Fatalf("Authenticate(static): %v", err)
+	}
+	if !p.Static || p.User != "ci" || p.Sandbox != "box" || !p.Has(auth.ScopeMCP) {
+		t.Fatalf("static principal = %+v", p)
+	}
+	if err := f.a.RevokeToken(ctx, f.admin, p.TokenID); !errors.Is(err, auth.ErrStatic) {
+		t.Errorf("revoking a static token = %v, want ErrStatic", err)
+	}
+	// Removing its line revokes it once the file is reread (at most a second later).
+	write("# nothing\n")
+	f.clock.t = f.clock.t.Add(2 * time.Second)
+	if err := os.Chtimes(path, f.clock.t, f.clock.t); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.a.Check(ctx, p); !errors.Is(err, auth.ErrRevoked) {
+		t.Errorf("Check after removing the line = %v, want ErrRevoked", err)
+	}
+	if _, err := f.a.Authenticate(ctx, staticSecret); !errors.Is(err, auth.ErrUnknownToken) {
+		t.Errorf("Authenticate after removing the line = %v, want ErrUnknownToken", err)
+	}
+}
+
+func TestStaticTokensFileErrors(t *testing.T) {
+	for name, content := range map[string]string{
+		"short token":   "short ci user\n",
+		"unknown scope": staticSecret + " ci root\n",
+		"few fields":    staticSecret + " ci\n",
+		"bad sandbox":   staticSecret + " ci user Bad_Box\n",
+		"duplicate":     staticSecret + " ci user\n" + staticSecret + " ci mcp\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "tokens")
+			os.WriteFile(path, []byte(content), 0o600)
+			s, err := sqlite.Open(context.Background(), t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if _, err := auth.New(context.Background(), auth.Config{Store: s, TokensFile: path}); err == nil || !strings.Contains(err.Error(), "line") {
+				t.Fatalf("auth.New = %v, want an error naming the line", err)
+			}
+		})
+	}
+}
+
+func TestVerifyMCP(t *testing.T) {
+	f := newFixture(t, "")
+	ctx := context.Background()
+	withMCP, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeMCP}})
+	withoutMCP, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeJobs}})
+	info, err := f.a.VerifyMCP(ctx, withMCP.Secret, nil)
+	if err != nil {
+		t.Fatalf("VerifyMCP: %v", err)
+	}
+	if p, ok := auth.PrincipalFromTokenInfo(info); !ok || p.User != "ada" {
+		t.Errorf("principal from token info = %+v, %v", p, ok)
+	}
+	for _, secret := range []string{withoutMCP.Secret, "hgr_nope"} {
+		if _, err := f.a.VerifyMCP(ctx, secret, nil); !errors.Is(err, mcpauth.ErrInvalidToken) {
+			t.Errorf("VerifyMCP = %v, want ErrInvalidToken", err)
+		}
+	}
+}

@@ -1,0 +1,78 @@
+// Package auth is hangar's tokens: making them, checking them on every request, rechecking them
+// for open streams, and revoking them. A token is random, stored only as a hash, belongs to a
+// user, carries scopes, may expire, and may be bound to one sandbox.
+package auth
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+)
+
+// Scope is what a token may do.
+type Scope string
+
+// The scopes. ScopeAdmin implies every other.
+const (
+	ScopeAdmin Scope = "admin" // everything, every user's resources
+	ScopeUser  Scope = "user"  // the REST API as its user
+	ScopeMCP   Scope = "mcp"   // the /mcp endpoint
+	ScopeJobs  Scope = "jobs"  // the jobs API, seeing only its own jobs
+)
+
+// Scopes lists every scope, in a fixed order.
+var Scopes = []Scope{ScopeAdmin, ScopeUser, ScopeMCP, ScopeJobs}
+
+func validScope(s Scope) bool { return slices.Contains(Scopes, s) }
+
+// Principal is who a request (or a stream) acts for: the token that was presented.
+type Principal struct {
+	TokenID   string
+	User      string
+	Scopes    []Scope
+	Sandbox   string    // "": not bound; else the one sandbox this token may touch
+	ExpiresAt time.Time // zero: never
+	Static    bool      // from the tokens file, not the store
+}
+
+// Has reports whether the principal holds scope s (admins hold them all).
+func (p Principal) Has(s Scope) bool {
+	return slices.Contains(p.Scopes, s) || slices.Contains(p.Scopes, ScopeAdmin)
+}
+
+// IsAdmin reports whether the principal has the admin scope.
+func (p Principal) IsAdmin() bool { return slices.Contains(p.Scopes, ScopeAdmin) }
+
+type principalKey struct{}
+
+// WithPrincipal returns ctx carrying p.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalFrom returns the principal in ctx, if any.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// Errors of this package, to be tested with errors.Is. Transports map each to a status once.
+var (
+	// ErrNoToken means the request carried no bearer token.
+	ErrNoToken = errors.New("no bearer token")
+	// ErrUnknownToken means the token is not one hangar made or was given.
+	ErrUnknownToken = errors.New("unknown token")
+	// ErrRevoked means the token was revoked.
+	ErrRevoked = errors.New("token revoked")
+	// ErrExpired means the token's expiry has passed.
+	ErrExpired = errors.New("token expired")
+	// ErrForbidden means the token is valid but its scopes or binding do not allow the action.
+	ErrForbidden = errors.New("not allowed")
+	// ErrInvalid means a request to make a token was malformed.
+	ErrInvalid = errors.New("invalid token request")
+	// ErrNotFound means no token of that id is visible to the caller.
+	ErrNotFound = errors.New("token not found")
+	// ErrStatic means the token comes from the tokens file and can only be changed there.
+	ErrStatic = errors.New("static token")
+)

@@ -1,0 +1,140 @@
+package rest
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+)
+
+// Code is the machine-readable kind of a REST error, in the JSON body's error.code.
+type Code string
+
+// The error codes, each with its one HTTP status (see status).
+const (
+	CodeBadRequest   Code = "bad_request"
+	CodeUnauthorized Code = "unauthorized"
+	CodeForbidden    Code = "forbidden"
+	CodeNotFound     Code = "not_found"
+	CodeMethod       Code = "method_not_allowed"
+	CodeConflict     Code = "conflict"
+	CodeTooLarge     Code = "too_large"
+	CodeLimit        Code = "limit"
+	CodeUnavailable  Code = "unavailable"
+	CodeInternal     Code = "internal"
+)
+
+var statuses = map[Code]int{
+	CodeBadRequest:   http.StatusBadRequest,
+	CodeUnauthorized: http.StatusUnauthorized,
+	CodeForbidden:    http.StatusForbidden,
+	CodeNotFound:     http.StatusNotFound,
+	CodeMethod:       http.StatusMethodNotAllowed,
+	CodeConflict:     http.StatusConflict,
+	CodeTooLarge:     http.StatusRequestEntityTooLarge,
+	CodeLimit:        http.StatusTooManyRequests,
+	CodeUnavailable:  http.StatusServiceUnavailable,
+	CodeInternal:     http.StatusInternalServerError,
+}
+
+// apiError is an error on its way to the client: a code, a sentence for a person, and the
+// technical cause.
+type apiError struct {
+	code    Code
+	message string
+	detail  string
+}
+
+func (e *apiError) Error() string { return e.message + ": " + e.detail }
+
+func newError(code Code, message string, cause error) *apiError {
+	e := &apiError{code: code, message: message}
+	if cause != nil {
+		e.detail = cause.Error()
+	}
+	return e
+}
+
+// errorBody is the JSON of every error response.
+type errorBody struct {
+	Error struct {
+		Code    Code   `json:"code"`
+		Message string `json:"message"`
+		Detail  string `json:"detail,omitempty"`
+	} `json:"error"`
+}
+
+// classify maps an error from the domain packages to its REST form. Errors it does not know
+// are internal: the client gets a generic sentence, the log gets the cause.
+func classify(err error) *apiError {
+	var ae *apiError
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &tooLarge):
+		return newError(CodeTooLarge, "The request body is too large.", err)
+	case errors.Is(err, auth.ErrNoToken):
+		return newError(CodeUnauthorized, "This request needs a token: send 'Authorization: Bearer <token>'.", err)
+	case errors.Is(err, auth.ErrUnknownToken):
+		return newError(CodeUnauthorized, "The token is not one hangar knows.", err)
+	case errors.Is(err, auth.ErrRevoked):
+		return newError(CodeUnauthorized, "The token was revoked.", err)
+	case errors.Is(err, auth.ErrExpired):
+		return newError(CodeUnauthorized, "The token has expired.", err)
+	case errors.Is(err, auth.ErrForbidden):
+		return newError(CodeForbidden, "The token is not allowed to do that.", err)
+	case errors.Is(err, auth.ErrInvalid):
+		return newError(CodeBadRequest, "The token request is not valid.", err)
+	case errors.Is(err, auth.ErrNotFound):
+		return newError(CodeNotFound, "There is no such token.", err)
+	case errors.Is(err, auth.ErrStatic):
+		return newError(CodeConflict, "That token comes from the tokens file and can only be changed there.", err)
+	default:
+		return newError(CodeInternal, "Something went wrong inside hangar; the server log has the details.", err)
+	}
+}
+
+// writeError sends err as a JSON error response.
+func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := classify(err)
+	status := statuses[e.code]
+	if e.code == CodeInternal {
+		a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		e = &apiError{code: e.code, message: e.message} // the cause stays in the log
+	}
+	if e.code == CodeUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="hangar"`)
+	}
+	var body errorBody
+	body.Error.Code, body.Error.Message, body.Error.Detail = e.code, e.message, e.detail
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the client may be gone; nothing to do about it
+}
+
+// decodeJSON reads a request body into v, refusing unknown fields, trailing data and bodies
+// over the cap (which the body middleware set).
+func decodeJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return err
+		}
+		return newError(CodeBadRequest, "The request body is not the JSON this endpoint takes.", err)
+	}
+	if dec.More() {
+		return newError(CodeBadRequest, "The request body has more than one JSON value.", nil)
+	}
+	return nil
+}

@@ -1,0 +1,270 @@
+package rest_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/rest"
+	"github.com/hangar-dev/hangar/internal/store/sqlite"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const staticSecret = "static-secret-0123456789abcdef0123456789"
+
+type env struct {
+	url   string
+	admin string
+	now   time.Time
+}
+
+// newEnv serves the REST routes on a real port-0 listener.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte(staticSecret+" ci user\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{now: time.Now()}
+	a, err := auth.New(ctx, auth.Config{Store: s, TokensFile: tokens, Now: func() time.Time { return e.now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, _, err := a.Bootstrap(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.admin = secret
+	srv := rest.New(rest.Config{Auth: a, Store: s, Registry: prometheus.NewRegistry(), MaxBodyBytes: 4096, Now: func() time.Time { return e.now }})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		http.DefaultClient.CloseIdleConnections()
+		s.Close()
+	})
+	e.url = "http://" + ln.Addr().String()
+	return e
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+func (e *env) do(t *testing.T, method, path, token, body string) response {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := response{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &r.body); err != nil {
+			t.Fatalf("%s %s: body is not JSON: %q", method, path, raw)
+		}
+	}
+	return r
+}
+
+// wantError checks an error response's status, code and that it has a sentence for a person.
+func wantError(t *testing.T, r response, status int, code string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status = %d, want %d (%s)", r.status, status, r.raw)
+	}
+	e, _ := r.body["error"].(map[string]any)
+	if e["code"] != code {
+		t.Errorf("error.code = %v, want %s (%s)", e["code"], code, r.raw)
+	}
+	if msg, _ := e["message"].(string); len(msg) < 10 || !strings.HasSuffix(msg, ".") {
+		t.Errorf("error.message = %q, want a sentence", msg)
+	}
+}
+
+func (e *env) newToken(t *testing.T, by, body string) (id, secret string) {
+	t.Helper()
+	r := e.do(t, "POST", "/api/tokens", by, body)
+	if r.status != http.StatusCreated {
+		t.Fatalf("POST /api/tokens %s = %d %s", body, r.status, r.raw)
+	}
+	return r.body["id"].(string), r.body["token"].(string)
+}
+
+func TestUnauthenticated(t *testing.T) {
+	e := newEnv(t)
+	_, expiring := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"], "expires_in": "1h"}`)
+	revokedID, revoked := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
+	if r := e.do(t, "DELETE", "/api/tokens/"+revokedID, e.admin, ""); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE = %d %s", r.status, r.raw)
+	}
+	e.now = e.now.Add(2 * time.Hour)
+	for name, tok := range map[string]string{"missing": "", "unknown": "hgr_nope", "revoked": revoked, "expired": expiring} {
+		t.Run(name, func(t *testing.T) {
+			r := e.do(t, "GET", "/api/tokens", tok, "")
+			wantError(t, r, http.StatusUnauthorized, "unauthorized")
+			if !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("WWW-Authenticate = %q", r.header.Get("WWW-Authenticate"))
+			}
+		})
+	}
+	t.Run("not bearer", func(t *testing.T) {
+		req, _ := http.NewRequest("GET", e.url+"/api/tokens", nil)
+		req.Header.Set("Authorization", "Basic "+e.admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("status = %d, want 401", resp.StatusCode)
+		}
+	})
+}
+
+func TestTokensAPI(t *testing.T) {
+	e := newEnv(t)
+	adaID, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user", "mcp"], "description": "laptop"}`)
+	bobID, bob := e.newToken(t, e.admin, `{"user": "bob", "scopes": ["user"]}`)
+
+	// A user makes a narrower token for herself; a wider one is refused.
+	narrowID, narrow := e.newToken(t, ada, `{"scopes": ["mcp"], "sandbox": "api-refactor"}`)
+	wantError(t, e.do(t, "POST", "/api/tokens", ada, `{"scopes": ["admin"]}`), http.StatusForbidden, "forbidden")
+	wantError(t, e.do(t, "POST", "/api/tokens", ada, `{"user": "bob", "scopes": ["user"]}`), http.StatusForbidden, "forbidden")
+	// An mcp-only token cannot make tokens.
+	wantError(t, e.do(t, "POST", "/api/tokens", narrow, `{"scopes": ["mcp"]}`), http.StatusForbidden, "forbidden")
+
+	// Listing: one's own, admin all, never a secret.
+	list := func(tok string) (ids []string, raw string) {
+		r := e.do(t, "GET", "/api/tokens", tok, "")
+		if r.status != http.StatusOK {
+			t.Fatalf("GET /api/tokens = %d %s", r.status, r.raw)
+		}
+		for _, x := range r.body["tokens"].([]any) {
+			ids = append(ids, x.(map[string]any)["id"].(string))
+		}
+		return ids, r.raw
+	}
+	adaIDs, raw := list(ada)
+	if strings.Join(adaIDs, ",") != adaID+","+narrowID {
+		t.Errorf("ada lists %v, want her two tokens", adaIDs)
+	}
+	allIDs, allRaw := list(e.admin)
+	if len(allIDs) != 5 { // admin, ada, bob, narrow, static
+		t.Errorf("admin lists %v, want 5 tokens", allIDs)
+	}
+	for _, secret := range []string{ada, bob, narrow, e.admin, staticSecret} {
+		if strings.Contains(raw+allRaw, secret) || strings.Contains(raw+allRaw, secret[8:]) {
+			t.Errorf("a token list shows a secret")
+		}
+	}
+	if strings.Contains(allRaw, `"token"`) {
+		t.Error("a token list has a token field")
+	}
+
+	// Revocation: refused from the very next request.
+	wantError(t, e.do(t, "DELETE", "/api/tokens/"+bobID, ada, ""), http.StatusNotFound, "not_found")
+	if r := e.do(t, "GET", "/api/whoami", bob, ""); r.status != http.StatusOK || r.body["user"] != "bob" {
+		t.Fatalf("whoami(bob) = %d %s", r.status, r.raw)
+	}
+	if r := e.do(t, "DELETE", "/api/tokens/"+bobID, bob, ""); r.status != http.StatusNoContent {
+		t.Fatalf("bob revoking his token = %d %s", r.status, r.raw)
+	}
+	wantError(t, e.do(t, "GET", "/api/whoami", bob, ""), http.StatusUnauthorized, "unauthorized")
+	wantError(t, e.do(t, "DELETE", "/api/tokens/tok_nope", e.admin, ""), http.StatusNotFound, "not_found")
+
+	// A static token cannot be revoked through the API.
+	staticIDs, _ := list(staticSecret)
+	if len(staticIDs) != 1 {
+		t.Fatalf("the static token lists %v, want itself", staticIDs)
+	}
+	wantError(t, e.do(t, "DELETE", "/api/tokens/"+staticIDs[0], e.admin, ""), http.StatusConflict, "conflict")
+}
+
+func TestBadRequests(t *testing.T) {
+	e := newEnv(t)
+	cases := []struct {
+		name, method, path, body string
+		status                   int
+		code                     string
+	}{
+		{"not json", "POST", "/api/tokens", `{"user": `, 400, "bad_request"},
+		{"unknown field", "POST", "/api/tokens", `{"user": "ada", "scopes": ["user"], "admin": true}`, 400, "bad_request"},
+		{"two values", "POST", "/api/tokens", `{"scopes": ["user"]} {}`, 400, "bad_request"},
+		{"unknown scope", "POST", "/api/tokens", `{"user": "ada", "scopes": ["root"]}`, 400, "bad_request"},
+		{"no scopes", "POST", "/api/tokens", `{"user": "ada"}`, 400, "bad_request"},
+		{"bad expiry", "POST", "/api/tokens", `{"user": "ada", "scopes": ["user"], "expires_in": "soon"}`, 400, "bad_request"},
+		{"both expiries", "POST", "/api/tokens", `{"user": "ada", "scopes": ["user"], "expires_in": "1h", "expires_at": "2030-01-01T00:00:00Z"}`, 400, "bad_request"},
+		{"bad sandbox", "POST", "/api/tokens", `{"user": "ada", "scopes": ["user"], "sandbox": "No_Way"}`, 400, "bad_request"},
+		{"too large", "POST", "/api/tokens", `{"description": "` + strings.Repeat("x", 5000) + `", "scopes": ["user"]}`, 413, "too_large"},
+		{"no route", "GET", "/api/nothing", "", 404, "not_found"},
+		{"wrong method", "PUT", "/api/tokens", "", 405, "method_not_allowed"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			wantError(t, e.do(t, c.method, c.path, e.admin, c.body), c.status, c.code)
+		})
+	}
+}
+
+func TestTooLargeWithoutContentLength(t *testing.T) {
+	e := newEnv(t)
+	pr, pw := io.Pipe()
+	go func() {
+		pw.Write([]byte(`{"description": "`))
+		pw.Write([]byte(strings.Repeat("x", 8192)))
+		pw.Write([]byte(`", "scopes": ["user"]}`))
+		pw.Close()
+	}()
+	req, _ := http.NewRequest("POST", e.url+"/api/tokens", pr) // chunked: no Content-Length
+	req.Header.Set("Authorization", "Bearer "+e.admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status = %d, want 413", resp.StatusCode)
+	}
+}

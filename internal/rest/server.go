@@ -1,0 +1,232 @@
+// Package rest is hangar's HTTP transport: the chi router under /api, bearer-token auth, JSON
+// errors, /healthz, /readyz and /metrics, and the server's graceful shutdown. Handlers are thin:
+// they decode, call a domain package, and encode.
+package rest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+// Config configures the REST server.
+type Config struct {
+	// Auth checks tokens and manages them. Required.
+	Auth *auth.Authenticator
+	// Store answers /readyz. Required.
+	Store store.Store
+	// Registry is served at /metrics; the server adds its HTTP metrics to it. Required.
+	Registry *prometheus.Registry
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+	// MaxBodyBytes caps request bodies (413 past it). Default 1 MiB.
+	MaxBodyBytes int64
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Server is the one listener's HTTP server.
+type Server struct {
+	srv *http.Server
+	log *slog.Logger
+
+	mu       sync.Mutex
+	draining bool          // set by Shutdown: requests that start from then on get 503
+	inFlight int           // requests past the gate and not yet answered
+	drained  chan struct{} // closed when draining and inFlight is 0
+	lns      []net.Listener
+}
+
+// api holds what handlers share.
+type api struct {
+	Config
+	log *slog.Logger
+}
+
+// readyTimeout bounds /readyz's store ping: a store slower than this is not ready.
+const readyTimeout = 2 * time.Second
+
+// New builds the server and its routes.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	a := &api{Config: cfg, log: cfg.Logger}
+	s := &Server{log: cfg.Logger, drained: make(chan struct{})}
+
+	r := chi.NewRouter()
+	r.Use(s.gate, newHTTPMetrics(cfg.Registry).middleware, a.limitBody)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		a.writeError(w, r, newError(CodeNotFound, "There is nothing at "+r.URL.Path+".", nil))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		a.writeError(w, r, newError(CodeMethod, r.Method+" is not allowed on "+r.URL.Path+".", nil))
+	})
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Get("/readyz", s.ready(a))
+	r.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
+	r.Route("/api", func(r chi.Router) {
+		r.Use(a.authenticate)
+		r.Get("/whoami", a.whoami)
+		r.Post("/tokens", a.createToken)
+		r.Get("/tokens", a.listTokens)
+		r.Delete("/tokens/{id}", a.revokeToken)
+	})
+	s.srv = &http.Server{
+		Handler:           r,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	return s
+}
+
+// Handler returns the server's routes, for tests that serve them themselves.
+func (s *Server) Handler() http.Handler { return s.srv.Handler }
+
+// Serve serves on ln until Shutdown. It returns nil after a shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.lns = append(s.lns, ln)
+	s.mu.Unlock()
+	err := s.srv.Serve(ln)
+	s.mu.Lock()
+	draining := s.draining
+	s.mu.Unlock()
+	if errors.Is(err, http.ErrServerClosed) || (draining && errors.Is(err, net.ErrClosed)) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting connections, answers 503 to every request that starts from now on
+// (net/http's own Shutdown would drop them unanswered), waits for the requests in flight until
+// ctx ends, and then closes the connections. Long-lived streams must have been ended first.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	lns := s.lns
+	if s.inFlight == 0 {
+		close(s.drained)
+	}
+	s.mu.Unlock()
+	for _, ln := range lns {
+		ln.Close()
+	}
+	select {
+	case <-s.drained:
+	case <-ctx.Done():
+		s.log.Warn("shutdown grace period over; closing the requests still running")
+		return s.srv.Close()
+	}
+	if err := s.srv.Shutdown(ctx); err != nil {
+		return s.srv.Close()
+	}
+	return nil
+}
+
+// gate counts requests in flight and refuses those that start after Shutdown began.
+func (s *Server) gate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		if s.draining {
+			s.mu.Unlock()
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", "1")
+			var body errorBody
+			body.Error.Code, body.Error.Message = CodeUnavailable, "hangar is shutting down; try again in a moment."
+			writeJSON(w, http.StatusServiceUnavailable, body)
+			return
+		}
+		s.inFlight++
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.inFlight--
+			if s.draining && s.inFlight == 0 {
+				close(s.drained)
+			}
+			s.mu.Unlock()
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) ready(a *api) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		defer cancel()
+		if err := a.Store.Ping(ctx); err != nil {
+			a.writeError(w, r, newError(CodeUnavailable, "The store does not answer.", err))
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	}
+}
+
+// limitBody caps every request body at MaxBodyBytes.
+func (a *api) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > a.MaxBodyBytes {
+			a.writeError(w, r, newError(CodeTooLarge, "The request body is too large.", errors.New("Content-Length is over the limit of "+humanBytes(a.MaxBodyBytes))))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authenticate requires a valid bearer token and puts its principal in the request's context.
+func (a *api) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		secret, ok := bearer(r)
+		if !ok {
+			a.writeError(w, r, auth.ErrNoToken)
+			return
+		}
+		p, err := a.Auth.Authenticate(r.Context(), secret)
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+	})
+}
+
+func bearer(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+func principal(r *http.Request) auth.Principal {
+	p, _ := auth.PrincipalFrom(r.Context()) // always there under /api: authenticate put it
+	return p
+}

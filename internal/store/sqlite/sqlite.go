@@ -1,0 +1,59 @@
+// Package sqlite opens hangar's embedded store: one SQLite file through modernc.org/sqlite (no
+// cgo), migrated at open.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	"github.com/pressly/goose/v3"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/hangar-dev/hangar/internal/store/sqlstore"
+	"github.com/hangar-dev/hangar/migrations"
+)
+
+// FileName is the database file's name inside the data directory.
+const FileName = "hangar.db"
+
+// Open opens (creating if needed) <dir>/hangar.db and applies the migrations.
+func Open(ctx context.Context, dir string) (*sqlstore.DB, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, FileName)
+	// WAL lets readers go on while one writes; busy_timeout makes concurrent writers wait for
+	// each other instead of failing with SQLITE_BUSY.
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
+		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	fsys, err := fs.Sub(migrations.SQLite, "sqlite")
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s, err := sqlstore.Open(ctx, db, sqlstore.Dialect{Goose: goose.DialectSQLite3, IsUniqueViolation: isUniqueViolation}, fsys)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func isUniqueViolation(err error) bool {
+	var e *sqlite.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	return e.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || e.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+}

@@ -1,0 +1,211 @@
+// Package sqlstore implements store.Store over database/sql for both of hangar's databases. The
+// two differ only in what a Dialect says: how parameters are written and how a unique-key
+// violation looks. Times are kept as Unix milliseconds so neither driver's time handling matters.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+// Dialect is what differs between the databases.
+type Dialect struct {
+	// Goose is the migration dialect.
+	Goose goose.Dialect
+	// Numbered makes parameters $1, $2, ... (PostgreSQL) instead of ?.
+	Numbered bool
+	// IsUniqueViolation reports whether err is a unique or primary key violation.
+	IsUniqueViolation func(error) bool
+}
+
+// DB is a store.Store over a *sql.DB.
+type DB struct {
+	db *sql.DB
+	d  Dialect
+}
+
+var _ store.Store = (*DB)(nil)
+
+// Open applies the embedded migrations in fsys (the .sql files at its root) to db and returns
+// the store. On error db is left to the caller to close.
+func Open(ctx context.Context, db *sql.DB, d Dialect, fsys fs.FS) (*DB, error) {
+	p, err := goose.NewProvider(d.Goose, db, fsys)
+	if err != nil {
+		return nil, fmt.Errorf("load migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return nil, fmt.Errorf("apply migrations: %w", err)
+	}
+	return &DB{db: db, d: d}, nil
+}
+
+// q rewrites ? parameters for the dialect. Queries here never hold a literal '?'.
+func (s *DB) q(query string) string {
+	if !s.d.Numbered {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// Ping implements store.Store.
+func (s *DB) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+// Close implements store.Store.
+func (s *DB) Close() error { return s.db.Close() }
+
+// EnsureUser implements store.Store.
+func (s *DB) EnsureUser(ctx context.Context, name string) (store.User, error) {
+	now := time.Now().UnixMilli()
+	if _, err := s.db.ExecContext(ctx, s.q(`INSERT INTO users (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`), name, now); err != nil {
+		return store.User{}, fmt.Errorf("insert user %s: %w", name, err)
+	}
+	var created int64
+	if err := s.db.QueryRowContext(ctx, s.q(`SELECT created_at FROM users WHERE name = ?`), name).Scan(&created); err != nil {
+		return store.User{}, fmt.Errorf("read user %s: %w", name, err)
+	}
+	return store.User{Name: name, CreatedAt: time.UnixMilli(created)}, nil
+}
+
+const tokenColumns = `id, user_name, hash, hint, description, scopes, sandbox, created_by, created_at, expires_at, revoked_at`
+
+// CreateToken implements store.Store.
+func (s *DB) CreateToken(ctx context.Context, t store.Token) error {
+	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		t.ID, t.User, t.Hash, t.Hint, t.Description, strings.Join(t.Scopes, ","), t.Sandbox, t.CreatedBy,
+		t.CreatedAt.UnixMilli(), millis(t.ExpiresAt), millis(t.RevokedAt))
+	if err != nil {
+		if s.d.IsUniqueViolation(err) {
+			return fmt.Errorf("insert token %s: %w", t.ID, store.ErrConflict)
+		}
+		return fmt.Errorf("insert token %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// TokenByHash implements store.Store.
+func (s *DB) TokenByHash(ctx context.Context, hash string) (store.Token, error) {
+	return s.oneToken(ctx, `hash = ?`, hash)
+}
+
+// TokenByID implements store.Store.
+func (s *DB) TokenByID(ctx context.Context, id string) (store.Token, error) {
+	return s.oneToken(ctx, `id = ?`, id)
+}
+
+func (s *DB) oneToken(ctx context.Context, where string, arg any) (store.Token, error) {
+	row := s.db.QueryRowContext(ctx, s.q(`SELECT `+tokenColumns+` FROM tokens WHERE `+where), arg)
+	t, err := scanToken(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Token{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.Token{}, fmt.Errorf("read token: %w", err)
+	}
+	return t, nil
+}
+
+// ListTokens implements store.Store.
+func (s *DB) ListTokens(ctx context.Context, user string) ([]store.Token, error) {
+	query, args := `SELECT `+tokenColumns+` FROM tokens WHERE revoked_at IS NULL`, []any{}
+	if user != "" {
+		query += ` AND user_name = ?`
+		args = append(args, user)
+	}
+	rows, err := s.db.QueryContext(ctx, s.q(query+` ORDER BY created_at, id`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Token
+	for rows.Next() {
+		t, err := scanToken(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list tokens: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	return out, nil
+}
+
+// RevokeToken implements store.Store.
+func (s *DB) RevokeToken(ctx context.Context, id string, at time.Time) error {
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL`), at.UnixMilli(), id)
+	if err != nil {
+		return fmt.Errorf("revoke token %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("revoke token %s: %w", id, err)
+	} else if n == 0 {
+		return fmt.Errorf("revoke token %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+// CountTokens implements store.Store.
+func (s *DB) CountTokens(ctx context.Context) (int, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM tokens`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count tokens: %w", err)
+	}
+	return n, nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanToken(r scanner) (store.Token, error) {
+	var (
+		t                store.Token
+		scopes           string
+		created          int64
+		expires, revoked sql.NullInt64
+	)
+	if err := r.Scan(&t.ID, &t.User, &t.Hash, &t.Hint, &t.Description, &scopes, &t.Sandbox, &t.CreatedBy, &created, &expires, &revoked); err != nil {
+		return store.Token{}, err
+	}
+	if scopes != "" {
+		t.Scopes = strings.Split(scopes, ",")
+	}
+	t.CreatedAt = time.UnixMilli(created)
+	t.ExpiresAt = fromMillis(expires)
+	t.RevokedAt = fromMillis(revoked)
+	return t, nil
+}
+
+// millis maps the zero time to NULL.
+func millis(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMilli(), Valid: true}
+}
+
+func fromMillis(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.UnixMilli(n.Int64)
+}

@@ -1,0 +1,65 @@
+// Package store is hangar's persistence: the Store interface, its records and its errors. The
+// sqlite and postgres subpackages open the two implementations (both built on sqlstore), and
+// storetest is the one test suite they both pass.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Store is everything hangar keeps. Implementations are safe for concurrent use.
+type Store interface {
+	// Ping answers nil when the database answers; /readyz uses it.
+	Ping(ctx context.Context) error
+	Close() error
+
+	// EnsureUser creates the user if there is none of that name, and returns it.
+	EnsureUser(ctx context.Context, name string) (User, error)
+
+	// CreateToken stores a new token. ErrConflict when its id or hash is taken; its user must
+	// exist.
+	CreateToken(ctx context.Context, t Token) error
+	// TokenByHash finds a token by the hash of its secret, revoked or not. ErrNotFound if none.
+	TokenByHash(ctx context.Context, hash string) (Token, error)
+	// TokenByID finds a token by id, revoked or not. ErrNotFound if none.
+	TokenByID(ctx context.Context, id string) (Token, error)
+	// ListTokens lists the tokens that are not revoked, oldest first: a user's, or everyone's
+	// when user is "".
+	ListTokens(ctx context.Context, user string) ([]Token, error)
+	// RevokeToken marks a token revoked at the given time. ErrNotFound if there is no such
+	// token or it was already revoked.
+	RevokeToken(ctx context.Context, id string, at time.Time) error
+	// CountTokens counts all tokens ever made, revoked ones included.
+	CountTokens(ctx context.Context) (int, error)
+}
+
+// User is a person (or a service) that tokens belong to.
+type User struct {
+	Name      string
+	CreatedAt time.Time
+}
+
+// Token is a stored token. The secret itself is never stored: only its hash.
+type Token struct {
+	ID          string
+	User        string
+	Hash        string    // hex SHA-256 of the secret
+	Hint        string    // the secret's first characters, to recognise it in a list
+	Description string    // what it is for, as its creator said
+	Scopes      []string  // admin, user, mcp, jobs
+	Sandbox     string    // "": any sandbox the user may see; else the one it is bound to
+	CreatedBy   string    // the id of the token that created it ("" for the first admin token)
+	CreatedAt   time.Time //
+	ExpiresAt   time.Time // zero: never
+	RevokedAt   time.Time // zero: not revoked
+}
+
+// Errors of every Store, to be tested with errors.Is.
+var (
+	// ErrNotFound means no record matched.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means a unique key is taken.
+	ErrConflict = errors.New("already exists")
+)
