@@ -9,13 +9,18 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/config"
+	"github.com/hangar-dev/hangar/internal/provider"
+	"github.com/hangar-dev/hangar/internal/provider/docker"
+	"github.com/hangar-dev/hangar/internal/provider/local"
 	"github.com/hangar-dev/hangar/internal/rest"
+	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/postgres"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
@@ -55,10 +60,46 @@ func openStore(ctx context.Context, cfg config.Config) (store.Store, string, err
 	return s, "sqlite " + filepath.Join(cfg.DataDir, sqlite.FileName), err
 }
 
+// reconcileTimeout bounds the look at stored sandboxes at start.
+const reconcileTimeout = 30 * time.Second
+
+// newSandboxes sets up the providers and the sandbox manager over them.
+// Its close function releases the providers' connections.
+func newSandboxes(cfg config.Config, st store.Store, log *slog.Logger) (*sandbox.Manager, func(), error) {
+	pc := cfg.Providers
+	loc, err := local.New(local.Config{DataDir: cfg.DataDir, HangarBinary: pc.DaemonBinary, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	dock, err := docker.New(docker.Config{Host: pc.DockerHost, Image: pc.DockerImage, HangarBinary: pc.DaemonBinary, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	providers := map[string]provider.Provider{"local": loc, "docker": dock}
+	unconfigured := map[string]string{
+		"kubernetes": "set HANGAR_K8S_NAMESPACE (and run hangar where it can reach the cluster)",
+		"e2b":        "set HANGAR_E2B_API_KEY",
+	}
+	if _, ok := providers[pc.Default]; !ok {
+		dock.Close()
+		return nil, nil, fmt.Errorf("HANGAR_DEFAULT_PROVIDER=%s, but that provider is not set up: %s", pc.Default, unconfigured[pc.Default])
+	}
+	log.Warn("the local provider isolates nothing: its sandboxes are folders under the data dir, and their commands run as this user on this machine", "dir", filepath.Join(cfg.DataDir, "sandboxes"))
+	m := sandbox.New(sandbox.Config{Store: st, Providers: providers, Unconfigured: unconfigured, Default: pc.Default, Logger: log})
+	return m, func() { m.Close(); dock.Close() }, nil
+}
+
 // serve runs the control plane on ln until ctx ends, then shuts down gracefully.
 func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stderr io.Writer) error {
 	defer ln.Close()
 	log := newLogger(cfg, stderr)
+	// Sandboxes' daemons run in other working directories and outlive this process: every
+	// path handed to them must be absolute.
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	cfg.DataDir = dataDir
 
 	st, where, err := openStore(ctx, cfg)
 	if err != nil {
@@ -74,10 +115,19 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 		return err
 	}
 
+	sandboxes, closeSandboxes, err := newSandboxes(cfg, st, log)
+	if err != nil {
+		return err
+	}
+	defer closeSandboxes()
+	rctx, rcancel := context.WithTimeout(ctx, reconcileTimeout)
+	sandboxes.Reconcile(rctx)
+	rcancel()
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	srv := rest.New(rest.Config{Auth: authn, Store: st, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes})
+	srv := rest.New(rest.Config{Auth: authn, Store: st, Sandboxes: sandboxes, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("hangar serving", "addr", ln.Addr().String(), "store", where, "version", version)

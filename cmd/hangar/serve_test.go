@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/config"
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -274,5 +277,65 @@ func TestServeRefusesBadStartup(t *testing.T) {
 	}
 	if lines := strings.Split(strings.TrimSpace(errOut.String()), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "HANGAR_STREAM_MAX_TOTAL") {
 		t.Errorf("stderr = %q, want one line naming the variable", errOut.String())
+	}
+}
+
+// api sends a request with a token and decodes the JSON answer.
+func (ts *testServer) api(t *testing.T, method, path, token, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, ts.url+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+// TestSandboxesSurviveRestart: a local sandbox's daemon outlives the control plane, which finds
+// it again at start; one whose daemon died meanwhile is marked failed, with the reason.
+func TestSandboxesSurviveRestart(t *testing.T) {
+	bin, err := providertest.BuildHangar(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t)
+	cfg.Providers.DaemonBinary = bin
+	ts := startServe(t, cfg)
+	tok := adminToken(t, ts)
+	for _, name := range []string{"keeps", "dies"} {
+		if code, body := ts.api(t, "POST", "/api/sandboxes", tok, `{"name": "`+name+`"}`); code != 201 {
+			t.Fatalf("create %s = %d %v", name, code, body)
+		}
+	}
+	t.Cleanup(func() {
+		again := startServe(t, cfg)
+		for _, name := range []string{"keeps", "dies"} {
+			again.api(t, "DELETE", "/api/sandboxes/"+name, tok, "")
+		}
+	})
+	if err := ts.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	// The daemon of "dies" dies while no control plane runs.
+	out, err := exec.Command("pkill", "-f", filepath.Join(cfg.DataDir, "sandboxes", "dies")+"/").CombinedOutput()
+	if err != nil {
+		t.Fatalf("pkill the daemon of dies: %v %s", err, out)
+	}
+
+	ts = startServe(t, cfg)
+	code, body := ts.api(t, "POST", "/api/sandboxes/keeps/exec", tok, `{"command": "echo still here"}`)
+	if code != 200 || body["stdout"] != "still here\n" || body["via"] != "daemon" {
+		t.Fatalf("exec after restart = %d %v", code, body)
+	}
+	code, body = ts.api(t, "GET", "/api/sandboxes/dies", tok, "")
+	if code != 200 || body["state"] != "failed" || body["reason"] == "" {
+		t.Fatalf("the sandbox whose daemon died = %d %v, want failed with a reason", code, body)
+	}
+	if err := ts.stop(t); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -28,6 +28,17 @@ func serveSettings(c *config.Config) []setting {
 		{"watch-max-per-token", "N", "directory watches per token", intValue{&c.Stream.WatchMaxPerToken}},
 		{"stream-recheck-seconds", "N", "how often open streams check that their token is still valid", intValue{&c.Stream.RecheckSeconds}},
 		{"stream-turn-logs", "BOOL", "follow running turns' logs through the daemon", boolValue{&c.Stream.TurnLogs}},
+		{"default-provider", "NAME", "the provider of a sandbox whose request names none: local, docker, kubernetes or e2b", stringValue{&c.Providers.Default, oneOf("local", "docker", "kubernetes", "e2b")}},
+		{"daemon-binary", "FILE", "the static hangar binary run as sandboxes' daemon (default: this executable)", stringValue{&c.Providers.DaemonBinary, nonEmpty}},
+		{"docker-host", "URL", "the Docker engine's address", stringValue{&c.Providers.DockerHost, dockerHost}},
+		{"docker-image", "IMAGE", "the image of a docker sandbox whose request names none (never pulled)", stringValue{&c.Providers.DockerImage, nonEmpty}},
+		{"k8s-namespace", "NAMESPACE", "the namespace of kubernetes sandboxes' pods; setting it offers the kubernetes provider", stringValue{&c.Providers.K8sNamespace, nonEmpty}},
+		{"k8s-image", "IMAGE", "the image of a kubernetes sandbox whose request names none", stringValue{&c.Providers.K8sImage, nonEmpty}},
+		{"k8s-hangar-image", "IMAGE", "an image with the hangar binary at /hangar, copied into each pod by an init container", stringValue{&c.Providers.K8sHangarImage, nonEmpty}},
+		{"e2b-api-key", "KEY", "E2B's API key; setting it offers the e2b provider", stringValue{&c.Providers.E2BAPIKey, nonEmpty}},
+		{"e2b-api-url", "URL", "E2B's API", stringValue{&c.Providers.E2BAPIURL, httpURL}},
+		{"e2b-domain", "DOMAIN", "the domain of E2B's sandbox daemons (49983-<id>.<domain>)", stringValue{&c.Providers.E2BDomain, nonEmpty}},
+		{"e2b-template", "TEMPLATE", "the template of an e2b sandbox whose request names none", stringValue{&c.Providers.E2BTemplate, nonEmpty}},
 	}
 }
 

@@ -140,6 +140,22 @@ func postgresURL(s string) error {
 	return nil
 }
 
+func httpURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("must be an http:// or https:// URL")
+	}
+	return nil
+}
+
+func dockerHost(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "unix" && u.Scheme != "tcp" && u.Scheme != "http" && u.Scheme != "https") {
+		return errors.New("must be a Docker engine address, like unix:///var/run/docker.sock or tcp://127.0.0.1:2375")
+	}
+	return nil
+}
+
 type durationValue struct{ p *time.Duration }
 
 func (v durationValue) String() string {

@@ -28,7 +28,41 @@ type Config struct {
 	// MaxBodyBytes caps every request body; a larger one is refused with 413. Default 1 MiB.
 	MaxBodyBytes int64
 
-	Stream Stream
+	Stream    Stream
+	Providers Providers
+}
+
+// Providers configures where sandboxes live. local and docker are always offered; kubernetes
+// when K8sNamespace is set, e2b when E2BAPIKey is set.
+type Providers struct {
+	// Default is the provider of a sandbox whose request names none. Default local.
+	Default string
+	// DaemonBinary is the hangar binary run as local sandboxes' daemon and mounted into docker
+	// sandboxes (so it must be static: make build makes it so). Default "": this executable.
+	DaemonBinary string
+	// DockerHost is the Docker engine's address. Default unix:///var/run/docker.sock.
+	DockerHost string
+	// DockerImage is the image of a docker sandbox whose request names none. Default
+	// ubuntu:24.04 (never pulled: it must be on the engine).
+	DockerImage string
+	// K8sNamespace is where kubernetes sandboxes' pods go; setting it offers the provider.
+	// Default "" (not offered).
+	K8sNamespace string
+	// K8sImage is the image of a kubernetes sandbox whose request names none. Default
+	// ubuntu:24.04.
+	K8sImage string
+	// K8sHangarImage is an image holding the hangar binary at /hangar, copied into each pod by
+	// an init container. Default "" (the sandbox image must already have it).
+	K8sHangarImage string
+	// E2BAPIKey is E2B's API key; setting it offers the provider. Default "" (not offered).
+	E2BAPIKey string
+	// E2BAPIURL is E2B's API. Default https://api.e2b.app.
+	E2BAPIURL string
+	// E2BDomain is where E2B's sandboxes' daemons are reached (49983-<id>.<domain>). Default
+	// e2b.app.
+	E2BDomain string
+	// E2BTemplate is the template of an e2b sandbox whose request names none. Default base.
+	E2BTemplate string
 }
 
 // Stream holds the limits of spec/streaming.md's "Limits and closing" table, with its names and
@@ -74,6 +108,15 @@ func Default() Config {
 			WatchMaxPerToken:      8,
 			RecheckSeconds:        5,
 			TurnLogs:              true,
+		},
+		Providers: Providers{
+			Default:     "local",
+			DockerHost:  "unix:///var/run/docker.sock",
+			DockerImage: "ubuntu:24.04",
+			K8sImage:    "ubuntu:24.04",
+			E2BAPIURL:   "https://api.e2b.app",
+			E2BDomain:   "e2b.app",
+			E2BTemplate: "base",
 		},
 	}
 }

@@ -1,11 +1,13 @@
 package rest
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/sandbox"
 )
 
 // Code is the machine-readable kind of a REST error, in the JSON body's error.code.
@@ -91,6 +93,18 @@ func classify(err error) *apiError {
 		return newError(CodeNotFound, "There is no such token.", err)
 	case errors.Is(err, auth.ErrStatic):
 		return newError(CodeConflict, "That token comes from the tokens file and can only be changed there.", err)
+	case errors.Is(err, sandbox.ErrNotFound):
+		return newError(CodeNotFound, "There is no such sandbox, or it is not yours.", err)
+	case errors.Is(err, sandbox.ErrConflict):
+		return newError(CodeConflict, "That sandbox name is taken.", err)
+	case errors.Is(err, sandbox.ErrInvalid):
+		return newError(CodeBadRequest, "The sandbox request is not valid.", err)
+	case errors.Is(err, sandbox.ErrForbidden):
+		return newError(CodeForbidden, "The token is not allowed to do that.", err)
+	case errors.Is(err, sandbox.ErrState):
+		return newError(CodeConflict, "The sandbox is not in a state that allows this.", err)
+	case errors.Is(err, sandbox.ErrUnavailable):
+		return newError(CodeUnavailable, "The sandbox's provider or daemon does not answer.", err)
 	default:
 		return newError(CodeInternal, "Something went wrong inside hangar; the server log has the details.", err)
 	}
@@ -138,3 +152,5 @@ func decodeJSON(r *http.Request, v any) error {
 	}
 	return nil
 }
+
+func base64Std(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

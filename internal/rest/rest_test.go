@@ -3,11 +3,13 @@ package rest_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,11 +18,39 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/provider"
+	"github.com/hangar-dev/hangar/internal/provider/docker"
+	"github.com/hangar-dev/hangar/internal/provider/local"
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
 	"github.com/hangar-dev/hangar/internal/rest"
+	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// hangarBin is a static hangar binary, run as the local sandboxes' daemon and mounted into
+// docker sandboxes.
+var hangarBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hangar-rest-test")
+	if err != nil {
+		panic(err)
+	}
+	hangarBin, err = providertest.BuildHangar(dir)
+	if err != nil {
+		panic(err)
+	}
+	// goleak.VerifyTestMain would exit before the folder is removed.
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 const staticSecret = "static-secret-0123456789abcdef0123456789"
 
@@ -28,6 +58,7 @@ type env struct {
 	url   string
 	admin string
 	now   time.Time
+	dir   string
 }
 
 // newEnv serves the REST routes on a real port-0 listener.
@@ -38,11 +69,12 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Close() }) // registered first, so it runs last
 	tokens := filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(tokens, []byte(staticSecret+" ci user\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{now: time.Now()}
+	e := &env{now: time.Now(), dir: t.TempDir()}
 	a, err := auth.New(ctx, auth.Config{Store: s, TokensFile: tokens, Now: func() time.Time { return e.now }})
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +84,36 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e.admin = secret
-	srv := rest.New(rest.Config{Auth: a, Store: s, Registry: prometheus.NewRegistry(), MaxBodyBytes: 4096, Now: func() time.Time { return e.now }})
+	loc, err := local.New(local.Config{DataDir: e.dir, HangarBinary: hangarBin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	providers := map[string]provider.Provider{"local": loc}
+	if dockerEngineUp() {
+		dock, err := docker.New(docker.Config{HangarBinary: hangarBin, Instance: "rest-test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		providers["docker"] = dock
+		t.Cleanup(func() { dock.Close() })
+	}
+	sandboxes := sandbox.New(sandbox.Config{Store: s, Providers: providers,
+		Unconfigured: map[string]string{"e2b": "set HANGAR_E2B_API_KEY"}})
+	t.Cleanup(func() {
+		// Local sandboxes' daemons are detached: a test must not leave them running.
+		admin := auth.Principal{User: "admin", Scopes: []auth.Scope{auth.ScopeAdmin}}
+		sbs, err := sandboxes.List(ctx, admin, false)
+		if err != nil {
+			t.Errorf("list sandboxes to destroy them: %v", err)
+		}
+		for _, sb := range sbs {
+			if err := sandboxes.Destroy(ctx, admin, sb.Name); err != nil {
+				t.Errorf("destroy %s: %v", sb.Name, err)
+			}
+		}
+		sandboxes.Close()
+	})
+	srv := rest.New(rest.Config{Auth: a, Store: s, Sandboxes: sandboxes, Registry: prometheus.NewRegistry(), MaxBodyBytes: 4096, Now: func() time.Time { return e.now }})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +128,6 @@ func newEnv(t *testing.T) *env {
 			t.Errorf("Serve: %v", err)
 		}
 		http.DefaultClient.CloseIdleConnections()
-		s.Close()
 	})
 	e.url = "http://" + ln.Addr().String()
 	return e
@@ -187,7 +247,10 @@ func TestTokensAPI(t *testing.T) {
 		return ids, r.raw
 	}
 	adaIDs, raw := list(ada)
-	if strings.Join(adaIDs, ",") != adaID+","+narrowID {
+	slices.Sort(adaIDs)
+	want := []string{adaID, narrowID}
+	slices.Sort(want)
+	if !slices.Equal(adaIDs, want) {
 		t.Errorf("ada lists %v, want her two tokens", adaIDs)
 	}
 	allIDs, allRaw := list(e.admin)

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -27,6 +28,8 @@ type Config struct {
 	Auth *auth.Authenticator
 	// Store answers /readyz. Required.
 	Store store.Store
+	// Sandboxes serves /api/sandboxes. Required.
+	Sandboxes *sandbox.Manager
 	// Registry is served at /metrics; the server adds its HTTP metrics to it. Required.
 	Registry *prometheus.Registry
 	// Logger. Default slog.Default().
@@ -91,6 +94,7 @@ func New(cfg Config) *Server {
 		r.Post("/tokens", a.createToken)
 		r.Get("/tokens", a.listTokens)
 		r.Delete("/tokens/{id}", a.revokeToken)
+		r.Route("/sandboxes", a.sandboxRoutes)
 	})
 	s.srv = &http.Server{
 		Handler:           r,

@@ -33,6 +33,37 @@ type Store interface {
 	RevokeToken(ctx context.Context, id string, at time.Time) error
 	// CountTokens counts all tokens ever made, revoked ones included.
 	CountTokens(ctx context.Context) (int, error)
+
+	// CreateSandbox stores a new sandbox. A row of the same name in state destroyed or failed
+	// is replaced; any other is ErrConflict.
+	CreateSandbox(ctx context.Context, sb Sandbox) error
+	// GetSandbox finds a sandbox by name. ErrNotFound if none.
+	GetSandbox(ctx context.Context, name string) (Sandbox, error)
+	// ListSandboxes lists sandboxes by name: an owner's, or everyone's when owner is "".
+	ListSandboxes(ctx context.Context, owner string) ([]Sandbox, error)
+	// UpdateSandbox rewrites a sandbox's mutable fields (all but name, owner, provider and
+	// created_at). ErrNotFound if there is no such sandbox.
+	UpdateSandbox(ctx context.Context, sb Sandbox) error
+}
+
+// Sandbox is a stored sandbox: what was asked for and what the provider made of it.
+type Sandbox struct {
+	Name        string
+	Owner       string // the user who made it
+	Provider    string // local, docker, kubernetes, e2b
+	ProviderID  string // the provider's own id
+	State       string // creating, running, paused, destroyed, failed
+	Reason      string // why it failed, for a person
+	Image       string
+	Template    string
+	Workdir     string
+	Env         map[string]string
+	Daemon      bool   // asked to have a daemon
+	DaemonURL   string // "": it has none
+	DaemonToken string
+	Data        map[string]string // the provider's own facts
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // User is a person (or a service) that tokens belong to.

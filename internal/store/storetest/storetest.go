@@ -27,6 +27,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TokenNeedsUser", testTokenNeedsUser},
 		{"ListTokens", testListTokens},
 		{"RevokeToken", testRevokeToken},
+		{"SandboxRoundTrip", testSandboxRoundTrip},
+		{"SandboxNames", testSandboxNames},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,188 @@
+package rest
+
+import (
+	"errors"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+// sandboxJSON is a sandbox as the API shows it. The daemon's address and access token stay
+// inside hangar.
+type sandboxJSON struct {
+	Name       string            `json:"name"`
+	Owner      string            `json:"owner"`
+	Provider   string            `json:"provider"`
+	ProviderID string            `json:"provider_id,omitempty"`
+	State      string            `json:"state"`
+	Reason     string            `json:"reason,omitempty"`
+	Image      string            `json:"image,omitempty"`
+	Template   string            `json:"template,omitempty"`
+	Workdir    string            `json:"workdir,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	Daemon     bool              `json:"daemon"` // it has a daemon that answers exec
+	CreatedAt  time.Time         `json:"created_at"`
+	UpdatedAt  time.Time         `json:"updated_at"`
+}
+
+func toSandboxJSON(sb store.Sandbox) sandboxJSON {
+	return sandboxJSON{Name: sb.Name, Owner: sb.Owner, Provider: sb.Provider, ProviderID: sb.ProviderID, State: sb.State,
+		Reason: sb.Reason, Image: sb.Image, Template: sb.Template, Workdir: sb.Workdir, Env: sb.Env, Daemon: sb.DaemonURL != "",
+		CreatedAt: sb.CreatedAt.UTC(), UpdatedAt: sb.UpdatedAt.UTC()}
+}
+
+// requireScope refuses tokens without the scope (admins have every scope).
+func (a *api) requireScope(s auth.Scope) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !principal(r).Has(s) {
+				a.writeError(w, r, newError(CodeForbidden, "This token lacks the "+string(s)+" scope this needs.", nil))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+func (a *api) sandboxRoutes(r chi.Router) {
+	r.Use(a.requireScope(auth.ScopeUser))
+	r.Post("/", a.createSandbox)
+	r.Get("/", a.listSandboxes)
+	r.Route("/{ref}", func(r chi.Router) {
+		r.Get("/", a.getSandbox)
+		r.Delete("/", a.destroySandbox)
+		r.Post("/pause", a.pauseSandbox)
+		r.Post("/resume", a.resumeSandbox)
+		r.Post("/exec", a.execSandbox)
+	})
+}
+
+type createSandboxRequest struct {
+	Name     string            `json:"name"`
+	Provider string            `json:"provider"`
+	Image    string            `json:"image"`
+	Template string            `json:"template"`
+	Workdir  string            `json:"workdir"`
+	Env      map[string]string `json:"env"`
+	Daemon   *bool             `json:"daemon"`
+}
+
+func (a *api) createSandbox(w http.ResponseWriter, r *http.Request) {
+	var req createSandboxRequest
+	if err := decodeJSON(r, &req); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	sb, err := a.Sandboxes.Create(r.Context(), principal(r), sandbox.CreateRequest(req))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, toSandboxJSON(sb))
+}
+
+func (a *api) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	sbs, err := a.Sandboxes.List(r.Context(), principal(r), r.URL.Query().Get("all") == "true")
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	out := make([]sandboxJSON, 0, len(sbs))
+	for _, sb := range sbs {
+		out = append(out, toSandboxJSON(sb))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sandboxes": out})
+}
+
+func (a *api) getSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := a.Sandboxes.Get(r.Context(), principal(r), chi.URLParam(r, "ref"))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toSandboxJSON(sb))
+}
+
+func (a *api) destroySandbox(w http.ResponseWriter, r *http.Request) {
+	if err := a.Sandboxes.Destroy(r.Context(), principal(r), chi.URLParam(r, "ref")); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *api) pauseSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := a.Sandboxes.Pause(r.Context(), principal(r), chi.URLParam(r, "ref"))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toSandboxJSON(sb))
+}
+
+func (a *api) resumeSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := a.Sandboxes.Resume(r.Context(), principal(r), chi.URLParam(r, "ref"))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toSandboxJSON(sb))
+}
+
+type execRequest struct {
+	Command string            `json:"command"`
+	Cwd     string            `json:"cwd"`
+	Env     map[string]string `json:"env"`
+	Timeout float64           `json:"timeout"` // seconds; 0: none
+}
+
+// execResultJSON is exec's answer. Output that is not valid UTF-8 is sent base64, with
+// stdout_encoding or stderr_encoding "base64", never mangled.
+type execResultJSON struct {
+	ExitCode       int    `json:"exit_code"`
+	Status         string `json:"status,omitempty"`
+	Stdout         string `json:"stdout"`
+	StdoutEncoding string `json:"stdout_encoding,omitempty"`
+	Stderr         string `json:"stderr"`
+	StderrEncoding string `json:"stderr_encoding,omitempty"`
+	TimedOut       bool   `json:"timed_out"`
+	Streamed       bool   `json:"streamed"`
+	Via            string `json:"via"`
+}
+
+// text returns b as a JSON string and its encoding: "" for UTF-8 text, "base64" otherwise.
+func text(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), ""
+	}
+	return base64Std(b), "base64"
+}
+
+func (a *api) execSandbox(w http.ResponseWriter, r *http.Request) {
+	var req execRequest
+	if err := decodeJSON(r, &req); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if req.Timeout < 0 {
+		a.writeError(w, r, newError(CodeBadRequest, "timeout must be a number of seconds, 0 for none.", errors.New("negative timeout")))
+		return
+	}
+	res, err := a.Sandboxes.Exec(r.Context(), principal(r), chi.URLParam(r, "ref"), sandbox.ExecRequest{
+		Command: req.Command, Cwd: req.Cwd, Env: req.Env, Timeout: time.Duration(req.Timeout * float64(time.Second)),
+	})
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	out := execResultJSON{ExitCode: res.ExitCode, Status: res.Status, TimedOut: res.TimedOut, Streamed: res.Streamed, Via: res.Via}
+	out.Stdout, out.StdoutEncoding = text(res.Stdout)
+	out.Stderr, out.StderrEncoding = text(res.Stderr)
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,206 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/envd"
+	"github.com/hangar-dev/hangar/internal/provider"
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+// MaxExecTimeout is the longest timeout an exec may ask for.
+const MaxExecTimeout = 24 * time.Hour
+
+// ExecRequest is one command to run to its end.
+type ExecRequest struct {
+	Command string
+	Cwd     string            // "": the sandbox's workdir
+	Env     map[string]string // added to the sandbox's
+	Timeout time.Duration     // 0: none; at most MaxExecTimeout
+}
+
+// ExecResult is how a command ended.
+type ExecResult struct {
+	ExitCode int
+	Status   string // the daemon's account, e.g. "exit status 2" or "signal: killed"
+	Stdout   []byte // the last provider.MaxExecOutput bytes
+	Stderr   []byte // the last provider.MaxExecOutput bytes
+	TimedOut bool   // killed because Timeout passed
+	Via      string // "daemon" or "provider"
+	Streamed bool   // output reached the client as it printed (never, here)
+}
+
+func (r ExecRequest) check() error {
+	if r.Command == "" {
+		return fmt.Errorf("%w: command is empty", ErrInvalid)
+	}
+	if r.Timeout < 0 || r.Timeout > MaxExecTimeout {
+		return fmt.Errorf("%w: timeout must be between 0 (none) and %d seconds", ErrInvalid, int(MaxExecTimeout.Seconds()))
+	}
+	return nil
+}
+
+// Runnable returns the sandbox ref if p may see it and it can run commands now.
+func (m *Manager) Runnable(ctx context.Context, p auth.Principal, ref string) (store.Sandbox, error) {
+	sb, err := m.Get(ctx, p, ref)
+	if err != nil {
+		return sb, err
+	}
+	switch provider.State(sb.State) {
+	case provider.StateRunning:
+		return sb, nil
+	case provider.StatePaused:
+		return sb, fmt.Errorf("%w: sandbox %s is paused; resume it first", ErrState, sb.Name)
+	case provider.StateFailed:
+		return sb, fmt.Errorf("%w: sandbox %s failed: %s", ErrState, sb.Name, sb.Reason)
+	default:
+		return sb, fmt.Errorf("%w: sandbox %s is %s", ErrState, sb.Name, sb.State)
+	}
+}
+
+// Exec runs a command in the sandbox ref and returns how it ended: through the sandbox's daemon
+// when it has one, else through the provider's own exec. A client that goes away kills it.
+func (m *Manager) Exec(ctx context.Context, p auth.Principal, ref string, req ExecRequest) (ExecResult, error) {
+	if err := req.check(); err != nil {
+		return ExecResult{}, err
+	}
+	sb, err := m.Runnable(ctx, p, ref)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	if sb.DaemonURL != "" {
+		return m.execDaemon(ctx, sb, req)
+	}
+	prov, err := m.provider(sb)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	res, err := prov.Exec(ctx, providerView(sb), provider.ExecRequest{Command: req.Command, Cwd: req.Cwd, Env: req.Env, Timeout: req.Timeout})
+	if err != nil {
+		return ExecResult{}, providerError("exec in sandbox "+sb.Name, err)
+	}
+	return ExecResult{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, TimedOut: res.TimedOut, Via: "provider"}, nil
+}
+
+// Daemon returns the client of the sandbox's daemon. Clients are kept, one per sandbox and
+// daemon address, so their connections are reused; the Manager closes them.
+func (m *Manager) Daemon(sb store.Sandbox) (*envd.Client, error) {
+	if sb.DaemonURL == "" {
+		return nil, fmt.Errorf("%w: sandbox %s has no daemon", ErrState, sb.Name)
+	}
+	key := daemonKey{sb.Name, sb.DaemonURL, sb.DaemonToken}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.daemons[key]; ok {
+		return c, nil
+	}
+	c, err := envd.New(envd.Config{URL: sb.DaemonURL, AccessToken: sb.DaemonToken})
+	if err != nil {
+		return nil, fmt.Errorf("%w: sandbox %s's daemon address %s: %v", ErrUnavailable, sb.Name, sb.DaemonURL, err)
+	}
+	m.daemons[key] = c
+	return c, nil
+}
+
+// forgetDaemon drops and closes the clients of a sandbox's daemons.
+func (m *Manager) forgetDaemon(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, c := range m.daemons {
+		if k.sandbox == name {
+			c.Close()
+			delete(m.daemons, k)
+		}
+	}
+}
+
+// Close closes the daemon clients' idle connections. Call it when nothing uses the Manager.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, c := range m.daemons {
+		c.Close()
+		delete(m.daemons, k)
+	}
+}
+
+// killGrace is how long past its timeout a command may take to be reported ended by the daemon
+// (which kills it at the timeout) before hangar kills it itself and stops waiting.
+const killGrace = 5 * time.Second
+
+func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequest) (ExecResult, error) {
+	c, err := m.Daemon(sb)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	if req.Timeout > 0 {
+		runCtx, cancel = context.WithTimeout(ctx, req.Timeout+killGrace)
+	}
+	defer cancel()
+	argv := provider.ShellArgv(req.Command)
+	cwd := req.Cwd
+	if cwd == "" {
+		cwd = sb.Workdir
+	}
+	env := map[string]string{}
+	for k, v := range sb.Env {
+		env[k] = v
+	}
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	started := time.Now()
+	st, err := c.Start(runCtx, envd.StartRequest{Cmd: argv[0], Args: argv[1:], Envs: env, Cwd: cwd, Lifetime: req.Timeout})
+	if err != nil {
+		if errors.Is(err, envd.ErrInvalidArgument) {
+			return ExecResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		if errors.Is(err, envd.ErrUnavailable) {
+			return ExecResult{}, fmt.Errorf("%w: the daemon of sandbox %s does not answer: %v", ErrUnavailable, sb.Name, err)
+		}
+		return ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", sb.Name, err)
+	}
+	defer st.Close()
+	res := ExecResult{Via: "daemon"}
+	stdout, stderr := &provider.TailBuffer{}, &provider.TailBuffer{}
+	for {
+		ev, err := st.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			// The client went away or the timeout passed without an end: the command must
+			// not outlive the request, so kill its process group.
+			kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
+			c.Signal(kctx, envd.ByPID(st.PID()), envd.SIGKILL)
+			kcancel()
+			if ctx.Err() != nil {
+				return ExecResult{}, ctx.Err()
+			}
+			if req.Timeout > 0 && time.Since(started) >= req.Timeout {
+				res.TimedOut, res.ExitCode, res.Status = true, -1, "killed at the timeout"
+				break
+			}
+			return ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", sb.Name, err)
+		}
+		switch ev.Kind {
+		case envd.EventStdout, envd.EventPTY:
+			stdout.Write(ev.Data)
+		case envd.EventStderr:
+			stderr.Write(ev.Data)
+		case envd.EventEnd:
+			res.ExitCode, res.Status = ev.Exit.Code, ev.Exit.Status
+			if !ev.Exit.Exited && req.Timeout > 0 && time.Since(started) >= req.Timeout {
+				res.TimedOut = true
+			}
+		}
+	}
+	res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+	return res, nil
+}

@@ -1,0 +1,341 @@
+// Package sandbox manages sandboxes for the transports: who may see which, making them through a
+// provider, keeping them in the store so a restarted control plane knows them, and running a
+// command in one — through its daemon when it has one, else through the provider's own exec.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/envd"
+	"github.com/hangar-dev/hangar/internal/provider"
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+// Errors of this package, to be tested with errors.Is. Transports map each to a status once.
+var (
+	// ErrNotFound means no sandbox of that name is visible to the caller.
+	ErrNotFound = errors.New("no such sandbox")
+	// ErrConflict means the name is taken.
+	ErrConflict = errors.New("sandbox name taken")
+	// ErrInvalid means the request is malformed (bad name, unknown provider, bad timeout).
+	ErrInvalid = errors.New("invalid sandbox request")
+	// ErrForbidden means the caller's token may not do this (e.g. a token bound to a sandbox
+	// making another).
+	ErrForbidden = errors.New("not allowed")
+	// ErrState means the sandbox is not in a state that allows this (exec on a paused one).
+	ErrState = errors.New("sandbox state does not allow this")
+	// ErrUnavailable means the provider or the sandbox's daemon does not answer.
+	ErrUnavailable = errors.New("unavailable")
+)
+
+// Config configures a Manager.
+type Config struct {
+	// Store keeps the sandboxes. Required.
+	Store store.Store
+	// Providers by name (local, docker, kubernetes, e2b). Required: at least one.
+	Providers map[string]provider.Provider
+	// Unconfigured names providers hangar knows but that were not set up, each with the
+	// sentence that says how to set it up, for the error a request naming one gets.
+	Unconfigured map[string]string
+	// Default is the provider of a request that names none. Default "local".
+	Default string
+	// CreateTimeout bounds a provider's Create (pulling nothing, starting a daemon). Default 5m.
+	CreateTimeout time.Duration
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Manager is the sandboxes' domain service. It is safe for concurrent use.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex // guards daemons
+	daemons map[daemonKey]*envd.Client
+}
+
+type daemonKey struct{ sandbox, url, token string }
+
+// New returns a Manager.
+func New(cfg Config) *Manager {
+	if cfg.Default == "" {
+		cfg.Default = "local"
+	}
+	if cfg.CreateTimeout <= 0 {
+		cfg.CreateTimeout = 5 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Manager{cfg: cfg, log: cfg.Logger, daemons: map[daemonKey]*envd.Client{}}
+}
+
+// CreateRequest is what a sandbox is made from.
+type CreateRequest struct {
+	Name     string
+	Provider string // "": the default
+	Image    string
+	Template string
+	Workdir  string
+	Env      map[string]string
+	Daemon   *bool // nil: true
+}
+
+// visible reports whether p may see sb: a bound token only its sandbox, an admin every one,
+// anyone else their own user's.
+func visible(p auth.Principal, sb store.Sandbox) bool {
+	if p.Sandbox != "" {
+		return sb.Name == p.Sandbox
+	}
+	return p.IsAdmin() || sb.Owner == p.User
+}
+
+// Get returns the sandbox ref if p may see it.
+func (m *Manager) Get(ctx context.Context, p auth.Principal, ref string) (store.Sandbox, error) {
+	sb, err := m.cfg.Store.GetSandbox(ctx, ref)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !visible(p, sb)) {
+		return store.Sandbox{}, fmt.Errorf("%w: %s", ErrNotFound, ref)
+	}
+	return sb, err
+}
+
+// List returns the sandboxes p may see, destroyed ones left out unless all is set.
+func (m *Manager) List(ctx context.Context, p auth.Principal, all bool) ([]store.Sandbox, error) {
+	owner := p.User
+	if p.IsAdmin() || p.Sandbox != "" {
+		owner = ""
+	}
+	sbs, err := m.cfg.Store.ListSandboxes(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(sbs, func(sb store.Sandbox) bool {
+		return !visible(p, sb) || (!all && sb.State == string(provider.StateDestroyed))
+	}), nil
+}
+
+// Create makes a sandbox owned by p's user and waits until it runs. A sandbox the provider could
+// not make is kept as failed, with the reason, and the error says why.
+func (m *Manager) Create(ctx context.Context, p auth.Principal, req CreateRequest) (store.Sandbox, error) {
+	if p.Sandbox != "" {
+		return store.Sandbox{}, fmt.Errorf("%w: this token is bound to sandbox %s and cannot make others", ErrForbidden, p.Sandbox)
+	}
+	if err := provider.CheckName(req.Name); err != nil {
+		return store.Sandbox{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if req.Provider == "" {
+		req.Provider = m.cfg.Default
+	}
+	prov, ok := m.cfg.Providers[req.Provider]
+	if !ok {
+		if how, known := m.cfg.Unconfigured[req.Provider]; known {
+			return store.Sandbox{}, fmt.Errorf("%w: the %s provider is not set up here: %s", ErrInvalid, req.Provider, how)
+		}
+		return store.Sandbox{}, fmt.Errorf("%w: unknown provider %q (this server has: %s)", ErrInvalid, req.Provider, strings.Join(m.providerNames(), ", "))
+	}
+	for k := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return store.Sandbox{}, fmt.Errorf("%w: environment variable name %q", ErrInvalid, k)
+		}
+	}
+	daemon := req.Daemon == nil || *req.Daemon
+	now := m.cfg.Now().Truncate(time.Millisecond)
+	sb := store.Sandbox{
+		Name: req.Name, Owner: p.User, Provider: req.Provider, State: string(provider.StateCreating),
+		Image: req.Image, Template: req.Template, Workdir: req.Workdir, Env: req.Env, Daemon: daemon,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if err := m.cfg.Store.CreateSandbox(ctx, sb); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return store.Sandbox{}, fmt.Errorf("%w: a sandbox named %s exists; pick another name or delete it first", ErrConflict, req.Name)
+		}
+		return store.Sandbox{}, err
+	}
+	// The provider's work goes on if the client goes away, so the stored state stays true.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CreateTimeout)
+	defer cancel()
+	made, err := prov.Create(cctx, provider.Spec{
+		Name: req.Name, Owner: p.User, Image: req.Image, Template: req.Template, Workdir: req.Workdir, Env: req.Env, Daemon: daemon,
+	})
+	if err != nil {
+		sb.State, sb.Reason = string(provider.StateFailed), err.Error()
+		m.save(cctx, sb)
+		return sb, providerError("create sandbox "+req.Name, err)
+	}
+	sb = merge(sb, made, m.cfg.Now())
+	if err := m.save(cctx, sb); err != nil {
+		return sb, err
+	}
+	if sb.State == string(provider.StateFailed) {
+		return sb, fmt.Errorf("%w: sandbox %s failed: %s", ErrUnavailable, sb.Name, sb.Reason)
+	}
+	return sb, nil
+}
+
+func (m *Manager) providerNames() []string {
+	names := slices.Collect(maps.Keys(m.cfg.Providers))
+	sort.Strings(names)
+	return names
+}
+
+// providerError maps a provider's error to this package's.
+func providerError(op string, err error) error {
+	switch {
+	case errors.Is(err, provider.ErrImageMissing):
+		return fmt.Errorf("%s: %w: %v", op, ErrInvalid, err)
+	case errors.Is(err, provider.ErrUnavailable):
+		return fmt.Errorf("%s: %w: %v", op, ErrUnavailable, err)
+	case errors.Is(err, provider.ErrUnsupported):
+		return fmt.Errorf("%s: %w: %v", op, ErrState, err)
+	case errors.Is(err, provider.ErrNotFound):
+		return fmt.Errorf("%s: %w: %v", op, ErrState, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// merge copies what a provider says of a sandbox onto its stored record.
+func merge(sb store.Sandbox, made provider.Sandbox, now time.Time) store.Sandbox {
+	sb.ProviderID, sb.State, sb.Reason, sb.Data = made.ID, string(made.State), made.Reason, made.Data
+	if made.Workdir != "" {
+		sb.Workdir = made.Workdir
+	}
+	sb.DaemonURL, sb.DaemonToken = "", ""
+	if made.Daemon != nil {
+		sb.DaemonURL, sb.DaemonToken = made.Daemon.URL, made.Daemon.AccessToken
+	}
+	sb.UpdatedAt = now.Truncate(time.Millisecond)
+	return sb
+}
+
+// providerView is the stored sandbox as its provider was told of it.
+func providerView(sb store.Sandbox) provider.Sandbox {
+	ps := provider.Sandbox{Name: sb.Name, Provider: sb.Provider, ID: sb.ProviderID, State: provider.State(sb.State),
+		Reason: sb.Reason, Workdir: sb.Workdir, Data: sb.Data}
+	if sb.DaemonURL != "" {
+		ps.Daemon = &provider.Daemon{URL: sb.DaemonURL, AccessToken: sb.DaemonToken}
+	}
+	return ps
+}
+
+func (m *Manager) save(ctx context.Context, sb store.Sandbox) error {
+	sb.UpdatedAt = m.cfg.Now().Truncate(time.Millisecond)
+	if err := m.cfg.Store.UpdateSandbox(ctx, sb); err != nil {
+		m.log.Error("save sandbox", "sandbox", sb.Name, "err", err)
+		return err
+	}
+	return nil
+}
+
+func (m *Manager) provider(sb store.Sandbox) (provider.Provider, error) {
+	prov, ok := m.cfg.Providers[sb.Provider]
+	if !ok {
+		return nil, fmt.Errorf("%w: sandbox %s is on the %s provider, which this server does not have set up", ErrUnavailable, sb.Name, sb.Provider)
+	}
+	return prov, nil
+}
+
+// Destroy destroys the sandbox ref. It stays listed as destroyed (with ?all) until its name is
+// taken again.
+func (m *Manager) Destroy(ctx context.Context, p auth.Principal, ref string) error {
+	sb, err := m.Get(ctx, p, ref)
+	if err != nil {
+		return err
+	}
+	if p.Sandbox != "" {
+		return fmt.Errorf("%w: a token bound to a sandbox cannot destroy it", ErrForbidden)
+	}
+	if sb.State == string(provider.StateDestroyed) {
+		return fmt.Errorf("%w: sandbox %s is already destroyed", ErrState, sb.Name)
+	}
+	prov, err := m.provider(sb)
+	if err != nil {
+		return err
+	}
+	if sb.ProviderID != "" || sb.State != string(provider.StateFailed) {
+		if err := prov.Destroy(ctx, providerView(sb)); err != nil && !errors.Is(err, provider.ErrNotFound) {
+			return providerError("destroy sandbox "+sb.Name, err)
+		}
+	}
+	m.forgetDaemon(sb.Name)
+	sb.State, sb.Reason = string(provider.StateDestroyed), ""
+	return m.save(context.WithoutCancel(ctx), sb)
+}
+
+// Pause pauses a running sandbox.
+func (m *Manager) Pause(ctx context.Context, p auth.Principal, ref string) (store.Sandbox, error) {
+	return m.transition(ctx, p, ref, provider.StateRunning, "pause", provider.Provider.Pause)
+}
+
+// Resume resumes a paused sandbox.
+func (m *Manager) Resume(ctx context.Context, p auth.Principal, ref string) (store.Sandbox, error) {
+	return m.transition(ctx, p, ref, provider.StatePaused, "resume", provider.Provider.Resume)
+}
+
+func (m *Manager) transition(ctx context.Context, p auth.Principal, ref string, from provider.State, verb string,
+	do func(provider.Provider, context.Context, provider.Sandbox) (provider.Sandbox, error)) (store.Sandbox, error) {
+	sb, err := m.Get(ctx, p, ref)
+	if err != nil {
+		return sb, err
+	}
+	if sb.State != string(from) {
+		return sb, fmt.Errorf("%w: sandbox %s is %s; only a %s sandbox can %s", ErrState, sb.Name, sb.State, from, verb)
+	}
+	prov, err := m.provider(sb)
+	if err != nil {
+		return sb, err
+	}
+	made, err := do(prov, ctx, providerView(sb))
+	if err != nil {
+		return sb, providerError(verb+" sandbox "+sb.Name, err)
+	}
+	sb = merge(sb, made, m.cfg.Now())
+	return sb, m.save(context.WithoutCancel(ctx), sb)
+}
+
+// Reconcile asks each provider about every stored sandbox that should be alive, and records
+// what it says: a daemon that died while hangar was down makes its sandbox failed, with why.
+// It runs at start.
+func (m *Manager) Reconcile(ctx context.Context) {
+	sbs, err := m.cfg.Store.ListSandboxes(ctx, "")
+	if err != nil {
+		m.log.Error("reconcile sandboxes", "err", err)
+		return
+	}
+	for _, sb := range sbs {
+		if sb.State != string(provider.StateRunning) && sb.State != string(provider.StatePaused) && sb.State != string(provider.StateCreating) {
+			continue
+		}
+		prov, ok := m.cfg.Providers[sb.Provider]
+		if !ok {
+			m.log.Warn("sandbox on a provider that is not set up; leaving it as it is", "sandbox", sb.Name, "provider", sb.Provider)
+			continue
+		}
+		got, err := prov.Get(ctx, providerView(sb))
+		switch {
+		case errors.Is(err, provider.ErrNotFound):
+			sb.State, sb.Reason = string(provider.StateFailed), "the provider no longer has this sandbox (removed while hangar was down?)"
+		case err != nil:
+			m.log.Warn("reconcile sandbox", "sandbox", sb.Name, "err", err)
+			continue
+		default:
+			sb = merge(sb, got, m.cfg.Now())
+		}
+		m.log.Info("sandbox found again", "sandbox", sb.Name, "provider", sb.Provider, "state", sb.State, "reason", sb.Reason)
+		m.save(ctx, sb)
+	}
+}

@@ -1,0 +1,140 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+const sandboxColumns = `name, owner, provider, provider_id, state, reason, image, template, workdir, env, daemon, daemon_url, daemon_token, data, created_at, updated_at`
+
+// CreateSandbox implements store.Store.
+func (s *DB) CreateSandbox(ctx context.Context, sb store.Sandbox) error {
+	env, data, err := sandboxMaps(sb)
+	if err != nil {
+		return err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("create sandbox %s: %w", sb.Name, err)
+	}
+	defer tx.Rollback()
+	// Only a destroyed or failed sandbox gives up its name.
+	if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM sandboxes WHERE name = ? AND state IN ('destroyed', 'failed')`), sb.Name); err != nil {
+		return fmt.Errorf("create sandbox %s: %w", sb.Name, err)
+	}
+	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		sb.Name, sb.Owner, sb.Provider, sb.ProviderID, sb.State, sb.Reason, sb.Image, sb.Template, sb.Workdir, env,
+		sb.Daemon, sb.DaemonURL, sb.DaemonToken, data, sb.CreatedAt.UnixMilli(), sb.UpdatedAt.UnixMilli())
+	if err != nil {
+		if s.d.IsUniqueViolation(err) {
+			return fmt.Errorf("create sandbox %s: %w", sb.Name, store.ErrConflict)
+		}
+		return fmt.Errorf("create sandbox %s: %w", sb.Name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("create sandbox %s: %w", sb.Name, err)
+	}
+	return nil
+}
+
+// GetSandbox implements store.Store.
+func (s *DB) GetSandbox(ctx context.Context, name string) (store.Sandbox, error) {
+	sb, err := scanSandbox(s.db.QueryRowContext(ctx, s.q(`SELECT `+sandboxColumns+` FROM sandboxes WHERE name = ?`), name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Sandbox{}, fmt.Errorf("sandbox %s: %w", name, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Sandbox{}, fmt.Errorf("read sandbox %s: %w", name, err)
+	}
+	return sb, nil
+}
+
+// ListSandboxes implements store.Store.
+func (s *DB) ListSandboxes(ctx context.Context, owner string) ([]store.Sandbox, error) {
+	query, args := `SELECT `+sandboxColumns+` FROM sandboxes`, []any{}
+	if owner != "" {
+		query += ` WHERE owner = ?`
+		args = append(args, owner)
+	}
+	rows, err := s.db.QueryContext(ctx, s.q(query+` ORDER BY name`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Sandbox
+	for rows.Next() {
+		sb, err := scanSandbox(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list sandboxes: %w", err)
+		}
+		out = append(out, sb)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateSandbox implements store.Store.
+func (s *DB) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
+	env, data, err := sandboxMaps(sb)
+	if err != nil {
+		return err
+	}
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE sandboxes SET provider_id = ?, state = ?, reason = ?, image = ?, template = ?, workdir = ?, env = ?, daemon = ?, daemon_url = ?, daemon_token = ?, data = ?, updated_at = ? WHERE name = ?`),
+		sb.ProviderID, sb.State, sb.Reason, sb.Image, sb.Template, sb.Workdir, env, sb.Daemon, sb.DaemonURL, sb.DaemonToken, data, sb.UpdatedAt.UnixMilli(), sb.Name)
+	if err != nil {
+		return fmt.Errorf("update sandbox %s: %w", sb.Name, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("update sandbox %s: %w", sb.Name, err)
+	} else if n == 0 {
+		return fmt.Errorf("update sandbox %s: %w", sb.Name, store.ErrNotFound)
+	}
+	return nil
+}
+
+func sandboxMaps(sb store.Sandbox) (env, data string, err error) {
+	e, err := json.Marshal(nonNil(sb.Env))
+	if err != nil {
+		return "", "", fmt.Errorf("encode sandbox %s env: %w", sb.Name, err)
+	}
+	d, err := json.Marshal(nonNil(sb.Data))
+	if err != nil {
+		return "", "", fmt.Errorf("encode sandbox %s data: %w", sb.Name, err)
+	}
+	return string(e), string(d), nil
+}
+
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}
+
+func scanSandbox(r scanner) (store.Sandbox, error) {
+	var (
+		sb               store.Sandbox
+		env, data        string
+		created, updated int64
+	)
+	if err := r.Scan(&sb.Name, &sb.Owner, &sb.Provider, &sb.ProviderID, &sb.State, &sb.Reason, &sb.Image, &sb.Template,
+		&sb.Workdir, &env, &sb.Daemon, &sb.DaemonURL, &sb.DaemonToken, &data, &created, &updated); err != nil {
+		return store.Sandbox{}, err
+	}
+	if err := json.Unmarshal([]byte(env), &sb.Env); err != nil {
+		return store.Sandbox{}, fmt.Errorf("decode env: %w", err)
+	}
+	if err := json.Unmarshal([]byte(data), &sb.Data); err != nil {
+		return store.Sandbox{}, fmt.Errorf("decode data: %w", err)
+	}
+	sb.CreatedAt, sb.UpdatedAt = time.UnixMilli(created), time.UnixMilli(updated)
+	return sb, nil
+}

@@ -1,0 +1,99 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+func newSandbox(name, owner string) store.Sandbox {
+	now := time.UnixMilli(time.Now().UnixMilli())
+	return store.Sandbox{
+		Name: name, Owner: owner, Provider: "docker", ProviderID: "c0ffee", State: "running",
+		Image: "busybox", Workdir: "/workspace", Env: map[string]string{"A": "1"}, Daemon: true,
+		DaemonURL: "http://127.0.0.1:1234", DaemonToken: "secret", Data: map[string]string{"port": "1234"},
+		CreatedAt: now, UpdatedAt: now,
+	}
+}
+
+func equalSandboxes(a, b store.Sandbox) bool {
+	return a.Name == b.Name && a.Owner == b.Owner && a.Provider == b.Provider && a.ProviderID == b.ProviderID &&
+		a.State == b.State && a.Reason == b.Reason && a.Image == b.Image && a.Template == b.Template &&
+		a.Workdir == b.Workdir && maps.Equal(a.Env, b.Env) && a.Daemon == b.Daemon && a.DaemonURL == b.DaemonURL &&
+		a.DaemonToken == b.DaemonToken && maps.Equal(a.Data, b.Data) && a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt)
+}
+
+func testSandboxRoundTrip(t *testing.T, ctx context.Context, s store.Store) {
+	want := newSandbox("api-refactor", "ada")
+	if err := s.CreateSandbox(ctx, want); err != nil {
+		t.Fatalf("CreateSandbox: %v", err)
+	}
+	got, err := s.GetSandbox(ctx, want.Name)
+	if err != nil {
+		t.Fatalf("GetSandbox: %v", err)
+	}
+	if !equalSandboxes(got, want) {
+		t.Errorf("GetSandbox = %+v, want %+v", got, want)
+	}
+	if _, err := s.GetSandbox(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetSandbox(unknown) = %v, want ErrNotFound", err)
+	}
+	want.State, want.Reason, want.Data, want.DaemonURL = "failed", "the daemon died", map[string]string{"pid": "7"}, ""
+	want.UpdatedAt = want.UpdatedAt.Add(time.Second)
+	if err := s.UpdateSandbox(ctx, want); err != nil {
+		t.Fatalf("UpdateSandbox: %v", err)
+	}
+	if got, _ := s.GetSandbox(ctx, want.Name); !equalSandboxes(got, want) {
+		t.Errorf("after UpdateSandbox = %+v, want %+v", got, want)
+	}
+	if err := s.UpdateSandbox(ctx, newSandbox("nope", "ada")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("UpdateSandbox(unknown) = %v, want ErrNotFound", err)
+	}
+}
+
+func testSandboxNames(t *testing.T, ctx context.Context, s store.Store) {
+	sb := newSandbox("box", "ada")
+	if err := s.CreateSandbox(ctx, sb); err != nil {
+		t.Fatalf("CreateSandbox: %v", err)
+	}
+	if err := s.CreateSandbox(ctx, newSandbox("box", "bob")); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("CreateSandbox(taken name) = %v, want ErrConflict", err)
+	}
+	for _, state := range []string{"destroyed", "failed"} {
+		sb.State = state
+		if err := s.UpdateSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+		sb = newSandbox("box", "bob")
+		if err := s.CreateSandbox(ctx, sb); err != nil {
+			t.Fatalf("CreateSandbox over a %s one: %v", state, err)
+		}
+		if got, _ := s.GetSandbox(ctx, "box"); got.Owner != "bob" {
+			t.Fatalf("after replacing a %s sandbox the owner is %q", state, got.Owner)
+		}
+	}
+	if err := s.CreateSandbox(ctx, newSandbox("other", "ada")); err != nil {
+		t.Fatal(err)
+	}
+	list := func(owner string) []string {
+		sbs, err := s.ListSandboxes(ctx, owner)
+		if err != nil {
+			t.Fatalf("ListSandboxes: %v", err)
+		}
+		var names []string
+		for _, sb := range sbs {
+			names = append(names, sb.Owner+"/"+sb.Name)
+		}
+		return names
+	}
+	if got := list("ada"); len(got) != 1 || got[0] != "ada/other" {
+		t.Errorf("ListSandboxes(ada) = %v", got)
+	}
+	if got := list(""); len(got) != 2 || got[0] != "bob/box" || got[1] != "ada/other" {
+		t.Errorf("ListSandboxes(all) = %v", got)
+	}
+}
