@@ -1,0 +1,174 @@
+// Package envd is the control plane's client of a sandbox's daemon: hangar's own (`hangar
+// envd`, package envd/daemon) or E2B's envd, which speak the same protocol (Connect RPC
+// services process.Process and filesystem.Filesystem, generated in envd/spec, plus HTTP
+// /health and /files).
+//
+// A Client is built from the daemon's URL and access token. Start runs a command and streams
+// its events (start, stdout and stderr kept apart, end); Connect attaches to a running process;
+// the rest are single calls. Errors match the sentinels of errors.go with errors.Is.
+package envd
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/hangar-dev/hangar/internal/envd/spec/filesystem/filesystemconnect"
+	"github.com/hangar-dev/hangar/internal/envd/spec/process/processconnect"
+)
+
+// Config says how to reach a daemon.
+type Config struct {
+	// URL is http://host:port, https://host (E2B) or unix:///path/to/socket.
+	URL string
+	// AccessToken is sent as X-Access-Token. Empty: none (a daemon without a token).
+	AccessToken string
+	// User is the user commands run as and files are owned by, sent as
+	// `Authorization: Basic base64(user:)`. Empty: the daemon's default user.
+	User string
+	// KeepaliveInterval asks the daemon for a keepalive event on a stream that was silent this
+	// long (Keepalive-Ping-Interval, whole seconds). Zero: the daemon's default (90 s).
+	KeepaliveInterval time.Duration
+	// JSON makes the client use Connect's JSON codec instead of the binary one.
+	JSON bool
+	// HTTPClient, when set, is used as is (for https in tests, or proxies). Nil: one that
+	// speaks h2c (HTTP/2 without TLS) to http:// and unix:// URLs and HTTP/2 or HTTP/1.1 over
+	// TLS to https:// URLs.
+	HTTPClient *http.Client
+}
+
+// Client talks to one daemon. It is safe for concurrent use.
+type Client struct {
+	cfg     Config
+	baseURL string // what requests are sent to: the URL, or http://envd for a unix socket
+	http    *http.Client
+	proc    processconnect.ProcessClient
+	fs      filesystemconnect.FilesystemClient
+}
+
+// New returns a client of the daemon at cfg.URL. It does not connect; see Health.
+func New(cfg Config) (*Client, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("envd client: the URL %q is not valid: %w", cfg.URL, err)
+	}
+	if cfg.KeepaliveInterval < 0 || (cfg.KeepaliveInterval > 0 && cfg.KeepaliveInterval < time.Second) {
+		return nil, fmt.Errorf("envd client: the keepalive interval must be whole seconds, not %s", cfg.KeepaliveInterval)
+	}
+	c := &Client{cfg: cfg}
+	var transport http.RoundTripper
+	switch u.Scheme {
+	case "http":
+		c.baseURL = strings.TrimRight(cfg.URL, "/")
+		transport = h2cTransport(nil)
+	case "https":
+		c.baseURL = strings.TrimRight(cfg.URL, "/")
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.ForceAttemptHTTP2 = true
+		transport = t
+	case "unix":
+		path := u.Path
+		if path == "" {
+			path = u.Opaque // unix:/path and unix:path
+		}
+		if path == "" {
+			return nil, fmt.Errorf("envd client: the URL %q has no socket path (unix:///path/to/socket)", cfg.URL)
+		}
+		c.baseURL = "http://envd"
+		transport = h2cTransport(func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		})
+	default:
+		return nil, fmt.Errorf("envd client: the URL %q must start with http://, https:// or unix://", cfg.URL)
+	}
+	c.http = cfg.HTTPClient
+	if c.http == nil {
+		c.http = &http.Client{Transport: transport}
+	}
+	c.http = &http.Client{
+		Transport:     &headerTransport{next: transportOf(c.http), cfg: cfg},
+		CheckRedirect: c.http.CheckRedirect,
+		Jar:           c.http.Jar,
+	}
+	var opts []connect.ClientOption
+	if cfg.JSON {
+		opts = append(opts, connect.WithProtoJSON())
+	}
+	c.proc = processconnect.NewProcessClient(c.http, c.baseURL, opts...)
+	c.fs = filesystemconnect.NewFilesystemClient(c.http, c.baseURL, opts...)
+	return c, nil
+}
+
+// Close releases the client's idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+func transportOf(hc *http.Client) http.RoundTripper {
+	if hc.Transport == nil {
+		return http.DefaultTransport
+	}
+	return hc.Transport
+}
+
+// h2cTransport speaks HTTP/2 without TLS (prior knowledge), dialling with dial when set.
+func h2cTransport(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	t.Protocols = &p
+	if dial != nil {
+		t.DialContext = dial
+	}
+	return t
+}
+
+// headerTransport adds the daemon's headers to every request.
+type headerTransport struct {
+	next http.RoundTripper
+	cfg  Config
+}
+
+func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if t.cfg.AccessToken != "" {
+		r.Header.Set("X-Access-Token", t.cfg.AccessToken)
+	}
+	if t.cfg.User != "" {
+		r.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(t.cfg.User+":")))
+	}
+	if t.cfg.KeepaliveInterval > 0 {
+		r.Header.Set("Keepalive-Ping-Interval", strconv.Itoa(int(t.cfg.KeepaliveInterval/time.Second)))
+	}
+	return t.next.RoundTrip(r)
+}
+
+// Health checks that the daemon answers GET /health (204, no authentication needed).
+func (c *Client) Health(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.baseURL+"/health", nil)
+	if err != nil {
+		return fmt.Errorf("health: %w", err)
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("health: %w", ctx.Err())
+		}
+		return &Error{Op: "health", Code: connect.CodeUnavailable, Message: err.Error(), kind: ErrUnavailable, cause: err}
+	}
+	defer res.Body.Close()
+	if res.StatusCode/100 != 2 {
+		return httpError("health", res.StatusCode, "")
+	}
+	return nil
+}
+
+var errUnexpected = errors.New("unexpected answer")

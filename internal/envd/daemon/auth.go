@@ -1,0 +1,163 @@
+package daemon
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+)
+
+// authState is what POST /init may change after start-up.
+type authState struct {
+	mu          sync.Mutex // protects the fields below
+	token       string     // empty: no authentication
+	defaultUser string     // empty: the daemon's own user
+	workdir     string     // empty: the user's home
+	envs        map[string]string
+}
+
+func newAuthState(cfg Config) *authState {
+	return &authState{token: cfg.AccessToken, defaultUser: cfg.DefaultUser, workdir: cfg.Workdir}
+}
+
+// settings is a consistent copy of an authState.
+type settings struct {
+	token, defaultUser, workdir string
+	envs                        map[string]string
+}
+
+func (a *authState) get() settings {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return settings{a.token, a.defaultUser, a.workdir, a.envs}
+}
+
+type ctxKey int
+
+const identityKey ctxKey = iota
+
+// identityFrom returns the user a request runs as; authenticate put it in the context.
+func identityFrom(ctx context.Context) *identity {
+	id, _ := ctx.Value(identityKey).(*identity)
+	return id
+}
+
+// authenticate checks X-Access-Token (once a token is set) on everything but GET /health, and
+// resolves the user the request runs as: the name in `Authorization: Basic base64(user:)`
+// (or the username query parameter of /files), else the default user.
+func (d *Daemon) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		s := d.auth.get()
+		if s.token != "" {
+			got := r.Header.Get("X-Access-Token")
+			if got == "" {
+				writeError(w, r, http.StatusUnauthorized, "this daemon needs an access token: send it in the X-Access-Token header")
+				return
+			}
+			if subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
+				writeError(w, r, http.StatusUnauthorized, "the access token in X-Access-Token is not valid")
+				return
+			}
+		}
+		name := s.defaultUser
+		if u, _, ok := r.BasicAuth(); ok && u != "" {
+			name = u
+		}
+		if u := r.URL.Query().Get("username"); u != "" && r.URL.Path == "/files" {
+			name = u
+		}
+		id, err := lookupIdentity(name)
+		if err != nil {
+			status := http.StatusUnauthorized
+			if errors.Is(err, errNotPermitted) {
+				status = http.StatusForbidden
+			}
+			writeError(w, r, status, err.Error())
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey, id)))
+	})
+}
+
+// initRequest is the body of POST /init (the fields of envd's that hangar honours).
+type initRequest struct {
+	AccessToken    *string           `json:"accessToken"`
+	EnvVars        map[string]string `json:"envVars"`
+	DefaultUser    *string           `json:"defaultUser"`
+	DefaultWorkdir *string           `json:"defaultWorkdir"`
+}
+
+// handleInit sets the access token, the default user and working directory and extra
+// environment variables for processes. Once a token is set, it needs that token like any
+// other request.
+func (d *Daemon) handleInit(w http.ResponseWriter, r *http.Request) {
+	var req initRequest
+	if r.ContentLength != 0 {
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
+			writeError(w, r, http.StatusBadRequest, fmt.Sprintf("the body of /init is not valid JSON: %v", err))
+			return
+		}
+	}
+	if req.DefaultUser != nil && *req.DefaultUser != "" {
+		if _, err := lookupIdentity(*req.DefaultUser); err != nil {
+			writeError(w, r, http.StatusBadRequest, err.Error())
+			return
+		}
+	}
+	if req.DefaultWorkdir != nil && *req.DefaultWorkdir != "" {
+		if fi, err := os.Stat(*req.DefaultWorkdir); err != nil || !fi.IsDir() {
+			writeError(w, r, http.StatusBadRequest, fmt.Sprintf("defaultWorkdir %q is not a directory", *req.DefaultWorkdir))
+			return
+		}
+	}
+	d.auth.mu.Lock()
+	if req.AccessToken != nil {
+		d.auth.token = *req.AccessToken
+	}
+	if req.DefaultUser != nil {
+		d.auth.defaultUser = *req.DefaultUser
+	}
+	if req.DefaultWorkdir != nil {
+		d.auth.workdir = *req.DefaultWorkdir
+	}
+	if req.EnvVars != nil {
+		d.auth.envs = maps.Clone(req.EnvVars) // replaced, not merged, as envd does
+	}
+	d.auth.mu.Unlock()
+	d.log.Info("envd initialised", "token_set", req.AccessToken != nil && *req.AccessToken != "")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// writeError answers an error in the shape the caller expects: a Connect error for RPCs (a
+// Connect client maps the HTTP status to its code), envd's {"message","code"} otherwise.
+func writeError(w http.ResponseWriter, r *http.Request, status int, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if isRPC(r) {
+		code := map[int]string{
+			http.StatusUnauthorized: "unauthenticated",
+			http.StatusForbidden:    "permission_denied",
+			http.StatusBadRequest:   "invalid_argument",
+		}[status]
+		if code == "" {
+			code = "unknown"
+		}
+		_ = json.NewEncoder(w).Encode(map[string]string{"code": code, "message": message})
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"message": message, "code": status})
+}
+
+func isRPC(r *http.Request) bool {
+	return strings.HasPrefix(r.URL.Path, "/process.Process/") || strings.HasPrefix(r.URL.Path, "/filesystem.Filesystem/")
+}

@@ -1,0 +1,235 @@
+// Package daemon is hangar's in-sandbox daemon (`hangar envd`): it runs commands and streams
+// their output, serves the sandbox's files and watches directories, speaking the Connect RPC
+// protocol of E2B's envd 0.6.x (process.Process, filesystem.Filesystem) plus envd's HTTP
+// endpoints (/health, /init, /files), so that one client drives both daemons.
+//
+// Where it differs from envd: signals go to a process's whole process group; each subscriber
+// to a process has its own queue bounded in bytes, so one slow client never stalls the process
+// or the other clients (one that falls behind is ended with ErrSlowSubscriber); and a Start
+// stream bounded by Connect-Timeout-Ms ends with the process's end event rather than a
+// deadline error.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/hangar-dev/hangar/internal/envd/spec/filesystem/filesystemconnect"
+	"github.com/hangar-dev/hangar/internal/envd/spec/process/processconnect"
+)
+
+// Config is the daemon's configuration. Every zero value has a working default.
+type Config struct {
+	// AccessToken, when set, must be sent as X-Access-Token with every request but GET /health.
+	// Empty: no authentication until POST /init sets a token (as envd does).
+	AccessToken string
+	// Workdir is the working directory of processes started without one, and what relative
+	// file paths are resolved against. Empty: the home directory of the user a request runs as.
+	Workdir string
+	// DefaultUser is the user requests run as when they name none. Empty: the user the daemon
+	// runs as.
+	DefaultUser string
+	// KeepaliveInterval is how long a stream may stay silent before a keepalive event when the
+	// request has no Keepalive-Ping-Interval header. Zero: 90 seconds (envd's default).
+	KeepaliveInterval time.Duration
+	// SubscriberQueueBytes bounds the output waiting to be sent to one subscriber of a process
+	// or a watch; a subscriber that falls further behind is ended with ErrSlowSubscriber. Zero:
+	// 16 MiB.
+	SubscriberQueueBytes int
+	// EndedRetention is how long an ended process can still be found by Connect (which then
+	// answers its start and end events). Zero: 30 seconds.
+	EndedRetention time.Duration
+	// KillGrace is how long, after a killed process's leader is reaped, the daemon waits for its
+	// output pipes to close (a descendant that left the process group can hold them open)
+	// before it closes them itself. Zero: 2 seconds.
+	KillGrace time.Duration
+	// MaxWatchers bounds the directory watches open at once (WatchDir streams and
+	// CreateWatcher watchers). Zero: 64.
+	MaxWatchers int
+	// Logger receives the daemon's logs. Nil: logs are discarded.
+	Logger *slog.Logger
+}
+
+// Defaults used for zero Config fields.
+const (
+	DefaultKeepaliveInterval    = 90 * time.Second
+	DefaultSubscriberQueueBytes = 16 << 20
+	DefaultEndedRetention       = 30 * time.Second
+	DefaultKillGrace            = 2 * time.Second
+	DefaultMaxWatchers          = 64
+	// DefaultAddress is where envd listens inside a sandbox.
+	DefaultAddress = "0.0.0.0:49983"
+)
+
+func (c Config) withDefaults() Config {
+	if c.KeepaliveInterval <= 0 {
+		c.KeepaliveInterval = DefaultKeepaliveInterval
+	}
+	if c.SubscriberQueueBytes <= 0 {
+		c.SubscriberQueueBytes = DefaultSubscriberQueueBytes
+	}
+	if c.EndedRetention <= 0 {
+		c.EndedRetention = DefaultEndedRetention
+	}
+	if c.KillGrace <= 0 {
+		c.KillGrace = DefaultKillGrace
+	}
+	if c.MaxWatchers <= 0 {
+		c.MaxWatchers = DefaultMaxWatchers
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c
+}
+
+// Daemon serves the envd protocol. Create it with New, serve it with Serve (or mount Handler),
+// and Close it to kill the processes it started.
+type Daemon struct {
+	cfg   Config
+	log   *slog.Logger
+	auth  *authState
+	procs *registry
+	watch *watchers
+
+	// base is cancelled by Close: every stream handler watches it, so that shutting the HTTP
+	// server down does not wait for streams that never end by themselves.
+	base       context.Context
+	cancelBase context.CancelFunc
+
+	handler http.Handler
+}
+
+// New returns a daemon with cfg; it starts nothing until it serves requests.
+func New(cfg Config) *Daemon {
+	cfg = cfg.withDefaults()
+	base, cancel := context.WithCancel(context.Background())
+	d := &Daemon{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		auth:       newAuthState(cfg),
+		procs:      newRegistry(cfg.EndedRetention, time.Now),
+		watch:      newWatchers(cfg.MaxWatchers),
+		base:       base,
+		cancelBase: cancel,
+	}
+	// A panic in a handler answers that call with an internal error instead of dropping the
+	// connection; the daemon goes on serving.
+	recoverOpt := connect.WithRecover(func(_ context.Context, spec connect.Spec, _ http.Header, v any) error {
+		d.log.Error("panic in a request handler", "procedure", spec.Procedure, "panic", fmt.Sprint(v))
+		return connect.NewError(connect.CodeInternal, errors.New("the daemon failed while handling this request; see its log"))
+	})
+	mux := http.NewServeMux()
+	mux.Handle(processconnect.NewProcessHandler(&processService{d: d}, recoverOpt))
+	mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{d: d}, recoverOpt))
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("POST /init", d.handleInit)
+	mux.HandleFunc("GET /files", d.handleDownload)
+	mux.HandleFunc("POST /files", d.handleUpload)
+	d.handler = d.authenticate(liftLifetime(mux))
+	return d
+}
+
+// Handler is the daemon's HTTP handler (Connect RPC and envd's HTTP endpoints).
+func (d *Daemon) Handler() http.Handler { return d.handler }
+
+// Close ends every open stream and kills every process the daemon started (their whole
+// process groups), waiting until they are reaped, and removes every watcher.
+func (d *Daemon) Close() {
+	d.cancelBase()
+	d.procs.killAll()
+	d.watch.closeAll()
+}
+
+// shutdownTimeout bounds how long Serve waits for in-flight unary requests once its context
+// is done; streams are ended at once.
+const shutdownTimeout = 5 * time.Second
+
+// Serve serves HTTP/1.1 and h2c (HTTP/2 without TLS) on ln until ctx is done, then closes the
+// listener, ends every stream, kills the daemon's processes and returns nil. It returns an
+// error only when serving fails.
+func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           d.handler,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 30 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return d.base },
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+	}
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Go(func() {
+		select {
+		case <-ctx.Done():
+		case <-done:
+			return
+		}
+		d.Close()
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			srv.Close()
+		}
+	})
+	err := srv.Serve(ln)
+	close(done)
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	d.Close()
+	return fmt.Errorf("serve envd: %w", err)
+}
+
+// Listen listens on addr: "host:port" for TCP (port 0 picks a free port) or "unix:/path" for
+// a unix socket (a stale socket file at path is replaced).
+func Listen(addr string) (net.Listener, error) {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		path = strings.TrimPrefix(path, "//") // accept unix:///path as well
+		if path == "" {
+			return nil, fmt.Errorf("listen %q: a unix socket address needs a path, e.g. unix:/run/envd.sock", addr)
+		}
+		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			if err := os.Remove(path); err != nil {
+				return nil, fmt.Errorf("listen %q: remove stale socket: %w", addr, err)
+			}
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, fmt.Errorf("listen %q: %w", addr, err)
+		}
+		ln, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, fmt.Errorf("listen %q: %w", addr, err)
+		}
+		return ln, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %q: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// Address is the address ln is bound to, in the form Listen takes: "127.0.0.1:43121" or
+// "unix:/path/to/sock".
+func Address(ln net.Listener) string {
+	if ln.Addr().Network() == "unix" {
+		return "unix:" + ln.Addr().String()
+	}
+	return ln.Addr().String()
+}

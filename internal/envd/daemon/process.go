@@ -1,0 +1,274 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"google.golang.org/protobuf/proto"
+
+	rpc "github.com/hangar-dev/hangar/internal/envd/spec/process"
+)
+
+// readChunk is the most one read of a process's output returns, hence the largest data event.
+const readChunk = 32 << 10
+
+// eventOverhead is what a queued event costs beyond its bytes, so that a flood of tiny events
+// is bounded too.
+const eventOverhead = 64
+
+// process is one process started by the daemon. Its output is published to its subscribers as
+// it is read; with no subscriber it is discarded (the control plane keeps history).
+type process struct {
+	pid    uint32
+	tag    *string
+	config *rpc.ProcessConfig
+	cmd    *exec.Cmd
+	tty    *os.File   // the pty's master side; nil without a pty
+	pipes  []*os.File // the read ends of stdout and stderr; nil with a pty
+	log    *slog.Logger
+
+	stdinMu sync.Mutex     // serialises writes to stdin and its closing
+	stdin   io.WriteCloser // nil when there is none or it was closed
+
+	killOnce sync.Once
+	killed   chan struct{} // closed when a kill is first sent: the pipes are then closed KillGrace after the leader is reaped
+	lifetime atomic.Bool   // the kill was the lifetime's
+
+	mu   sync.Mutex // protects subs and end: publishing and subscribing are atomic with respect to each other
+	subs map[*queue[*rpc.ProcessEvent]]struct{}
+	end  *rpc.ProcessEvent_EndEvent // set once, when the process has ended and its output is drained
+
+	done chan struct{} // closed when end is set
+}
+
+// subscribe adds a subscriber whose queue holds at most limit bytes. When the process has
+// already ended it returns nil and the end event.
+func (p *process) subscribe(limit int) (*queue[*rpc.ProcessEvent], *rpc.ProcessEvent_EndEvent) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.end != nil {
+		return nil, p.end
+	}
+	q := newQueue[*rpc.ProcessEvent](limit)
+	p.subs[q] = struct{}{}
+	return q, nil
+}
+
+func (p *process) unsubscribe(q *queue[*rpc.ProcessEvent]) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.subs, q)
+}
+
+// publish hands ev to every subscriber without waiting for any; a subscriber whose queue
+// overflows is failed and dropped from the set (its stream then ends with the error).
+func (p *process) publish(ev *rpc.ProcessEvent, size int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for q := range p.subs {
+		if !q.push(ev, size+eventOverhead) {
+			delete(p.subs, q)
+			p.log.Warn("process subscriber ended: it fell behind", "pid", p.pid)
+		}
+	}
+}
+
+// finish records the end event and hands it to every subscriber as their last event.
+func (p *process) finish(end *rpc.ProcessEvent_EndEvent) {
+	ev := &rpc.ProcessEvent{Event: &rpc.ProcessEvent_End{End: end}}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.end = end
+	for q := range p.subs {
+		q.push(ev, eventOverhead)
+		q.close()
+	}
+	p.subs = nil
+	close(p.done)
+}
+
+// signal sends sig to the process's whole process group (envd signals only the process).
+func (p *process) signal(sig syscall.Signal) error {
+	if sig == syscall.SIGKILL || sig == syscall.SIGTERM {
+		p.killOnce.Do(func() { close(p.killed) })
+	}
+	err := syscall.Kill(-int(p.pid), sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil // the group is gone already: the end event is on its way
+	}
+	if err != nil {
+		return fmt.Errorf("signal process group %d: %w", p.pid, err)
+	}
+	return nil
+}
+
+func (p *process) writeStdin(data []byte) error {
+	if p.tty != nil {
+		return errors.New("this process runs on a pty: send input as pty input, not stdin")
+	}
+	p.stdinMu.Lock()
+	defer p.stdinMu.Unlock()
+	if p.stdin == nil {
+		return errors.New("this process's stdin is closed or was not enabled (start it with stdin true)")
+	}
+	if _, err := p.stdin.Write(data); err != nil {
+		return fmt.Errorf("write to the stdin of process %d: %w", p.pid, err)
+	}
+	return nil
+}
+
+func (p *process) writePTY(data []byte) error {
+	if p.tty == nil {
+		return errors.New("this process has no pty: send input as stdin")
+	}
+	if _, err := p.tty.Write(data); err != nil {
+		return fmt.Errorf("write to the pty of process %d: %w", p.pid, err)
+	}
+	return nil
+}
+
+func (p *process) closeStdin() error {
+	if p.tty != nil {
+		return errors.New("this process runs on a pty, which has no separate stdin: write Ctrl-D (0x04) to the pty instead")
+	}
+	p.stdinMu.Lock()
+	defer p.stdinMu.Unlock()
+	if p.stdin == nil {
+		return nil
+	}
+	err := p.stdin.Close()
+	p.stdin = nil
+	if err != nil {
+		return fmt.Errorf("close the stdin of process %d: %w", p.pid, err)
+	}
+	return nil
+}
+
+func (p *process) resize(cols, rows uint32) error {
+	if p.tty == nil {
+		return errors.New("this process has no pty to resize")
+	}
+	if cols == 0 || rows == 0 || cols > 65535 || rows > 65535 {
+		return fmt.Errorf("a pty size needs cols and rows between 1 and 65535, not %dx%d", cols, rows)
+	}
+	if err := pty.Setsize(p.tty, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
+		return fmt.Errorf("resize the pty of process %d: %w", p.pid, err)
+	}
+	return nil
+}
+
+// run reads the process's output until it is drained and reaps it, then publishes its end.
+// lifetime, when positive, bounds how long it may run: then its group is killed.
+func (p *process) run(lifetime, killGrace time.Duration) {
+	var readers sync.WaitGroup
+	if p.tty != nil {
+		readers.Go(func() {
+			p.read(p.tty, func(b []byte) *rpc.ProcessEvent_DataEvent {
+				return &rpc.ProcessEvent_DataEvent{Output: &rpc.ProcessEvent_DataEvent_Pty{Pty: b}}
+			})
+		})
+	} else {
+		readers.Go(func() {
+			p.read(p.pipes[0], func(b []byte) *rpc.ProcessEvent_DataEvent {
+				return &rpc.ProcessEvent_DataEvent{Output: &rpc.ProcessEvent_DataEvent_Stdout{Stdout: b}}
+			})
+		})
+		readers.Go(func() {
+			p.read(p.pipes[1], func(b []byte) *rpc.ProcessEvent_DataEvent {
+				return &rpc.ProcessEvent_DataEvent{Output: &rpc.ProcessEvent_DataEvent_Stderr{Stderr: b}}
+			})
+		})
+	}
+
+	var timer *time.Timer
+	if lifetime > 0 {
+		timer = time.AfterFunc(lifetime, func() {
+			p.lifetime.Store(true)
+			_ = p.signal(syscall.SIGKILL)
+		})
+	}
+	waitErr := p.cmd.Wait()
+	if timer != nil {
+		timer.Stop()
+	}
+
+	drained := make(chan struct{})
+	go func() {
+		readers.Wait()
+		close(drained)
+	}()
+	// As envd: descendants still writing to the pipes keep the stream open. But a killed
+	// group's pipes close when its last member dies, and one that escaped the group (setsid)
+	// could hold them open for ever, so after a kill they are closed after a grace period.
+	select {
+	case <-drained:
+	case <-p.killed:
+		select {
+		case <-drained:
+		case <-time.After(killGrace):
+			p.closeOutput()
+			<-drained
+		}
+	}
+	p.closeOutput()
+	p.stdinMu.Lock()
+	if p.stdin != nil {
+		_ = p.stdin.Close()
+		p.stdin = nil
+	}
+	p.stdinMu.Unlock()
+
+	st := p.cmd.ProcessState
+	end := &rpc.ProcessEvent_EndEvent{
+		ExitCode: int32(st.ExitCode()),
+		Exited:   st.Exited(),
+		Status:   st.String(),
+	}
+	if waitErr != nil {
+		msg := waitErr.Error()
+		if p.lifetime.Load() {
+			msg = fmt.Sprintf("%s (the process outlived its lifetime of %s and was killed)", msg, lifetime)
+		}
+		end.Error = &msg
+	}
+	p.log.Info("process ended", "pid", p.pid, "status", end.Status)
+	p.finish(end)
+}
+
+// read publishes every read of r at once, as its own data event, until r ends.
+func (p *process) read(r *os.File, wrap func([]byte) *rpc.ProcessEvent_DataEvent) {
+	buf := make([]byte, readChunk)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			data := wrap(append([]byte(nil), buf[:n]...))
+			p.publish(&rpc.ProcessEvent{Event: &rpc.ProcessEvent_Data{Data: data}}, n)
+		}
+		if err != nil {
+			return // io.EOF, EIO from a pty whose other side closed, or closed by closeOutput
+		}
+	}
+}
+
+func (p *process) closeOutput() {
+	if p.tty != nil {
+		_ = p.tty.Close()
+	}
+	for _, f := range p.pipes {
+		_ = f.Close()
+	}
+}
+
+// info describes the process for List.
+func (p *process) info() *rpc.ProcessInfo {
+	return &rpc.ProcessInfo{Config: proto.CloneOf(p.config), Pid: p.pid, Tag: p.tag}
+}
