@@ -24,6 +24,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/postgres"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/stream"
 )
 
 // adminTokenFile is the file in the data dir that holds the first admin token.
@@ -65,7 +66,7 @@ const reconcileTimeout = 30 * time.Second
 
 // newSandboxes sets up the providers and the sandbox manager over them.
 // Its close function releases the providers' connections.
-func newSandboxes(cfg config.Config, st store.Store, log *slog.Logger) (*sandbox.Manager, func(), error) {
+func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, log *slog.Logger) (*sandbox.Manager, func(), error) {
 	pc := cfg.Providers
 	loc, err := local.New(local.Config{DataDir: cfg.DataDir, HangarBinary: pc.DaemonBinary, Logger: log})
 	if err != nil {
@@ -85,7 +86,7 @@ func newSandboxes(cfg config.Config, st store.Store, log *slog.Logger) (*sandbox
 		return nil, nil, fmt.Errorf("HANGAR_DEFAULT_PROVIDER=%s, but that provider is not set up: %s", pc.Default, unconfigured[pc.Default])
 	}
 	log.Warn("the local provider isolates nothing: its sandboxes are folders under the data dir, and their commands run as this user on this machine", "dir", filepath.Join(cfg.DataDir, "sandboxes"))
-	m := sandbox.New(sandbox.Config{Store: st, Providers: providers, Unconfigured: unconfigured, Default: pc.Default, Logger: log})
+	m := sandbox.New(sandbox.Config{Store: st, Streams: streams, Providers: providers, Unconfigured: unconfigured, Default: pc.Default, Logger: log})
 	return m, func() { m.Close(); dock.Close() }, nil
 }
 
@@ -115,7 +116,25 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 		return err
 	}
 
-	sandboxes, closeSandboxes, err := newSandboxes(cfg, st, log)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	tracer, stopTracing, err := newTracer(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	streams := stream.New(stream.Config{
+		MaxPerToken: cfg.Stream.MaxPerToken, MaxTotal: cfg.Stream.MaxTotal, BytesPerSecond: cfg.Stream.BytesPerSecond,
+		MaxBytes: cfg.Stream.MaxBytes, MaxLifetime: time.Duration(cfg.Stream.MaxHours) * time.Hour,
+		Recheck: time.Duration(cfg.Stream.RecheckSeconds) * time.Second, Check: authn.Check,
+		Registerer: reg, Tracer: tracer, Logger: log,
+	})
+	rechecks, stopRechecks := context.WithCancel(context.WithoutCancel(ctx))
+	recheckDone := make(chan struct{})
+	go func() { streams.Run(rechecks); close(recheckDone) }()
+	defer func() { stopRechecks(); <-recheckDone }()
+
+	sandboxes, closeSandboxes, err := newSandboxes(cfg, st, streams, log)
 	if err != nil {
 		return err
 	}
@@ -124,10 +143,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	sandboxes.Reconcile(rctx)
 	rcancel()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	srv := rest.New(rest.Config{Auth: authn, Store: st, Sandboxes: sandboxes, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes})
+	srv := rest.New(rest.Config{Auth: authn, Store: st, Sandboxes: sandboxes, Streams: streams, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("hangar serving", "addr", ln.Addr().String(), "store", where, "version", version)
@@ -137,7 +153,8 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: new requests get 503, in-flight ones may finish", "grace", cfg.ShutdownGrace)
+	log.Info("shutting down: streams end now, new requests get 503, in-flight ones may finish", "grace", cfg.ShutdownGrace)
+	streams.Shutdown()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

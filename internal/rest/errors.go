@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/stream"
 )
 
 // Code is the machine-readable kind of a REST error, in the JSON body's error.code.
@@ -72,6 +74,7 @@ type errorBody struct {
 func classify(err error) *apiError {
 	var ae *apiError
 	var tooLarge *http.MaxBytesError
+	var limit *stream.LimitError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -93,6 +96,10 @@ func classify(err error) *apiError {
 		return newError(CodeNotFound, "There is no such token.", err)
 	case errors.Is(err, auth.ErrStatic):
 		return newError(CodeConflict, "That token comes from the tokens file and can only be changed there.", err)
+	case errors.As(err, &limit):
+		return newError(CodeLimit, "Too many streams are open; close one or try again shortly.", err)
+	case errors.Is(err, stream.ErrShuttingDown):
+		return newError(CodeUnavailable, "hangar is shutting down; try again in a moment.", err)
 	case errors.Is(err, sandbox.ErrNotFound):
 		return newError(CodeNotFound, "There is no such sandbox, or it is not yours.", err)
 	case errors.Is(err, sandbox.ErrConflict):
@@ -117,6 +124,10 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.code == CodeInternal {
 		a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = &apiError{code: e.code, message: e.message} // the cause stays in the log
+	}
+	var limit *stream.LimitError
+	if errors.As(err, &limit) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(limit.RetryAfter.Seconds())))
 	}
 	if e.code == CodeUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hangar"`)

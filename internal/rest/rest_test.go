@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/rest"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/stream"
 )
 
 // hangarBin is a static hangar binary, run as the local sandboxes' daemon and mounted into
@@ -57,12 +59,35 @@ const staticSecret = "static-secret-0123456789abcdef0123456789"
 type env struct {
 	url   string
 	admin string
-	now   time.Time
 	dir   string
+
+	mu  sync.Mutex // guards now
+	now time.Time
+
+	reg            *prometheus.Registry
+	streams        *stream.Registry
+	srv            *rest.Server
+	bytesPerSecond int64 // 0: the default
+	maxBytes       int64 // 0: the default
+}
+
+// option changes an env before its server starts.
+type option func(*env)
+
+func (e *env) clock() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.now
+}
+
+func (e *env) setNow(t time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.now = t
 }
 
 // newEnv serves the REST routes on a real port-0 listener.
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, t.TempDir())
@@ -74,8 +99,11 @@ func newEnv(t *testing.T) *env {
 	if err := os.WriteFile(tokens, []byte(staticSecret+" ci user\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{now: time.Now(), dir: t.TempDir()}
-	a, err := auth.New(ctx, auth.Config{Store: s, TokensFile: tokens, Now: func() time.Time { return e.now }})
+	e := &env{now: time.Now(), dir: t.TempDir(), reg: prometheus.NewRegistry()}
+	for _, o := range opts {
+		o(e)
+	}
+	a, err := auth.New(ctx, auth.Config{Store: s, TokensFile: tokens, Now: e.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +125,12 @@ func newEnv(t *testing.T) *env {
 		providers["docker"] = dock
 		t.Cleanup(func() { dock.Close() })
 	}
-	sandboxes := sandbox.New(sandbox.Config{Store: s, Providers: providers,
+	e.streams = stream.New(stream.Config{MaxPerToken: 4, MaxTotal: 6, Check: a.Check, Recheck: 200 * time.Millisecond, Registerer: e.reg, BytesPerSecond: e.bytesPerSecond, MaxBytes: e.maxBytes})
+	rechecks, stopRechecks := context.WithCancel(context.Background())
+	recheckDone := make(chan struct{})
+	go func() { e.streams.Run(rechecks); close(recheckDone) }()
+	t.Cleanup(func() { stopRechecks(); <-recheckDone })
+	sandboxes := sandbox.New(sandbox.Config{Store: s, Streams: e.streams, Providers: providers,
 		Unconfigured: map[string]string{"e2b": "set HANGAR_E2B_API_KEY"}})
 	t.Cleanup(func() {
 		// Local sandboxes' daemons are detached: a test must not leave them running.
@@ -113,7 +146,8 @@ func newEnv(t *testing.T) *env {
 		}
 		sandboxes.Close()
 	})
-	srv := rest.New(rest.Config{Auth: a, Store: s, Sandboxes: sandboxes, Registry: prometheus.NewRegistry(), MaxBodyBytes: 4096, Now: func() time.Time { return e.now }})
+	srv := rest.New(rest.Config{Auth: a, Store: s, Sandboxes: sandboxes, Streams: e.streams, Registry: e.reg, MaxBodyBytes: 4096, Now: e.clock})
+	e.srv = srv
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +233,7 @@ func TestUnauthenticated(t *testing.T) {
 	if r := e.do(t, "DELETE", "/api/tokens/"+revokedID, e.admin, ""); r.status != http.StatusNoContent {
 		t.Fatalf("DELETE = %d %s", r.status, r.raw)
 	}
-	e.now = e.now.Add(2 * time.Hour)
+	e.setNow(e.clock().Add(2 * time.Hour))
 	for name, tok := range map[string]string{"missing": "", "unknown": "hgr_nope", "revoked": revoked, "expired": expiring} {
 		t.Run(name, func(t *testing.T) {
 			r := e.do(t, "GET", "/api/tokens", tok, "")

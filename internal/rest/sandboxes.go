@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"errors"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -60,6 +59,7 @@ func (a *api) sandboxRoutes(r chi.Router) {
 		r.Post("/pause", a.pauseSandbox)
 		r.Post("/resume", a.resumeSandbox)
 		r.Post("/exec", a.execSandbox)
+		r.Post("/exec/stream", a.execStream)
 	})
 }
 
@@ -164,25 +164,28 @@ func text(b []byte) (string, string) {
 	return base64Std(b), "base64"
 }
 
+func toExecResultJSON(res sandbox.ExecResult) execResultJSON {
+	out := execResultJSON{ExitCode: res.ExitCode, Status: res.Status, TimedOut: res.TimedOut, Streamed: res.Streamed, Via: res.Via}
+	out.Stdout, out.StdoutEncoding = text(res.Stdout)
+	out.Stderr, out.StderrEncoding = text(res.Stderr)
+	return out
+}
+
 func (a *api) execSandbox(w http.ResponseWriter, r *http.Request) {
 	var req execRequest
 	if err := decodeJSON(r, &req); err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	if req.Timeout < 0 {
-		a.writeError(w, r, newError(CodeBadRequest, "timeout must be a number of seconds, 0 for none.", errors.New("negative timeout")))
-		return
-	}
-	res, err := a.Sandboxes.Exec(r.Context(), principal(r), chi.URLParam(r, "ref"), sandbox.ExecRequest{
-		Command: req.Command, Cwd: req.Cwd, Env: req.Env, Timeout: time.Duration(req.Timeout * float64(time.Second)),
-	})
+	ereq, err := req.toDomain()
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	out := execResultJSON{ExitCode: res.ExitCode, Status: res.Status, TimedOut: res.TimedOut, Streamed: res.Streamed, Via: res.Via}
-	out.Stdout, out.StdoutEncoding = text(res.Stdout)
-	out.Stderr, out.StderrEncoding = text(res.Stderr)
-	writeJSON(w, http.StatusOK, out)
+	res, err := a.Sandboxes.Exec(r.Context(), principal(r), chi.URLParam(r, "ref"), ereq)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toExecResultJSON(res))
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/stream"
 )
 
 // Config configures the REST server.
@@ -30,6 +31,8 @@ type Config struct {
 	Store store.Store
 	// Sandboxes serves /api/sandboxes. Required.
 	Sandboxes *sandbox.Manager
+	// Streams admits every stream. Required.
+	Streams *stream.Registry
 	// Registry is served at /metrics; the server adds its HTTP metrics to it. Required.
 	Registry *prometheus.Registry
 	// Logger. Default slog.Default().

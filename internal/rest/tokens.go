@@ -99,10 +99,13 @@ func (a *api) listTokens(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) revokeToken(w http.ResponseWriter, r *http.Request) {
-	if err := a.Auth.RevokeToken(r.Context(), principal(r), chi.URLParam(r, "id")); err != nil {
+	id := chi.URLParam(r, "id")
+	if err := a.Auth.RevokeToken(r.Context(), principal(r), id); err != nil {
 		a.writeError(w, r, err)
 		return
 	}
+	// Its streams end now rather than at the next recheck.
+	a.Streams.EndToken(id)
 	w.WriteHeader(http.StatusNoContent)
 }
 

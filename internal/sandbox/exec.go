@@ -32,8 +32,20 @@ type ExecResult struct {
 	Stderr   []byte // the last provider.MaxExecOutput bytes
 	TimedOut bool   // killed because Timeout passed
 	Via      string // "daemon" or "provider"
-	Streamed bool   // output reached the client as it printed (never, here)
+	Streamed bool   // output was passed on as it was read (ExecStream through a daemon)
+	// Detached is set when the caller let go of a command still running (ErrDetach): it goes
+	// on in the sandbox, and ExitCode and Status mean nothing.
+	Detached bool
 }
+
+// ErrDetach, as the cause of ExecStream's context (context.WithCancelCause), lets go of the
+// command without killing it: it runs on to its end or its timeout, like an unstreamed exec.
+// Any other end of the context kills it.
+var ErrDetach = errors.New("detached: the command goes on in the sandbox")
+
+// OutputFunc receives a command's output as it is read: stream is "stdout" or "stderr". It is
+// called from one goroutine, in order, and must not block.
+type OutputFunc func(stream string, data []byte)
 
 func (r ExecRequest) check() error {
 	if r.Command == "" {
@@ -73,8 +85,24 @@ func (m *Manager) Exec(ctx context.Context, p auth.Principal, ref string, req Ex
 	if err != nil {
 		return ExecResult{}, err
 	}
+	return m.ExecStream(ctx, sb, req, nil)
+}
+
+// CheckExec checks an exec request before a stream is opened for it.
+func CheckExec(req ExecRequest) error { return req.check() }
+
+// ExecStream runs a command in sb (from Runnable) and returns how it ended. When ctx ends and
+// the command is killed, the error is ctx's; when the daemon's stream breaks, the error says so.
+// Either way the result holds the output read until then. Through a daemon,
+// out (when not nil) gets the output as it is read and the result is Streamed; without one the
+// provider's exec runs it and the output is only in the result. When ctx ends the command is
+// killed, unless the cause is ErrDetach (see there).
+func (m *Manager) ExecStream(ctx context.Context, sb store.Sandbox, req ExecRequest, out OutputFunc) (ExecResult, error) {
+	if err := req.check(); err != nil {
+		return ExecResult{}, err
+	}
 	if sb.DaemonURL != "" {
-		return m.execDaemon(ctx, sb, req)
+		return m.execDaemon(ctx, sb, req, out)
 	}
 	prov, err := m.provider(sb)
 	if err != nil {
@@ -133,7 +161,7 @@ func (m *Manager) Close() {
 // (which kills it at the timeout) before hangar kills it itself and stops waiting.
 const killGrace = 5 * time.Second
 
-func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequest) (ExecResult, error) {
+func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequest, out OutputFunc) (ExecResult, error) {
 	c, err := m.Daemon(sb)
 	if err != nil {
 		return ExecResult{}, err
@@ -167,7 +195,7 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 		return ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", sb.Name, err)
 	}
 	defer st.Close()
-	res := ExecResult{Via: "daemon"}
+	res := ExecResult{Via: "daemon", Streamed: out != nil}
 	stdout, stderr := &provider.TailBuffer{}, &provider.TailBuffer{}
 	for {
 		ev, err := st.Next()
@@ -175,25 +203,41 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 			break
 		}
 		if err != nil {
+			if errors.Is(context.Cause(ctx), ErrDetach) {
+				res.Detached = true
+				res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+				return res, nil
+			}
 			// The client went away or the timeout passed without an end: the command must
 			// not outlive the request, so kill its process group.
 			kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
 			c.Signal(kctx, envd.ByPID(st.PID()), envd.SIGKILL)
 			kcancel()
 			if ctx.Err() != nil {
-				return ExecResult{}, ctx.Err()
+				// What it printed before it was killed, for a caller that can still say so.
+				res.ExitCode, res.Status = -1, "killed: "+context.Cause(ctx).Error()
+				res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+				return res, ctx.Err()
 			}
 			if req.Timeout > 0 && time.Since(started) >= req.Timeout {
 				res.TimedOut, res.ExitCode, res.Status = true, -1, "killed at the timeout"
 				break
 			}
-			return ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", sb.Name, err)
+			res.ExitCode, res.Status = -1, "unknown: the daemon's stream broke"
+			res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
+			return res, fmt.Errorf("exec in sandbox %s: %w", sb.Name, err)
 		}
 		switch ev.Kind {
 		case envd.EventStdout, envd.EventPTY:
 			stdout.Write(ev.Data)
+			if out != nil {
+				out("stdout", ev.Data)
+			}
 		case envd.EventStderr:
 			stderr.Write(ev.Data)
+			if out != nil {
+				out("stderr", ev.Data)
+			}
 		case envd.EventEnd:
 			res.ExitCode, res.Status = ev.Exit.Code, ev.Exit.Status
 			if !ev.Exit.Exited && req.Timeout > 0 && time.Since(started) >= req.Timeout {

@@ -19,6 +19,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/stream"
 )
 
 // Errors of this package, to be tested with errors.Is. Transports map each to a status once.
@@ -47,6 +48,8 @@ type Config struct {
 	// Unconfigured names providers hangar knows but that were not set up, each with the
 	// sentence that says how to set it up, for the error a request naming one gets.
 	Unconfigured map[string]string
+	// Streams, when set, has the streams of a sandbox ended when it is destroyed or paused.
+	Streams *stream.Registry
 	// Default is the provider of a request that names none. Default "local".
 	Default string
 	// CreateTimeout bounds a provider's Create (pulling nothing, starting a daemon). Default 5m.
@@ -266,6 +269,7 @@ func (m *Manager) Destroy(ctx context.Context, p auth.Principal, ref string) err
 	if err != nil {
 		return err
 	}
+	m.endStreams(sb.Name, stream.ReasonDestroyed)
 	if sb.ProviderID != "" || sb.State != string(provider.StateFailed) {
 		if err := prov.Destroy(ctx, providerView(sb)); err != nil && !errors.Is(err, provider.ErrNotFound) {
 			return providerError("destroy sandbox "+sb.Name, err)
@@ -276,9 +280,18 @@ func (m *Manager) Destroy(ctx context.Context, p auth.Principal, ref string) err
 	return m.save(context.WithoutCancel(ctx), sb)
 }
 
-// Pause pauses a running sandbox.
+// Pause pauses a running sandbox; its streams end (their commands are not killed).
 func (m *Manager) Pause(ctx context.Context, p auth.Principal, ref string) (store.Sandbox, error) {
-	return m.transition(ctx, p, ref, provider.StateRunning, "pause", provider.Provider.Pause)
+	return m.transition(ctx, p, ref, provider.StateRunning, "pause", func(prov provider.Provider, ctx context.Context, sb provider.Sandbox) (provider.Sandbox, error) {
+		m.endStreams(sb.Name, stream.ReasonPaused)
+		return prov.Pause(ctx, sb)
+	})
+}
+
+func (m *Manager) endStreams(name string, reason stream.Reason) {
+	if m.cfg.Streams != nil {
+		m.cfg.Streams.EndSandbox(name, reason)
+	}
 }
 
 // Resume resumes a paused sandbox.

@@ -1,0 +1,455 @@
+package rest_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// sseEvent is one parsed Server-Sent Event.
+type sseEvent struct {
+	name, id string
+	data     map[string]any
+	at       time.Time
+}
+
+// sseStream reads a real SSE response.
+type sseStream struct {
+	resp     *http.Response
+	r        *bufio.Reader
+	comments int
+	cancel   context.CancelFunc
+}
+
+func (e *env) openStream(t *testing.T, tok, path, body string) (*sseStream, response) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", e.url+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer cancel()
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		r := response{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
+		json.Unmarshal(raw, &r.body)
+		return nil, r
+	}
+	s := &sseStream{resp: resp, r: bufio.NewReader(resp.Body), cancel: cancel}
+	t.Cleanup(s.close)
+	return s, response{status: resp.StatusCode, header: resp.Header}
+}
+
+func (s *sseStream) close() { s.cancel(); s.resp.Body.Close() }
+
+// next reads the next event (skipping comments); io.EOF at the end of the response.
+func (s *sseStream) next() (sseEvent, error) {
+	var ev sseEvent
+	for {
+		line, err := s.r.ReadString('\n')
+		if err != nil {
+			return ev, err
+		}
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case line == "":
+			if ev.name != "" || ev.data != nil {
+				ev.at = time.Now()
+				return ev, nil
+			}
+		case strings.HasPrefix(line, ":"):
+			s.comments++
+		case strings.HasPrefix(line, "event: "):
+			ev.name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "id: "):
+			ev.id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "data: "):
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev.data); err != nil {
+				return ev, fmt.Errorf("data is not one JSON line: %q", line)
+			}
+		default:
+			return ev, fmt.Errorf("not an SSE line: %q", line)
+		}
+	}
+}
+
+// all reads every event up to the end of the response.
+func (s *sseStream) all(t *testing.T) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	for {
+		ev, err := s.next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("read SSE: %v", err)
+		}
+		out = append(out, ev)
+	}
+}
+
+func (s *sseStream) until(t *testing.T, name string) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	for {
+		ev, err := s.next()
+		if err != nil {
+			t.Fatalf("read SSE waiting for %q: %v (got %v)", name, err, out)
+		}
+		out = append(out, ev)
+		if ev.name == name {
+			return out
+		}
+	}
+}
+
+func output(events []sseEvent, names ...string) string {
+	var b strings.Builder
+	for _, ev := range events {
+		for _, n := range names {
+			if ev.name == n {
+				b.WriteString(ev.data["data"].(string))
+			}
+		}
+	}
+	return b.String()
+}
+
+func (e *env) sandbox(t *testing.T, tok, name, extra string) {
+	t.Helper()
+	if r := e.do(t, "POST", "/api/sandboxes", tok, `{"name": "`+name+`"`+extra+`}`); r.status != http.StatusCreated {
+		t.Fatalf("create %s = %d %s", name, r.status, r.raw)
+	}
+}
+
+func execBody(cmd string) string {
+	b, _ := json.Marshal(map[string]any{"command": cmd})
+	return string(b)
+}
+
+func TestExecStreamAsItPrints(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	s, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", execBody("echo one; sleep 0.5; echo two >&2; sleep 0.5; printf '\\377end'; exit 2"))
+	if s == nil {
+		t.Fatalf("exec/stream = %d %s", r.status, r.raw)
+	}
+	for k, v := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
+		if got := r.header.Get(k); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	events := s.all(t)
+	var names []string
+	for _, ev := range events {
+		names = append(names, ev.name)
+	}
+	if strings.Join(names, ",") != "stdout,stderr,stdout,result" {
+		t.Fatalf("events = %v", names)
+	}
+	if events[0].data["data"] != "one\n" || events[1].data["data"] != "two\n" {
+		t.Errorf("output events = %v %v", events[0].data, events[1].data)
+	}
+	if events[2].data["encoding"] != "base64" || events[2].data["data"] != "/2VuZA==" {
+		t.Errorf("invalid UTF-8 event = %v, want base64 of \\377end", events[2].data)
+	}
+	// Streamed: the first line reached us well before the command ended.
+	if gap := events[3].at.Sub(events[0].at); gap < 500*time.Millisecond {
+		t.Errorf("the first line came only %v before the result: not streamed", gap)
+	}
+	res := events[3].data
+	if res["exit_code"] != 2.0 || res["streamed"] != true || res["via"] != "daemon" || res["stdout"] != "one\n/2VuZA==" && res["stdout_encoding"] != "base64" {
+		t.Errorf("result = %v", res)
+	}
+	if _, closed := res["closed"]; closed {
+		t.Errorf("a stream that ended by itself says closed: %v", res)
+	}
+}
+
+func TestExecStreamBadInput(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	for _, c := range []struct {
+		path, body string
+		status     int
+	}{
+		{"/api/sandboxes/nope/exec/stream", execBody("true"), 404},
+		{"/api/sandboxes/box/exec/stream", `{"command": ""}`, 400},
+		{"/api/sandboxes/box/exec/stream", `{"command": "true", "timeout": -2}`, 400},
+		{"/api/sandboxes/box/exec/stream", `{"command": true}`, 400},
+	} {
+		if s, r := e.openStream(t, e.admin, c.path, c.body); s != nil || r.status != c.status {
+			t.Errorf("POST %s %s = %d, want %d", c.path, c.body, r.status, c.status)
+		}
+	}
+}
+
+func TestExecStreamNoDaemon(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "plain", `, "daemon": false`)
+	s, r := e.openStream(t, e.admin, "/api/sandboxes/plain/exec/stream", execBody("echo hi"))
+	if s == nil {
+		t.Fatalf("exec/stream = %d %s", r.status, r.raw)
+	}
+	events := s.all(t)
+	if len(events) != 1 || events[0].name != "result" {
+		t.Fatalf("events = %v, want just the result", events)
+	}
+	if res := events[0].data; res["streamed"] != false || res["stdout"] != "hi\n" || res["via"] != "provider" {
+		t.Errorf("result = %v", res)
+	}
+}
+
+// pidOf waits for a command to write its pid to file.
+func pidOf(t *testing.T, file string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(file); err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			return pid
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no pid in %s", file)
+	return 0
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func waitDead(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d is still running", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// sleeper is a command that records its child's pid, says it started and waits.
+func sleeper(pidFile string) string {
+	return execBody("sleep 300 & echo $! > " + pidFile + "; echo started; wait")
+}
+
+func TestExecStreamClientGoneKillsCommand(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	s, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", sleeper(pidFile))
+	if s == nil {
+		t.Fatalf("exec/stream = %d %s", r.status, r.raw)
+	}
+	s.until(t, "stdout")
+	pid := pidOf(t, pidFile)
+	s.close()
+	waitDead(t, pid)
+}
+
+func TestExecStreamRevokedKillsCommand(t *testing.T) {
+	e := newEnv(t)
+	id, tok := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
+	e.sandbox(t, tok, "box", "")
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	s, r := e.openStream(t, tok, "/api/sandboxes/box/exec/stream", sleeper(pidFile))
+	if s == nil {
+		t.Fatalf("exec/stream = %d %s", r.status, r.raw)
+	}
+	s.until(t, "stdout")
+	pid := pidOf(t, pidFile)
+	if r := e.do(t, "DELETE", "/api/tokens/"+id, e.admin, ""); r.status != http.StatusNoContent {
+		t.Fatalf("revoke = %d %s", r.status, r.raw)
+	}
+	events := s.until(t, "result")
+	if res := events[len(events)-1].data; res["closed"] != "revoked" {
+		t.Errorf("result = %v, want closed: revoked", res)
+	}
+	waitDead(t, pid)
+}
+
+func TestExecStreamRecheckEndsExpiredToken(t *testing.T) {
+	e := newEnv(t)
+	expires := time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+	_, tok := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"], "expires_at": "`+expires+`"}`)
+	e.sandbox(t, tok, "box", "")
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	s, r := e.openStream(t, tok, "/api/sandboxes/box/exec/stream", sleeper(pidFile))
+	if s == nil {
+		t.Fatalf("exec/stream = %d %s", r.status, r.raw)
+	}
+	s.until(t, "stdout")
+	pid := pidOf(t, pidFile)
+	// The env's clock is fixed at its start; the recheck (every 200 ms here) sees the expiry
+	// once the clock passes it.
+	e.setNow(time.Now().Add(time.Hour))
+	events := s.until(t, "result")
+	if res := events[len(events)-1].data; res["closed"] != "revoked" {
+		t.Errorf("result = %v, want closed: revoked", res)
+	}
+	waitDead(t, pid)
+}
+
+func TestExecStreamShutdownLeavesCommandRunning(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	s, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", sleeper(pidFile))
+	if s == nil {
+		t.Fatalf("exec/stream = %d %s", r.status, r.raw)
+	}
+	s.until(t, "stdout")
+	pid := pidOf(t, pidFile)
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	e.streams.Shutdown()
+	events := s.until(t, "result")
+	res := events[len(events)-1].data
+	if res["closed"] != "shutdown" || res["exit_code"] != nil || res["stdout"] != "started\n" {
+		t.Errorf("result = %v, want closed: shutdown, exit_code null, the output so far", res)
+	}
+	if !alive(pid) {
+		t.Error("the command was killed by the shutdown")
+	}
+	if s, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", execBody("true")); s != nil || r.status != 503 {
+		t.Errorf("a stream during shutdown = %d, want 503", r.status)
+	}
+}
+
+func TestExecStreamDestroyedSandbox(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	s, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", execBody("echo started; sleep 300"))
+	if s == nil {
+		t.Fatalf("exec/stream = %d %s", r.status, r.raw)
+	}
+	s.until(t, "stdout")
+	if r := e.do(t, "DELETE", "/api/sandboxes/box", e.admin, ""); r.status != http.StatusNoContent {
+		t.Fatalf("delete = %d %s", r.status, r.raw)
+	}
+	events := s.until(t, "result")
+	if res := events[len(events)-1].data; res["closed"] != "destroyed" {
+		t.Errorf("result = %v, want closed: destroyed", res)
+	}
+}
+
+func TestExecStreamLimits(t *testing.T) {
+	e := newEnv(t) // 4 per token, 6 in all
+	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
+	_, bob := e.newToken(t, e.admin, `{"user": "bob", "scopes": ["user"]}`)
+	e.sandbox(t, ada, "ada-box", "")
+	e.sandbox(t, bob, "bob-box", "")
+	long := execBody("echo started; sleep 300")
+	for i := 0; i < 4; i++ {
+		s, r := e.openStream(t, ada, "/api/sandboxes/ada-box/exec/stream", long)
+		if s == nil {
+			t.Fatalf("ada's stream %d = %d %s", i+1, r.status, r.raw)
+		}
+		s.until(t, "stdout")
+	}
+	s, r := e.openStream(t, ada, "/api/sandboxes/ada-box/exec/stream", long)
+	if s != nil {
+		t.Fatal("ada's 5th stream was admitted past HANGAR_STREAM_MAX_PER_TOKEN=4")
+	}
+	wantError(t, r, http.StatusTooManyRequests, "limit")
+	if r.header.Get("Retry-After") == "" || !strings.Contains(r.raw, "HANGAR_STREAM_MAX_PER_TOKEN") {
+		t.Errorf("429 without Retry-After or the limit's name: %v %s", r.header, r.raw)
+	}
+	// Bob still gets his, up to the total of 6.
+	for i := 0; i < 2; i++ {
+		s, r := e.openStream(t, bob, "/api/sandboxes/bob-box/exec/stream", long)
+		if s == nil {
+			t.Fatalf("bob's stream %d = %d %s", i+1, r.status, r.raw)
+		}
+		s.until(t, "stdout")
+	}
+	_, r = e.openStream(t, bob, "/api/sandboxes/bob-box/exec/stream", long)
+	wantError(t, r, http.StatusTooManyRequests, "limit")
+	if !strings.Contains(r.raw, "HANGAR_STREAM_MAX_TOTAL") {
+		t.Errorf("the total limit's error does not name it: %s", r.raw)
+	}
+}
+
+func TestExecStreamByteCap(t *testing.T) {
+	e := newEnv(t, func(e *env) { e.maxBytes = 1000 })
+	e.sandbox(t, e.admin, "box", "")
+	s, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", execBody("for i in $(seq 40); do echo line-$i-padding-padding-padding-padding-padding-padding-padding-padding-padding; done; echo THE-END"))
+	if s == nil {
+		t.Fatalf("exec/stream = %d %s", r.status, r.raw)
+	}
+	events := s.all(t)
+	if got := len(output(events, "stdout", "stderr")); got > 1000 || got == 0 {
+		t.Errorf("streamed %d bytes with a cap of 1000", got)
+	}
+	var capped bool
+	for _, ev := range events {
+		capped = capped || ev.name == "capped"
+	}
+	res := events[len(events)-1].data
+	if !capped || res["capped"] != true {
+		t.Errorf("no capped event or flag: %v", res)
+	}
+	if out, _ := res["stdout"].(string); !strings.HasSuffix(out, "THE-END\n") {
+		t.Errorf("the result lacks the end of the output: %q", out)
+	}
+}
+
+// TestStalledClientDelaysNoOne: a client that stops reading a fast stream does not hold up
+// another client's stream.
+func TestStalledClientDelaysNoOne(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	stalled, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", execBody("while :; do echo flood-flood-flood-flood-flood-flood-flood-flood; done"))
+	if stalled == nil {
+		t.Fatalf("exec/stream = %d %s", r.status, r.raw)
+	}
+	// Not reading from stalled at all.
+	s, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", execBody("echo hello; sleep 0.2; echo world"))
+	if s == nil {
+		t.Fatalf("exec/stream = %d %s", r.status, r.raw)
+	}
+	events := s.all(t)
+	if got := output(events, "stdout"); got != "hello\nworld\n" {
+		t.Errorf("the other stream got %q", got)
+	}
+	if res := events[len(events)-1].data; res["exit_code"] != 0.0 {
+		t.Errorf("result = %v", res)
+	}
+}
+
+func TestStreamMetrics(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	s, _ := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", execBody("echo hello"))
+	s.all(t)
+	resp, err := http.Get(e.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`hangar_streams{kind="exec",reason="done"} 1`,
+		`hangar_stream_bytes{kind="exec"} 6`,
+		`hangar_streams_open{kind="exec"} 0`,
+		`hangar_stream_first_output_seconds_count{kind="exec"} 1`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}

@@ -1,0 +1,305 @@
+// Package stream is the one registry that admits every long-lived flow hangar serves — streamed
+// execs, process attaches, event, watch and fleet streams, and hangar's own followers — and
+// enforces the limits of spec/streaming.md on them: open streams per token and in all, pacing,
+// a byte cap, a lifetime, token rechecks, and ending everything at once on shutdown. It records
+// why each stream ended in metrics and a span per stream.
+//
+// A Stream is a bounded queue between producers, which never block, and one writer goroutine
+// per sink (an SSE response, an MCP call), which takes paced batches with Next.
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+)
+
+// Kind is what a stream carries; it labels metrics and names spans ("stream exec").
+type Kind string
+
+// The kinds of stream.
+const (
+	KindExec    Kind = "exec"
+	KindProcess Kind = "process"
+	KindEvents  Kind = "events"
+	KindWatch   Kind = "watch"
+	KindFleet   Kind = "fleet"
+	KindTurnLog Kind = "turn_log"
+)
+
+// Reason is why a stream ended. The values are the spec's close reasons.
+type Reason string
+
+// The close reasons.
+const (
+	ReasonDone      Reason = "done"      // the producer finished and everything was sent
+	ReasonClient    Reason = "client"    // the client went away
+	ReasonShutdown  Reason = "shutdown"  // hangar is shutting down
+	ReasonDestroyed Reason = "destroyed" // the sandbox was destroyed
+	ReasonPaused    Reason = "paused"    // the sandbox was paused
+	ReasonRevoked   Reason = "revoked"   // the token was revoked or expired
+	ReasonLifetime  Reason = "lifetime"  // open longer than HANGAR_STREAM_MAX_HOURS
+	ReasonError     Reason = "error"     // the producer failed
+	ReasonLimit     Reason = "limit"     // output outran the pace for longer than the queue holds
+	ReasonSlow      Reason = "slow"      // the client stopped reading
+)
+
+// Reasons lists every reason, for metrics that should show zeros.
+var Reasons = []Reason{ReasonDone, ReasonClient, ReasonShutdown, ReasonDestroyed, ReasonPaused, ReasonRevoked, ReasonLifetime, ReasonError, ReasonLimit, ReasonSlow}
+
+// MessageOverhead is what every message costs on top of its bytes, for pacing and caps, so
+// output a byte at a time cannot become a flood of notifications.
+const MessageOverhead = 64
+
+// Config configures a Registry. Limits come from config.Stream.
+type Config struct {
+	// MaxPerToken is how many streams one token may hold open. Default 16.
+	MaxPerToken int
+	// MaxTotal is how many streams may be open in all. Default 512.
+	MaxTotal int
+	// BytesPerSecond paces each stream. Default 1 MiB.
+	BytesPerSecond int64
+	// MaxBytes caps what one stream sends; past it nothing more is sent. Default 64 MiB.
+	MaxBytes int64
+	// MaxLifetime ends event and watch streams (Options.Lifetime) open longer. Default 12h.
+	MaxLifetime time.Duration
+	// Recheck is how often every stream's token is checked again. Default 5s.
+	Recheck time.Duration
+	// QueueBytes bounds what may wait in one stream's queue: output that outruns the pace (or
+	// a client that stopped reading) for longer ends the stream (ReasonLimit). Default 16 MiB.
+	QueueBytes int64
+	// Check says whether a principal's token is still valid (auth.Authenticator.Check). Nil:
+	// tokens are never rechecked.
+	Check func(ctx context.Context, p auth.Principal) error
+	// Registerer takes the stream metrics. Nil: they are not exported.
+	Registerer prometheus.Registerer
+	// Tracer makes a span per stream. Nil: no spans.
+	Tracer trace.Tracer
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock for lifetimes and first-output times. Default time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxPerToken <= 0 {
+		c.MaxPerToken = 16
+	}
+	if c.MaxTotal <= 0 {
+		c.MaxTotal = 512
+	}
+	if c.BytesPerSecond <= 0 {
+		c.BytesPerSecond = 1 << 20
+	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = 64 << 20
+	}
+	if c.MaxLifetime <= 0 {
+		c.MaxLifetime = 12 * time.Hour
+	}
+	if c.Recheck <= 0 {
+		c.Recheck = 5 * time.Second
+	}
+	if c.QueueBytes <= 0 {
+		c.QueueBytes = 16 << 20
+	}
+	if c.Tracer == nil {
+		c.Tracer = noop.NewTracerProvider().Tracer("hangar/stream")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// LimitError is a stream refused because a limit is reached. Its message names the limit.
+type LimitError struct {
+	Setting string // the HANGAR_* setting that sets the limit
+	Max     int
+	// RetryAfter is a hint for when to try again.
+	RetryAfter time.Duration
+}
+
+func (e *LimitError) Error() string {
+	switch e.Setting {
+	case "HANGAR_STREAM_MAX_PER_TOKEN":
+		return fmt.Sprintf("this token already has %d streams open, the most it may (HANGAR_STREAM_MAX_PER_TOKEN); close one first", e.Max)
+	default:
+		return fmt.Sprintf("hangar already has %d streams open, the most it may (%s); try again shortly", e.Max, e.Setting)
+	}
+}
+
+// ErrShuttingDown refuses new streams once Shutdown was called.
+var ErrShuttingDown = errors.New("hangar is shutting down; no new streams")
+
+// Registry admits streams and enforces the limits on them. It is safe for concurrent use.
+type Registry struct {
+	cfg Config
+	m   *metrics
+
+	mu       sync.Mutex // guards the fields below
+	streams  map[*Stream]struct{}
+	perToken map[string]int
+	closing  bool
+}
+
+// New returns a Registry. Call Run to recheck tokens and lifetimes.
+func New(cfg Config) *Registry {
+	cfg.setDefaults()
+	return &Registry{cfg: cfg, m: newMetrics(cfg.Registerer), streams: map[*Stream]struct{}{}, perToken: map[string]int{}}
+}
+
+// Options describe a stream to open.
+type Options struct {
+	Kind Kind
+	// Principal is whose stream it is: its token's limits apply and its token is rechecked.
+	// A zero TokenID is hangar's own stream: only the total limit applies.
+	Principal auth.Principal
+	// Sandbox, when set, ends the stream when that sandbox is destroyed or paused.
+	Sandbox string
+	// Lifetime makes the stream end after MaxLifetime (event and watch streams).
+	Lifetime bool
+	// Unpaced exempts hangar's own streams from pacing and the byte cap.
+	Unpaced bool
+}
+
+// Open admits a stream, or refuses it with a *LimitError or ErrShuttingDown. The caller must
+// Close it.
+func (r *Registry) Open(ctx context.Context, o Options) (*Stream, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closing {
+		return nil, ErrShuttingDown
+	}
+	if len(r.streams) >= r.cfg.MaxTotal {
+		return nil, &LimitError{Setting: "HANGAR_STREAM_MAX_TOTAL", Max: r.cfg.MaxTotal, RetryAfter: 5 * time.Second}
+	}
+	tok := o.Principal.TokenID
+	if tok != "" && r.perToken[tok] >= r.cfg.MaxPerToken {
+		return nil, &LimitError{Setting: "HANGAR_STREAM_MAX_PER_TOKEN", Max: r.cfg.MaxPerToken, RetryAfter: 5 * time.Second}
+	}
+	s := newStream(r, o)
+	_, s.span = r.cfg.Tracer.Start(ctx, "stream "+string(o.Kind), trace.WithSpanKind(trace.SpanKindServer))
+	r.streams[s] = struct{}{}
+	if tok != "" {
+		r.perToken[tok]++
+	}
+	r.m.open.WithLabelValues(string(o.Kind)).Inc()
+	return s, nil
+}
+
+// release is Stream.Close's part: the stream no longer counts.
+func (r *Registry) release(s *Stream) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.streams[s]; !ok {
+		return
+	}
+	delete(r.streams, s)
+	if tok := s.opts.Principal.TokenID; tok != "" {
+		if r.perToken[tok]--; r.perToken[tok] <= 0 {
+			delete(r.perToken, tok)
+		}
+	}
+	r.m.open.WithLabelValues(string(s.opts.Kind)).Dec()
+}
+
+func (r *Registry) snapshot() []*Stream {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*Stream, 0, len(r.streams))
+	for s := range r.streams {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Open reports how many streams are open: in all, and for one token.
+func (r *Registry) Count(tokenID string) (total, token int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.streams), r.perToken[tokenID]
+}
+
+// Shutdown refuses new streams and ends every open one at once (ReasonShutdown).
+func (r *Registry) Shutdown() {
+	r.mu.Lock()
+	r.closing = true
+	r.mu.Unlock()
+	for _, s := range r.snapshot() {
+		s.End(ReasonShutdown)
+	}
+}
+
+// EndSandbox ends the streams of a sandbox that was destroyed or paused.
+func (r *Registry) EndSandbox(name string, reason Reason) {
+	for _, s := range r.snapshot() {
+		if s.opts.Sandbox == name {
+			s.End(reason)
+		}
+	}
+}
+
+// EndToken ends the streams of a token (ReasonRevoked), as a recheck would.
+func (r *Registry) EndToken(tokenID string) {
+	for _, s := range r.snapshot() {
+		if s.opts.Principal.TokenID == tokenID {
+			s.End(ReasonRevoked)
+		}
+	}
+}
+
+// Run rechecks every open stream's token each Recheck, ending the streams of tokens no longer
+// valid (ReasonRevoked) and those past their lifetime (ReasonLifetime), until ctx ends.
+func (r *Registry) Run(ctx context.Context) {
+	t := time.NewTicker(r.cfg.Recheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.recheck(ctx)
+		}
+	}
+}
+
+// recheck checks each distinct token once.
+func (r *Registry) recheck(ctx context.Context) {
+	now := r.cfg.Now()
+	verdicts := map[string]error{}
+	for _, s := range r.snapshot() {
+		if s.opts.Lifetime && now.Sub(s.opened) >= r.cfg.MaxLifetime {
+			s.End(ReasonLifetime)
+			continue
+		}
+		p := s.opts.Principal
+		if p.TokenID == "" || r.cfg.Check == nil {
+			continue
+		}
+		err, seen := verdicts[p.TokenID]
+		if !seen {
+			err = r.cfg.Check(ctx, p)
+			if err != nil && !errors.Is(err, auth.ErrRevoked) && !errors.Is(err, auth.ErrExpired) && !errors.Is(err, auth.ErrUnknownToken) {
+				// The store did not answer: that says nothing about the token.
+				r.cfg.Logger.Warn("recheck token", "token", p.TokenID, "err", err)
+				err = nil
+			}
+			verdicts[p.TokenID] = err
+		}
+		if err != nil {
+			s.End(ReasonRevoked)
+		}
+	}
+}

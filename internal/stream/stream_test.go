@@ -1,0 +1,404 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.uber.org/goleak"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// waitTimeout bounds every wait in these tests.
+const waitTimeout = 10 * time.Second
+
+func principal(token string) auth.Principal {
+	return auth.Principal{TokenID: token, User: "u-" + token}
+}
+
+func newRegistry(t *testing.T, cfg Config) (*Registry, *prometheus.Registry) {
+	reg := prometheus.NewRegistry()
+	cfg.Registerer = reg
+	return New(cfg), reg
+}
+
+func open(t *testing.T, r *Registry, o Options) *Stream {
+	t.Helper()
+	s, err := r.Open(context.Background(), o)
+	if err != nil {
+		t.Fatalf("Open(%+v): %v", o, err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func TestPerTokenAndTotalLimits(t *testing.T) {
+	r, _ := newRegistry(t, Config{MaxPerToken: 16, MaxTotal: 20})
+	for i := 0; i < 16; i++ {
+		open(t, r, Options{Kind: KindExec, Principal: principal("a")})
+	}
+	_, err := r.Open(context.Background(), Options{Kind: KindExec, Principal: principal("a")})
+	var le *LimitError
+	if !errors.As(err, &le) || le.Setting != "HANGAR_STREAM_MAX_PER_TOKEN" || le.Max != 16 {
+		t.Fatalf("the 17th stream of one token: %v, want the per-token limit", err)
+	}
+	if !strings.Contains(err.Error(), "HANGAR_STREAM_MAX_PER_TOKEN") {
+		t.Errorf("the error does not name the limit: %v", err)
+	}
+	// Another token still gets one, up to the total; hangar's own streams count too.
+	for i := 0; i < 3; i++ {
+		open(t, r, Options{Kind: KindExec, Principal: principal("b")})
+	}
+	open(t, r, Options{Kind: KindTurnLog})
+	_, err = r.Open(context.Background(), Options{Kind: KindExec, Principal: principal("c")})
+	if !errors.As(err, &le) || le.Setting != "HANGAR_STREAM_MAX_TOTAL" {
+		t.Fatalf("past the total: %v, want the total limit", err)
+	}
+	total, a := r.Count("a")
+	if total != 20 || a != 16 {
+		t.Fatalf("Count = %d, %d; want 20, 16", total, a)
+	}
+}
+
+func TestCloseFreesPlace(t *testing.T) {
+	r, _ := newRegistry(t, Config{MaxPerToken: 1})
+	s, err := r.Open(context.Background(), Options{Kind: KindExec, Principal: principal("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s.Close() // a second Close does nothing
+	open(t, r, Options{Kind: KindExec, Principal: principal("a")})
+}
+
+// drain takes everything until EOF or an end, returning the items and the final error.
+func drain(t *testing.T, s *Stream) ([]Item, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	var out []Item
+	for {
+		batch, err := s.Next(ctx, 0)
+		out = append(out, batch...)
+		if err != nil {
+			return out, err
+		}
+	}
+}
+
+func join(items []Item) string {
+	var b strings.Builder
+	for _, it := range items {
+		b.Write(it.Data)
+	}
+	return b.String()
+}
+
+func TestOrderAndFinish(t *testing.T) {
+	r, _ := newRegistry(t, Config{})
+	s := open(t, r, Options{Kind: KindExec, Principal: principal("a")})
+	var want strings.Builder
+	for i := 0; i < 1000; i++ {
+		line := strings.Repeat("x", i%50) + "\n"
+		want.WriteString(line)
+		if !s.Send(Item{Event: "stdout", Data: []byte(line)}) {
+			t.Fatal("Send refused")
+		}
+	}
+	s.Finish()
+	if s.Send(Item{Data: []byte("late")}) {
+		t.Error("Send after Finish was taken")
+	}
+	items, err := drain(t, s)
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("drain: %v, want io.EOF", err)
+	}
+	if join(items) != want.String() {
+		t.Fatal("items came out of order or changed")
+	}
+}
+
+func TestBigItemsAreSplitOnCharacters(t *testing.T) {
+	r, _ := newRegistry(t, Config{BytesPerSecond: 64 << 20})
+	s := open(t, r, Options{Kind: KindExec})
+	text := strings.Repeat("héllo wörld ✓ ", 20000) // multi-byte characters across every boundary
+	s.Send(Item{Event: "stdout", Data: []byte(text)})
+	s.Finish()
+	items, _ := drain(t, s)
+	if len(items) < 2 {
+		t.Fatalf("a %d-byte item was not split", len(text))
+	}
+	for _, it := range items {
+		if !utf8Valid(it.Data) {
+			t.Fatal("a split cut a character in two")
+		}
+	}
+	if join(items) != text {
+		t.Fatal("splitting changed the bytes")
+	}
+}
+
+func utf8Valid(b []byte) bool { return strings.ToValidUTF8(string(b), "\uFFFD") == string(b) }
+
+func TestPacing(t *testing.T) {
+	const rate = 256 << 10
+	r, _ := newRegistry(t, Config{BytesPerSecond: rate})
+	s := open(t, r, Options{Kind: KindExec})
+	// 512 KiB in 1 KiB items, each costing 64 bytes more: (1024+64)*512 bytes at 256 KiB/s.
+	const n = 512
+	for i := 0; i < n; i++ {
+		s.Send(Item{Data: make([]byte, 1024)})
+	}
+	s.Finish()
+	start := time.Now()
+	items, err := drain(t, s)
+	elapsed := time.Since(start)
+	if !errors.Is(err, io.EOF) || len(join(items)) != n*1024 {
+		t.Fatalf("drain: %d bytes, %v", len(join(items)), err)
+	}
+	burst := float64(s.limiter.Burst())
+	want := (float64(n*(1024+MessageOverhead)) - burst) / rate
+	if got := elapsed.Seconds(); got < want*0.9 || got > want*1.1 {
+		t.Fatalf("sending took %.2fs, want %.2fs ±10%%", got, want)
+	}
+}
+
+func TestByteCapKeepsOrderAndMarks(t *testing.T) {
+	r, _ := newRegistry(t, Config{MaxBytes: 1000, BytesPerSecond: 64 << 20})
+	s := open(t, r, Options{Kind: KindExec})
+	for i := 0; i < 30; i++ {
+		s.Send(Item{Data: []byte(strings.Repeat("a", 99) + "\n")})
+	}
+	s.Finish()
+	items, err := drain(t, s)
+	if !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	if got := len(join(items)); got != 1000 {
+		t.Errorf("sent %d bytes, want exactly the cap of 1000", got)
+	}
+	if last := items[len(items)-1]; last.Event != EventCapped {
+		t.Errorf("the last item is %q, want the cap marker", last.Event)
+	}
+	capped, dropped := s.Capped()
+	if !capped || dropped != 2000 {
+		t.Errorf("Capped = %v, %d; want true, 2000", capped, dropped)
+	}
+}
+
+func TestEndReasons(t *testing.T) {
+	r, reg := newRegistry(t, Config{})
+	ctx := context.Background()
+	s := open(t, r, Options{Kind: KindExec, Principal: principal("a"), Sandbox: "box"})
+	other := open(t, r, Options{Kind: KindExec, Principal: principal("a"), Sandbox: "other"})
+	s.Send(Item{Data: []byte("pending")})
+	r.EndSandbox("box", ReasonDestroyed)
+	if _, err := s.Next(ctx, 0); !isEnded(err, ReasonDestroyed) {
+		t.Fatalf("Next after EndSandbox = %v", err)
+	}
+	select {
+	case <-s.Done():
+	default:
+		t.Fatal("Done is not closed")
+	}
+	s.End(ReasonClient) // the first reason wins
+	if s.Reason() != ReasonDestroyed {
+		t.Fatalf("Reason = %s", s.Reason())
+	}
+	if other.Reason() != "" {
+		t.Fatal("another sandbox's stream ended")
+	}
+	s.Close()
+	if got := testutil.ToFloat64(r.m.closed.WithLabelValues("exec", "destroyed")); got != 1 {
+		t.Errorf(`hangar_streams{kind="exec",reason="destroyed"} = %v`, got)
+	}
+
+	r.Shutdown()
+	if _, err := other.Next(ctx, 0); !isEnded(err, ReasonShutdown) {
+		t.Fatalf("Next after Shutdown = %v", err)
+	}
+	if _, err := r.Open(ctx, Options{Kind: KindExec}); !errors.Is(err, ErrShuttingDown) {
+		t.Fatalf("Open after Shutdown = %v", err)
+	}
+	other.Close()
+	if n, _ := testutil.GatherAndCount(reg, "hangar_streams_open"); n == 0 {
+		t.Error("hangar_streams_open not exported")
+	}
+	if got := testutil.ToFloat64(r.m.open.WithLabelValues("exec")); got != 0 {
+		t.Errorf("hangar_streams_open{exec} = %v after closing everything", got)
+	}
+}
+
+func isEnded(err error, reason Reason) bool {
+	var e *Ended
+	return errors.As(err, &e) && e.Reason == reason
+}
+
+func TestRecheckEndsRevokedTokens(t *testing.T) {
+	var mu sync.Mutex
+	revoked := map[string]bool{}
+	calls := 0
+	r, _ := newRegistry(t, Config{Check: func(_ context.Context, p auth.Principal) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if revoked[p.TokenID] {
+			return auth.ErrRevoked
+		}
+		return nil
+	}})
+	a1 := open(t, r, Options{Kind: KindExec, Principal: principal("a")})
+	a2 := open(t, r, Options{Kind: KindEvents, Principal: principal("a")})
+	b := open(t, r, Options{Kind: KindExec, Principal: principal("b")})
+	own := open(t, r, Options{Kind: KindTurnLog})
+	r.recheck(context.Background())
+	if a1.Reason() != "" || b.Reason() != "" {
+		t.Fatal("a recheck of valid tokens ended a stream")
+	}
+	mu.Lock()
+	revoked["a"] = true
+	calls = 0
+	mu.Unlock()
+	r.recheck(context.Background())
+	if a1.Reason() != ReasonRevoked || a2.Reason() != ReasonRevoked {
+		t.Errorf("after revoking a: %s, %s", a1.Reason(), a2.Reason())
+	}
+	if b.Reason() != "" || own.Reason() != "" {
+		t.Error("revoking a ended another token's or hangar's own stream")
+	}
+	if calls != 2 {
+		t.Errorf("recheck called Check %d times, want once per token", calls)
+	}
+}
+
+func TestRecheckIgnoresStoreErrors(t *testing.T) {
+	r, _ := newRegistry(t, Config{Check: func(context.Context, auth.Principal) error { return errors.New("database is down") }})
+	s := open(t, r, Options{Kind: KindExec, Principal: principal("a")})
+	r.recheck(context.Background())
+	if s.Reason() != "" {
+		t.Fatal("a store error ended a stream")
+	}
+}
+
+func TestRunRechecks(t *testing.T) {
+	revoked := make(chan struct{})
+	r, _ := newRegistry(t, Config{Recheck: 10 * time.Millisecond, Check: func(context.Context, auth.Principal) error {
+		select {
+		case <-revoked:
+			return auth.ErrRevoked
+		default:
+			return nil
+		}
+	}})
+	s := open(t, r, Options{Kind: KindExec, Principal: principal("a")})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	close(revoked)
+	select {
+	case <-s.Done():
+	case <-time.After(waitTimeout):
+		t.Fatal("Run did not end the revoked token's stream")
+	}
+}
+
+func TestLifetime(t *testing.T) {
+	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	r, _ := newRegistry(t, Config{MaxLifetime: time.Hour, Now: func() time.Time { return now }})
+	events := open(t, r, Options{Kind: KindEvents, Lifetime: true})
+	exec := open(t, r, Options{Kind: KindExec})
+	now = now.Add(59 * time.Minute)
+	r.recheck(context.Background())
+	if events.Reason() != "" {
+		t.Fatal("ended before its lifetime")
+	}
+	now = now.Add(time.Minute)
+	r.recheck(context.Background())
+	if events.Reason() != ReasonLifetime || exec.Reason() != "" {
+		t.Fatalf("after the lifetime: events %q, exec %q", events.Reason(), exec.Reason())
+	}
+}
+
+func TestQueueBound(t *testing.T) {
+	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	r, _ := newRegistry(t, Config{QueueBytes: 10 << 10, Now: func() time.Time { return now }})
+	// The writer took something a moment ago: output outran the pace.
+	fast := open(t, r, Options{Kind: KindExec})
+	for i := 0; i < 100 && fast.Send(Item{Data: make([]byte, 1024)}); i++ {
+	}
+	if fast.Reason() != ReasonLimit {
+		t.Fatalf("overflow with a writer keeping up: %q, want limit", fast.Reason())
+	}
+	// The writer has taken nothing for a while: the client stopped reading.
+	stalled := open(t, r, Options{Kind: KindExec})
+	now = now.Add(5 * time.Second)
+	for i := 0; i < 100 && stalled.Send(Item{Data: make([]byte, 1024)}); i++ {
+	}
+	if stalled.Reason() != ReasonSlow {
+		t.Fatalf("overflow with a stalled writer: %q, want slow", stalled.Reason())
+	}
+}
+
+func TestIdleAndContext(t *testing.T) {
+	r, _ := newRegistry(t, Config{})
+	s := open(t, r, Options{Kind: KindExec})
+	batch, err := s.Next(context.Background(), 10*time.Millisecond)
+	if err != nil || len(batch) != 0 {
+		t.Fatalf("Next on an idle stream = %v, %v; want an empty batch", batch, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Next(ctx, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next with a cancelled context = %v", err)
+	}
+}
+
+func TestMetricsAndSpans(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	r, reg := newRegistry(t, Config{Tracer: tp.Tracer("test")})
+	s, err := r.Open(context.Background(), Options{Kind: KindExec, Principal: principal("a"), Sandbox: "box"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(r.m.open.WithLabelValues("exec")); got != 1 {
+		t.Errorf("hangar_streams_open{exec} = %v, want 1", got)
+	}
+	s.Send(Item{Data: []byte("hello")})
+	s.Finish()
+	drain(t, s)
+	s.Close()
+	if got := testutil.ToFloat64(r.m.bytes.WithLabelValues("exec")); got != 5 {
+		t.Errorf("hangar_stream_bytes{exec} = %v, want 5", got)
+	}
+	if got := testutil.ToFloat64(r.m.closed.WithLabelValues("exec", "done")); got != 1 {
+		t.Errorf(`hangar_streams{exec,done} = %v, want 1`, got)
+	}
+	if n, err := testutil.GatherAndCount(reg, "hangar_stream_first_output_seconds"); err != nil || n != 1 {
+		t.Errorf("first output histogram: %d series, %v", n, err)
+	}
+	spans := rec.Ended()
+	if len(spans) != 1 || spans[0].Name() != "stream exec" {
+		t.Fatalf("spans = %v", spans)
+	}
+	attrs := map[string]string{}
+	for _, a := range spans[0].Attributes() {
+		attrs[string(a.Key)] = a.Value.Emit()
+	}
+	if attrs["hangar.stream.reason"] != "done" || attrs["hangar.stream.bytes"] != "5" || attrs["hangar.sandbox"] != "box" {
+		t.Errorf("span attributes = %v", attrs)
+	}
+}
