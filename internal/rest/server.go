@@ -33,6 +33,8 @@ type Config struct {
 	Sandboxes *sandbox.Manager
 	// Streams admits every stream. Required.
 	Streams *stream.Registry
+	// MCP, when set, is served at /mcp (it does its own bearer-token auth).
+	MCP http.Handler
 	// Registry is served at /metrics; the server adds its HTTP metrics to it. Required.
 	Registry *prometheus.Registry
 	// Logger. Default slog.Default().
@@ -91,6 +93,9 @@ func New(cfg Config) *Server {
 	})
 	r.Get("/readyz", s.ready(a))
 	r.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
+	if cfg.MCP != nil {
+		r.Handle("/mcp", cfg.MCP)
+	}
 	r.Route("/api", func(r chi.Router) {
 		r.Use(a.authenticate)
 		r.Get("/whoami", a.whoami)
