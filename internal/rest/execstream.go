@@ -100,7 +100,14 @@ func (a *api) execStream(w http.ResponseWriter, r *http.Request) {
 	case reason == stream.ReasonRevoked:
 		cancel(errKill)
 	}
-	o := <-outcome
+	var o execOutcome
+	select {
+	case o = <-outcome:
+	case <-r.Context().Done(): // gone while its command ran on (limit, byte cap)
+		cancel(errKill)
+		<-outcome
+		return
+	}
 	// A stream ended early reports what the command printed until then, whatever became of
 	// the command (killed, let go, or cut off with its sandbox).
 	early := reason != stream.ReasonDone
