@@ -6,7 +6,10 @@ package provider
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -108,3 +111,98 @@ var (
 	// ErrUnsupported means the provider cannot do what was asked (e.g. pause on kubernetes).
 	ErrUnsupported = errors.New("not supported by this provider")
 )
+
+// TailBuffer is an io.Writer that keeps only the last Max bytes written to it (MaxExecOutput
+// when Max is zero), so a command's output cannot grow a result without bound. It is not safe
+// for concurrent use: give each stream its own.
+type TailBuffer struct {
+	Max int
+	// buf holds up to 2*Max bytes, of which the last Max are kept; compacting only when it is
+	// full keeps Write amortised O(len(p)).
+	buf     []byte
+	written int64
+}
+
+// Write keeps the end of p and of what came before; it never fails.
+func (b *TailBuffer) Write(p []byte) (int, error) {
+	limit := b.limit()
+	b.written += int64(len(p))
+	if len(p) >= limit {
+		b.buf = append(b.buf[:0], p[len(p)-limit:]...)
+		return len(p), nil
+	}
+	if len(b.buf)+len(p) > 2*limit {
+		keep := limit - len(p)
+		b.buf = append(b.buf[:0], b.buf[len(b.buf)-keep:]...)
+	}
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+// Bytes returns the bytes kept: the last Max written.
+func (b *TailBuffer) Bytes() []byte {
+	if limit := b.limit(); len(b.buf) > limit {
+		return b.buf[len(b.buf)-limit:]
+	}
+	return b.buf
+}
+
+// Dropped returns how many bytes were written but are no longer kept.
+func (b *TailBuffer) Dropped() int64 { return b.written - int64(len(b.Bytes())) }
+
+func (b *TailBuffer) limit() int {
+	if b.Max <= 0 {
+		return MaxExecOutput
+	}
+	return b.Max
+}
+
+// ShellScript is the /bin/sh program that runs a command line for a provider's exec: with bash
+// as a login shell when the sandbox has it, else with sh. It drops the daemon's access token
+// from the environment, where a container's configuration may have put it. The command is passed as the script's
+// first argument ($1), never spliced into the script, so it needs no quoting:
+//
+//	sh -c ShellScript hangar-exec "echo hi"
+const ShellScript = `unset HANGAR_ENVD_ACCESS_TOKEN; if command -v bash >/dev/null 2>&1; then exec bash -lc "$1"; fi; exec sh -c "$1"`
+
+// ShellArgv is the argv that runs command under ShellScript.
+func ShellArgv(command string) []string {
+	return []string{"/bin/sh", "-c", ShellScript, "hangar-exec", command}
+}
+
+// CheckName reports whether name can name a sandbox: a lowercase DNS label (RFC 1123) of at most
+// 63 characters, so every provider can use it in folder, container and pod names.
+func CheckName(name string) error {
+	if name == "" || len(name) > 63 {
+		return fmt.Errorf("sandbox name %q: must be 1 to 63 characters", name)
+	}
+	for i, c := range name {
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-' && i > 0 && i < len(name)-1:
+		default:
+			return fmt.Errorf("sandbox name %q: must be lowercase letters, digits and inner dashes", name)
+		}
+	}
+	return nil
+}
+
+// NewAccessToken returns a new daemon access token: 32 random bytes, hex-encoded.
+func NewAccessToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("make access token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// ExecMarkerEnv tags every process of one provider exec (ExecMarkerEnv=<random>), for
+// providers whose exec API cannot kill what it started (docker exec, pods/exec): on timeout
+// they run KillMarkedScript in a second exec.
+const ExecMarkerEnv = "HANGAR_EXEC_ID"
+
+// KillMarkedScript is the /bin/sh program that SIGKILLs every process whose environment holds
+// its first argument ("HANGAR_EXEC_ID=<marker>"). The marker is in the script's argv, never its
+// environment, so it does not kill itself. environ is NUL-separated, which some greps
+// (busybox's) cannot search: tr makes it lines. It needs tr, grep and kill in the sandbox.
+const KillMarkedScript = `for d in /proc/[0-9]*; do tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF "$1" && kill -9 "${d#/proc/}" 2>/dev/null; done; true`

@@ -1,0 +1,498 @@
+// Package docker is the provider that runs each sandbox as a container on a Docker engine,
+// through the engine API. With a daemon, the hangar binary is bind-mounted read-only into the
+// container and runs as `hangar envd`, its port published on 127.0.0.1 only; without one, the
+// container idles under /bin/sh and every command goes through `docker exec`, so any image with
+// /bin/sh will do.
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/docker/go-connections/nat"
+
+	"github.com/hangar-dev/hangar/internal/provider"
+)
+
+// Name is the provider's name in the API.
+const Name = "docker"
+
+// DaemonPort is the port `hangar envd` listens on inside a container, E2B's envd port.
+const DaemonPort = 49983
+
+// binaryPath is where the hangar binary is mounted in a container.
+const binaryPath = "/opt/hangar/bin/hangar"
+
+// Labels on every container the provider makes; List finds them by labelInstance.
+const (
+	labelInstance = "dev.hangar.instance"
+	labelSandbox  = "dev.hangar.sandbox"
+	labelOwner    = "dev.hangar.owner"
+	labelDaemon   = "dev.hangar.daemon"
+	labelWorkdir  = "dev.hangar.workdir"
+)
+
+// tokenEnv carries the daemon's access token into the container (never its argv).
+const tokenEnv = "HANGAR_ENVD_ACCESS_TOKEN"
+
+// idleScript keeps a container without a daemon alive with nothing but /bin/sh and sleep, and
+// lets it stop at once on SIGTERM.
+const idleScript = `trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done`
+
+// Config configures the docker provider.
+type Config struct {
+	// Host is the engine's address, e.g. unix:///var/run/docker.sock or tcp://host:2376. Empty:
+	// unix:///var/run/docker.sock. The daemon's port is published on the engine host's
+	// 127.0.0.1, so a daemon is only reachable when the engine runs on this machine.
+	Host string
+	// Image is the image of a sandbox whose spec names none. Empty: ubuntu:24.04. The provider
+	// never pulls: an image must already be on the engine.
+	Image string
+	// Workdir is the workdir of a sandbox whose spec names none (created if missing). Empty:
+	// /workspace.
+	Workdir string
+	// HangarBinary is the path, on the engine's host, of a static Linux hangar binary
+	// (CGO_ENABLED=0) to mount into containers as their daemon. Empty: os.Executable(), which
+	// must then be static.
+	HangarBinary string
+	// Instance tells this control plane's containers apart from other control planes' on the
+	// same engine (label dev.hangar.instance); List sees only its own. Empty: "default".
+	Instance string
+	// StartTimeout bounds how long Create waits for the daemon to answer /health. Zero: 30s.
+	StartTimeout time.Duration
+	// NoInit runs the daemon (or the idle shell) as the container's PID 1. False (the default):
+	// docker's init runs as PID 1, reaping orphaned processes and forwarding signals.
+	NoInit bool
+	// Logger receives the provider's log lines. Nil: discarded.
+	Logger *slog.Logger
+}
+
+// Provider is the docker provider. It is safe for concurrent use. Close it to release the
+// engine client's connections.
+type Provider struct {
+	cfg    Config
+	cli    *client.Client
+	log    *slog.Logger
+	health *http.Client
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// New returns a docker provider. It does not contact the engine: the first call that needs it
+// fails with provider.ErrUnavailable when it does not answer.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Host == "" {
+		cfg.Host = "unix:///var/run/docker.sock"
+	}
+	if cfg.Image == "" {
+		cfg.Image = "ubuntu:24.04"
+	}
+	if cfg.Workdir == "" {
+		cfg.Workdir = "/workspace"
+	}
+	if !path.IsAbs(cfg.Workdir) {
+		return nil, fmt.Errorf("new docker provider: workdir %q is not absolute", cfg.Workdir)
+	}
+	if cfg.HangarBinary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find hangar binary: %w", err)
+		}
+		cfg.HangarBinary = exe
+	}
+	if cfg.Instance == "" {
+		cfg.Instance = "default"
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cli, err := client.NewClientWithOpts(client.WithHost(cfg.Host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("new docker client: %w", err)
+	}
+	return &Provider{
+		cfg: cfg,
+		cli: cli,
+		log: cfg.Logger.With("provider", Name),
+		// No keep-alive: a check now and then needs no idle connection left behind.
+		health: &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
+	}, nil
+}
+
+// Close releases the engine client's connections.
+func (p *Provider) Close() error { return p.cli.Close() }
+
+// Name returns "docker".
+func (p *Provider) Name() string { return Name }
+
+// containerName is the container's name on the engine.
+func (p *Provider) containerName(sandbox string) string {
+	if p.cfg.Instance == "default" {
+		return "hangar-" + sandbox
+	}
+	return "hangar-" + p.cfg.Instance + "-" + sandbox
+}
+
+// Create makes and starts the sandbox's container, and with spec.Daemon waits until its daemon
+// answers /health.
+func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.Sandbox, error) {
+	if err := provider.CheckName(spec.Name); err != nil {
+		return provider.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
+	}
+	image := spec.Image
+	if image == "" {
+		image = p.cfg.Image
+	}
+	workdir := spec.Workdir
+	if workdir == "" {
+		workdir = p.cfg.Workdir
+	}
+	if !path.IsAbs(workdir) {
+		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: workdir %q is not absolute", spec.Name, workdir)
+	}
+	if _, err := p.cli.ImageInspect(ctx, image); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return provider.Sandbox{}, fmt.Errorf("create sandbox %s: image %s is not on the Docker engine; get it with `docker pull %s` (or `docker load` it from a file): %w",
+				spec.Name, image, image, provider.ErrImageMissing)
+		}
+		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: inspect image %s: %w", spec.Name, image, engineErr(err))
+	}
+
+	env := make([]string, 0, len(spec.Env)+1)
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		env = append(env, k+"="+spec.Env[k])
+	}
+	cfg := &container.Config{
+		Image:      image,
+		WorkingDir: workdir,
+		Env:        env,
+		Labels: map[string]string{
+			labelInstance: p.cfg.Instance,
+			labelSandbox:  spec.Name,
+			labelOwner:    spec.Owner,
+			labelDaemon:   strconv.FormatBool(spec.Daemon),
+			labelWorkdir:  workdir,
+		},
+	}
+	host := &container.HostConfig{Init: ptr(!p.cfg.NoInit)}
+	if spec.Daemon {
+		// A bind mount of a missing file would make the engine create a folder in its place.
+		if st, err := os.Stat(p.cfg.HangarBinary); err != nil || !st.Mode().IsRegular() {
+			return provider.Sandbox{}, fmt.Errorf("create sandbox %s: the hangar binary to mount, %s, is not a file (%v)", spec.Name, p.cfg.HangarBinary, err)
+		}
+		token, err := provider.NewAccessToken()
+		if err != nil {
+			return provider.Sandbox{}, fmt.Errorf("create sandbox %s: %w", spec.Name, err)
+		}
+		port := nat.Port(strconv.Itoa(DaemonPort) + "/tcp")
+		cfg.Env = append(cfg.Env, tokenEnv+"="+token)
+		cfg.Entrypoint = []string{binaryPath, "envd", "--listen", "0.0.0.0:" + strconv.Itoa(DaemonPort), "--workdir", workdir}
+		cfg.Cmd = []string{}
+		cfg.ExposedPorts = nat.PortSet{port: {}}
+		host.Binds = []string{p.cfg.HangarBinary + ":" + binaryPath + ":ro"}
+		// 127.0.0.1 only, on a port the engine picks: the daemon is never on the network.
+		host.PortBindings = nat.PortMap{port: {{HostIP: "127.0.0.1", HostPort: ""}}}
+	} else {
+		cfg.Entrypoint = []string{"/bin/sh", "-c", idleScript}
+		cfg.Cmd = []string{}
+	}
+
+	created, err := p.cli.ContainerCreate(ctx, cfg, host, nil, nil, p.containerName(spec.Name))
+	if err != nil {
+		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: create container: %w", spec.Name, engineErr(err))
+	}
+	if err := p.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		p.remove(created.ID)
+		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: start container: %w", spec.Name, engineErr(err))
+	}
+	info, err := p.cli.ContainerInspect(ctx, created.ID)
+	if err != nil {
+		p.remove(created.ID)
+		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: inspect container: %w", spec.Name, engineErr(err))
+	}
+	sb := p.sandbox(info)
+	if !spec.Daemon {
+		if sb.State != provider.StateRunning {
+			sb = p.withLogs(ctx, sb)
+		}
+		return sb, nil
+	}
+	if sb.State != provider.StateRunning {
+		return p.withLogs(ctx, failed(sb, "the sandbox's daemon did not start")), nil
+	}
+	if sb.Daemon == nil {
+		return p.withLogs(ctx, failed(sb, "the container publishes no daemon port")), nil
+	}
+	if err := p.waitHealthy(ctx, info.ID, sb.Daemon.URL); err != nil {
+		return p.withLogs(ctx, failed(sb, fmt.Sprintf("the daemon at %s did not answer: %v", sb.Daemon.URL, err))), nil
+	}
+	return sb, nil
+}
+
+// remove force-removes a container that Create could not finish; a failure is only logged,
+// since the error that led here is the one to report.
+func (p *Provider) remove(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+		p.log.Error("remove container after failed create", "container", id, "err", err)
+	}
+}
+
+// waitHealthy polls url/health until it answers, the container stops, or StartTimeout passes.
+func (p *Provider) waitHealthy(ctx context.Context, containerID, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout)
+	defer cancel()
+	for {
+		err := p.healthy(ctx, url)
+		if err == nil {
+			return nil
+		}
+		if info, ierr := p.cli.ContainerInspect(ctx, containerID); ierr == nil && info.State != nil && !info.State.Running {
+			return fmt.Errorf("the container is %s (exit code %d)", info.State.Status, info.State.ExitCode)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no answer in %s: %w", p.cfg.StartTimeout, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (p *Provider) healthy(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/health", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := p.health.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/health answered %s", resp.Status)
+	}
+	return nil
+}
+
+// Get inspects the sandbox's container; a running one with a daemon must answer /health.
+func (p *Provider) Get(ctx context.Context, sb provider.Sandbox) (provider.Sandbox, error) {
+	info, err := p.inspect(ctx, sb)
+	if err != nil {
+		return provider.Sandbox{}, fmt.Errorf("get sandbox %s: %w", sb.Name, err)
+	}
+	return p.checked(ctx, p.sandbox(info)), nil
+}
+
+// inspect finds the sandbox's container, by id or else by name, and makes sure it is this
+// instance's.
+func (p *Provider) inspect(ctx context.Context, sb provider.Sandbox) (container.InspectResponse, error) {
+	ref := sb.ID
+	if ref == "" {
+		ref = p.containerName(sb.Name)
+	}
+	info, err := p.cli.ContainerInspect(ctx, ref)
+	if err != nil {
+		return info, fmt.Errorf("inspect container: %w", engineErr(err))
+	}
+	if info.Config == nil || info.Config.Labels[labelInstance] != p.cfg.Instance || info.Config.Labels[labelSandbox] != sb.Name {
+		return info, fmt.Errorf("container %s is not this control plane's sandbox %s: %w", ref, sb.Name, provider.ErrNotFound)
+	}
+	return info, nil
+}
+
+// List returns the sandboxes of this instance's containers.
+func (p *Provider) List(ctx context.Context) ([]provider.Sandbox, error) {
+	list, err := p.cli.ContainerList(ctx, container.ListOptions{
+		All:     true,
+		Filters: filters.NewArgs(filters.Arg("label", labelInstance+"="+p.cfg.Instance)),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", engineErr(err))
+	}
+	out := make([]provider.Sandbox, 0, len(list))
+	for _, c := range list {
+		info, err := p.cli.ContainerInspect(ctx, c.ID)
+		if cerrdefs.IsNotFound(err) {
+			continue // removed since the list
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list sandboxes: %w", engineErr(err))
+		}
+		out = append(out, p.checked(ctx, p.sandbox(info)))
+	}
+	return out, nil
+}
+
+// Destroy force-removes the sandbox's container.
+func (p *Provider) Destroy(ctx context.Context, sb provider.Sandbox) error {
+	info, err := p.inspect(ctx, sb)
+	if err != nil {
+		return fmt.Errorf("destroy sandbox %s: %w", sb.Name, err)
+	}
+	if err := p.cli.ContainerRemove(ctx, info.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
+		return fmt.Errorf("destroy sandbox %s: %w", sb.Name, engineErr(err))
+	}
+	return nil
+}
+
+// Pause freezes every process of the container (docker pause).
+func (p *Provider) Pause(ctx context.Context, sb provider.Sandbox) (provider.Sandbox, error) {
+	info, err := p.inspect(ctx, sb)
+	if err != nil {
+		return provider.Sandbox{}, fmt.Errorf("pause sandbox %s: %w", sb.Name, err)
+	}
+	if err := p.cli.ContainerPause(ctx, info.ID); err != nil {
+		return provider.Sandbox{}, fmt.Errorf("pause sandbox %s: %w", sb.Name, engineErr(err))
+	}
+	return p.Get(ctx, sb)
+}
+
+// Resume thaws the container (docker unpause).
+func (p *Provider) Resume(ctx context.Context, sb provider.Sandbox) (provider.Sandbox, error) {
+	info, err := p.inspect(ctx, sb)
+	if err != nil {
+		return provider.Sandbox{}, fmt.Errorf("resume sandbox %s: %w", sb.Name, err)
+	}
+	if err := p.cli.ContainerUnpause(ctx, info.ID); err != nil {
+		return provider.Sandbox{}, fmt.Errorf("resume sandbox %s: %w", sb.Name, engineErr(err))
+	}
+	return p.Get(ctx, sb)
+}
+
+// sandbox is the provider's view of a container, without asking its daemon.
+func (p *Provider) sandbox(info container.InspectResponse) provider.Sandbox {
+	labels := map[string]string{}
+	var env []string
+	if info.Config != nil {
+		labels, env = info.Config.Labels, info.Config.Env
+	}
+	sb := provider.Sandbox{
+		Name:     labels[labelSandbox],
+		Provider: Name,
+		ID:       info.ID,
+		State:    provider.StateRunning,
+		Workdir:  labels[labelWorkdir],
+		Data:     map[string]string{"container": strings.TrimPrefix(info.Name, "/")},
+	}
+	if info.Config != nil {
+		sb.Data["image"] = info.Config.Image
+	}
+	if labels[labelDaemon] == "true" {
+		var token string
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, tokenEnv+"="); ok {
+				token = v
+			}
+		}
+		if port := hostPort(info); port != "" {
+			sb.Daemon = &provider.Daemon{URL: "http://127.0.0.1:" + port, AccessToken: token}
+			sb.Data["host_port"] = port
+		}
+	}
+	st := info.State
+	switch {
+	case st == nil:
+		return failed(sb, "the engine reports no state for the container")
+	case st.Paused:
+		sb.State = provider.StatePaused
+	case st.Running:
+	case st.Status == "created":
+		sb.State = provider.StateCreating
+	default:
+		reason := fmt.Sprintf("the container is %s (exit code %d)", st.Status, st.ExitCode)
+		if st.Error != "" {
+			reason += ": " + st.Error
+		}
+		if st.OOMKilled {
+			reason += "; it ran out of memory"
+		}
+		return failed(sb, reason)
+	}
+	return sb
+}
+
+// checked asks a running sandbox's daemon for /health.
+func (p *Provider) checked(ctx context.Context, sb provider.Sandbox) provider.Sandbox {
+	if sb.State != provider.StateRunning || sb.Daemon == nil {
+		return sb
+	}
+	if err := p.healthy(ctx, sb.Daemon.URL); err != nil {
+		return failed(sb, fmt.Sprintf("the sandbox's daemon does not answer at %s: %v", sb.Daemon.URL, err))
+	}
+	return sb
+}
+
+// withLogs adds the end of the container's output to a failed sandbox's reason.
+func (p *Provider) withLogs(ctx context.Context, sb provider.Sandbox) provider.Sandbox {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var stdout, stderr provider.TailBuffer
+	stdout.Max, stderr.Max = 1024, 1024
+	rc, err := p.cli.ContainerLogs(ctx, sb.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: "20"})
+	if err != nil {
+		return sb
+	}
+	defer rc.Close()
+	if _, err := stdcopy.StdCopy(&stdout, &stderr, rc); err != nil && !errors.Is(err, io.EOF) {
+		return sb
+	}
+	if out := strings.TrimSpace(string(stderr.Bytes()) + "\n" + string(stdout.Bytes())); out != "" {
+		sb.Reason += "; its output ends: " + out
+	}
+	return sb
+}
+
+func hostPort(info container.InspectResponse) string {
+	if info.NetworkSettings == nil {
+		return ""
+	}
+	for _, b := range info.NetworkSettings.Ports[nat.Port(strconv.Itoa(DaemonPort)+"/tcp")] {
+		if b.HostIP == "127.0.0.1" && b.HostPort != "" {
+			return b.HostPort
+		}
+	}
+	return ""
+}
+
+func failed(sb provider.Sandbox, reason string) provider.Sandbox {
+	sb.State = provider.StateFailed
+	if sb.Reason == "" {
+		sb.Reason = reason
+	} else {
+		sb.Reason = reason + "; " + sb.Reason
+	}
+	return sb
+}
+
+// engineErr marks an engine error with the provider sentinel it means.
+func engineErr(err error) error {
+	switch {
+	case client.IsErrConnectionFailed(err):
+		return fmt.Errorf("%w: %w", provider.ErrUnavailable, err)
+	case cerrdefs.IsNotFound(err):
+		return fmt.Errorf("%w: %w", provider.ErrNotFound, err)
+	}
+	return err
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,565 @@
+// Package kubernetes is the provider that runs each sandbox as a pod, through client-go. With a
+// daemon, an init container copies the hangar binary into an emptyDir (unless the image already
+// has it) and the sandbox container runs `hangar envd`, reached at the pod's IP; its access
+// token lives in a Secret beside the pod. The provider's own exec goes through the pods/exec
+// subresource. Pods cannot be paused.
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hangar-dev/hangar/internal/provider"
+)
+
+// Name is the provider's name in the API.
+const Name = "kubernetes"
+
+// DaemonPort is the port `hangar envd` listens on in a pod, E2B's envd port.
+const DaemonPort = 49983
+
+const (
+	containerName = "sandbox"
+	initName      = "hangar-install"
+	binVolume     = "hangar-bin"
+	binDir        = "/opt/hangar/bin"
+	tokenEnv      = "HANGAR_ENVD_ACCESS_TOKEN"
+	tokenKey      = "access-token"
+
+	labelManagedBy = "app.kubernetes.io/managed-by"
+	labelInstance  = "hangar.dev/instance"
+	labelSandbox   = "hangar.dev/sandbox"
+	labelDaemon    = "hangar.dev/daemon"
+	annotOwner     = "hangar.dev/owner"
+	annotWorkdir   = "hangar.dev/workdir"
+)
+
+// idleScript keeps a pod without a daemon alive with nothing but /bin/sh and sleep.
+const idleScript = `trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done`
+
+// Config configures the kubernetes provider.
+type Config struct {
+	// Kubeconfig is the path of a kubeconfig file. Empty: the in-cluster configuration (the
+	// control plane runs in a pod with a service account allowed to manage pods, secrets and
+	// pods/exec in Namespace).
+	Kubeconfig string
+	// Namespace is where sandbox pods live. Empty: "default".
+	Namespace string
+	// Image is the image of a sandbox whose spec names none. Empty: ubuntu:24.04.
+	Image string
+	// Workdir is the workdir of a sandbox whose spec names none. Empty: /workspace.
+	Workdir string
+	// HangarImage is the image whose HangarPath the init container copies into the sandbox, so
+	// the daemon runs in any image. It needs cp. Empty: ghcr.io/hangar-dev/hangar:latest.
+	HangarImage string
+	// HangarPath is where the hangar binary is in HangarImage, or in the sandbox image when
+	// ImageHasDaemon. Empty: /usr/local/bin/hangar.
+	HangarPath string
+	// ImageHasDaemon says sandbox images already hold the hangar binary at HangarPath: no init
+	// container. False: the init container copies it in.
+	ImageHasDaemon bool
+	// RuntimeClassName runs sandbox pods under that runtime class (gVisor, Kata) for stronger
+	// isolation. Empty: the cluster's default runtime.
+	RuntimeClassName string
+	// Instance tells this control plane's pods apart from other control planes' in the same
+	// namespace (label hangar.dev/instance); List sees only its own. Empty: "default".
+	Instance string
+	// ReadyTimeout bounds how long Create waits for the pod to be Ready (its daemon answering
+	// its readiness probe). Zero: 2m.
+	ReadyTimeout time.Duration
+	// Logger receives the provider's log lines. Nil: discarded.
+	Logger *slog.Logger
+}
+
+// Provider is the kubernetes provider. It is safe for concurrent use.
+type Provider struct {
+	cfg  Config
+	kube kubernetes.Interface
+	rest *rest.Config // nil in tests with a fake clientset: no exec then
+	log  *slog.Logger
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// New returns a kubernetes provider over the cluster of cfg.Kubeconfig (or the one it runs
+// in). It does not contact the cluster.
+func New(cfg Config) (*Provider, error) {
+	var rc *rest.Config
+	var err error
+	if cfg.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load kubernetes config: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("new kubernetes client: %w", err)
+	}
+	return newProvider(cfg, kube, rc), nil
+}
+
+// newProvider fills in cfg's defaults; tests call it with a fake clientset.
+func newProvider(cfg Config, kube kubernetes.Interface, rc *rest.Config) *Provider {
+	if cfg.Namespace == "" {
+		cfg.Namespace = "default"
+	}
+	if cfg.Image == "" {
+		cfg.Image = "ubuntu:24.04"
+	}
+	if cfg.Workdir == "" {
+		cfg.Workdir = "/workspace"
+	}
+	if cfg.HangarImage == "" {
+		cfg.HangarImage = "ghcr.io/hangar-dev/hangar:latest"
+	}
+	if cfg.HangarPath == "" {
+		cfg.HangarPath = "/usr/local/bin/hangar"
+	}
+	if cfg.Instance == "" {
+		cfg.Instance = "default"
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 2 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{cfg: cfg, kube: kube, rest: rc, log: cfg.Logger.With("provider", Name)}
+}
+
+// Name returns "kubernetes".
+func (p *Provider) Name() string { return Name }
+
+func (p *Provider) podName(sandbox string) string {
+	if p.cfg.Instance == "default" {
+		return "hangar-" + sandbox
+	}
+	return "hangar-" + p.cfg.Instance + "-" + sandbox
+}
+
+// Create makes the sandbox's pod (and, with a daemon, its token's Secret) and waits until the pod
+// is Ready. A pod that cannot start (its image cannot be pulled, it crashes, it is not Ready in
+// ReadyTimeout) is deleted and Create returns an error saying why.
+func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.Sandbox, error) {
+	if err := provider.CheckName(spec.Name); err != nil {
+		return provider.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
+	}
+	workdir := spec.Workdir
+	if workdir == "" {
+		workdir = p.cfg.Workdir
+	}
+	if !path.IsAbs(workdir) {
+		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: workdir %q is not absolute", spec.Name, workdir)
+	}
+	name := p.podName(spec.Name)
+	if spec.Daemon {
+		token, err := provider.NewAccessToken()
+		if err != nil {
+			return provider.Sandbox{}, fmt.Errorf("create sandbox %s: %w", spec.Name, err)
+		}
+		secret := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.cfg.Namespace, Labels: p.labels(spec)},
+			Data:       map[string][]byte{tokenKey: []byte(token)},
+		}
+		if _, err := p.kube.CoreV1().Secrets(p.cfg.Namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+			return provider.Sandbox{}, fmt.Errorf("create sandbox %s: create secret: %w", spec.Name, apiErr(err))
+		}
+	}
+	pod, err := p.kube.CoreV1().Pods(p.cfg.Namespace).Create(ctx, p.podSpec(spec, name, workdir), metav1.CreateOptions{})
+	if err != nil {
+		p.cleanup(spec.Name, name, spec.Daemon)
+		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: create pod: %w", spec.Name, apiErr(err))
+	}
+	if spec.Daemon {
+		p.ownSecret(ctx, pod)
+	}
+	pod, err = p.waitReady(ctx, pod)
+	if err != nil {
+		p.cleanup(spec.Name, name, spec.Daemon)
+		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: %w", spec.Name, err)
+	}
+	return p.sandbox(ctx, pod), nil
+}
+
+func (p *Provider) labels(spec provider.Spec) map[string]string {
+	return map[string]string{
+		labelManagedBy: "hangar",
+		labelInstance:  p.cfg.Instance,
+		labelSandbox:   spec.Name,
+		labelDaemon:    strconv.FormatBool(spec.Daemon),
+	}
+}
+
+// podSpec is the sandbox's pod.
+func (p *Provider) podSpec(spec provider.Spec, name, workdir string) *corev1.Pod {
+	image := spec.Image
+	if image == "" {
+		image = p.cfg.Image
+	}
+	noEscalation := &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false)}
+	env := make([]corev1.EnvVar, 0, len(spec.Env)+1)
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
+	}
+	c := corev1.Container{
+		Name:            containerName,
+		Image:           image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		WorkingDir:      workdir,
+		Env:             env,
+		SecurityContext: noEscalation,
+		Command:         []string{"/bin/sh", "-c", idleScript},
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Namespace:   p.cfg.Namespace,
+			Labels:      p.labels(spec),
+			Annotations: map[string]string{annotOwner: spec.Owner, annotWorkdir: workdir},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			// A sandbox gets no credentials to the cluster it runs in.
+			AutomountServiceAccountToken: ptr(false),
+			EnableServiceLinks:           ptr(false),
+		},
+	}
+	if p.cfg.RuntimeClassName != "" {
+		pod.Spec.RuntimeClassName = ptr(p.cfg.RuntimeClassName)
+	}
+	if spec.Daemon {
+		bin := p.cfg.HangarPath
+		if !p.cfg.ImageHasDaemon {
+			bin = binDir + "/hangar"
+			pod.Spec.Volumes = []corev1.Volume{{Name: binVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			pod.Spec.InitContainers = []corev1.Container{{
+				Name:            initName,
+				Image:           p.cfg.HangarImage,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         []string{"cp", p.cfg.HangarPath, bin},
+				VolumeMounts:    []corev1.VolumeMount{{Name: binVolume, MountPath: binDir}},
+				SecurityContext: noEscalation,
+			}}
+			c.VolumeMounts = []corev1.VolumeMount{{Name: binVolume, MountPath: binDir, ReadOnly: true}}
+		}
+		c.Command = []string{bin, "envd", "--listen", "0.0.0.0:" + strconv.Itoa(DaemonPort), "--workdir", workdir}
+		c.Env = append(c.Env, corev1.EnvVar{Name: tokenEnv, ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: tokenKey},
+		}})
+		c.Ports = []corev1.ContainerPort{{Name: "envd", ContainerPort: DaemonPort, Protocol: corev1.ProtocolTCP}}
+		c.ReadinessProbe = &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(DaemonPort)}},
+			PeriodSeconds: 2,
+		}
+	}
+	pod.Spec.Containers = []corev1.Container{c}
+	return pod
+}
+
+// ownSecret makes the pod the owner of its token's Secret, so the cluster deletes the Secret
+// with the pod even if Destroy never runs. A failure is only logged: Destroy deletes both.
+func (p *Provider) ownSecret(ctx context.Context, pod *corev1.Pod) {
+	secrets := p.kube.CoreV1().Secrets(p.cfg.Namespace)
+	s, err := secrets.Get(ctx, pod.Name, metav1.GetOptions{})
+	if err == nil {
+		s.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID}}
+		_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		p.log.Warn("make pod own its secret", "pod", pod.Name, "err", err)
+	}
+}
+
+// cleanup deletes what a failed Create made; failures are only logged, since the error that led
+// here is the one to report.
+func (p *Provider) cleanup(sandbox, name string, daemon bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.delete(ctx, name, daemon); err != nil && !errors.Is(err, provider.ErrNotFound) {
+		p.log.Error("delete pod after failed create", "sandbox", sandbox, "pod", name, "err", err)
+	}
+}
+
+func (p *Provider) delete(ctx context.Context, name string, daemon bool) error {
+	err := p.kube.CoreV1().Pods(p.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr[int64](0)})
+	if daemon {
+		if serr := p.kube.CoreV1().Secrets(p.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); serr != nil && !apierrors.IsNotFound(serr) && err == nil {
+			err = serr
+		}
+	}
+	if err != nil {
+		return apiErr(err)
+	}
+	return nil
+}
+
+// waitReady watches the pod until it is Ready, cannot start, or ReadyTimeout passes.
+func (p *Provider) waitReady(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.ReadyTimeout)
+	defer cancel()
+	pods := p.kube.CoreV1().Pods(p.cfg.Namespace)
+	for {
+		// Watch first, then get: a change between the two is then seen either way.
+		w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod.Name})
+		if err != nil {
+			return nil, p.notReady(ctx, pod, fmt.Errorf("watch pod %s: %w", pod.Name, apiErr(err)))
+		}
+		cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			w.Stop()
+			return nil, p.notReady(ctx, pod, fmt.Errorf("get pod %s: %w", pod.Name, apiErr(err)))
+		}
+		pod = cur
+		done, err := readiness(pod)
+	events:
+		for !done && err == nil {
+			var ev watch.Event
+			var ok bool
+			select {
+			case ev, ok = <-w.ResultChan():
+			case <-ctx.Done():
+			}
+			if !ok {
+				break events // the watch ended (a server timeout), or ctx did
+			}
+			switch ev.Type {
+			case watch.Deleted:
+				err = fmt.Errorf("pod %s was deleted while starting", pod.Name)
+			case watch.Added, watch.Modified:
+				if cur, ok := ev.Object.(*corev1.Pod); ok && cur.Name == pod.Name {
+					pod = cur
+					done, err = readiness(pod)
+				}
+			}
+		}
+		w.Stop()
+		if done || err != nil {
+			return pod, err
+		}
+		if ctx.Err() != nil {
+			return nil, p.notReady(ctx, pod, ctx.Err())
+		}
+	}
+}
+
+// notReady is the error for a pod that did not become Ready, with what it last reported.
+func (p *Provider) notReady(ctx context.Context, pod *corev1.Pod, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		return fmt.Errorf("pod %s/%s was not ready in %s (%s): %w", p.cfg.Namespace, pod.Name, p.cfg.ReadyTimeout, describe(pod), err)
+	}
+	return err
+}
+
+// readiness reports whether the pod is Ready, or an error when it can no longer become Ready.
+func readiness(pod *corev1.Pod) (bool, error) {
+	if pod.DeletionTimestamp != nil {
+		return false, fmt.Errorf("pod %s is being deleted", pod.Name)
+	}
+	switch pod.Status.Phase {
+	case corev1.PodFailed, corev1.PodSucceeded:
+		return false, fmt.Errorf("pod %s stopped: %s", pod.Name, describe(pod))
+	}
+	if reason, image, msg, ok := stuck(pod); ok {
+		err := fmt.Errorf("pod %s cannot start: %s %s: %s", pod.Name, image, reason, msg)
+		if reason == "ErrImagePull" || reason == "ImagePullBackOff" || reason == "InvalidImageName" {
+			return false, fmt.Errorf("%w: image %s cannot be pulled (%s: %s); push it to a registry the cluster can reach, or fix its name",
+				provider.ErrImageMissing, image, reason, msg)
+		}
+		return false, err
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && pod.Status.PodIP != "" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// stuck finds a container (init or not) waiting for a reason it will not get over by itself.
+func stuck(pod *corev1.Pod) (reason, image, msg string, ok bool) {
+	statuses := append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...)
+	for _, s := range statuses {
+		w := s.State.Waiting
+		if w == nil {
+			continue
+		}
+		switch w.Reason {
+		case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
+			"CreateContainerError", "CrashLoopBackOff", "RunContainerError":
+			return w.Reason, s.Image, w.Message, true
+		}
+	}
+	return "", "", "", false
+}
+
+// describe sums up a pod's status for a person.
+func describe(pod *corev1.Pod) string {
+	parts := []string{"phase " + string(pod.Status.Phase)}
+	if pod.Status.Reason != "" || pod.Status.Message != "" {
+		parts = append(parts, strings.TrimSpace(pod.Status.Reason+" "+pod.Status.Message))
+	}
+	for _, s := range append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...) {
+		switch {
+		case s.State.Waiting != nil:
+			parts = append(parts, fmt.Sprintf("container %s waiting: %s %s", s.Name, s.State.Waiting.Reason, s.State.Waiting.Message))
+		case s.State.Terminated != nil:
+			t := s.State.Terminated
+			parts = append(parts, fmt.Sprintf("container %s exited with code %d: %s %s", s.Name, t.ExitCode, t.Reason, t.Message))
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Message != "" {
+			parts = append(parts, fmt.Sprintf("%s: %s", c.Type, c.Message))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Get reads the sandbox's pod. Its daemon counts as answering when the pod is Ready: the kubelet
+// probes /health; the control plane does not.
+func (p *Provider) Get(ctx context.Context, sb provider.Sandbox) (provider.Sandbox, error) {
+	pod, err := p.pod(ctx, sb)
+	if err != nil {
+		return provider.Sandbox{}, fmt.Errorf("get sandbox %s: %w", sb.Name, err)
+	}
+	return p.sandbox(ctx, pod), nil
+}
+
+// pod gets the sandbox's pod and makes sure it is this instance's.
+func (p *Provider) pod(ctx context.Context, sb provider.Sandbox) (*corev1.Pod, error) {
+	name := sb.ID
+	if name == "" {
+		name = p.podName(sb.Name)
+	}
+	pod, err := p.kube.CoreV1().Pods(p.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get pod %s: %w", name, apiErr(err))
+	}
+	if pod.Labels[labelInstance] != p.cfg.Instance || pod.Labels[labelSandbox] != sb.Name {
+		return nil, fmt.Errorf("pod %s is not this control plane's sandbox %s: %w", name, sb.Name, provider.ErrNotFound)
+	}
+	return pod, nil
+}
+
+// List returns the sandboxes of this instance's pods.
+func (p *Provider) List(ctx context.Context) ([]provider.Sandbox, error) {
+	list, err := p.kube.CoreV1().Pods(p.cfg.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labelManagedBy + "=hangar," + labelInstance + "=" + p.cfg.Instance,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", apiErr(err))
+	}
+	out := make([]provider.Sandbox, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, p.sandbox(ctx, &list.Items[i]))
+	}
+	return out, nil
+}
+
+// Destroy deletes the sandbox's pod (at once, no grace period) and its token's Secret.
+func (p *Provider) Destroy(ctx context.Context, sb provider.Sandbox) error {
+	pod, err := p.pod(ctx, sb)
+	if err != nil {
+		return fmt.Errorf("destroy sandbox %s: %w", sb.Name, err)
+	}
+	if err := p.delete(ctx, pod.Name, pod.Labels[labelDaemon] == "true"); err != nil {
+		return fmt.Errorf("destroy sandbox %s: %w", sb.Name, err)
+	}
+	return nil
+}
+
+// Pause is not possible: a pod cannot be frozen.
+func (p *Provider) Pause(context.Context, provider.Sandbox) (provider.Sandbox, error) {
+	return provider.Sandbox{}, fmt.Errorf("pause sandbox: kubernetes pods cannot be paused: %w", provider.ErrUnsupported)
+}
+
+// Resume is not possible: a pod cannot be frozen.
+func (p *Provider) Resume(context.Context, provider.Sandbox) (provider.Sandbox, error) {
+	return provider.Sandbox{}, fmt.Errorf("resume sandbox: kubernetes pods cannot be paused: %w", provider.ErrUnsupported)
+}
+
+// sandbox is the provider's view of a pod.
+func (p *Provider) sandbox(ctx context.Context, pod *corev1.Pod) provider.Sandbox {
+	sb := provider.Sandbox{
+		Name:     pod.Labels[labelSandbox],
+		Provider: Name,
+		ID:       pod.Name,
+		State:    provider.StateCreating,
+		Workdir:  pod.Annotations[annotWorkdir],
+		Data:     map[string]string{"namespace": pod.Namespace, "pod": pod.Name, "uid": string(pod.UID)},
+	}
+	if pod.Spec.NodeName != "" {
+		sb.Data["node"] = pod.Spec.NodeName
+	}
+	if pod.Labels[labelDaemon] == "true" && pod.Status.PodIP != "" {
+		sb.Daemon = &provider.Daemon{URL: "http://" + hostPort(pod.Status.PodIP), AccessToken: p.token(ctx, pod.Name)}
+	}
+	ready, err := readiness(pod)
+	switch {
+	case pod.DeletionTimestamp != nil:
+		sb.State = provider.StateDestroyed
+	case err != nil:
+		sb.State, sb.Reason = provider.StateFailed, err.Error()
+	case ready:
+		sb.State = provider.StateRunning
+	case pod.Status.Phase == corev1.PodRunning:
+		// Running but not Ready: the daemon stopped answering its readiness probe.
+		sb.State = provider.StateFailed
+		sb.Reason = "the pod runs but is not ready (its daemon does not answer /health): " + describe(pod)
+	}
+	return sb
+}
+
+// token reads the daemon's access token from the pod's Secret; "" when it cannot.
+func (p *Provider) token(ctx context.Context, name string) string {
+	s, err := p.kube.CoreV1().Secrets(p.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		p.log.Warn("read sandbox token", "secret", name, "err", err)
+		return ""
+	}
+	return string(s.Data[tokenKey])
+}
+
+func hostPort(ip string) string {
+	if strings.Contains(ip, ":") {
+		return "[" + ip + "]:" + strconv.Itoa(DaemonPort)
+	}
+	return ip + ":" + strconv.Itoa(DaemonPort)
+}
+
+// apiErr marks an API error with the provider sentinel it means.
+func apiErr(err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%w: %w", provider.ErrNotFound, err)
+	case apierrors.IsServiceUnavailable(err), apierrors.IsServerTimeout(err), apierrors.IsTimeout(err):
+		return fmt.Errorf("%w: %w", provider.ErrUnavailable, err)
+	}
+	var netErr interface{ Timeout() bool }
+	if errors.As(err, &netErr) || strings.Contains(err.Error(), "connection refused") {
+		return fmt.Errorf("%w: %w", provider.ErrUnavailable, err)
+	}
+	return err
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,267 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/hangar-dev/hangar/internal/provider"
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
+)
+
+// hangarBin is the hangar binary built once for the package's tests.
+var hangarBin string
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		dir, err := os.MkdirTemp("", "hangar-local-test-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		hangarBin, err = providertest.BuildHangar(dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		goleak.VerifyTestMain(m)
+		return 0
+	}()
+	os.Exit(code)
+}
+
+const testTimeout = 30 * time.Second
+
+// logBuffer is an slog destination that tests can read.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func newProvider(t *testing.T, dataDir string, mod func(*Config)) (*Provider, *logBuffer) {
+	t.Helper()
+	logs := &logBuffer{}
+	cfg := Config{DataDir: dataDir, HangarBinary: hangarBin, Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	if mod != nil {
+		mod(&cfg)
+	}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return p, logs
+}
+
+func TestSuite(t *testing.T) {
+	dataDir := t.TempDir()
+	providertest.Run(t, func(t *testing.T) provider.Provider {
+		p, _ := newProvider(t, dataDir, nil)
+		return p
+	}, providertest.Options{Daemon: true, NoDaemon: true})
+}
+
+func TestNewNeedsDataDir(t *testing.T) {
+	if _, err := New(Config{}); err == nil {
+		t.Fatal("New without a data dir succeeded")
+	}
+}
+
+func TestCreateWarnsNoIsolation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p, logs := newProvider(t, t.TempDir(), nil)
+	sb, err := p.Create(ctx, provider.Spec{Name: "warned"})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	defer p.Destroy(ctx, sb)
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "isolates nothing") {
+		t.Errorf("log after Create = %q, want a warning that it isolates nothing", logs.String())
+	}
+}
+
+func TestWorkdirStaysInside(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	data := t.TempDir()
+	p, _ := newProvider(t, data, nil)
+	sb, err := p.Create(ctx, provider.Spec{Name: "escape", Workdir: "../../../outside"})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	defer p.Destroy(ctx, sb)
+	want := filepath.Join(data, "sandboxes", "escape", "outside")
+	if sb.Workdir != want {
+		t.Errorf("Workdir = %s, want %s", sb.Workdir, want)
+	}
+	if _, err := p.Create(ctx, provider.Spec{Name: "escape"}); err == nil {
+		t.Error("a second Create with the same name succeeded")
+	}
+}
+
+// TestDeadDaemon: a daemon that dies leaves its sandbox failed, with a reason; Destroy still
+// cleans up.
+func TestDeadDaemon(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p, _ := newProvider(t, t.TempDir(), nil)
+	sb, err := p.Create(ctx, provider.Spec{Name: "dies", Daemon: true})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if sb.State != provider.StateRunning {
+		t.Fatalf("Create: %s (%s), want running", sb.State, sb.Reason)
+	}
+	pid, _ := strconv.Atoi(sb.Data["pid"])
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill daemon %d: %v", pid, err)
+	}
+	// Until the process is gone, Get may see a daemon that does not answer: wait for the
+	// reason that says it is gone.
+	waitState(t, p, sb, func(got provider.Sandbox) bool {
+		return got.State == provider.StateFailed && strings.Contains(got.Reason, "no longer running")
+	})
+	if err := p.Destroy(ctx, sb); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	if _, err := os.Stat(sb.ID); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("folder %s after Destroy: %v, want gone", sb.ID, err)
+	}
+}
+
+// TestDaemonThatCannotStart: a daemon that exits at once comes back as a failed sandbox whose
+// reason quotes its log.
+func TestDaemonThatCannotStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "broken")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho 'cannot listen: nope' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := newProvider(t, t.TempDir(), func(c *Config) { c.HangarBinary = bin })
+	sb, err := p.Create(ctx, provider.Spec{Name: "broken", Daemon: true})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	defer p.Destroy(ctx, sb)
+	if sb.State != provider.StateFailed || !strings.Contains(sb.Reason, "cannot listen: nope") {
+		t.Errorf("Create = %s (%q), want failed quoting the daemon's log", sb.State, sb.Reason)
+	}
+}
+
+// TestDaemonEnvironment: the daemon gets the base environment, the spec's and the token, but
+// nothing of the control plane's own.
+func TestDaemonEnvironment(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	t.Setenv("HANGAR_SECRET_OF_CONTROL_PLANE", "leak")
+	p, _ := newProvider(t, t.TempDir(), nil)
+	sb, err := p.Create(ctx, provider.Spec{Name: "env", Daemon: true, Env: map[string]string{"FROM_SPEC": "yes"}})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	defer p.Destroy(ctx, sb)
+	b, err := os.ReadFile("/proc/" + sb.Data["pid"] + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := strings.Split(string(b), "\x00")
+	for _, want := range []string{"FROM_SPEC=yes", "HOME=" + sb.ID, "HANGAR_ENVD_ACCESS_TOKEN=" + sb.Daemon.AccessToken} {
+		if !contains(env, want) {
+			t.Errorf("daemon environment lacks %s: %q", want, env)
+		}
+	}
+	if strings.Contains(string(b), "HANGAR_SECRET_OF_CONTROL_PLANE") {
+		t.Errorf("daemon environment has the control plane's: %q", env)
+	}
+	if cmdline, _ := os.ReadFile("/proc/" + sb.Data["pid"] + "/cmdline"); strings.Contains(string(cmdline), sb.Daemon.AccessToken) {
+		t.Errorf("the token is in the daemon's argv: %q", cmdline)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// waitState polls Get until ok accepts the sandbox.
+func waitState(t *testing.T, p provider.Provider, sb provider.Sandbox, ok func(provider.Sandbox) bool) provider.Sandbox {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	for {
+		got, err := p.Get(ctx, sb)
+		if err == nil && ok(got) {
+			return got
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("sandbox %s: state %s (%s), %v; not what the test waits for", sb.Name, got.State, got.Reason, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// TestPauseStopsDaemon: Pause stops the daemon's processes, Resume continues them.
+func TestPauseStopsDaemon(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p, _ := newProvider(t, t.TempDir(), nil)
+	sb, err := p.Create(ctx, provider.Spec{Name: "frozen", Daemon: true})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	defer p.Destroy(ctx, sb)
+	pid, _ := strconv.Atoi(sb.Data["pid"])
+	state := func() byte {
+		st, err := procStat(pid)
+		if err != nil {
+			t.Fatalf("stat daemon: %v", err)
+		}
+		return st.state
+	}
+	if _, err := p.Pause(ctx, sb); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	if s := state(); s != 'T' {
+		t.Errorf("daemon state after Pause %c, want T (stopped)", s)
+	}
+	if _, err := p.Exec(ctx, sb, provider.ExecRequest{Command: "true"}); err == nil {
+		t.Error("Exec in a paused sandbox succeeded")
+	}
+	if _, err := p.Resume(ctx, sb); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if s := state(); s == 'T' {
+		t.Errorf("daemon still stopped after Resume")
+	}
+}

@@ -1,0 +1,103 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// stat is what the provider reads of /proc/<pid>/stat.
+type stat struct {
+	state     byte
+	pgrp, sid int
+	startTime uint64
+}
+
+func procStat(pid int) (stat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return stat{}, err
+	}
+	// The command name is in parentheses and may itself hold spaces and parentheses: the
+	// fields that matter come after the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return stat{}, errors.New("malformed stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return stat{}, errors.New("short stat")
+	}
+	var st stat
+	st.state = f[0][0]
+	st.pgrp, _ = strconv.Atoi(f[2])
+	st.sid, _ = strconv.Atoi(f[3])
+	st.startTime, err = strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return stat{}, fmt.Errorf("malformed stat: %w", err)
+	}
+	return st, nil
+}
+
+// alive reports whether the daemon's process still runs (or is stopped): the same pid with the
+// same start time, and not a zombie waiting for a parent that never reaps it.
+func alive(d *daemonRecord) bool {
+	if d == nil || d.PID <= 0 {
+		return false
+	}
+	st, err := procStat(d.PID)
+	if err != nil {
+		return false
+	}
+	if st.state == 'Z' || st.state == 'X' {
+		return false
+	}
+	return d.StartTime == 0 || st.startTime == d.StartTime
+}
+
+// signalSession signals the process group sid and every other process of the session sid (the
+// daemon may start commands in groups of their own).
+func signalSession(sid int, sig syscall.Signal) {
+	if sid <= 1 {
+		return
+	}
+	_ = syscall.Kill(-sid, sig)
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := procStat(pid); err == nil && st.sid == sid && st.pgrp != sid {
+			_ = syscall.Kill(pid, sig)
+		}
+	}
+}
+
+// waitDead polls until the daemon is gone or timeout passes; it reports whether it is gone.
+func waitDead(ctx context.Context, d *daemonRecord, timeout time.Duration) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if !alive(d) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return false
+		case <-tick.C:
+		}
+	}
+}
