@@ -29,3 +29,9 @@ generate:
 
 clean:
 	rm -rf bin
+
+# The official MCP conformance suite against `hangar serve`, both protocol revisions (needs npm;
+# installs the suite and Node 22 under .cache/conformance on first use).
+.PHONY: conformance
+conformance:
+	scripts/conformance.sh

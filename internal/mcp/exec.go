@@ -1,0 +1,267 @@
+package mcp
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/stream"
+)
+
+// execArgs are the exec tool's arguments.
+type execArgs struct {
+	Sandbox string            `json:"sandbox,omitempty" jsonschema:"the sandbox to run the command in; a token bound to one sandbox may leave it out"`
+	Command string            `json:"command" jsonschema:"the command, run with bash -lc (sh -c where there is no bash)"`
+	Cwd     string            `json:"cwd,omitempty" jsonschema:"the working directory; default the sandbox's"`
+	Env     map[string]string `json:"env,omitempty" jsonschema:"environment variables added to the sandbox's"`
+	Timeout float64           `json:"timeout,omitempty" jsonschema:"seconds before the command is killed; 0 or absent for none"`
+	Stream  bool              `json:"stream,omitempty" jsonschema:"send the output as progress notifications as it prints (needs a progressToken on the call)"`
+}
+
+// execOutput is exec's result. Output that is not valid UTF-8 is sent base64, with
+// stdout_encoding or stderr_encoding "base64", never mangled.
+type execOutput struct {
+	ExitCode       *int   `json:"exit_code" jsonschema:"the command's exit code; null when it did not end while the call lasted"`
+	Status         string `json:"status,omitempty" jsonschema:"how the command ended, in the daemon's words"`
+	Stdout         string `json:"stdout" jsonschema:"the last 256 KiB of its standard output"`
+	StdoutEncoding string `json:"stdout_encoding,omitempty" jsonschema:"base64 when stdout is not valid UTF-8"`
+	Stderr         string `json:"stderr" jsonschema:"the last 256 KiB of its standard error"`
+	StderrEncoding string `json:"stderr_encoding,omitempty" jsonschema:"base64 when stderr is not valid UTF-8"`
+	TimedOut       bool   `json:"timed_out" jsonschema:"killed because the timeout passed"`
+	Streamed       bool   `json:"streamed" jsonschema:"the output was sent as progress notifications as it printed"`
+	Via            string `json:"via" jsonschema:"daemon, or provider when the sandbox has no daemon"`
+	Closed         string `json:"closed,omitempty" jsonschema:"why the stream ended before the command: shutdown, destroyed, paused or revoked"`
+	Capped         bool   `json:"capped,omitempty" jsonschema:"the stream reached HANGAR_STREAM_MAX_BYTES and sent nothing more"`
+}
+
+// Progress notifications carry these _meta keys: which output a chunk is (stdout or stderr)
+// and, for a chunk that is not valid UTF-8, encoding "base64".
+const (
+	metaStream   = "hangar.dev/stream"
+	metaEncoding = "hangar.dev/encoding"
+)
+
+// cappedNotice is the progress message sent once when a stream reaches its byte cap.
+const cappedNotice = "[hangar: this stream reached HANGAR_STREAM_MAX_BYTES; nothing more is sent until the result]"
+
+// errKill ends a streamed command's context so that the command is killed.
+var errKill = errors.New("the stream's client is gone")
+
+// detaches says which endings let the command run on (spec: shutdown, a destroyed or paused
+// sandbox); every other early end kills it.
+var detaches = map[stream.Reason]bool{stream.ReasonShutdown: true, stream.ReasonDestroyed: true, stream.ReasonPaused: true}
+
+func (h *Handler) addExec() {
+	mcp.AddTool(h.server, &mcp.Tool{
+		Name:  "exec",
+		Title: "Run a command in a sandbox",
+		Description: "Runs a command in a sandbox and returns its exit code and the last 256 KiB of its stdout " +
+			"and stderr. With stream: true and a progressToken on the call, each chunk of output is sent as a " +
+			"notifications/progress as it prints (progress = bytes so far, message = the text).",
+	}, h.exec)
+}
+
+func (h *Handler) exec(ctx context.Context, req *mcp.CallToolRequest, in execArgs) (*mcp.CallToolResult, execOutput, error) {
+	p, ok := principal(ctx, req)
+	if !ok {
+		return nil, execOutput{}, errorf("This call carries no hangar token.")
+	}
+	ref := in.Sandbox
+	if ref == "" {
+		ref = p.Sandbox
+	}
+	if ref == "" {
+		return nil, execOutput{}, errorf("Say which sandbox to run the command in (the sandbox argument).")
+	}
+	if in.Timeout < 0 {
+		return nil, execOutput{}, errorf("timeout must be a number of seconds, 0 for none.")
+	}
+	ereq := sandbox.ExecRequest{Command: in.Command, Cwd: in.Cwd, Env: in.Env, Timeout: time.Duration(in.Timeout * float64(time.Second))}
+	if in.Command == "" {
+		return nil, execOutput{}, errorf("command is empty: say what to run.")
+	}
+	if err := sandbox.CheckExec(ereq); err != nil {
+		return nil, execOutput{}, classify(h.log, "exec", err)
+	}
+	token := req.Params.GetProgressToken()
+	if !in.Stream || token == nil {
+		res, err := h.cfg.Sandboxes.Exec(ctx, p, ref, ereq)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, execOutput{}, errorf("The call was cancelled; the command was killed.")
+			}
+			return nil, execOutput{}, classify(h.log, "exec", err)
+		}
+		return result(res, true, "", false)
+	}
+	sb, err := h.cfg.Sandboxes.Runnable(ctx, p, ref)
+	if err != nil {
+		return nil, execOutput{}, classify(h.log, "exec", err)
+	}
+	return h.execStream(ctx, req, p, sb, ereq, token)
+}
+
+type execOutcome struct {
+	res sandbox.ExecResult
+	err error
+}
+
+// execStream runs a command whose output goes to the caller as progress notifications. This
+// goroutine (the tool handler's) is the call's one writer: the command's output is queued in a
+// registry stream, and pump takes it from there.
+func (h *Handler) execStream(ctx context.Context, req *mcp.CallToolRequest, p auth.Principal, sb store.Sandbox, ereq sandbox.ExecRequest, token any) (*mcp.CallToolResult, execOutput, error) {
+	var sk *sink
+	if req.Extra != nil {
+		sk = h.sinkOf(req.Extra.Header)
+	}
+	if sk != nil {
+		// The call counts as in flight until its response is written, so that a shutdown
+		// can wait for it.
+		h.running.add()
+		sk.whenClosed(h.running.done)
+		sk.startStream()
+	}
+	st, err := h.cfg.Streams.Open(ctx, stream.Options{Kind: stream.KindExec, Principal: p, Sandbox: sb.Name})
+	if err != nil {
+		return nil, execOutput{}, classify(h.log, "exec", err)
+	}
+	defer st.Close()
+
+	// The command's context is not the call's: the command may outlive the call (a shutdown
+	// lets it run on), and when it must die it is cancelled with errKill.
+	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(errKill)
+	outcome := make(chan execOutcome, 1)
+	go func() {
+		res, err := h.cfg.Sandboxes.ExecStream(cctx, sb, ereq, func(name string, data []byte) {
+			st.Send(stream.Item{Event: name, Data: data})
+		})
+		st.Finish()
+		outcome <- execOutcome{res, err}
+	}()
+
+	reason := h.pump(ctx, req, st, sk, token)
+	switch {
+	case reason == stream.ReasonClient || reason == stream.ReasonSlow:
+		cancel(errKill)
+		<-outcome // nobody to tell
+		return nil, execOutput{}, errorf("The client went away; the command was killed.")
+	case detaches[reason]:
+		cancel(sandbox.ErrDetach)
+	case reason == stream.ReasonRevoked:
+		cancel(errKill)
+	}
+	o := <-outcome
+	// A stream ended early reports what the command printed until then, whatever became of
+	// the command (killed, let go, or cut off with its sandbox).
+	early := reason != stream.ReasonDone
+	if o.err != nil && !early {
+		return nil, execOutput{}, classify(h.log, "exec", o.err)
+	}
+	closed := ""
+	if early {
+		closed = string(reason)
+	}
+	capped, _ := st.Capped()
+	return result(o.res, o.err == nil && !o.res.Detached, closed, capped)
+}
+
+// pump sends what the stream gives as progress notifications, in order, until the stream
+// finishes (ReasonDone) or ends, and returns why.
+func (h *Handler) pump(ctx context.Context, req *mcp.CallToolRequest, st *stream.Stream, sk *sink, token any) stream.Reason {
+	// A 2025-era call's context does not end when its HTTP request does: watch the request too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if sk != nil {
+		go func() {
+			select {
+			case <-sk.gone():
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	var sent int64 // bytes of output sent: the progress value
+	for {
+		items, err := st.Next(ctx, 0)
+		var ended *stream.Ended
+		switch {
+		case errors.Is(err, io.EOF):
+			return stream.ReasonDone
+		case errors.As(err, &ended):
+			return ended.Reason
+		case err != nil: // the call was cancelled or its client went away
+			st.End(stream.ReasonClient)
+			return stream.ReasonClient
+		}
+		for _, it := range items {
+			params := &mcp.ProgressNotificationParams{ProgressToken: token}
+			if it.Event == stream.EventCapped {
+				// Counting what was not sent keeps progress rising; the notice says why.
+				_, dropped := st.Capped()
+				params.Progress, params.Message = float64(sent+max(dropped, 1)), cappedNotice
+			} else {
+				sent += int64(len(it.Data))
+				var enc string
+				params.Progress = float64(sent)
+				params.Message, enc = text(it.Data)
+				params.Meta = mcp.Meta{metaStream: it.Event}
+				if enc != "" {
+					params.Meta[metaEncoding] = enc
+				}
+			}
+			if err := req.Session.NotifyProgress(ctx, params); err != nil {
+				reason := stream.ReasonClient
+				if sk != nil {
+					if _, slow := sk.failed(); slow {
+						reason = stream.ReasonSlow
+					}
+				}
+				st.End(reason)
+				return st.Reason()
+			}
+		}
+	}
+}
+
+// text returns b as a string and its encoding: "" for UTF-8 text, "base64" otherwise.
+func text(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), ""
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
+}
+
+// result is exec's answer: the structured output, and a short text for readers of text
+// content.
+func result(res sandbox.ExecResult, ended bool, closed string, capped bool) (*mcp.CallToolResult, execOutput, error) {
+	out := execOutput{Status: res.Status, TimedOut: res.TimedOut, Streamed: res.Streamed, Via: res.Via, Closed: closed, Capped: capped}
+	if ended {
+		code := res.ExitCode
+		out.ExitCode = &code
+	}
+	out.Stdout, out.StdoutEncoding = text(res.Stdout)
+	out.Stderr, out.StderrEncoding = text(res.Stderr)
+	var summary string
+	switch {
+	case closed != "" && out.ExitCode == nil:
+		summary = fmt.Sprintf("The stream ended before the command did (%s).", closed)
+	case closed != "":
+		summary = fmt.Sprintf("The stream ended early (%s); the command exited with code %d.", closed, res.ExitCode)
+	case res.TimedOut:
+		summary = "The command was killed at its timeout."
+	default:
+		summary = fmt.Sprintf("The command exited with code %d.", res.ExitCode)
+	}
+	summary += fmt.Sprintf(" stdout: %d bytes, stderr: %d bytes (the last 256 KiB of each are in the structured result).", len(res.Stdout), len(res.Stderr))
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: summary}}}, out, nil
+}

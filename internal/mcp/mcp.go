@@ -1,0 +1,218 @@
+// Package mcp is hangar's MCP transport: one endpoint (/mcp) serving both protocol eras over one
+// *mcp.Server from github.com/modelcontextprotocol/go-sdk. Requests whose MCP-Protocol-Version is
+// 2026-07-28 or later go to a stateless streamable handler (server/discover, subscriptions/listen);
+// older ones (initialize, sessions, the GET stream) to a stateful one. Every request needs a
+// bearer token with the mcp scope.
+//
+// Tools are thin: they decode, call a domain package (sandbox, stream) and encode. A tool-level
+// failure (bad input, an unknown sandbox, a refused stream) is a tool error, an IsError result
+// whose text is a sentence for a person; protocol errors are the SDK's (see errors.go).
+package mcp
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/stream"
+)
+
+// Config configures the MCP endpoint.
+type Config struct {
+	// Auth verifies bearer tokens (they need the mcp scope). Required.
+	Auth *auth.Authenticator
+	// Sandboxes runs the tools' commands. Required.
+	Sandboxes *sandbox.Manager
+	// Streams admits streamed execs. Required.
+	Streams *stream.Registry
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+	// Version is the server version MCP clients are told. Default "dev".
+	Version string
+	// KeepAlive is how often an open, idle response stream gets an SSE comment, so proxies do
+	// not time it out. Default 15s.
+	KeepAlive time.Duration
+	// WriteTimeout bounds each write to a client. A client that has not taken a write in this
+	// long has stopped reading: its streamed exec ends (stream.ReasonSlow). Default 30s.
+	WriteTimeout time.Duration
+}
+
+// newProtocol is the first protocol revision served statelessly.
+const newProtocol = "2026-07-28"
+
+// Handler serves /mcp. Call Shutdown when the server stops.
+type Handler struct {
+	cfg       Config
+	log       *slog.Logger
+	server    *mcp.Server
+	authed    http.Handler // serve behind the bearer-token check
+	stateless http.Handler
+	stateful  http.Handler
+
+	sinks   sync.Map // sink id (string) → *sink: the response streams being served
+	nextID  atomic.Uint64
+	running inflight // exec calls in flight, counted until their response is written
+}
+
+// inflight counts calls in flight; idle's channel is closed when there are none.
+type inflight struct {
+	mu   sync.Mutex // guards n and zero
+	n    int
+	zero chan struct{} // closed when n drops to 0; nil while n is 0
+}
+
+func (f *inflight) add() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		f.zero = make(chan struct{})
+	}
+	f.n++
+}
+
+func (f *inflight) done() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n--; f.n == 0 {
+		close(f.zero)
+		f.zero = nil
+	}
+}
+
+// idle returns a channel closed once no call is in flight.
+func (f *inflight) idle() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return f.zero
+}
+
+// New returns the /mcp handler.
+func New(cfg Config) *Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = 15 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
+	h := &Handler{cfg: cfg, log: cfg.Logger}
+	h.server = mcp.NewServer(&mcp.Implementation{Name: "hangar", Version: cfg.Version}, &mcp.ServerOptions{
+		Instructions: "hangar gives you sandboxes. Run commands in one with the exec tool; pass stream: true " +
+			"with a progress token to see the output as it prints.",
+		Logger: quieter(cfg.Logger),
+		// No logging capability: hangar sends no log messages. Prompts and resources are
+		// declared because the SDK answers their list methods (with none, for now).
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}},
+	})
+	h.addExec()
+	getServer := func(*http.Request) *mcp.Server { return h.server }
+	// Never JSONResponse: progress notifications travel on the call's response stream.
+	h.stateless = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		Stateless: true, PropagateRequestCancellation: true, Logger: quieter(cfg.Logger),
+	})
+	h.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		PropagateRequestCancellation: true, Logger: quieter(cfg.Logger),
+	})
+	h.authed = sdkauth.RequireBearerToken(cfg.Auth.VerifyMCP, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(http.HandlerFunc(h.serve))
+	return h
+}
+
+// sinkHeader carries a request's sink id from ServeHTTP to the tool handlers, which see the
+// request's headers (RequestExtra.Header). A client's own value is replaced.
+const sinkHeader = "X-Hangar-Mcp-Sink"
+
+// ServeHTTP checks the bearer token and routes the request to the handler of its era, through
+// a sink that adds keep-alives and X-Accel-Buffering to response streams.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.authed.ServeHTTP(w, r) }
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
+	id := strconv.FormatUint(h.nextID.Add(1), 10)
+	s := newSink(w, r.Context(), h.cfg.KeepAlive, h.cfg.WriteTimeout)
+	h.sinks.Store(id, s)
+	defer h.sinks.Delete(id)
+	defer s.close() // after the SDK returned: no write of the SDK's can follow
+	r.Header.Set(sinkHeader, id)
+	if r.Header.Get("Mcp-Protocol-Version") >= newProtocol {
+		h.stateless.ServeHTTP(s, r)
+	} else {
+		h.stateful.ServeHTTP(s, r)
+	}
+}
+
+// sinkOf returns the response stream of the request a tool call came in on, if it is known.
+func (h *Handler) sinkOf(header http.Header) *sink {
+	if header == nil {
+		return nil
+	}
+	v, ok := h.sinks.Load(header.Get(sinkHeader))
+	if !ok {
+		return nil
+	}
+	return v.(*sink)
+}
+
+// Shutdown ends the MCP side for a server shutdown: it waits (until ctx ends) for the exec calls
+// in flight to send their results — the stream registry's Shutdown, called first, makes them
+// finish at once — and then closes every session, which ends the 2025-era GET streams and
+// subscriptions/listen streams. Call it before the HTTP server's Shutdown.
+func (h *Handler) Shutdown(ctx context.Context) error {
+	var err error
+	select {
+	case <-h.running.idle():
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	for ss := range h.server.Sessions() {
+		ss.Close()
+	}
+	return err
+}
+
+// principal is the caller of a tool: the TokenInfo the SDK passes with the request, else the
+// one the bearer-token middleware put in ctx.
+func principal(ctx context.Context, req *mcp.CallToolRequest) (auth.Principal, bool) {
+	var info *sdkauth.TokenInfo
+	if req.Extra != nil {
+		info = req.Extra.TokenInfo
+	}
+	if info == nil {
+		info = sdkauth.TokenInfoFromContext(ctx)
+	}
+	return auth.PrincipalFromTokenInfo(info)
+}
+
+// quieter is log for the SDK, which logs every session's start and end at info: only its
+// warnings and errors get through.
+func quieter(log *slog.Logger) *slog.Logger { return slog.New(warnHandler{log.Handler()}) }
+
+type warnHandler struct{ slog.Handler }
+
+func (h warnHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}
+
+func (h warnHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return warnHandler{h.Handler.WithAttrs(as)}
+}
+func (h warnHandler) WithGroup(name string) slog.Handler {
+	return warnHandler{h.Handler.WithGroup(name)}
+}

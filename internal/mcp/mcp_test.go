@@ -1,0 +1,381 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	hmcp "github.com/hangar-dev/hangar/internal/mcp"
+	"github.com/hangar-dev/hangar/internal/provider"
+	"github.com/hangar-dev/hangar/internal/provider/local"
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
+	"github.com/hangar-dev/hangar/internal/rest"
+	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/stream"
+)
+
+// hangarBin is a static hangar binary, run as the local sandboxes' daemon.
+var hangarBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hangar-mcp-test")
+	if err != nil {
+		panic(err)
+	}
+	hangarBin, err = providertest.BuildHangar(dir)
+	if err != nil {
+		panic(err)
+	}
+	// goleak.VerifyTestMain would exit before the folder is removed.
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// Fixed timeouts: generous, since the machine may be busy; a step that passes them has failed.
+const (
+	callTimeout = 30 * time.Second
+	pollTimeout = 10 * time.Second
+)
+
+// The protocol revisions a client may speak: the 2025 era (initialize, sessions) and the
+// stateless one.
+var eras = []string{"2025-11-25", "2026-07-28"}
+
+// staticSecret is a tokens-file token with the mcp scope.
+const staticSecret = "static-secret-0123456789abcdef0123456789"
+
+type env struct {
+	url     string
+	admin   string
+	streams *stream.Registry
+	mcp     *hmcp.Handler
+	http    *http.Client // without a token; clients add theirs
+}
+
+type envOptions struct {
+	maxPerToken int           // 0: 4
+	keepAlive   time.Duration // 0: the default
+	maxBytes    int64         // 0: the default
+}
+
+// newEnv serves the REST routes and /mcp on a real port-0 listener, over the local provider.
+func newEnv(t *testing.T, o envOptions) *env {
+	t.Helper()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() }) // registered first, so it runs last
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte(staticSecret+" ci user,mcp\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.New(ctx, auth.Config{Store: s, TokensFile: tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{http: &http.Client{Transport: &http.Transport{}}}
+	if e.admin, _, err = a.Bootstrap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	loc, err := local.New(local.Config{DataDir: t.TempDir(), HangarBinary: hangarBin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.maxPerToken == 0 {
+		o.maxPerToken = 4
+	}
+	reg := prometheus.NewRegistry()
+	e.streams = stream.New(stream.Config{MaxPerToken: o.maxPerToken, MaxBytes: o.maxBytes, Check: a.Check, Recheck: 200 * time.Millisecond, Registerer: reg})
+	rechecks, stopRechecks := context.WithCancel(context.Background())
+	recheckDone := make(chan struct{})
+	go func() { e.streams.Run(rechecks); close(recheckDone) }()
+	t.Cleanup(func() { stopRechecks(); <-recheckDone })
+	sandboxes := sandbox.New(sandbox.Config{Store: s, Streams: e.streams, Providers: map[string]provider.Provider{"local": loc}})
+	t.Cleanup(func() {
+		// Local sandboxes' daemons are detached: a test must not leave them running.
+		admin := auth.Principal{User: "admin", Scopes: []auth.Scope{auth.ScopeAdmin}}
+		sbs, err := sandboxes.List(ctx, admin, false)
+		if err != nil {
+			t.Errorf("list sandboxes to destroy them: %v", err)
+		}
+		for _, sb := range sbs {
+			if err := sandboxes.Destroy(ctx, admin, sb.Name); err != nil {
+				t.Errorf("destroy %s: %v", sb.Name, err)
+			}
+		}
+		sandboxes.Close()
+	})
+	quiet := slog.New(slog.DiscardHandler)
+	e.mcp = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, KeepAlive: o.keepAlive, Logger: quiet})
+	srv := rest.New(rest.Config{Auth: a, Store: s, Sandboxes: sandboxes, Streams: e.streams, Registry: reg, MCP: e.mcp, Logger: quiet})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		e.streams.Shutdown()
+		e.mcp.Shutdown(ctx)
+		srv.Shutdown(ctx)
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		e.http.CloseIdleConnections()
+	})
+	e.url = "http://" + ln.Addr().String()
+	return e
+}
+
+// do makes a REST request and decodes its JSON answer.
+func (e *env) do(t *testing.T, method, path, token, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, e.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := e.http.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatalf("%s %s: body is not JSON: %q", method, path, raw)
+		}
+	}
+	return resp.StatusCode, out
+}
+
+func (e *env) newToken(t *testing.T, body string) (id, secret string) {
+	t.Helper()
+	status, out := e.do(t, "POST", "/api/tokens", e.admin, body)
+	if status != http.StatusCreated {
+		t.Fatalf("POST /api/tokens %s = %d %v", body, status, out)
+	}
+	return out["id"].(string), out["token"].(string)
+}
+
+func (e *env) sandbox(t *testing.T, token, name, extra string) {
+	t.Helper()
+	if status, out := e.do(t, "POST", "/api/sandboxes", token, `{"name": "`+name+`"`+extra+`}`); status != http.StatusCreated {
+		t.Fatalf("create %s = %d %v", name, status, out)
+	}
+}
+
+// bearer adds a token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// progress is one notifications/progress a client got.
+type progress struct {
+	token    any
+	value    float64
+	message  string
+	encoding string
+}
+
+// client is an MCP client session of one era, collecting the progress notifications it gets.
+type client struct {
+	session  *mcp.ClientSession
+	progress chan progress
+}
+
+func (e *env) connect(t *testing.T, token, version string) *client {
+	t.Helper()
+	c := &client{progress: make(chan progress, 1000)}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "hangar-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			p := progress{token: req.Params.ProgressToken, value: req.Params.Progress, message: req.Params.Message}
+			p.encoding, _ = req.Params.Meta["hangar.dev/encoding"].(string)
+			c.progress <- p
+		},
+	})
+	tr := &mcp.StreamableClientTransport{Endpoint: e.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{token, e.http.Transport}}, MaxRetries: -1}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	s, err := cl.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatalf("connect (%s): %v", version, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if got := s.InitializeResult().ProtocolVersion; got != version {
+		t.Fatalf("negotiated protocol %s, want %s", got, version)
+	}
+	c.session = s
+	return c
+}
+
+// call is a tool call under way.
+type call struct {
+	done   chan struct{}
+	res    *mcp.CallToolResult
+	err    error
+	cancel context.CancelFunc
+}
+
+var nextToken struct {
+	sync.Mutex
+	n int
+}
+
+// start calls exec in the background, with a progress token when stream is set.
+func (c *client) start(args map[string]any, stream bool) *call {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	params := &mcp.CallToolParams{Name: "exec", Arguments: args}
+	if stream {
+		args["stream"] = true
+		nextToken.Lock()
+		nextToken.n++
+		params.SetProgressToken("p" + strconv.Itoa(nextToken.n))
+		nextToken.Unlock()
+	}
+	k := &call{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(k.done)
+		k.res, k.err = c.session.CallTool(ctx, params)
+	}()
+	return k
+}
+
+func (k *call) wait(t *testing.T) *mcp.CallToolResult {
+	t.Helper()
+	<-k.done
+	k.cancel()
+	if k.err != nil {
+		t.Fatalf("call exec: %v", k.err)
+	}
+	return k.res
+}
+
+func (k *call) finished() bool {
+	select {
+	case <-k.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// nextProgress waits for the next progress notification of call k; it fails the test when
+// the call ends first.
+func (c *client) nextProgress(t *testing.T, k *call) progress {
+	t.Helper()
+	select {
+	case p := <-c.progress:
+		return p
+	case <-k.done:
+		select { // a notification is handled before the result that follows it, but not always delivered first
+		case p := <-c.progress:
+			return p
+		default:
+		}
+		t.Fatalf("the call ended without progress: %+v %v", k.res, k.err)
+	case <-time.After(callTimeout):
+		t.Fatal("no progress notification")
+	}
+	return progress{}
+}
+
+// structured decodes a result's structured content.
+func structured(t *testing.T, res *mcp.CallToolResult) map[string]any {
+	t.Helper()
+	if res.IsError {
+		t.Fatalf("tool error: %s", res.Content[0].(*mcp.TextContent).Text)
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("structured content %s: %v", b, err)
+	}
+	return out
+}
+
+// errorText is a tool error's text; it fails the test when res is not a tool error.
+func errorText(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	if !res.IsError || len(res.Content) == 0 {
+		t.Fatalf("result is not a tool error: %+v", res)
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("tool error content is %T", res.Content[0])
+	}
+	return tc.Text
+}
+
+// pidOf waits for a command to write its pid to file.
+func pidOf(t *testing.T, file string) int {
+	t.Helper()
+	deadline := time.Now().Add(pollTimeout)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(file); err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			return pid
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no pid in %s", file)
+	return 0
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func waitDead(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(pollTimeout)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d is still running", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// sleeper is a command that records its child's pid, says it started and waits.
+func sleeper(pidFile string) string {
+	return "sleep 300 & echo $! > " + pidFile + "; echo started; wait"
+}

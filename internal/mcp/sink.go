@@ -1,0 +1,199 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// sink is the http.ResponseWriter the SDK writes a request's response through. It adds what
+// the SDK leaves out on long streams: `X-Accel-Buffering: no`, and an SSE comment every
+// keepAlive while the response is an open event stream with nothing else to say. Every write
+// has a deadline, so a client that stopped reading fails the write instead of holding it.
+//
+// The SDK writes from its own goroutines and the keep-alive from the sink's: mu serialises
+// them, and each SDK event is a single Write, so a comment never lands inside an event.
+type sink struct {
+	w            http.ResponseWriter
+	rc           *http.ResponseController
+	reqDone      <-chan struct{} // the request's context: the client went away
+	keepAlive    time.Duration
+	writeTimeout time.Duration
+
+	mu          sync.Mutex // guards the fields below and every write to w
+	wroteHeader bool
+	sse         bool      // the response is an event stream (known once the header was written)
+	ready       bool      // a tool said the SDK has set the headers: the stream may be started
+	last        time.Time // the last write
+	err         error     // the first failed write
+	closed      bool
+	onClose     []func()
+
+	stop chan struct{} // closed by close: the keep-alive goroutine ends
+	done chan struct{} // closed when the keep-alive goroutine has ended
+}
+
+func newSink(w http.ResponseWriter, ctx context.Context, keepAlive, writeTimeout time.Duration) *sink {
+	s := &sink{w: w, rc: http.NewResponseController(w), reqDone: ctx.Done(), keepAlive: keepAlive, writeTimeout: writeTimeout,
+		last: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	go s.keepAlives()
+	return s
+}
+
+// Header is the response's header. Only the SDK's goroutine serving the request touches it,
+// before the header is written.
+func (s *sink) Header() http.Header { return s.w.Header() }
+
+func (s *sink) WriteHeader(code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writeHeaderLocked(code)
+}
+
+func (s *sink) writeHeaderLocked(code int) {
+	if s.wroteHeader {
+		s.w.WriteHeader(code) // net/http logs the superfluous call, as it would without us
+		return
+	}
+	s.wroteHeader = true
+	if strings.HasPrefix(s.w.Header().Get("Content-Type"), "text/event-stream") && code == http.StatusOK {
+		s.sse = true
+		s.w.Header().Set("X-Accel-Buffering", "no") // nginx and friends: do not buffer this response
+	}
+	s.w.WriteHeader(code)
+}
+
+func (s *sink) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.wroteHeader {
+		s.writeHeaderLocked(http.StatusOK)
+	}
+	s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	n, err := s.w.Write(b)
+	s.noteLocked(err)
+	return n, err
+}
+
+// FlushError flushes, for http.ResponseController (which the SDK uses).
+func (s *sink) FlushError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.flushLocked()
+}
+
+// Flush flushes, for code that asserts http.Flusher.
+func (s *sink) Flush() { s.FlushError() }
+
+func (s *sink) flushLocked() error {
+	if !s.wroteHeader {
+		s.writeHeaderLocked(http.StatusOK)
+	}
+	s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	err := s.rc.Flush()
+	s.noteLocked(err)
+	return err
+}
+
+func (s *sink) noteLocked(err error) {
+	s.last = time.Now()
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection (deadlines, hijacking).
+func (s *sink) Unwrap() http.ResponseWriter { return s.w }
+
+// startStream says that the SDK has set this response's headers for an event stream and will
+// not change them: the sink may send them (and a keep-alive) before the first event, so that a
+// quiet command does not leave the client and proxies waiting for a first byte. Tool handlers
+// call it; the SDK sets the headers before it hands a call to its handler.
+func (s *sink) startStream() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ready = true
+}
+
+// failed returns the first write that failed, and whether it failed because the client did not
+// take it in time.
+func (s *sink) failed() (err error, slow bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err, s.err != nil && errors.Is(s.err, os.ErrDeadlineExceeded)
+}
+
+// gone is closed when the client went away.
+func (s *sink) gone() <-chan struct{} { return s.reqDone }
+
+// whenClosed runs f once the request is over and its response written.
+func (s *sink) whenClosed(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		f()
+		return
+	}
+	s.onClose = append(s.onClose, f)
+}
+
+// close ends the keep-alives; the request's handler calls it once the SDK is done with the
+// response, so nothing is written after.
+func (s *sink) close() {
+	close(s.stop)
+	<-s.done
+	s.mu.Lock()
+	s.closed = true
+	// net/http's own last write (the end of a chunked body) comes after us: give it time.
+	s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	fs := s.onClose
+	s.onClose = nil
+	s.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
+
+func (s *sink) keepAlives() {
+	defer close(s.done)
+	t := time.NewTicker(s.keepAlive)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.reqDone:
+			return
+		case <-t.C:
+			s.tick()
+		}
+	}
+}
+
+// tick sends a keep-alive comment when the stream is open and was idle for a whole interval.
+func (s *sink) tick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil || time.Since(s.last) < s.keepAlive {
+		return
+	}
+	if !s.wroteHeader {
+		if !s.ready || !strings.HasPrefix(s.w.Header().Get("Content-Type"), "text/event-stream") {
+			return
+		}
+		s.writeHeaderLocked(http.StatusOK)
+	}
+	if !s.sse {
+		return
+	}
+	s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	_, err := s.w.Write([]byte(": keep-alive\n\n"))
+	s.noteLocked(err)
+	if err == nil {
+		s.flushLocked()
+	}
+}
