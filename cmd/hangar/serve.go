@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -16,8 +18,12 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/config"
+	"github.com/hangar-dev/hangar/internal/mcp"
+	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/provider/docker"
+	"github.com/hangar-dev/hangar/internal/provider/e2b"
+	"github.com/hangar-dev/hangar/internal/provider/kubernetes"
 	"github.com/hangar-dev/hangar/internal/provider/local"
 	"github.com/hangar-dev/hangar/internal/rest"
 	"github.com/hangar-dev/hangar/internal/sandbox"
@@ -77,17 +83,42 @@ func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, l
 		return nil, nil, err
 	}
 	providers := map[string]provider.Provider{"local": loc, "docker": dock}
-	unconfigured := map[string]string{
-		"kubernetes": "set HANGAR_K8S_NAMESPACE (and run hangar where it can reach the cluster)",
-		"e2b":        "set HANGAR_E2B_API_KEY",
+	closers := []func(){func() { dock.Close() }}
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	unconfigured := map[string]string{}
+	if pc.K8sNamespace != "" {
+		k8s, err := kubernetes.New(kubernetes.Config{Kubeconfig: pc.K8sKubeconfig, Namespace: pc.K8sNamespace, Image: pc.K8sImage,
+			HangarImage: pc.K8sHangarImage, Logger: log})
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("the kubernetes provider (HANGAR_K8S_NAMESPACE=%s): %w", pc.K8sNamespace, err)
+		}
+		providers["kubernetes"] = k8s
+	} else {
+		unconfigured["kubernetes"] = "set HANGAR_K8S_NAMESPACE (and run hangar where it can reach the cluster)"
+	}
+	if pc.E2BAPIKey != "" {
+		e2bp, err := e2b.New(e2b.Config{APIKey: pc.E2BAPIKey, APIURL: pc.E2BAPIURL, Domain: pc.E2BDomain, Template: pc.E2BTemplate, Logger: log})
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("the e2b provider: %w", err)
+		}
+		providers["e2b"] = e2bp
+		closers = append(closers, e2bp.Close)
+	} else {
+		unconfigured["e2b"] = "set HANGAR_E2B_API_KEY"
 	}
 	if _, ok := providers[pc.Default]; !ok {
-		dock.Close()
+		closeAll()
 		return nil, nil, fmt.Errorf("HANGAR_DEFAULT_PROVIDER=%s, but that provider is not set up: %s", pc.Default, unconfigured[pc.Default])
 	}
 	log.Warn("the local provider isolates nothing: its sandboxes are folders under the data dir, and their commands run as this user on this machine", "dir", filepath.Join(cfg.DataDir, "sandboxes"))
 	m := sandbox.New(sandbox.Config{Store: st, Streams: streams, Providers: providers, Unconfigured: unconfigured, Default: pc.Default, Logger: log})
-	return m, func() { m.Close(); dock.Close() }, nil
+	return m, func() { m.Close(); closeAll() }, nil
 }
 
 // serve runs the control plane on ln until ctx ends, then shuts down gracefully.
@@ -143,7 +174,20 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	sandboxes.Reconcile(rctx)
 	rcancel()
 
-	srv := rest.New(rest.Config{Auth: authn, Store: st, Sandboxes: sandboxes, Streams: streams, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes})
+	secret, err := loadSecret(cfg)
+	if err != nil {
+		return err
+	}
+	processes, err := process.New(process.Config{Sandboxes: sandboxes, Streams: streams, Secret: secret,
+		MaxPerToken: cfg.Stream.BackgroundMaxPerToken, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer processes.Close() // after the shutdown below ended the streams: the followers return
+
+	mcpHandler := mcp.New(mcp.Config{Auth: authn, Sandboxes: sandboxes, Streams: streams, Logger: log, Version: version})
+
+	srv := rest.New(rest.Config{Auth: authn, Store: st, Sandboxes: sandboxes, Streams: streams, Processes: processes, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MCP: mcpHandler})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("hangar serving", "addr", ln.Addr().String(), "store", where, "version", version)
@@ -157,6 +201,9 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	streams.Shutdown()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
 	defer cancel()
+	if err := mcpHandler.Shutdown(sctx); err != nil {
+		log.Warn("shutdown mcp", "err", err)
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("shutdown", "err", err)
 	}
@@ -165,6 +212,31 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	}
 	log.Info("hangar stopped")
 	return nil
+}
+
+// secretFile is the file in the data dir that keeps the process-tag key when HANGAR_SECRET is
+// not set.
+const secretFile = "secret"
+
+// loadSecret returns HANGAR_SECRET, or the key kept in the data dir (made on first use).
+func loadSecret(cfg config.Config) ([]byte, error) {
+	if cfg.Secret != "" {
+		return []byte(cfg.Secret), nil
+	}
+	path := filepath.Join(cfg.DataDir, secretFile)
+	if b, err := os.ReadFile(path); err == nil && len(b) >= 32 {
+		return b, nil
+	}
+	b := make([]byte, 32)
+	rand.Read(b)
+	key := []byte(hex.EncodeToString(b))
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	if err := os.WriteFile(path, key, 0o600); err != nil {
+		return nil, fmt.Errorf("keep the process-tag key in %s: %w", path, err)
+	}
+	return key, nil
 }
 
 // bootstrapAdmin makes the first admin token on a store that never had a token, prints it once

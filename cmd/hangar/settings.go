@@ -122,6 +122,15 @@ func nonEmpty(s string) error {
 	return nil
 }
 
+func minLen(n int) func(string) error {
+	return func(s string) error {
+		if len(s) < n {
+			return fmt.Errorf("must be at least %d characters", n)
+		}
+		return nil
+	}
+}
+
 func oneOf(options ...string) func(string) error {
 	return func(s string) error {
 		if !slices.Contains(options, s) {

@@ -27,6 +27,10 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// MaxBodyBytes caps every request body; a larger one is refused with 413. Default 1 MiB.
 	MaxBodyBytes int64
+	// Secret keys the MACs in background processes' daemon tags; it must stay the same across
+	// restarts for processes to be found again. Default "": 32 random bytes kept in
+	// <data dir>/secret.
+	Secret string
 
 	Stream    Stream
 	Providers Providers
@@ -51,9 +55,11 @@ type Providers struct {
 	// K8sImage is the image of a kubernetes sandbox whose request names none. Default
 	// ubuntu:24.04.
 	K8sImage string
-	// K8sHangarImage is an image holding the hangar binary at /hangar, copied into each pod by
-	// an init container. Default "" (the sandbox image must already have it).
+	// K8sHangarImage is an image holding the hangar binary at /usr/local/bin/hangar, copied into
+	// each pod by an init container. Default "": the provider's, ghcr.io/hangar-dev/hangar:latest.
 	K8sHangarImage string
+	// K8sKubeconfig is a kubeconfig file. Default "": the in-cluster configuration.
+	K8sKubeconfig string
 	// E2BAPIKey is E2B's API key; setting it offers the provider. Default "" (not offered).
 	E2BAPIKey string
 	// E2BAPIURL is E2B's API. Default https://api.e2b.app.

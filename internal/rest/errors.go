@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -75,6 +76,7 @@ func classify(err error) *apiError {
 	var ae *apiError
 	var tooLarge *http.MaxBytesError
 	var limit *stream.LimitError
+	var bgLimit *process.LimitError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -100,6 +102,16 @@ func classify(err error) *apiError {
 		return newError(CodeLimit, "Too many streams are open; close one or try again shortly.", err)
 	case errors.Is(err, stream.ErrShuttingDown):
 		return newError(CodeUnavailable, "hangar is shutting down; try again in a moment.", err)
+	case errors.As(err, &bgLimit):
+		return newError(CodeLimit, "Too many background processes are running for this token.", err)
+	case errors.Is(err, process.ErrNotFound):
+		return newError(CodeNotFound, "There is no such process, or it is not this token's.", err)
+	case errors.Is(err, process.ErrExited):
+		return newError(CodeConflict, "The process has exited.", err)
+	case errors.Is(err, process.ErrNeedsDaemon):
+		return newError(CodeConflict, "This needs the sandbox's daemon, which it does not have.", err)
+	case errors.Is(err, process.ErrInvalid):
+		return newError(CodeBadRequest, "The process request is not valid.", err)
 	case errors.Is(err, sandbox.ErrNotFound):
 		return newError(CodeNotFound, "There is no such sandbox, or it is not yours.", err)
 	case errors.Is(err, sandbox.ErrConflict):

@@ -2,6 +2,7 @@ package rest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -155,10 +157,13 @@ func (a *api) pump(ctx context.Context, st *stream.Stream, sse *sseWriter) strea
 		}
 		for _, it := range items {
 			var err error
-			if it.Event == stream.EventCapped {
+			switch it.Event {
+			case stream.EventCapped:
 				_, dropped := st.Capped()
-				err = sse.event("capped", "", map[string]any{"message": "this stream reached HANGAR_STREAM_MAX_BYTES; nothing more is sent until the result", "dropped": dropped})
-			} else {
+				err = sse.event("capped", "", map[string]any{"message": "this stream reached HANGAR_STREAM_MAX_BYTES; nothing more is sent until the end", "dropped": dropped})
+			case process.EventGap, process.EventEnd: // already JSON
+				err = sse.event(it.Event, it.ID, json.RawMessage(it.Data))
+			default:
 				var o outputJSON
 				o.Data, o.Encoding = text(it.Data)
 				err = sse.event(it.Event, it.ID, o)

@@ -49,12 +49,14 @@ func (e *env) openStream(t *testing.T, tok, path, body string) (*sseStream, resp
 		json.Unmarshal(raw, &r.body)
 		return nil, r
 	}
-	s := &sseStream{resp: resp, r: bufio.NewReader(resp.Body), cancel: cancel}
+	s := &sseStream{resp: resp, r: newReader(resp.Body), cancel: cancel}
 	t.Cleanup(s.close)
 	return s, response{status: resp.StatusCode, header: resp.Header}
 }
 
 func (s *sseStream) close() { s.cancel(); s.resp.Body.Close() }
+
+func newReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, 64<<10) }
 
 // next reads the next event (skipping comments); io.EOF at the end of the response.
 func (s *sseStream) next() (sseEvent, error) {

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/provider/docker"
 	"github.com/hangar-dev/hangar/internal/provider/local"
@@ -66,6 +67,7 @@ type env struct {
 
 	reg            *prometheus.Registry
 	streams        *stream.Registry
+	procs          *process.Manager
 	srv            *rest.Server
 	bytesPerSecond int64 // 0: the default
 	maxBytes       int64 // 0: the default
@@ -146,7 +148,13 @@ func newEnv(t *testing.T, opts ...option) *env {
 		}
 		sandboxes.Close()
 	})
-	srv := rest.New(rest.Config{Auth: a, Store: s, Sandboxes: sandboxes, Streams: e.streams, Registry: e.reg, MaxBodyBytes: 4096, Now: e.clock})
+	e.procs, err = process.New(process.Config{Sandboxes: sandboxes, Streams: e.streams, Secret: []byte(strings.Repeat("k", 32)),
+		MaxPerToken: 3, Now: e.clock, KillGrace: 3 * time.Second, PollAttached: 100 * time.Millisecond, PollIdle: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.procs.Close)
+	srv := rest.New(rest.Config{Auth: a, Store: s, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: e.reg, MaxBodyBytes: 4096, Now: e.clock})
 	e.srv = srv
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -60,6 +60,7 @@ func (a *api) sandboxRoutes(r chi.Router) {
 		r.Post("/resume", a.resumeSandbox)
 		r.Post("/exec", a.execSandbox)
 		r.Post("/exec/stream", a.execStream)
+		r.Route("/processes", a.processRoutes)
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -33,6 +34,8 @@ type Config struct {
 	Sandboxes *sandbox.Manager
 	// Streams admits every stream. Required.
 	Streams *stream.Registry
+	// Processes serves the background processes under /api/sandboxes/{ref}/processes. Required.
+	Processes *process.Manager
 	// MCP, when set, is served at /mcp (it does its own bearer-token auth).
 	MCP http.Handler
 	// Registry is served at /metrics; the server adds its HTTP metrics to it. Required.

@@ -34,6 +34,8 @@ const (
 	KindWatch   Kind = "watch"
 	KindFleet   Kind = "fleet"
 	KindTurnLog Kind = "turn_log"
+	// KindFollower is hangar's own stream from a background process's daemon.
+	KindFollower Kind = "follower"
 )
 
 // Reason is why a stream ended. The values are the spec's close reasons.
@@ -172,6 +174,9 @@ type Options struct {
 	Lifetime bool
 	// Unpaced exempts hangar's own streams from pacing and the byte cap.
 	Unpaced bool
+	// Own marks a stream hangar holds on the principal's behalf (a background process's
+	// follower): its token is rechecked, but it counts only against the total.
+	Own bool
 }
 
 // Open admits a stream, or refuses it with a *LimitError or ErrShuttingDown. The caller must
@@ -186,6 +191,9 @@ func (r *Registry) Open(ctx context.Context, o Options) (*Stream, error) {
 		return nil, &LimitError{Setting: "HANGAR_STREAM_MAX_TOTAL", Max: r.cfg.MaxTotal, RetryAfter: 5 * time.Second}
 	}
 	tok := o.Principal.TokenID
+	if o.Own {
+		tok = ""
+	}
 	if tok != "" && r.perToken[tok] >= r.cfg.MaxPerToken {
 		return nil, &LimitError{Setting: "HANGAR_STREAM_MAX_PER_TOKEN", Max: r.cfg.MaxPerToken, RetryAfter: 5 * time.Second}
 	}
@@ -207,7 +215,7 @@ func (r *Registry) release(s *Stream) {
 		return
 	}
 	delete(r.streams, s)
-	if tok := s.opts.Principal.TokenID; tok != "" {
+	if tok := s.opts.Principal.TokenID; tok != "" && !s.opts.Own {
 		if r.perToken[tok]--; r.perToken[tok] <= 0 {
 			delete(r.perToken, tok)
 		}
@@ -246,6 +254,15 @@ func (r *Registry) Shutdown() {
 func (r *Registry) EndSandbox(name string, reason Reason) {
 	for _, s := range r.snapshot() {
 		if s.opts.Sandbox == name {
+			s.End(reason)
+		}
+	}
+}
+
+// EndKind ends every stream of a kind.
+func (r *Registry) EndKind(kind Kind, reason Reason) {
+	for _, s := range r.snapshot() {
+		if s.opts.Kind == kind {
 			s.End(reason)
 		}
 	}

@@ -69,6 +69,10 @@ func newStream(r *Registry, o Options) *Stream {
 	return s
 }
 
+// MaxItem is the most Data one item carries: Send splits larger ones. A producer whose items
+// carry positions (ID) splits them itself, so each part has its own.
+func (s *Stream) MaxItem() int { return s.chunk }
+
 // Kind is the stream's kind.
 func (s *Stream) Kind() Kind { return s.opts.Kind }
 

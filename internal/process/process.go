@@ -1,0 +1,556 @@
+// Package process runs background processes in sandboxes and lets their owners attach to them
+// later. Each process has exactly one follower in hangar, holding the daemon's stream and a ring
+// buffer of the last output (stdout and stderr together, as a terminal shows them) addressed by
+// absolute byte offsets. Attaching replays from an offset and subscribes under one lock, so
+// nothing is missed or repeated; each attachment has its own stream from the registry, so one
+// slow client never holds up the process or another client.
+package process
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/envd"
+	"github.com/hangar-dev/hangar/internal/provider"
+	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/stream"
+)
+
+// Errors of this package, to be tested with errors.Is.
+var (
+	// ErrNotFound means no process of that id belongs to the caller's token in that sandbox.
+	ErrNotFound = errors.New("no such process")
+	// ErrExited means the process has ended, so it takes no input (or signal).
+	ErrExited = errors.New("process has exited")
+	// ErrNeedsDaemon means the sandbox has no daemon, which this needs.
+	ErrNeedsDaemon = errors.New("this needs the sandbox's daemon")
+	// ErrInvalid means a request is malformed.
+	ErrInvalid = errors.New("invalid process request")
+)
+
+// LimitError refuses a process past HANGAR_BACKGROUND_MAX_PER_TOKEN.
+type LimitError struct{ Max int }
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("this token already has %d background processes running, the most it may (HANGAR_BACKGROUND_MAX_PER_TOKEN); kill one first", e.Max)
+}
+
+// The events of an attachment's stream, besides output. Output items carry the bytes, with ID
+// the offset just past them (what to pass as since to resume after them).
+const (
+	EventOutput = "output"
+	EventGap    = "gap" // Data: {"from": N, "to": M}: output from..to is no longer kept
+	EventEnd    = "end" // Data: the process's Info as JSON, once it ended
+)
+
+// Gap is output that is no longer kept: offsets From up to To.
+type Gap struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+}
+
+// Config configures a Manager.
+type Config struct {
+	// Sandboxes finds sandboxes and their daemons. Required.
+	Sandboxes *sandbox.Manager
+	// Streams admits followers and attachments. Required.
+	Streams *stream.Registry
+	// Secret keys the MAC in process tags. Required: at least 32 bytes, kept across restarts.
+	Secret []byte
+	// MaxPerToken is how many running background processes one token may have. Default 16.
+	MaxPerToken int
+	// Retention is how long an exited process stays listed. Default 10m.
+	Retention time.Duration
+	// RingBytes is how much output is kept per process. Default 256 KiB.
+	RingBytes int
+	// KillGrace is how long kill waits after SIGTERM before SIGKILL. Default 3s.
+	KillGrace time.Duration
+	// PollAttached and PollIdle are how often a process without a daemon has its output read:
+	// while someone is attached, and otherwise. Defaults 500ms and 5s.
+	PollAttached, PollIdle time.Duration
+	// Now is the clock for retention. Default time.Now.
+	Now func() time.Time
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Manager runs and follows background processes. It is safe for concurrent use.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+
+	mu    sync.Mutex // guards procs
+	procs map[string]*proc
+
+	wg sync.WaitGroup // followers
+}
+
+// New returns a Manager. Close it to stop following (the processes run on).
+func New(cfg Config) (*Manager, error) {
+	if len(cfg.Secret) < 32 {
+		return nil, errors.New("process manager: the secret must be at least 32 bytes")
+	}
+	if cfg.MaxPerToken <= 0 {
+		cfg.MaxPerToken = 16
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = 10 * time.Minute
+	}
+	if cfg.RingBytes <= 0 {
+		cfg.RingBytes = 256 << 10
+	}
+	if cfg.KillGrace <= 0 {
+		cfg.KillGrace = 3 * time.Second
+	}
+	if cfg.PollAttached <= 0 {
+		cfg.PollAttached = 500 * time.Millisecond
+	}
+	if cfg.PollIdle <= 0 {
+		cfg.PollIdle = 5 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Manager{cfg: cfg, log: cfg.Logger, procs: map[string]*proc{}}, nil
+}
+
+// State is where a process is in its life.
+type State string
+
+// The states of a process.
+const (
+	StateRunning State = "running"
+	StateExited  State = "exited"
+)
+
+// Info is what a process's owner sees of it.
+type Info struct {
+	ID        string    `json:"process_id"`
+	Sandbox   string    `json:"sandbox"`
+	Command   string    `json:"command"`
+	Cwd       string    `json:"cwd,omitempty"`
+	PID       uint32    `json:"pid,omitempty"`
+	State     State     `json:"state"`
+	ExitCode  *int      `json:"exit_code"`        // set once exited; -1 for a death by signal
+	Status    string    `json:"status,omitempty"` // e.g. "exit status 1", "signal: killed"
+	Adopted   bool      `json:"adopted,omitempty"`
+	Daemon    bool      `json:"daemon"`        // followed through the daemon (else polled)
+	PTY       bool      `json:"pty,omitempty"` // runs on a terminal
+	StartedAt time.Time `json:"started_at"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+	// Kept is the range of output offsets still kept: [start, end).
+	OutputStart int64 `json:"output_start"`
+	OutputEnd   int64 `json:"output_end"`
+}
+
+// proc is one background process and its follower's state.
+type proc struct {
+	id, owner, sandbox, tag string
+	command, cwd            string
+	adopted, daemon, pty    bool
+	started                 time.Time
+
+	exited chan struct{} // closed when the process ends
+	wake   chan struct{} // capacity 1: poll now (processes without a daemon)
+
+	mu     sync.Mutex // guards the fields below
+	pid    uint32
+	ring   *ring
+	subs   map[*stream.Stream]struct{}
+	state  State
+	exit   *envd.Exit
+	ended  time.Time
+	killed bool // a kill is under way
+}
+
+func (pr *proc) infoLocked() Info {
+	i := Info{ID: pr.id, Sandbox: pr.sandbox, Command: pr.command, Cwd: pr.cwd, PID: pr.pid, State: pr.state,
+		Adopted: pr.adopted, Daemon: pr.daemon, PTY: pr.pty, StartedAt: pr.started, EndedAt: pr.ended,
+		OutputStart: pr.ring.start, OutputEnd: pr.ring.end}
+	if pr.exit != nil {
+		code := pr.exit.Code
+		i.ExitCode, i.Status = &code, pr.exit.Status
+	}
+	return i
+}
+
+func (pr *proc) info() Info {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.infoLocked()
+}
+
+// output is the follower's: keep data and pass it to every attachment, under the lock that
+// Attach takes to replay, so an attachment sees each byte exactly once.
+func (pr *proc) output(data []byte) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	off := pr.ring.end
+	pr.ring.write(data)
+	for s := range pr.subs {
+		sendOutput(s, data, off)
+	}
+}
+
+// sendOutput queues data, which starts at offset off, in parts no bigger than the stream's
+// items, each with the offset just past it.
+func sendOutput(s *stream.Stream, data []byte, off int64) {
+	for len(data) > 0 {
+		n := min(len(data), s.MaxItem())
+		off += int64(n)
+		s.Send(stream.Item{Event: EventOutput, ID: strconv.FormatInt(off, 10), Data: data[:n]})
+		data = data[n:]
+	}
+}
+
+// finish is the follower's when the process ended.
+func (pr *proc) finish(exit *envd.Exit, now time.Time) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.state == StateExited {
+		return
+	}
+	pr.state, pr.exit, pr.ended = StateExited, exit, now
+	close(pr.exited)
+	end := endItem(pr.infoLocked())
+	for s := range pr.subs {
+		s.Send(end)
+		s.Finish()
+	}
+	pr.subs = map[*stream.Stream]struct{}{}
+}
+
+func endItem(i Info) stream.Item {
+	b, _ := json.Marshal(i)
+	return stream.Item{Event: EventEnd, ID: strconv.FormatInt(i.OutputEnd, 10), Data: b}
+}
+
+func newID() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return "p_" + hex.EncodeToString(b)
+}
+
+// tagPrefix starts the daemon tag of every process hangar starts: hangar:<id>:<MAC>.
+const tagPrefix = "hangar:"
+
+// mac binds a process to its owner's token and its sandbox, so a tag cannot be forged by an
+// agent that can start processes through its own daemon.
+func (m *Manager) mac(owner, sandbox, id string) string {
+	h := hmac.New(sha256.New, m.cfg.Secret)
+	fmt.Fprintf(h, "%s\x00%s\x00%s", owner, sandbox, id)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (m *Manager) tag(owner, sandbox, id string) string {
+	return tagPrefix + id + ":" + m.mac(owner, sandbox, id)
+}
+
+// parseTag returns the id of a tag whose MAC verifies for owner and sandbox.
+func (m *Manager) parseTag(tag, owner, sandbox string) (string, bool) {
+	rest, ok := strings.CutPrefix(tag, tagPrefix)
+	if !ok {
+		return "", false
+	}
+	id, sum, ok := strings.Cut(rest, ":")
+	if !ok {
+		return "", false
+	}
+	return id, hmac.Equal([]byte(sum), []byte(m.mac(owner, sandbox, id)))
+}
+
+// lookup returns the caller's process id in sandbox sb, pruning expired ones first.
+func (m *Manager) lookup(p auth.Principal, sb store.Sandbox, id string) (*proc, error) {
+	m.prune()
+	m.mu.Lock()
+	pr, ok := m.procs[id]
+	m.mu.Unlock()
+	if !ok || pr.owner != p.TokenID || pr.sandbox != sb.Name {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return pr, nil
+}
+
+// prune forgets processes that exited more than Retention ago.
+func (m *Manager) prune() {
+	cutoff := m.cfg.Now().Add(-m.cfg.Retention)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, pr := range m.procs {
+		pr.mu.Lock()
+		gone := pr.state == StateExited && !pr.ended.After(cutoff)
+		pr.mu.Unlock()
+		if gone {
+			delete(m.procs, id)
+		}
+	}
+}
+
+func (m *Manager) running(owner string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, pr := range m.procs {
+		pr.mu.Lock()
+		if pr.owner == owner && pr.state == StateRunning {
+			n++
+		}
+		pr.mu.Unlock()
+	}
+	return n
+}
+
+// StartRequest is a background process to start.
+type StartRequest struct {
+	Command string
+	Cwd     string // "": the sandbox's workdir
+	// PTY runs it on a pseudo-terminal of this size (a terminal): its output is what the
+	// terminal shows, and input is typed into it. Nil: pipes. Needs the daemon.
+	PTY *envd.PTYSize
+}
+
+// Start starts a background process in the sandbox ref and returns at once.
+func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req StartRequest) (Info, error) {
+	if strings.TrimSpace(req.Command) == "" {
+		return Info{}, fmt.Errorf("%w: command is empty", ErrInvalid)
+	}
+	sb, err := m.cfg.Sandboxes.Runnable(ctx, p, ref)
+	if err != nil {
+		return Info{}, err
+	}
+	if m.running(p.TokenID) >= m.cfg.MaxPerToken {
+		return Info{}, &LimitError{Max: m.cfg.MaxPerToken}
+	}
+	id := newID()
+	pr := &proc{id: id, owner: p.TokenID, sandbox: sb.Name, tag: m.tag(p.TokenID, sb.Name, id), command: req.Command,
+		cwd: req.Cwd, started: m.cfg.Now(), ring: newRing(m.cfg.RingBytes), subs: map[*stream.Stream]struct{}{},
+		state: StateRunning, daemon: sb.DaemonURL != "", pty: req.PTY != nil, exited: make(chan struct{}), wake: make(chan struct{}, 1)}
+	if pr.pty && !pr.daemon {
+		return Info{}, fmt.Errorf("%w: a terminal needs the sandbox's daemon, and %s has none", ErrNeedsDaemon, sb.Name)
+	}
+	if pr.cwd == "" {
+		pr.cwd = sb.Workdir
+	}
+	fst, err := m.cfg.Streams.Open(context.WithoutCancel(ctx), stream.Options{Kind: stream.KindFollower, Principal: p, Sandbox: sb.Name, Own: true, Unpaced: true})
+	if err != nil {
+		return Info{}, err
+	}
+	if pr.daemon {
+		err = m.startDaemon(ctx, sb, pr, req.PTY, fst)
+	} else {
+		err = m.startPolled(ctx, sb, pr, fst)
+	}
+	if err != nil {
+		fst.End(stream.ReasonError)
+		fst.Close()
+		return Info{}, err
+	}
+	m.mu.Lock()
+	m.procs[id] = pr
+	m.mu.Unlock()
+	return pr.info(), nil
+}
+
+// startDaemon starts the process through the daemon and its follower.
+func (m *Manager) startDaemon(ctx context.Context, sb store.Sandbox, pr *proc, pty *envd.PTYSize, fst *stream.Stream) error {
+	c, err := m.cfg.Sandboxes.Daemon(sb)
+	if err != nil {
+		return err
+	}
+	argv := provider.ShellArgv(pr.command)
+	// The follower's stream outlives this request: its context is the follower's.
+	fctx, cancel := context.WithCancel(context.Background())
+	st, err := c.Start(fctx, envd.StartRequest{Cmd: argv[0], Args: argv[1:], Envs: sb.Env, Cwd: pr.cwd, Stdin: true, Tag: pr.tag, PTY: pty})
+	if err != nil {
+		cancel()
+		if errors.Is(err, envd.ErrInvalidArgument) {
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		return fmt.Errorf("start process in sandbox %s: %w", sb.Name, err)
+	}
+	pr.pid = st.PID()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.follow(fctx, cancel, c, pr, st, fst)
+	}()
+	return nil
+}
+
+// follow is a process's one follower: it drains the daemon's stream into the ring and the
+// attachments until the process ends, the follower's stream ends (shutdown, the sandbox
+// destroyed, the token revoked: then it kills the process) or the Manager closes.
+func (m *Manager) follow(ctx context.Context, cancel context.CancelFunc, c *envd.Client, pr *proc, st *envd.ProcessStream, fst *stream.Stream) {
+	defer fst.Close()
+	defer cancel()
+	defer st.Close()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		select {
+		case <-fst.Done():
+			if fst.Reason() == stream.ReasonRevoked {
+				// The token that started it was revoked: so is the process.
+				kctx, kcancel := context.WithTimeout(context.Background(), m.cfg.KillGrace)
+				c.Signal(kctx, envd.ByTag(pr.tag), envd.SIGKILL)
+				kcancel()
+			}
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		ev, err := st.Next()
+		if err != nil {
+			if ctx.Err() == nil {
+				m.log.Warn("process stream broke", "process", pr.id, "sandbox", pr.sandbox, "err", err)
+				pr.finish(&envd.Exit{Code: -1, Status: "unknown: the daemon's stream broke (" + err.Error() + ")"}, m.cfg.Now())
+			}
+			return
+		}
+		switch ev.Kind {
+		case envd.EventStdout, envd.EventStderr, envd.EventPTY:
+			pr.output(ev.Data)
+		case envd.EventEnd:
+			pr.finish(ev.Exit, m.cfg.Now())
+			fst.End(stream.ReasonDone)
+			return
+		}
+	}
+}
+
+// Close stops following every process (they run on in their sandboxes) and waits for the
+// followers to return.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	for _, pr := range m.procs {
+		pr.mu.Lock()
+		for s := range pr.subs {
+			s.End(stream.ReasonShutdown)
+		}
+		pr.mu.Unlock()
+	}
+	m.mu.Unlock()
+	m.cfg.Streams.EndKind(stream.KindFollower, stream.ReasonShutdown)
+	m.wg.Wait()
+}
+
+// Get returns the caller's process id in the sandbox ref (adopting its processes first when
+// the id is unknown).
+func (m *Manager) Get(ctx context.Context, p auth.Principal, ref, id string) (Info, error) {
+	pr, _, err := m.find(ctx, p, ref, id)
+	if err != nil {
+		return Info{}, err
+	}
+	return pr.info(), nil
+}
+
+func (m *Manager) find(ctx context.Context, p auth.Principal, ref, id string) (*proc, store.Sandbox, error) {
+	sb, err := m.cfg.Sandboxes.Get(ctx, p, ref)
+	if err != nil {
+		return nil, sb, err
+	}
+	pr, err := m.lookup(p, sb, id)
+	if errors.Is(err, ErrNotFound) && sb.DaemonURL != "" && sb.State == string(provider.StateRunning) {
+		m.adopt(ctx, p, sb)
+		pr, err = m.lookup(p, sb, id)
+	}
+	return pr, sb, err
+}
+
+// List returns the caller's processes in the sandbox ref: running ones, and those that exited
+// in the last Retention. Processes of this token that a restarted control plane does not know
+// yet are adopted first.
+func (m *Manager) List(ctx context.Context, p auth.Principal, ref string) ([]Info, error) {
+	sb, err := m.cfg.Sandboxes.Get(ctx, p, ref)
+	if err != nil {
+		return nil, err
+	}
+	if sb.DaemonURL != "" && sb.State == string(provider.StateRunning) {
+		m.adopt(ctx, p, sb)
+	}
+	m.prune()
+	m.mu.Lock()
+	var out []Info
+	for _, pr := range m.procs {
+		if pr.owner == p.TokenID && pr.sandbox == sb.Name {
+			out = append(out, pr.info())
+		}
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].StartedAt.Before(out[j].StartedAt) })
+	return out, nil
+}
+
+// adopt follows the daemon's processes whose tag says they are this token's in this sandbox
+// and that this control plane does not know (it was restarted): their earlier output is gone.
+func (m *Manager) adopt(ctx context.Context, p auth.Principal, sb store.Sandbox) {
+	c, err := m.cfg.Sandboxes.Daemon(sb)
+	if err != nil {
+		return
+	}
+	ps, err := c.List(ctx)
+	if err != nil {
+		m.log.Warn("list processes to adopt", "sandbox", sb.Name, "err", err)
+		return
+	}
+	for _, info := range ps {
+		id, ok := m.parseTag(info.Tag, p.TokenID, sb.Name)
+		if !ok {
+			continue // not hangar's, another token's, or forged
+		}
+		m.mu.Lock()
+		_, known := m.procs[id]
+		m.mu.Unlock()
+		if known {
+			continue
+		}
+		command := ""
+		if n := len(info.Args); n > 0 {
+			command = info.Args[n-1]
+		}
+		pr := &proc{id: id, owner: p.TokenID, sandbox: sb.Name, tag: info.Tag, command: command, cwd: info.Cwd,
+			adopted: true, daemon: true, started: m.cfg.Now(), pid: info.PID, ring: newRing(m.cfg.RingBytes),
+			subs: map[*stream.Stream]struct{}{}, state: StateRunning, exited: make(chan struct{}), wake: make(chan struct{}, 1)}
+		fst, err := m.cfg.Streams.Open(context.WithoutCancel(ctx), stream.Options{Kind: stream.KindFollower, Principal: p, Sandbox: sb.Name, Own: true, Unpaced: true})
+		if err != nil {
+			m.log.Warn("adopt process", "process", id, "err", err)
+			return
+		}
+		fctx, cancel := context.WithCancel(context.Background())
+		st, err := c.Connect(fctx, envd.ByTag(info.Tag))
+		if err != nil {
+			cancel()
+			fst.End(stream.ReasonError)
+			fst.Close()
+			m.log.Warn("adopt process", "process", id, "err", err)
+			continue
+		}
+		m.mu.Lock()
+		m.procs[id] = pr
+		m.mu.Unlock()
+		m.log.Info("adopted a background process", "process", id, "sandbox", sb.Name, "pid", info.PID)
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.follow(fctx, cancel, c, pr, st, fst)
+		}()
+	}
+}

@@ -1,0 +1,158 @@
+package rest
+
+import (
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/hangar-dev/hangar/internal/process"
+	"github.com/hangar-dev/hangar/internal/stream"
+)
+
+func (a *api) processRoutes(r chi.Router) {
+	r.Post("/", a.startProcess)
+	r.Get("/", a.listProcesses)
+	r.Get("/{id}", a.readProcess)
+	r.Get("/{id}/stream", a.streamProcess)
+	r.Post("/{id}/input", a.inputProcess)
+	r.Delete("/{id}", a.killProcess)
+}
+
+type startProcessRequest struct {
+	Command string `json:"command"`
+	Cwd     string `json:"cwd"`
+}
+
+func (a *api) startProcess(w http.ResponseWriter, r *http.Request) {
+	var req startProcessRequest
+	if err := decodeJSON(r, &req); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	info, err := a.Processes.Start(r.Context(), principal(r), chi.URLParam(r, "ref"), process.StartRequest{Command: req.Command, Cwd: req.Cwd})
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, info)
+}
+
+func (a *api) listProcesses(w http.ResponseWriter, r *http.Request) {
+	ps, err := a.Processes.List(r.Context(), principal(r), chi.URLParam(r, "ref"))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if ps == nil {
+		ps = []process.Info{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"processes": ps})
+}
+
+// since reads the offset to resume from: Last-Event-ID (an SSE client reconnecting) wins over
+// ?since=; neither means 0, all that is still kept.
+func since(r *http.Request) (int64, error) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("since")
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, newError(CodeBadRequest, "since (or Last-Event-ID) must be a byte offset: a whole number, 0 or more.", errors.New(v))
+	}
+	return n, nil
+}
+
+// processOutputJSON is GET .../processes/{id}: the process and its kept output from since.
+type processOutputJSON struct {
+	Process  process.Info `json:"process"`
+	Output   string       `json:"output"`
+	Encoding string       `json:"encoding,omitempty"` // "base64" when the output is not valid UTF-8
+	Gap      *process.Gap `json:"gap,omitempty"`      // output since..gap.to is no longer kept
+	Next     int64        `json:"next"`               // pass as since next time
+}
+
+func (a *api) readProcess(w http.ResponseWriter, r *http.Request) {
+	from, err := since(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	out, info, err := a.Processes.Read(r.Context(), principal(r), chi.URLParam(r, "ref"), chi.URLParam(r, "id"), from)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	res := processOutputJSON{Process: info, Gap: out.Gap, Next: out.Next}
+	res.Output, res.Encoding = text(out.Data)
+	writeJSON(w, http.StatusOK, res)
+}
+
+// streamProcess is GET .../processes/{id}/stream: SSE output events whose id is the offset
+// after them (so Last-Event-ID resumes exactly there), a gap event first if output since the
+// offset is gone, then an end event once the process ended.
+func (a *api) streamProcess(w http.ResponseWriter, r *http.Request) {
+	from, err := since(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	att, err := a.Processes.Attach(r.Context(), principal(r), chi.URLParam(r, "ref"), chi.URLParam(r, "id"), from)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	defer att.Close()
+	sse, err := startSSE(w)
+	if err != nil {
+		att.Stream.End(stream.ReasonClient)
+		return
+	}
+	reason := a.pump(r.Context(), att.Stream, sse)
+	if reason != stream.ReasonDone && reason != stream.ReasonClient && reason != stream.ReasonSlow {
+		sse.event("close", "", map[string]string{"reason": string(reason)})
+		sse.flush()
+	}
+}
+
+type inputRequest struct {
+	Input  string `json:"input"`
+	Base64 bool   `json:"base64"` // input is base64 (for bytes that are not text)
+	EOF    bool   `json:"eof"`    // close stdin after writing
+}
+
+func (a *api) inputProcess(w http.ResponseWriter, r *http.Request) {
+	var req inputRequest
+	if err := decodeJSON(r, &req); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	data := []byte(req.Input)
+	if req.Base64 {
+		var err error
+		if data, err = base64.StdEncoding.DecodeString(req.Input); err != nil {
+			a.writeError(w, r, newError(CodeBadRequest, "input is not valid base64.", err))
+			return
+		}
+	}
+	if err := a.Processes.Input(r.Context(), principal(r), chi.URLParam(r, "ref"), chi.URLParam(r, "id"), data, req.EOF); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *api) killProcess(w http.ResponseWriter, r *http.Request) {
+	info, err := a.Processes.Kill(r.Context(), principal(r), chi.URLParam(r, "ref"), chi.URLParam(r, "id"))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, info)
+}
