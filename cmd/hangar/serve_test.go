@@ -21,7 +21,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/config"
+	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
+	"github.com/hangar-dev/hangar/internal/store/sqlite"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -338,4 +340,99 @@ func TestSandboxesSurviveRestart(t *testing.T) {
 	if err := ts.stop(t); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestProcessesAdoptedAfterRestart: a background process keeps running in a local sandbox while
+// the control plane restarts; its token finds it again (adopted, output from then on), another
+// token does not, and a process with a forged hangar tag is never adopted.
+func TestProcessesAdoptedAfterRestart(t *testing.T) {
+	bin, err := providertest.BuildHangar(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t)
+	cfg.Providers.DaemonBinary = bin
+	ts := startServe(t, cfg)
+	admin := adminToken(t, ts)
+	_, created := ts.api(t, "POST", "/api/tokens", admin, `{"user": "ada", "scopes": ["user"]}`)
+	tok := created["token"].(string)
+	if code, body := ts.api(t, "POST", "/api/sandboxes", tok, `{"name": "box"}`); code != 201 {
+		t.Fatalf("create = %d %v", code, body)
+	}
+	t.Cleanup(func() {
+		again := startServe(t, cfg)
+		again.api(t, "DELETE", "/api/sandboxes/box", tok, "")
+	})
+	code, body := ts.api(t, "POST", "/api/sandboxes/box/processes", tok, `{"command": "i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.1; done"}`)
+	if code != 201 {
+		t.Fatalf("start = %d %v", code, body)
+	}
+	id := body["process_id"].(string)
+	// A forged tag: the agent starts a process through its own daemon with a tag it made up.
+	forged := "hangar:p_forged0000:" + strings.Repeat("ab", 32)
+	startTagged(t, cfg, "box", forged)
+	if err := ts.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	ts = startServe(t, cfg)
+	code, body = ts.api(t, "GET", "/api/sandboxes/box/processes", tok, "")
+	if code != 200 {
+		t.Fatalf("list after restart = %d %v", code, body)
+	}
+	procs := body["processes"].([]any)
+	if len(procs) != 1 {
+		t.Fatalf("after restart the token lists %v, want its one process (and not the forged one)", procs)
+	}
+	p := procs[0].(map[string]any)
+	if p["process_id"] != id || p["adopted"] != true || p["state"] != "running" {
+		t.Fatalf("adopted process = %v", p)
+	}
+	// Output from then on: poll until new ticks arrive.
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		_, out := ts.api(t, "GET", "/api/sandboxes/box/processes/"+id+"?since=0", tok, "")
+		if s, _ := out["output"].(string); strings.Contains(s, "tick") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no output from the adopted process")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The admin's token is another token: the process is not its.
+	if code, body := ts.api(t, "GET", "/api/sandboxes/box/processes", admin, ""); code != 200 || len(body["processes"].([]any)) != 0 {
+		t.Errorf("another token lists %v", body)
+	}
+	if code, _ := ts.api(t, "DELETE", "/api/sandboxes/box/processes/"+id, tok, ""); code != 202 {
+		t.Errorf("kill the adopted process = %d", code)
+	}
+	if err := ts.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startTagged starts `sleep 300` with tag in sandbox name's daemon, as an agent could through
+// its own daemon, reading the daemon's address from the stopped control plane's store.
+func startTagged(t *testing.T, cfg config.Config, name, tag string) {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := st.GetSandbox(context.Background(), name)
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := envd.New(envd.Config{URL: sb.DaemonURL, AccessToken: sb.DaemonToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ps, err := c.Start(context.Background(), envd.StartRequest{Cmd: "sleep", Args: []string{"300"}, Tag: tag})
+	if err != nil {
+		t.Fatalf("start a forged process: %v", err)
+	}
+	ps.Close()
 }
