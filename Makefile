@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # Static, so the same binary runs as the daemon inside any Linux image.
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build run test lint generate clean
+.PHONY: build run test lint generate clean bench
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hangar
@@ -26,6 +26,10 @@ lint:
 
 generate:
 	scripts/generate.sh
+
+# Stream latency and scale, written to bench/results and the table in bench/README.md.
+bench:
+	$(GO) run ./scripts/bench/streams
 
 clean:
 	rm -rf bin

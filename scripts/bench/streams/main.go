@@ -1,0 +1,79 @@
+// Command streams measures how fast output reaches hangar's clients, against a hangar it starts
+// itself on loopback: a command printing a stamped line every 100 ms for 3 s, 5 runs per mode,
+// over MCP progress, REST SSE, process attach, exec with the result at the end and terminal
+// polling, beside the daemon's own stream read directly and `docker exec`; then N concurrent
+// streams, pacing, and unpaced throughput. It writes bench/results/<date>-streams-<provider>.json
+// and refreshes the table in bench/README.md. See spec/streaming.md, "Numbers".
+//
+//	go run ./scripts/bench/streams                     # local and docker (when an engine answers)
+//	go run ./scripts/bench/streams -providers local -runs 3
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config is what one invocation measures.
+type config struct {
+	providers     []string
+	runs          int
+	lines         int
+	interval      time.Duration
+	scale         []int
+	scaleSeconds  int
+	paceBytes     int64 // streamed at the default pace (1 MiB/s)
+	throughputMiB int64 // streamed unpaced
+	outDir        string
+	readme        string // "": do not touch a README
+	hangar        string // a built hangar binary; "": build one
+	date          string
+}
+
+func main() {
+	var c config
+	providers := flag.String("providers", "local,docker", "providers to measure (docker is skipped with a note when no engine answers)")
+	scale := flag.String("scale", "64,256,512", "concurrent streams for the scale test (empty: none)")
+	flag.IntVar(&c.runs, "runs", 5, "runs per mode")
+	flag.IntVar(&c.lines, "lines", 30, "stamped lines per run")
+	flag.DurationVar(&c.interval, "interval", 100*time.Millisecond, "time between lines")
+	flag.IntVar(&c.scaleSeconds, "scale-seconds", 10, "how long each scale stream prints (10 lines a second)")
+	flag.Int64Var(&c.paceBytes, "pace-bytes", 4<<20, "bytes streamed at the default pace to measure it (0: skip)")
+	flag.Int64Var(&c.throughputMiB, "throughput-mib", 256, "MiB streamed unpaced through one SSE stream (0: skip)")
+	flag.StringVar(&c.outDir, "out", "bench/results", "where the JSON results go")
+	flag.StringVar(&c.readme, "readme", "bench/README.md", "the README whose table is refreshed (empty: none)")
+	flag.StringVar(&c.hangar, "hangar", "", "a static hangar binary to run (empty: build ./cmd/hangar)")
+	flag.Parse()
+	c.providers = split(*providers)
+	for _, s := range split(*scale) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "streams: -scale %q: want positive numbers\n", *scale)
+			os.Exit(2)
+		}
+		c.scale = append(c.scale, n)
+	}
+	c.date = time.Now().UTC().Format("2006-01-02")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := runAll(ctx, c, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "streams:", err)
+		os.Exit(1)
+	}
+}
+
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

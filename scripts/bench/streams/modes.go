@@ -1,0 +1,437 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strconv"
+
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hangar-dev/hangar/internal/envd"
+	"github.com/hangar-dev/hangar/internal/store/sqlite"
+)
+
+// bench is one provider's bench: a server, a sandbox in it, and an MCP session.
+type bench struct {
+	srv       *server
+	sandbox   string
+	container string // docker: the sandbox's container id
+	session   *mcp.ClientSession
+
+	progress sync.Map // progress token -> func(message string, at time.Time)
+	nextTok  atomic.Int64
+	want     int // lines a run prints
+}
+
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+func (b *bench) connectMCP(ctx context.Context) error {
+	cl := mcp.NewClient(&mcp.Implementation{Name: "hangar-bench", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			at := time.Now()
+			if fn, ok := b.progress.Load(req.Params.ProgressToken); ok {
+				fn.(func(string, time.Time))(req.Params.Message, at)
+			}
+		},
+	})
+	tr := &mcp.StreamableClientTransport{Endpoint: b.srv.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{b.srv.token, http.DefaultTransport}}, MaxRetries: -1}
+	s, err := cl.Connect(ctx, tr, nil)
+	if err != nil {
+		return fmt.Errorf("connect MCP: %w", err)
+	}
+	b.session = s
+	return nil
+}
+
+// call calls a tool; with feed, it asks for progress and passes each message to feed.
+func (b *bench) call(ctx context.Context, tool string, args map[string]any, feed func(string, time.Time)) (map[string]any, error) {
+	tok := ""
+	if feed != nil {
+		tok = "b" + strconv.FormatInt(b.nextTok.Add(1), 10)
+		b.progress.Store(tok, feed)
+		defer b.progress.Delete(tok)
+	}
+	return b.callWithToken(ctx, tool, args, tok)
+}
+
+// callWithToken calls a tool, asking for progress under tok when it is not "".
+func (b *bench) callWithToken(ctx context.Context, tool string, args map[string]any, tok string) (map[string]any, error) {
+	params := &mcp.CallToolParams{Name: tool, Arguments: args}
+	if tok != "" {
+		params.SetProgressToken(tok)
+	}
+	res, err := b.session.CallTool(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	if res.IsError {
+		var msg string
+		for _, c := range res.Content {
+			if t, ok := c.(*mcp.TextContent); ok {
+				msg += t.Text
+			}
+		}
+		return nil, fmt.Errorf("%s: %s", tool, msg)
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	var out map[string]any
+	json.Unmarshal(raw, &out)
+	return out, nil
+}
+
+// A mode runs the stamped command once and returns what the client saw.
+type mode struct {
+	name   string
+	docker bool // only on the docker provider
+	run    func(b *bench, ctx context.Context, cmd string, wait time.Duration) (run, error)
+}
+
+var modes = []mode{
+	{name: "mcp_exec_stream", run: (*bench).mcpExecStream},
+	{name: "rest_exec_stream", run: (*bench).restExecStream},
+	{name: "mcp_process_attach", run: (*bench).mcpProcessAttach},
+	{name: "rest_exec_result", run: (*bench).restExecResult},
+	{name: "mcp_terminal_poll", run: (*bench).mcpTerminalPoll},
+	{name: "raw_daemon", run: (*bench).rawDaemon},
+	{name: "docker_exec", docker: true, run: (*bench).dockerExec},
+}
+
+// progressLines collects stamped lines from progress notifications. go-sdk's client may run a
+// notification's handler after the call's result has been returned, so the lines are read once
+// as many as expected arrived, or a moment after the call returned.
+type progressLines struct {
+	mu sync.Mutex
+	lr lineReader
+}
+
+func (p *progressLines) feed(msg string, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lr.feed(msg, at)
+}
+
+func (p *progressLines) lines(want int) []line {
+	deadline := time.Now().Add(time.Second)
+	for {
+		p.mu.Lock()
+		n := len(p.lr.lines)
+		p.mu.Unlock()
+		if n >= want || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]line{}, p.lr.lines...)
+}
+
+func (b *bench) mcpExecStream(ctx context.Context, cmd string, _ time.Duration) (run, error) {
+	var pl progressLines
+	r := run{start: time.Now()}
+	tok := "b" + strconv.FormatInt(b.nextTok.Add(1), 10)
+	b.progress.Store(tok, pl.feed)
+	defer b.progress.Delete(tok)
+	_, err := b.callWithToken(ctx, "exec", map[string]any{"sandbox": b.sandbox, "command": cmd, "stream": true}, tok)
+	r.lines = pl.lines(b.want)
+	return r, err
+}
+
+// restStream posts to exec/stream and feeds stdout events to lr; it returns the result event.
+func (b *bench) restStream(ctx context.Context, cmd string, onData func(data []byte, at time.Time)) (map[string]any, error) {
+	body, _ := json.Marshal(map[string]any{"command": cmd})
+	req, _ := http.NewRequestWithContext(ctx, "POST", b.srv.url+"/api/sandboxes/"+b.sandbox+"/exec/stream", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+b.srv.token)
+	resp, err := b.srv.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		raw, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("exec/stream: %d %s", resp.StatusCode, raw)
+	}
+	var result map[string]any
+	err = sseEvents(resp.Body, func(name string, data []byte) error {
+		at := time.Now()
+		switch name {
+		case "stdout", "stderr":
+			var ev struct{ Data string }
+			if err := json.Unmarshal(data, &ev); err != nil {
+				return err
+			}
+			onData([]byte(ev.Data), at)
+		case "result":
+			return json.Unmarshal(data, &result)
+		case "error":
+			return fmt.Errorf("exec/stream error event: %s", data)
+		}
+		return nil
+	})
+	return result, err
+}
+
+func (b *bench) restExecStream(ctx context.Context, cmd string, _ time.Duration) (run, error) {
+	var lr lineReader
+	r := run{start: time.Now()}
+	_, err := b.restStream(ctx, cmd, func(d []byte, at time.Time) { lr.feed(string(d), at) })
+	r.lines = lr.lines
+	return r, err
+}
+
+func (b *bench) mcpProcessAttach(ctx context.Context, cmd string, wait time.Duration) (run, error) {
+	var pl progressLines
+	r := run{start: time.Now()}
+	started, err := b.call(ctx, "process", map[string]any{"action": "start", "sandbox": b.sandbox, "command": cmd}, nil)
+	if err != nil {
+		return r, err
+	}
+	id, _ := started["process_id"].(string)
+	res, err := b.call(ctx, "process", map[string]any{"action": "attach", "sandbox": b.sandbox, "process_id": id, "since": 0,
+		"wait_seconds": int(wait.Seconds()) + 2}, pl.feed)
+	if err != nil {
+		return r, err
+	}
+	r.lines = pl.lines(b.want)
+	if len(r.lines) == 0 { // everything came in the result: it counts as received at the end
+		if tail, ok := res["tail"].(string); ok {
+			var lr lineReader
+			lr.feed(tail, time.Now())
+			r.lines = lr.lines
+		}
+	}
+	return r, nil
+}
+
+func (b *bench) restExecResult(ctx context.Context, cmd string, _ time.Duration) (run, error) {
+	r := run{start: time.Now()}
+	var res struct{ Stdout string }
+	err := b.srv.api(ctx, "POST", "/api/sandboxes/"+b.sandbox+"/exec", map[string]any{"command": cmd}, &res)
+	var lr lineReader
+	lr.feed(res.Stdout, time.Now())
+	r.lines = lr.lines
+	return r, err
+}
+
+func (b *bench) mcpTerminalPoll(ctx context.Context, cmd string, wait time.Duration) (run, error) {
+	r := run{start: time.Now()}
+	opened, err := b.call(ctx, "terminal_open", map[string]any{"sandbox": b.sandbox, "command": cmd}, nil)
+	if err != nil {
+		return r, err
+	}
+	id, _ := opened["terminal_id"].(string)
+	defer b.call(context.WithoutCancel(ctx), "terminal_close", map[string]any{"terminal_id": id}, nil)
+	var lr lineReader
+	deadline := time.Now().Add(wait + 5*time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(time.Second) // a client that polls every second
+		res, err := b.call(ctx, "terminal_read", map[string]any{"terminal_id": id}, nil)
+		if err != nil {
+			return r, err
+		}
+		out, _ := res["output"].(string)
+		lr.feed(out, time.Now())
+		if state, _ := res["state"].(string); state == "exited" {
+			break
+		}
+	}
+	r.lines = lr.lines
+	return r, nil
+}
+
+func (b *bench) daemonClient(ctx context.Context) (*envd.Client, error) {
+	st, err := sqlite.Open(ctx, b.srv.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	sb, err := st.GetSandbox(ctx, b.sandbox)
+	if err != nil {
+		return nil, err
+	}
+	if sb.DaemonURL == "" {
+		return nil, errors.New("the sandbox has no daemon")
+	}
+	return envd.New(envd.Config{URL: sb.DaemonURL, AccessToken: sb.DaemonToken})
+}
+
+func (b *bench) rawDaemon(ctx context.Context, cmd string, _ time.Duration) (run, error) {
+	c, err := b.daemonClient(ctx)
+	if err != nil {
+		return run{}, err
+	}
+	defer c.Close()
+	var lr lineReader
+	r := run{start: time.Now()}
+	st, err := c.Start(ctx, envd.StartRequest{Cmd: "bash", Args: []string{"-lc", cmd}})
+	if err != nil {
+		return r, err
+	}
+	defer st.Close()
+	for {
+		ev, err := st.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return r, err
+		}
+		if ev.Kind == envd.EventStdout {
+			lr.feed(string(ev.Data), time.Now())
+		}
+	}
+	r.lines = lr.lines
+	return r, nil
+}
+
+func (b *bench) dockerExec(ctx context.Context, cmd string, _ time.Duration) (run, error) {
+	r := run{start: time.Now()}
+	c := exec.CommandContext(ctx, "docker", "exec", b.container, "bash", "-lc", cmd)
+	out, err := c.StdoutPipe()
+	if err != nil {
+		return r, err
+	}
+	if err := c.Start(); err != nil {
+		return r, err
+	}
+	var lr lineReader
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := out.Read(buf)
+		if n > 0 {
+			lr.feed(string(buf[:n]), time.Now())
+		}
+		if err != nil {
+			break
+		}
+	}
+	r.lines = lr.lines
+	return r, c.Wait()
+}
+
+// scaleResult is N concurrent streamed execs.
+type scaleResult struct {
+	Streams        int     `json:"streams"`
+	Lines          int     `json:"lines"`
+	Missing        int     `json:"lines_missing"`
+	Failed         int     `json:"streams_failed"`
+	DelayP50Ms     float64 `json:"line_delay_p50_ms"`
+	DelayP95Ms     float64 `json:"line_delay_p95_ms"`
+	DelayP99Ms     float64 `json:"line_delay_p99_ms"`
+	MaxRSSBytes    int64   `json:"max_rss_bytes"`
+	MaxGoroutines  int     `json:"max_goroutines"`
+	FirstError     string  `json:"first_error,omitempty"`
+	WallSeconds    float64 `json:"wall_seconds"`
+	PerStreamLines int     `json:"lines_per_stream"`
+}
+
+func (b *bench) scale(ctx context.Context, n int, seconds int) scaleResult {
+	lines := seconds * 10
+	cmd := stampedCommandNoFork(lines, 100*time.Millisecond)
+	var d delays
+	var failed atomic.Int64
+	var firstErr sync.Once
+	res := scaleResult{Streams: n, PerStreamLines: lines}
+	sctx, stop := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() { // sample memory and goroutines while it runs
+		defer close(sampled)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			res.MaxRSSBytes = max(res.MaxRSSBytes, b.srv.rss())
+			res.MaxGoroutines = max(res.MaxGoroutines, int(b.srv.metric("go_goroutines")))
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var lr lineReader
+			_, err := b.restStream(ctx, cmd, func(data []byte, at time.Time) { lr.feed(string(data), at) })
+			if err != nil {
+				failed.Add(1)
+				firstErr.Do(func() { res.FirstError = err.Error() })
+			}
+			d.add(lr.lines)
+		}()
+	}
+	wg.Wait()
+	stop()
+	<-sampled
+	res.WallSeconds = time.Since(start).Seconds()
+	res.Lines, res.Failed = d.n, int(failed.Load())
+	res.Missing = n*lines - d.n
+	res.DelayP50Ms, res.DelayP95Ms, res.DelayP99Ms = percentile(d.ms, 50), percentile(d.ms, 95), percentile(d.ms, 99)
+	return res
+}
+
+// rateResult is one stream's measured rate.
+type rateResult struct {
+	Bytes          int64   `json:"bytes"`
+	Seconds        float64 `json:"seconds"`
+	BytesPerSecond float64 `json:"bytes_per_second"`
+	Setting        int64   `json:"setting_bytes_per_second,omitempty"`
+	ErrorPercent   float64 `json:"error_percent,omitempty"`
+	Closed         string  `json:"closed,omitempty"`
+}
+
+// rate streams size bytes as fast as the command can print them and measures how fast they
+// arrive, from the first output event to the last.
+func (b *bench) rate(ctx context.Context, size int64) (rateResult, error) {
+	cmd := fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a", size)
+	var first, last time.Time
+	var got, firstChunk int64
+	res, err := b.restStream(ctx, cmd, func(data []byte, at time.Time) {
+		if first.IsZero() {
+			first, firstChunk = at, int64(len(data))
+		}
+		last = at
+		got += int64(len(data))
+	})
+	out := rateResult{Bytes: got}
+	if err != nil {
+		return out, err
+	}
+	if c, _ := res["closed"].(string); c != "" {
+		out.Closed = c
+	}
+	if s := last.Sub(first).Seconds(); s > 0 {
+		out.Seconds = s
+		out.BytesPerSecond = float64(got-firstChunk) / s
+	}
+	return out, nil
+}
+
+func (b *bench) destroy(ctx context.Context) {
+	if b.session != nil {
+		b.session.Close()
+	}
+	b.srv.api(ctx, "DELETE", "/api/sandboxes/"+b.sandbox, nil, nil)
+}

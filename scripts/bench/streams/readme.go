@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// The README's table lives between these markers; the rest of the README is left as it is.
+const (
+	beginMarker = "<!-- streams:begin (written by scripts/bench/streams) -->"
+	endMarker   = "<!-- streams:end -->"
+)
+
+// seed is the spec's figures (spec/streaming.md, "Numbers": Docker, 2-vCPU VM), per mode.
+var seed = map[string]string{
+	"mcp_exec_stream":    "112 / 117 ms · 0.8 / 2.0 ms",
+	"mcp_process_attach": "111 / 116 ms · 0.9 / 2.3 ms",
+	"rest_exec_result":   "3,124 / 3,132 ms · 1,553 / 2,909 ms",
+	"mcp_terminal_poll":  "1,058 / 1,063 ms · 503 / 981 ms",
+}
+
+var modeLabels = map[string]string{
+	"mcp_exec_stream":    "exec(stream=true), MCP progress",
+	"rest_exec_stream":   "REST exec/stream, SSE",
+	"mcp_process_attach": "process start + attach, MCP",
+	"rest_exec_result":   "exec, the result at the end",
+	"mcp_terminal_poll":  "terminal_open + terminal_read every second",
+	"raw_daemon":         "the daemon's own stream, read directly",
+	"docker_exec":        "docker exec (CLI)",
+}
+
+func table(reports []report) string {
+	var b strings.Builder
+	for _, r := range reports {
+		fmt.Fprintf(&b, "\n### %s provider (%s, %d cores, %s, hangar %s)\n\n", r.Provider, r.Date, r.Machine.Cores, r.Machine.GoVersion, r.Machine.HangarCommit)
+		b.WriteString("| How the client sees output | First line p50 / p95 | Overhead over the print p50 / p95 | Each line's delay p50 / p95 | Seed (spec, Docker): first line · per line |\n|---|---|---|---|---|\n")
+		for _, m := range modes {
+			st, ok := r.Modes[m.name]
+			if !ok {
+				continue
+			}
+			row := fmt.Sprintf("%.1f / %.1f ms | %.2f / %.2f ms | %.2f / %.2f ms", st.FirstLineP50Ms, st.FirstLineP95Ms,
+				st.FirstOverheadP50Ms, st.FirstOverheadP95Ms, st.DelayP50Ms, st.DelayP95Ms)
+			if st.Runs == 0 {
+				row = "— | — | —"
+			}
+			if st.Note != "" {
+				row += " (" + st.Note + ")"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", modeLabels[m.name], row, orDash(seed[m.name]))
+		}
+		if len(r.Scale) > 0 {
+			b.WriteString("\n| Concurrent streamed execs (10 lines/s each) | Per-line delay p50 / p95 / p99 | hangar RSS | Goroutines | Lines missing |\n|---|---|---|---|---|\n")
+			for _, s := range r.Scale {
+				fmt.Fprintf(&b, "| %d | %.2f / %.2f / %.2f ms | %.1f MiB | %d | %d |\n", s.Streams, s.DelayP50Ms, s.DelayP95Ms, s.DelayP99Ms,
+					float64(s.MaxRSSBytes)/(1<<20), s.MaxGoroutines, s.Missing)
+			}
+		}
+		if r.Pacing != nil {
+			fmt.Fprintf(&b, "\nPacing at the default 1 MiB/s: measured %.0f bytes/s (%+.1f %%; target ±5 %%).", r.Pacing.BytesPerSecond, r.Pacing.ErrorPercent)
+		}
+		if r.Unpaced != nil {
+			fmt.Fprintf(&b, " One unpaced SSE stream: %.1f MiB/s over %d MiB.", r.Unpaced.BytesPerSecond/(1<<20), r.Unpaced.Bytes>>20)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+// writeReadme puts the table between the markers of path, creating the file if needed.
+func writeReadme(path string, reports []report) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	body := string(old)
+	i, j := strings.Index(body, beginMarker), strings.Index(body, endMarker)
+	if i < 0 || j < i {
+		body = "# Benchmarks\n\n" + beginMarker + "\n" + endMarker + "\n"
+		i, j = strings.Index(body, beginMarker), strings.Index(body, endMarker)
+	}
+	body = body[:i+len(beginMarker)] + "\n" + table(reports) + "\n" + body[j:]
+	return os.WriteFile(path, []byte(body), 0o644)
+}

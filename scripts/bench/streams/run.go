@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
+)
+
+// report is one provider's results file.
+type report struct {
+	Date     string            `json:"date"`
+	Provider string            `json:"provider"`
+	Machine  machine           `json:"machine"`
+	Method   string            `json:"method"`
+	Modes    map[string]stats  `json:"modes"`
+	Scale    []scaleResult     `json:"scale,omitempty"`
+	Pacing   *rateResult       `json:"pacing,omitempty"`
+	Unpaced  *rateResult       `json:"unpaced_throughput,omitempty"`
+	Targets  map[string]string `json:"targets"`
+	Notes    []string          `json:"notes,omitempty"`
+}
+
+type machine struct {
+	Cores        int    `json:"cores"`
+	MemoryBytes  int64  `json:"memory_bytes"`
+	GoVersion    string `json:"go_version"`
+	HangarCommit string `json:"hangar_commit"`
+	Kernel       string `json:"kernel,omitempty"`
+}
+
+var targets = map[string]string{
+	"first_line_overhead":   "<= 2 ms p50 and <= 5 ms p95 on local; <= 5 ms p50 on docker",
+	"line_delay":            "<= 0.3 ms p50 and <= 1 ms p95",
+	"vs_raw_daemon":         "hangar <= 1.3x the raw daemon stream",
+	"vs_docker_exec":        "hangar's first line no later than docker exec's",
+	"scale_512":             "p95 per-line <= 5 ms with RSS <= 200 MiB",
+	"pacing":                "within +-5 % of HANGAR_STREAM_BYTES_PER_SECOND",
+	"seed_exec_stream":      "spec: 112 / 117 ms first line, 0.8 / 2.0 ms per line",
+	"seed_process_attach":   "spec: 111 / 116 ms first line, 0.9 / 2.3 ms per line",
+	"seed_exec_result":      "spec: 3,124 / 3,132 ms first line, 1,553 / 2,909 ms per line",
+	"seed_terminal_polling": "spec: 1,058 / 1,063 ms first line, 503 / 981 ms per line",
+}
+
+func machineInfo() machine {
+	m := machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version()}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		fmt.Sscanf(strings.SplitN(string(b), "\n", 2)[0], "MemTotal: %d kB", &kb)
+		m.MemoryBytes = kb << 10
+	}
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		m.HangarCommit = strings.TrimSpace(string(out))
+		if out, _ := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); len(out) > 0 {
+			m.HangarCommit += "-dirty"
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+func dockerUp(ctx context.Context) (*client.Client, bool) {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, false
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(pctx); err != nil {
+		cli.Close()
+		return nil, false
+	}
+	return cli, true
+}
+
+func runAll(ctx context.Context, c config, out io.Writer) error {
+	work, err := os.MkdirTemp("", "hangar-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	if c.hangar == "" {
+		c.hangar = filepath.Join(work, "hangar")
+		fmt.Fprintln(out, "building hangar")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", c.hangar, "./cmd/hangar")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("build hangar: %v: %s", err, b)
+		}
+	}
+	var reports []report
+	for _, p := range c.providers {
+		r, err := runProvider(ctx, c, p, work, out)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		if r == nil {
+			continue
+		}
+		if err := os.MkdirAll(c.outDir, 0o755); err != nil {
+			return err
+		}
+		path := filepath.Join(c.outDir, c.date+"-streams-"+p+".json")
+		b, _ := json.MarshalIndent(r, "", "  ")
+		if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "wrote", path)
+		reports = append(reports, *r)
+	}
+	if c.readme != "" && len(reports) > 0 {
+		return writeReadme(c.readme, reports)
+	}
+	return nil
+}
+
+func runProvider(ctx context.Context, c config, provider, work string, out io.Writer) (*report, error) {
+	r := &report{Date: c.date, Provider: provider, Machine: machineInfo(), Modes: map[string]stats{}, Targets: targets,
+		Method: fmt.Sprintf("%d runs of a command printing a line every %v for %v, each line stamped with the time it was printed (bash $EPOCHREALTIME); first line = from the request to the client having line 1; overhead = line 1 received minus printed; line delay = each line received minus printed",
+			c.runs, c.interval, time.Duration(c.lines)*c.interval)}
+	create := map[string]any{"name": "bench", "provider": provider}
+	if provider == "docker" {
+		cli, ok := dockerUp(ctx)
+		if !ok {
+			fmt.Fprintln(out, "docker: no engine answers; skipped")
+			return nil, nil
+		}
+		image, err := dockertest.EnsureImage(ctx, cli)
+		cli.Close()
+		if err != nil {
+			return nil, err
+		}
+		create["image"] = image
+	}
+	dir := filepath.Join(work, provider)
+	os.MkdirAll(dir, 0o700)
+	// Limits raised so the scale test fits; the pace stays the default 1 MiB/s.
+	srv, err := startServer(ctx, c.hangar, dir, "HANGAR_STREAM_MAX_PER_TOKEN=4096", "HANGAR_STREAM_MAX_TOTAL=8192")
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	b := &bench{srv: srv, sandbox: "bench", want: c.lines}
+	var sb struct {
+		ProviderID string `json:"provider_id"`
+	}
+	if err := srv.api(ctx, "POST", "/api/sandboxes", create, &sb); err != nil {
+		return nil, err
+	}
+	b.container = sb.ProviderID
+	defer b.destroy(context.WithoutCancel(ctx))
+	if err := b.connectMCP(ctx); err != nil {
+		return nil, err
+	}
+
+	cmd := stampedCommand(c.lines, c.interval)
+	wait := time.Duration(c.lines) * c.interval
+	for _, m := range modes {
+		if m.docker && provider != "docker" {
+			continue
+		}
+		var runs []run
+		var note string
+		for i := 0; i < c.runs; i++ {
+			rctx, cancel := context.WithTimeout(ctx, wait+time.Minute)
+			rr, err := m.run(b, rctx, cmd, wait)
+			cancel()
+			if err != nil {
+				note = err.Error()
+				break
+			}
+			runs = append(runs, rr)
+		}
+		st := summarise(runs, c.lines)
+		st.Note = note
+		r.Modes[m.name] = st
+		fmt.Fprintf(out, "%-8s %-20s first line %8.1f / %8.1f ms  overhead %7.2f / %7.2f ms  per line %7.2f / %7.2f ms %s\n",
+			provider, m.name, st.FirstLineP50Ms, st.FirstLineP95Ms, st.FirstOverheadP50Ms, st.FirstOverheadP95Ms, st.DelayP50Ms, st.DelayP95Ms, note)
+	}
+	for _, n := range c.scale {
+		s := b.scale(ctx, n, c.scaleSeconds)
+		r.Scale = append(r.Scale, s)
+		fmt.Fprintf(out, "%-8s scale %4d streams: per line %.2f / %.2f / %.2f ms (p50/p95/p99), RSS %.1f MiB, %d goroutines, %d lines missing, %d failed %s\n",
+			provider, n, s.DelayP50Ms, s.DelayP95Ms, s.DelayP99Ms, float64(s.MaxRSSBytes)/(1<<20), s.MaxGoroutines, s.Missing, s.Failed, s.FirstError)
+	}
+	if c.paceBytes > 0 {
+		pr, err := b.rate(ctx, c.paceBytes)
+		if err != nil {
+			r.Notes = append(r.Notes, "pacing: "+err.Error())
+		} else {
+			pr.Setting = 1 << 20
+			pr.ErrorPercent = (pr.BytesPerSecond/float64(pr.Setting) - 1) * 100
+			r.Pacing = &pr
+			fmt.Fprintf(out, "%-8s pacing: %.0f bytes/s against 1048576 (%+.1f %%)\n", provider, pr.BytesPerSecond, pr.ErrorPercent)
+		}
+	}
+	if c.throughputMiB > 0 {
+		tp, err := unpaced(ctx, c, provider, create, work)
+		if err != nil {
+			r.Notes = append(r.Notes, "unpaced throughput: "+err.Error())
+		} else {
+			r.Unpaced = tp
+			fmt.Fprintf(out, "%-8s unpaced: %.1f MiB/s over %d MiB %s\n", provider, tp.BytesPerSecond/(1<<20), tp.Bytes>>20, tp.Closed)
+		}
+	}
+	return r, nil
+}
+
+// unpaced measures one SSE stream with pacing and the cap out of the way, on its own server.
+func unpaced(ctx context.Context, c config, provider string, create map[string]any, work string) (*rateResult, error) {
+	dir := filepath.Join(work, provider+"-unpaced")
+	os.MkdirAll(dir, 0o700)
+	srv, err := startServer(ctx, c.hangar, dir, "HANGAR_STREAM_BYTES_PER_SECOND=1024GiB", "HANGAR_STREAM_MAX_BYTES=64GiB")
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	if err := srv.api(ctx, "POST", "/api/sandboxes", create, nil); err != nil {
+		return nil, err
+	}
+	b := &bench{srv: srv, sandbox: "bench"}
+	defer b.destroy(context.WithoutCancel(ctx))
+	tp, err := b.rate(ctx, c.throughputMiB<<20)
+	return &tp, err
+}
