@@ -2,12 +2,14 @@ package process
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/envd"
+	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -100,6 +102,10 @@ func (m *Manager) pollOnce(ctx context.Context, sb store.Sandbox, pr *proc) bool
 	// A group killed by a signal writes no status: then the leader is simply gone.
 	script := `cat ` + file + `.exit" >&2 2>/dev/null || kill -0 ` + strconv.FormatUint(uint64(pr.pid), 10) + ` 2>/dev/null || echo gone >&2; tail -c +` + strconv.FormatInt(off+1, 10) + ` ` + file + `.out" 2>/dev/null | head -c ` + strconv.Itoa(pollChunk)
 	res, err := m.providerExec(ctx, sb, script)
+	if errors.Is(err, provider.ErrNotFound) { // the sandbox is gone, and the process with it
+		pr.finish(&envd.Exit{Code: -1, Status: "unknown: " + err.Error()}, m.cfg.Now())
+		return true
+	}
 	if err != nil {
 		m.log.Warn("poll background process", "process", pr.id, "sandbox", sb.Name, "err", err)
 		return false

@@ -348,7 +348,7 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 	if pr.cwd == "" {
 		pr.cwd = sb.Workdir
 	}
-	fst, err := m.cfg.Streams.Open(context.WithoutCancel(ctx), stream.Options{Kind: stream.KindFollower, Principal: p, Sandbox: sb.Name, Own: true, Unpaced: true})
+	fst, err := m.cfg.Streams.Open(context.WithoutCancel(ctx), followerOptions(p))
 	if err != nil {
 		return Info{}, err
 	}
@@ -434,6 +434,13 @@ func (m *Manager) follow(ctx context.Context, cancel context.CancelFunc, c *envd
 			return
 		}
 	}
+}
+
+// followerOptions admit a follower: hangar's own stream on p's behalf, so p's revocation ends
+// it (and kills the process). It is not tied to the sandbox: a paused sandbox's processes are
+// followed again when it resumes, and a destroyed one's stream breaks by itself.
+func followerOptions(p auth.Principal) stream.Options {
+	return stream.Options{Kind: stream.KindFollower, Principal: p, Own: true, Unpaced: true}
 }
 
 // Close stops following every process (they run on in their sandboxes) and waits for the
@@ -529,7 +536,7 @@ func (m *Manager) adopt(ctx context.Context, p auth.Principal, sb store.Sandbox)
 		pr := &proc{id: id, owner: p.TokenID, sandbox: sb.Name, tag: info.Tag, command: command, cwd: info.Cwd,
 			adopted: true, daemon: true, started: m.cfg.Now(), pid: info.PID, ring: newRing(m.cfg.RingBytes),
 			subs: map[*stream.Stream]struct{}{}, state: StateRunning, exited: make(chan struct{}), wake: make(chan struct{}, 1)}
-		fst, err := m.cfg.Streams.Open(context.WithoutCancel(ctx), stream.Options{Kind: stream.KindFollower, Principal: p, Sandbox: sb.Name, Own: true, Unpaced: true})
+		fst, err := m.cfg.Streams.Open(context.WithoutCancel(ctx), followerOptions(p))
 		if err != nil {
 			m.log.Warn("adopt process", "process", id, "err", err)
 			return

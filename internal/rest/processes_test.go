@@ -307,3 +307,41 @@ func TestProcessWithoutDaemonOnDocker(t *testing.T) {
 	}
 	e.do(t, "DELETE", "/api/sandboxes/plain", e.admin, "")
 }
+
+// TestProcessFollowedAcrossPause: pausing the sandbox ends attachments (paused) but not the
+// follower, so after resume the process's output is kept and attachable again.
+func TestProcessFollowedAcrossPause(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	id := e.startProcess(t, e.admin, "box", "i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.05; done")
+	s, _ := e.attach(t, e.admin, "box", id, "", "")
+	s.until(t, "output")
+	if r := e.do(t, "POST", "/api/sandboxes/box/pause", e.admin, ""); r.status != 200 {
+		t.Fatalf("pause = %d %s", r.status, r.raw)
+	}
+	if events := s.until(t, "close"); events[len(events)-1].data["reason"] != "paused" {
+		t.Errorf("the attachment ended with %v, want paused", events[len(events)-1].data)
+	}
+	before := int64(e.do(t, "GET", "/api/sandboxes/box/processes/"+id, e.admin, "").body["next"].(float64))
+	if r := e.do(t, "POST", "/api/sandboxes/box/resume", e.admin, ""); r.status != 200 {
+		t.Fatalf("resume = %d %s", r.status, r.raw)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := e.do(t, "GET", "/api/sandboxes/box/processes/"+id, e.admin, "")
+		if next := int64(r.body["next"].(float64)); next > before+100 {
+			if r.body["process"].(map[string]any)["state"] != "running" {
+				t.Fatalf("after resume: %s", r.raw)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no new output after resume: the follower was lost")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s2, _ := e.attach(t, e.admin, "box", id, fmt.Sprintf("?since=%d", before), "")
+	if ev, err := s2.next(); err != nil || ev.name != "output" {
+		t.Fatalf("attach after resume = %v %v", ev, err)
+	}
+}

@@ -196,17 +196,16 @@ func (m *Manager) providerNames() []string {
 	return names
 }
 
-// providerError maps a provider's error to this package's.
+// providerError maps a provider's error to this package's, keeping the provider's sentinel
+// reachable with errors.Is.
 func providerError(op string, err error) error {
 	switch {
 	case errors.Is(err, provider.ErrImageMissing):
-		return fmt.Errorf("%s: %w: %v", op, ErrInvalid, err)
+		return fmt.Errorf("%s: %w: %w", op, ErrInvalid, err)
 	case errors.Is(err, provider.ErrUnavailable):
-		return fmt.Errorf("%s: %w: %v", op, ErrUnavailable, err)
-	case errors.Is(err, provider.ErrUnsupported):
-		return fmt.Errorf("%s: %w: %v", op, ErrState, err)
-	case errors.Is(err, provider.ErrNotFound):
-		return fmt.Errorf("%s: %w: %v", op, ErrState, err)
+		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+	case errors.Is(err, provider.ErrUnsupported), errors.Is(err, provider.ErrNotFound):
+		return fmt.Errorf("%s: %w: %w", op, ErrState, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -52,6 +53,8 @@ func startServer(ctx context.Context, bin, dir string, env ...string) (*server, 
 		return nil, err
 	}
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	// The server dies with this program, however it ends.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}

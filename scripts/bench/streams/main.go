@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -60,7 +61,7 @@ func main() {
 		c.scale = append(c.scale, n)
 	}
 	c.date = time.Now().UTC().Format("2006-01-02")
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := runAll(ctx, c, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "streams:", err)
