@@ -61,7 +61,7 @@ func runEnvd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	d := daemon.New(daemon.Config{AccessToken: token, Workdir: workdir, DefaultUser: user, Logger: logger})
+	d := daemon.New(daemon.Config{AccessToken: token, Workdir: workdir, DefaultUser: user, OwnHome: os.Getenv("HOME"), Logger: logger})
 	ln, err := daemon.Listen(listen)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,11 @@ func TestExecThroughDaemonAndFallback(t *testing.T) {
 			if r.body["stdout"] != "hi\nx bash\n" || r.body["stderr"] != "oops\n" || r.body["exit_code"] != 3.0 ||
 				r.body["via"] != via || r.body["streamed"] != false || r.body["timed_out"] != false {
 				t.Errorf("exec = %s", r.raw)
+			}
+			// HOME is the sandbox's folder, through the daemon and without: a login shell
+			// must not read the host user's profile.
+			if r := e.exec(t, e.admin, name, `{"command": "echo $HOME"}`); r.body["stdout"] != filepath.Join(e.dir, "sandboxes", name)+"\n" {
+				t.Errorf("HOME = %v, want the sandbox's folder", r.body["stdout"])
 			}
 			r = e.exec(t, e.admin, name, `{"command": "printf '\\377\\376ok'"}`)
 			if r.body["stdout_encoding"] != "base64" {

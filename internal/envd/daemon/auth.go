@@ -77,6 +77,9 @@ func (d *Daemon) authenticate(next http.Handler) http.Handler {
 			name = u
 		}
 		id, err := lookupIdentity(name)
+		if err == nil && d.cfg.OwnHome != "" && int(id.uid) == os.Getuid() {
+			id.home = d.cfg.OwnHome
+		}
 		if err != nil {
 			status := http.StatusUnauthorized
 			if errors.Is(err, errNotPermitted) {

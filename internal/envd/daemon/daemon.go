@@ -41,6 +41,10 @@ type Config struct {
 	// DefaultUser is the user requests run as when they name none. Empty: the user the daemon
 	// runs as.
 	DefaultUser string
+	// OwnHome is HOME for processes run as the daemon's own user (the local provider sets it
+	// to the sandbox's folder, so a command's login shell does not read the host user's
+	// profile). Empty: the user's home from the user database, as for any other user.
+	OwnHome string
 	// KeepaliveInterval is how long a stream may stay silent before a keepalive event when the
 	// request has no Keepalive-Ping-Interval header. Zero: 90 seconds (envd's default).
 	KeepaliveInterval time.Duration
