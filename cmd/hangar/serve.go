@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"time"
@@ -157,7 +159,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	streams := stream.New(stream.Config{
 		MaxPerToken: cfg.Stream.MaxPerToken, MaxTotal: cfg.Stream.MaxTotal, BytesPerSecond: cfg.Stream.BytesPerSecond,
 		MaxBytes: cfg.Stream.MaxBytes, MaxLifetime: time.Duration(cfg.Stream.MaxHours) * time.Hour,
-		Recheck: time.Duration(cfg.Stream.RecheckSeconds) * time.Second, Check: authn.Check,
+		Recheck: time.Duration(cfg.Stream.RecheckSeconds) * time.Second, QueueBytes: cfg.Stream.QueueBytes, Check: authn.Check,
 		Registerer: reg, Tracer: tracer, Logger: log,
 	})
 	rechecks, stopRechecks := context.WithCancel(context.WithoutCancel(ctx))
@@ -185,9 +187,16 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	}
 	defer processes.Close() // after the shutdown below ended the streams: the followers return
 
-	mcpHandler := mcp.New(mcp.Config{Auth: authn, Sandboxes: sandboxes, Streams: streams, Logger: log, Version: version})
+	mcpHandler := mcp.New(mcp.Config{Auth: authn, Sandboxes: sandboxes, Streams: streams, Processes: processes, Logger: log, Version: version})
 
 	srv := rest.New(rest.Config{Auth: authn, Store: st, Sandboxes: sandboxes, Streams: streams, Processes: processes, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MCP: mcpHandler})
+	if cfg.PprofListen != "" {
+		stopPprof, err := servePprof(cfg.PprofListen, log)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	log.Info("hangar serving", "addr", ln.Addr().String(), "store", where, "version", version)
@@ -212,6 +221,25 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	}
 	log.Info("hangar stopped")
 	return nil
+}
+
+// servePprof serves net/http/pprof on addr until the returned function is called.
+func servePprof(addr string, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (HANGAR_PPROF_LISTEN): %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() { srv.Serve(ln); close(done) }()
+	log.Warn("serving the profiler", "addr", ln.Addr().String())
+	return func() { srv.Close(); <-done }, nil
 }
 
 // secretFile is the file in the data dir that keeps the process-tag key when HANGAR_SECRET is

@@ -27,6 +27,9 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// MaxBodyBytes caps every request body; a larger one is refused with 413. Default 1 MiB.
 	MaxBodyBytes int64
+	// PprofListen, when set, serves Go's profiler (net/http/pprof) on its own listener, for
+	// profiling; keep it on loopback. Default "": off.
+	PprofListen string
 	// Secret keys the MACs in background processes' daemon tags; it must stay the same across
 	// restarts for processes to be found again. Default "": 32 random bytes kept in
 	// <data dir>/secret.
@@ -93,6 +96,9 @@ type Stream struct {
 	RecheckSeconds int
 	// TurnLogs makes running turns' logs be followed through the daemon. Default true.
 	TurnLogs bool
+	// QueueBytes bounds what may wait in one stream's queue for its client: output that
+	// outruns the pace (or a client) by more ends the stream (limit, or slow). Default 16 MiB.
+	QueueBytes int64
 }
 
 // Default returns the documented defaults.
@@ -114,6 +120,7 @@ func Default() Config {
 			WatchMaxPerToken:      8,
 			RecheckSeconds:        5,
 			TurnLogs:              true,
+			QueueBytes:            16 << 20,
 		},
 		Providers: Providers{
 			Default:     "local",

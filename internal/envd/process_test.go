@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/envd/daemon"
@@ -454,34 +455,34 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
-// TestSlowSubscriber checks a subscriber that does not read neither stalls the process nor
-// loses output silently: the process ends, and the slow stream ends with ErrSlowSubscriber.
+// TestSlowSubscriber checks an attached subscriber that does not read neither stalls the
+// process nor loses output silently: the process ends, and the slow stream ends with
+// ErrSlowSubscriber.
 func TestSlowSubscriber(t *testing.T) {
 	td := startDaemon(t, tcp, daemon.Config{SubscriberQueueBytes: 256 << 10})
 	c := newClient(t, td, envd.Config{})
 	ctx := testCtx(t, longWait)
 	const total = 64 << 20
-	s, err := c.Start(ctx, envd.StartRequest{Cmd: "head", Args: []string{"-c", strconv.Itoa(total), "/dev/zero"}})
+	s, err := c.Start(ctx, envd.StartRequest{Cmd: "sh", Args: []string{"-c", "read go; head -c " + strconv.Itoa(total) + " /dev/zero"}, Stdin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	// Nobody reads s while the process runs; it must end all the same.
-	eventually(t, longWait, "the process is still listed", func() bool {
-		list, err := c.List(ctx)
-		return err == nil && len(list) == 0
-	})
-	late, err := c.Connect(ctx, envd.ByPID(s.PID()))
+	slow, err := c.Connect(ctx, envd.ByPID(s.PID()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := collect(t, late); r.exit.Code != 0 {
-		t.Errorf("exit: %+v", r.exit)
+	defer slow.Close()
+	if err := c.SendInput(ctx, envd.ByPID(s.PID()), []byte("go\n")); err != nil {
+		t.Fatal(err)
 	}
-	late.Close()
+	// The starter reads everything; nobody reads slow while the process runs.
+	if r := collect(t, s); r.exit.Code != 0 || len(r.stdout) != total {
+		t.Fatalf("the starter got %d of %d bytes, exit %+v", len(r.stdout), total, r.exit)
+	}
 	got := 0
 	for {
-		ev, err := s.Next()
+		ev, err := slow.Next()
 		if err != nil {
 			if !errors.Is(err, envd.ErrSlowSubscriber) {
 				t.Fatalf("after %d bytes: got %v, want ErrSlowSubscriber", got, err)
@@ -498,13 +499,76 @@ func TestSlowSubscriber(t *testing.T) {
 	}
 }
 
+// TestStarterSlowsProcess checks the starter is the process's terminal: one that reads slower
+// than the process prints slows the process down and gets every byte.
+func TestStarterSlowsProcess(t *testing.T) {
+	td := startDaemon(t, tcp, daemon.Config{SubscriberQueueBytes: 64 << 10})
+	c := newClient(t, td, envd.Config{})
+	ctx := testCtx(t, longWait)
+	const total = 4 << 20 // 64 times the queue
+	s, err := c.Start(ctx, envd.StartRequest{Cmd: "head", Args: []string{"-c", strconv.Itoa(total), "/dev/urandom"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, reads := 0, 0
+	for {
+		ev, err := s.Next()
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", got, err)
+		}
+		if ev.Kind == envd.EventEnd {
+			if ev.Exit.Code != 0 {
+				t.Errorf("exit %+v", ev.Exit)
+			}
+			break
+		}
+		got += len(ev.Data)
+		if reads++; reads%16 == 0 {
+			time.Sleep(time.Millisecond) // a slow reader
+		}
+	}
+	if got != total {
+		t.Fatalf("the starter got %d of %d bytes", got, total)
+	}
+}
+
+// TestStalledStarter checks a starter that takes nothing for StarterStall is ended, and the
+// process then runs to its end.
+func TestStalledStarter(t *testing.T) {
+	td := startDaemon(t, tcp, daemon.Config{SubscriberQueueBytes: 64 << 10, StarterStall: 200 * time.Millisecond})
+	c := newClient(t, td, envd.Config{})
+	ctx := testCtx(t, longWait)
+	s, err := c.Start(ctx, envd.StartRequest{Cmd: "head", Args: []string{"-c", strconv.Itoa(16 << 20), "/dev/zero"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	eventually(t, longWait, "the process is still listed", func() bool {
+		list, err := c.List(ctx)
+		return err == nil && len(list) == 0
+	})
+	for {
+		ev, err := s.Next()
+		if err != nil {
+			if !errors.Is(err, envd.ErrSlowSubscriber) {
+				t.Fatalf("got %v, want ErrSlowSubscriber", err)
+			}
+			return
+		}
+		if ev.Kind == envd.EventEnd {
+			t.Fatal("a stalled starter got the end")
+		}
+	}
+}
+
 // TestKillGrace checks a killed process's stream ends even when a descendant that left the
 // process group (setsid) still holds its stdout.
 func TestKillGrace(t *testing.T) {
 	td := startDaemon(t, tcp, daemon.Config{KillGrace: 200e6})
 	c := newClient(t, td, envd.Config{})
 	ctx := testCtx(t, shortWait)
-	s, err := c.Start(ctx, envd.StartRequest{Cmd: "sh", Args: []string{"-c", `setsid sleep 300 & echo $!; sleep 300`}})
+	s, err := c.Start(ctx, envd.StartRequest{Cmd: "sh", Args: []string{"-c", `setsid sh -c 'echo $$; exec sleep 300' & sleep 300`}})
 	if err != nil {
 		t.Fatal(err)
 	}

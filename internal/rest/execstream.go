@@ -85,7 +85,7 @@ func (a *api) execStream(w http.ResponseWriter, r *http.Request) {
 	outcome := make(chan execOutcome, 1)
 	go func() {
 		res, err := a.Sandboxes.ExecStream(cctx, sb, ereq, func(name string, data []byte) {
-			st.Send(stream.Item{Event: name, Data: data})
+			st.SendWait(cctx, stream.Item{Event: name, Data: data}) // a command printing faster than the pace waits
 		})
 		st.Finish()
 		outcome <- execOutcome{res, err}

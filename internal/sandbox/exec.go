@@ -44,7 +44,8 @@ type ExecResult struct {
 var ErrDetach = errors.New("detached: the command goes on in the sandbox")
 
 // OutputFunc receives a command's output as it is read: stream is "stdout" or "stderr". It is
-// called from one goroutine, in order, and must not block.
+// called from one goroutine, in order. It may block: the command then waits for it, as for a
+// slow terminal (the daemon holds the command's output back meanwhile).
 type OutputFunc func(stream string, data []byte)
 
 func (r ExecRequest) check() error {

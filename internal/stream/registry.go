@@ -76,9 +76,13 @@ type Config struct {
 	MaxLifetime time.Duration
 	// Recheck is how often every stream's token is checked again. Default 5s.
 	Recheck time.Duration
-	// QueueBytes bounds what may wait in one stream's queue: output that outruns the pace (or
-	// a client that stopped reading) for longer ends the stream (ReasonLimit). Default 16 MiB.
+	// QueueBytes bounds what may wait in one stream's queue. Past it, Send ends the stream
+	// (ReasonLimit, or ReasonSlow when the writer stopped taking) and SendWait waits for room.
+	// Default 16 MiB.
 	QueueBytes int64
+	// Stall is how long SendWait waits for a writer that takes nothing before it ends the
+	// stream (ReasonSlow). Default 30s.
+	Stall time.Duration
 	// Check says whether a principal's token is still valid (auth.Authenticator.Check). Nil:
 	// tokens are never rechecked.
 	Check func(ctx context.Context, p auth.Principal) error
@@ -113,6 +117,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.QueueBytes <= 0 {
 		c.QueueBytes = 16 << 20
+	}
+	if c.Stall <= 0 {
+		c.Stall = 30 * time.Second
 	}
 	if c.Tracer == nil {
 		c.Tracer = noop.NewTracerProvider().Tracer("hangar/stream")

@@ -52,12 +52,13 @@ type Stream struct {
 	firstOut  bool
 	closed    bool
 	ready     chan struct{} // capacity 1: items, finished or reason changed
+	room      chan struct{} // capacity 1: the writer took items (SendWait may go on)
 	done      chan struct{} // closed by End
 	doneClose sync.Once
 }
 
 func newStream(r *Registry, o Options) *Stream {
-	s := &Stream{r: r, opts: o, opened: r.cfg.Now(), ready: make(chan struct{}, 1), done: make(chan struct{}), chunk: 32 << 10}
+	s := &Stream{r: r, opts: o, opened: r.cfg.Now(), ready: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{}), chunk: 32 << 10}
 	s.lastTake = s.opened
 	if !o.Unpaced {
 		// A burst of a sixteenth of a second keeps small outputs instant and the long-run rate
@@ -111,8 +112,18 @@ func (s *Stream) signal() {
 // Send queues an item for the writer. It never blocks. It reports false when the stream no
 // longer takes items (ended or finished). Past the byte cap an item is counted and not queued;
 // past the queue's bound the stream ends: ReasonSlow when the writer stopped taking, else
-// ReasonLimit (output outran the pace).
-func (s *Stream) Send(it Item) bool {
+// ReasonLimit (output outran the pace). For producers that fan out to many streams.
+func (s *Stream) Send(it Item) bool { return s.send(nil, it) }
+
+// SendWait queues an item like Send, but when the queue is full it waits for the writer to
+// take some (backpressure: a producer that serves only this stream, such as a streamed
+// command, is slowed down to the stream's pace, as by a slow terminal). It gives up, ending
+// the stream with ReasonSlow, once the writer has taken nothing for the registry's Stall, and
+// returns false when ctx ends first.
+func (s *Stream) SendWait(ctx context.Context, it Item) bool { return s.send(ctx, it) }
+
+// send is Send (ctx nil) and SendWait.
+func (s *Stream) send(ctx context.Context, it Item) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.reason != "" || s.finished {
@@ -128,8 +139,37 @@ func (s *Stream) Send(it Item) bool {
 			part.Data = it.Data[:n]
 		}
 		it.Data = it.Data[len(part.Data):]
+		if ctx != nil && !s.waitRoomLocked(ctx, int64(len(part.Data))+MessageOverhead) {
+			return false
+		}
 		if !s.enqueueLocked(part) {
 			return s.reason == ""
+		}
+	}
+	return true
+}
+
+// waitRoomLocked waits, releasing the lock, until an item of cost fits the queue (or the cap
+// will drop it anyway). It reports false when the stream ended, stalled or ctx ended.
+func (s *Stream) waitRoomLocked(ctx context.Context, cost int64) bool {
+	for !s.capped && s.queued+cost > s.r.cfg.QueueBytes && len(s.items) > 0 {
+		wait := s.r.cfg.Stall - s.r.cfg.Now().Sub(s.lastTake)
+		if wait <= 0 {
+			s.endLocked(ReasonSlow)
+			return false
+		}
+		s.mu.Unlock()
+		t := time.NewTimer(wait)
+		select {
+		case <-s.room:
+		case <-t.C:
+		case <-s.done:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		s.mu.Lock()
+		if s.reason != "" || ctx.Err() != nil {
+			return false
 		}
 	}
 	return true
@@ -260,6 +300,10 @@ func (s *Stream) takeLocked() Item {
 	s.taken += c
 	s.bytes += int64(len(it.Data))
 	s.lastTake = s.r.cfg.Now()
+	select {
+	case s.room <- struct{}{}:
+	default: // a wake-up is pending
+	}
 	if !s.firstOut && len(it.Data) > 0 {
 		s.firstOut = true
 		s.r.m.firstOutput.WithLabelValues(string(s.opts.Kind)).Observe(s.lastTake.Sub(s.opened).Seconds())

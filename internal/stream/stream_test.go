@@ -402,3 +402,65 @@ func TestMetricsAndSpans(t *testing.T) {
 		t.Errorf("span attributes = %v", attrs)
 	}
 }
+
+// TestSendWaitSlowsTheProducer: a producer using SendWait past the queue's bound waits for the
+// writer instead of ending the stream, and every byte arrives in order.
+func TestSendWaitSlowsTheProducer(t *testing.T) {
+	r, _ := newRegistry(t, Config{QueueBytes: 4 << 10, BytesPerSecond: 64 << 20})
+	s := open(t, r, Options{Kind: KindExec})
+	var want strings.Builder
+	done := make(chan bool, 1)
+	go func() {
+		ok := true
+		for i := 0; i < 2000 && ok; i++ {
+			line := strings.Repeat("y", i%100) + "\n"
+			want.WriteString(line)
+			ok = s.SendWait(context.Background(), Item{Data: []byte(line)})
+		}
+		s.Finish()
+		done <- ok
+	}()
+	var got strings.Builder
+	for {
+		batch, err := s.Next(context.Background(), 0)
+		for _, it := range batch {
+			got.Write(it.Data)
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("Next: %v", err)
+			}
+			break
+		}
+		time.Sleep(time.Millisecond) // a writer slower than the producer
+	}
+	if !<-done {
+		t.Fatal("SendWait refused an item")
+	}
+	if got.String() != want.String() || s.Reason() != "" {
+		t.Fatalf("got %d bytes (want %d), reason %q", got.Len(), want.Len(), s.Reason())
+	}
+}
+
+// TestSendWaitStall: a writer that takes nothing for Stall ends the stream (slow) and releases
+// the producer.
+func TestSendWaitStall(t *testing.T) {
+	r, _ := newRegistry(t, Config{QueueBytes: 1 << 10, Stall: 50 * time.Millisecond})
+	s := open(t, r, Options{Kind: KindExec})
+	ok := true
+	for i := 0; i < 100 && ok; i++ {
+		ok = s.SendWait(context.Background(), Item{Data: make([]byte, 100)})
+	}
+	if ok || s.Reason() != ReasonSlow {
+		t.Fatalf("SendWait to a stalled writer: ok %v, reason %q; want the stream ended slow", ok, s.Reason())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s2 := open(t, r, Options{Kind: KindExec})
+	for i := 0; i < 20; i++ {
+		s2.SendWait(ctx, Item{Data: make([]byte, 100)})
+	}
+	if s2.Reason() != "" {
+		t.Errorf("a cancelled SendWait ended the stream: %q", s2.Reason())
+	}
+}

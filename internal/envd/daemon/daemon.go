@@ -52,6 +52,12 @@ type Config struct {
 	// or a watch; a subscriber that falls further behind is ended with ErrSlowSubscriber. Zero:
 	// 16 MiB.
 	SubscriberQueueBytes int
+	// StarterStall: the client that started a process (Start) is its terminal. When its queue
+	// is full the process's output waits for it — the process is slowed down, as by a slow
+	// terminal — and only a starter that takes nothing for this long is ended
+	// (ErrSlowSubscriber). Attached clients (Connect) never slow the process: a full queue ends
+	// them at once. Zero: 60s.
+	StarterStall time.Duration
 	// EndedRetention is how long an ended process can still be found by Connect (which then
 	// answers its start and end events). Zero: 30 seconds.
 	EndedRetention time.Duration
@@ -86,6 +92,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.EndedRetention <= 0 {
 		c.EndedRetention = DefaultEndedRetention
+	}
+	if c.StarterStall <= 0 {
+		c.StarterStall = 60 * time.Second
 	}
 	if c.KillGrace <= 0 {
 		c.KillGrace = DefaultKillGrace
@@ -136,8 +145,12 @@ func New(cfg Config) *Daemon {
 		return connect.NewError(connect.CodeInternal, errors.New("the daemon failed while handling this request; see its log"))
 	})
 	mux := http.NewServeMux()
-	mux.Handle(processconnect.NewProcessHandler(&processService{d: d}, recoverOpt))
-	mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{d: d}, recoverOpt))
+	// Events are small and sent one by one as they happen: gzipping each (which Connect does
+	// by default when the client accepts it) costs more CPU and latency than it saves, so only
+	// messages of a mebibyte or more are compressed.
+	compressOpt := connect.WithCompressMinBytes(1 << 20)
+	mux.Handle(processconnect.NewProcessHandler(&processService{d: d}, recoverOpt, compressOpt))
+	mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{d: d}, recoverOpt, compressOpt))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("POST /init", d.handleInit)
 	mux.HandleFunc("GET /files", d.handleDownload)

@@ -50,34 +50,45 @@ type process struct {
 	done chan struct{} // closed when end is set
 }
 
-// subscribe adds a subscriber whose queue holds at most limit bytes. When the process has
-// already ended it returns nil and the end event.
-func (p *process) subscribe(limit int) (*queue[*rpc.ProcessEvent], *rpc.ProcessEvent_EndEvent) {
+// subscribe adds a subscriber whose queue holds at most limit bytes: the process's starter
+// (q blocking: see queue) or an attached one. When the process has already ended it returns
+// nil and the end event.
+func (p *process) subscribe(q *queue[*rpc.ProcessEvent]) (*queue[*rpc.ProcessEvent], *rpc.ProcessEvent_EndEvent) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.end != nil {
 		return nil, p.end
 	}
-	q := newQueue[*rpc.ProcessEvent](limit)
 	p.subs[q] = struct{}{}
 	return q, nil
 }
 
 func (p *process) unsubscribe(q *queue[*rpc.ProcessEvent]) {
+	q.cancel() // a publish waiting for room in it goes on
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.subs, q)
 }
 
-// publish hands ev to every subscriber without waiting for any; a subscriber whose queue
-// overflows is failed and dropped from the set (its stream then ends with the error).
+// publish hands ev to every subscriber. An attached subscriber's queue never makes it wait; the
+// starter's makes it wait for room, which slows the process's output down to what the starter
+// takes. A subscriber whose queue fails is dropped from the set (its stream then ends with the
+// error). Only the output readers call it, each in order, never holding p.mu while waiting.
 func (p *process) publish(ev *rpc.ProcessEvent, size int) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	subs := make([]*queue[*rpc.ProcessEvent], 0, len(p.subs))
 	for q := range p.subs {
+		subs = append(subs, q)
+	}
+	p.mu.Unlock()
+	for _, q := range subs {
 		if !q.push(ev, size+eventOverhead) {
-			delete(p.subs, q)
-			p.log.Warn("process subscriber ended: it fell behind", "pid", p.pid)
+			p.mu.Lock()
+			if _, ok := p.subs[q]; ok {
+				delete(p.subs, q)
+				p.log.Warn("process subscriber ended: it fell behind", "pid", p.pid)
+			}
+			p.mu.Unlock()
 		}
 	}
 }

@@ -125,7 +125,7 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[rpc.Sta
 		done:   make(chan struct{}),
 		killed: make(chan struct{}),
 	}
-	q, _ := p.subscribe(s.d.cfg.SubscriberQueueBytes)
+	q, _ := p.subscribe(newBlockingQueue[*rpc.ProcessEvent](s.d.cfg.SubscriberQueueBytes, s.d.cfg.StarterStall))
 
 	if size := req.Msg.GetPty(); size != nil {
 		ws := &pty.Winsize{Cols: uint16(min(size.GetSize().GetCols(), 65535)), Rows: uint16(min(size.GetSize().GetRows(), 65535))}
@@ -205,7 +205,7 @@ func (s *processService) Connect(ctx context.Context, req *connect.Request[rpc.C
 		}
 		return send(endEv(ended.end))
 	}
-	q, end := p.subscribe(s.d.cfg.SubscriberQueueBytes)
+	q, end := p.subscribe(newQueue[*rpc.ProcessEvent](s.d.cfg.SubscriberQueueBytes))
 	if end != nil {
 		if err := send(startEv(p.pid)); err != nil {
 			return err

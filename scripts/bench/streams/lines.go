@@ -16,10 +16,13 @@ func stampedCommand(n int, interval time.Duration) string {
 	return fmt.Sprintf(`for i in $(seq %d); do sleep %.3f; echo "L $i $EPOCHREALTIME"; done`, n, interval.Seconds())
 }
 
-// stampedCommandNoFork is stampedCommand without a sleep process per line (read -t on a pipe
-// nobody writes), for hundreds at once.
-func stampedCommandNoFork(n int, interval time.Duration) string {
-	return fmt.Sprintf(`exec 9<> <(:); for i in $(seq %d); do read -t %.3f -u 9; echo "L $i $EPOCHREALTIME"; done`, n, interval.Seconds())
+// stampedCommandFrom is stampedCommand for hundreds at once: no sleep process per line (read
+// -t on a pipe nobody writes), and the first line waits for the clock to reach from, so that
+// every stream is open before any prints and the start-up of hundreds of shells is not what
+// is measured.
+func stampedCommandFrom(n int, interval time.Duration, from time.Time) string {
+	return fmt.Sprintf(`exec 9<> <(:); while (( ${EPOCHREALTIME/./} < %d )); do read -t 0.02 -u 9; done; for i in $(seq %d); do read -t %.3f -u 9; echo "L $i $EPOCHREALTIME"; done`,
+		from.UnixMicro(), n, interval.Seconds())
 }
 
 // line is one stamped line: when it was printed and when the client had it.

@@ -346,7 +346,10 @@ type scaleResult struct {
 
 func (b *bench) scale(ctx context.Context, n int, seconds int) scaleResult {
 	lines := seconds * 10
-	cmd := stampedCommandNoFork(lines, 100*time.Millisecond)
+	// Every stream opens first; lines start once the slowest shell is up, the streams' first
+	// lines spread over one interval, as independent streams' would be.
+	from := time.Now().Add(2*time.Second + time.Duration(n)*10*time.Millisecond)
+	step := 100 * time.Millisecond / time.Duration(n)
 	var d delays
 	var failed atomic.Int64
 	var firstErr sync.Once
@@ -371,6 +374,7 @@ func (b *bench) scale(ctx context.Context, n int, seconds int) scaleResult {
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
+		cmd := stampedCommandFrom(lines, 100*time.Millisecond, from.Add(time.Duration(i)*step))
 		go func() {
 			defer wg.Done()
 			var lr lineReader
