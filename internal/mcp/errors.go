@@ -2,8 +2,10 @@ package mcp
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 
+	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -39,12 +41,23 @@ func errorf(message string) error { return &toolError{message: message} }
 func classify(log *slog.Logger, op string, err error) error {
 	var te *toolError
 	var limit *stream.LimitError
+	var bgLimit *process.LimitError
 	msg := ""
 	switch {
 	case errors.As(err, &te):
 		return te
 	case errors.As(err, &limit):
 		return &toolError{message: limit.Error() + "."} // the message names the setting
+	case errors.As(err, &bgLimit):
+		return &toolError{message: fmt.Sprintf("This token already has %d background processes running, the most it may (HANGAR_BACKGROUND_MAX_PER_TOKEN); kill one first.", bgLimit.Max)}
+	case errors.Is(err, process.ErrNotFound):
+		msg = "There is no such process in that sandbox, or it was not started by this token."
+	case errors.Is(err, process.ErrExited):
+		msg = "The process has exited, so it takes no more input."
+	case errors.Is(err, process.ErrNeedsDaemon):
+		msg = "This needs the sandbox's daemon, which it does not have."
+	case errors.Is(err, process.ErrInvalid):
+		msg = "The process request is not valid."
 	case errors.Is(err, stream.ErrShuttingDown):
 		msg = "hangar is shutting down; try again in a moment."
 	case errors.Is(err, sandbox.ErrNotFound):

@@ -143,7 +143,7 @@ func (h *Handler) execStream(ctx context.Context, req *mcp.CallToolRequest, p au
 	outcome := make(chan execOutcome, 1)
 	go func() {
 		res, err := h.cfg.Sandboxes.ExecStream(cctx, sb, ereq, func(name string, data []byte) {
-			st.Send(stream.Item{Event: name, Data: data})
+			st.SendWait(cctx, stream.Item{Event: name, Data: data}) // a command printing faster than the pace waits
 		})
 		st.Finish()
 		outcome <- execOutcome{res, err}

@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -34,6 +35,9 @@ type Config struct {
 	Sandboxes *sandbox.Manager
 	// Streams admits streamed execs. Required.
 	Streams *stream.Registry
+	// Processes runs background processes: the process and terminal_* tools. Nil: those
+	// tools are not offered.
+	Processes *process.Manager
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 	// Version is the server version MCP clients are told. Default "dev".
@@ -60,7 +64,8 @@ type Handler struct {
 
 	sinks   sync.Map // sink id (string) → *sink: the response streams being served
 	nextID  atomic.Uint64
-	running inflight // exec calls in flight, counted until their response is written
+	running inflight // exec and attach calls in flight, counted until their response is written
+	terms   terminals
 }
 
 // inflight counts calls in flight; idle's channel is closed when there are none.
@@ -115,15 +120,24 @@ func New(cfg Config) *Handler {
 		cfg.WriteTimeout = 30 * time.Second
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger}
+	instructions := "hangar gives you sandboxes. Run commands in one with the exec tool; pass stream: true " +
+		"with a progress token to see the output as it prints."
+	if cfg.Processes != nil {
+		instructions += " For commands that run on (servers, long builds), use the process tool: start, then " +
+			"attach with since = the next of the previous attach; terminal_open gives you a shell to poll."
+	}
 	h.server = mcp.NewServer(&mcp.Implementation{Name: "hangar", Version: cfg.Version}, &mcp.ServerOptions{
-		Instructions: "hangar gives you sandboxes. Run commands in one with the exec tool; pass stream: true " +
-			"with a progress token to see the output as it prints.",
-		Logger: quieter(cfg.Logger),
+		Instructions: instructions,
+		Logger:       quieter(cfg.Logger),
 		// No logging capability: hangar sends no log messages. Prompts and resources are
 		// declared because the SDK answers their list methods (with none, for now).
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}},
 	})
 	h.addExec()
+	if cfg.Processes != nil {
+		h.addProcess()
+		h.addTerminals()
+	}
 	getServer := func(*http.Request) *mcp.Server { return h.server }
 	// Never JSONResponse: progress notifications travel on the call's response stream.
 	h.stateless = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{

@@ -23,6 +23,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	hmcp "github.com/hangar-dev/hangar/internal/mcp"
+	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/provider/local"
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
@@ -66,6 +67,10 @@ const (
 // stateless one.
 var eras = []string{"2025-11-25", "2026-07-28"}
 
+// ringBytes is how much output the tests' process manager keeps per process: little, so that
+// gaps are cheap to make.
+const ringBytes = 4096
+
 // staticSecret is a tokens-file token with the mcp scope.
 const staticSecret = "static-secret-0123456789abcdef0123456789"
 
@@ -74,6 +79,7 @@ type env struct {
 	admin   string
 	streams *stream.Registry
 	mcp     *hmcp.Handler
+	procs   *process.Manager
 	http    *http.Client // without a token; clients add theirs
 }
 
@@ -133,8 +139,14 @@ func newEnv(t *testing.T, o envOptions) *env {
 		sandboxes.Close()
 	})
 	quiet := slog.New(slog.DiscardHandler)
-	e.mcp = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, KeepAlive: o.keepAlive, Logger: quiet})
-	srv := rest.New(rest.Config{Auth: a, Store: s, Sandboxes: sandboxes, Streams: e.streams, Registry: reg, MCP: e.mcp, Logger: quiet})
+	e.procs, err = process.New(process.Config{Sandboxes: sandboxes, Streams: e.streams, Secret: []byte(strings.Repeat("k", 32)),
+		RingBytes: ringBytes, PollAttached: 100 * time.Millisecond, PollIdle: time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.procs.Close) // after the server's shutdown, before the sandboxes are destroyed
+	e.mcp = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, KeepAlive: o.keepAlive, Logger: quiet})
+	srv := rest.New(rest.Config{Auth: a, Store: s, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: reg, MCP: e.mcp, Logger: quiet})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

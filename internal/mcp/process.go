@@ -1,0 +1,300 @@
+package mcp
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/process"
+	"github.com/hangar-dev/hangar/internal/stream"
+)
+
+// processArgs are the process tool's arguments; which ones apply depends on the action.
+type processArgs struct {
+	Action      string  `json:"action" jsonschema:"start, attach, input, kill or list"`
+	Sandbox     string  `json:"sandbox,omitempty" jsonschema:"the sandbox; a token bound to one sandbox may leave it out"`
+	Command     string  `json:"command,omitempty" jsonschema:"start: the command, run with bash -lc"`
+	Cwd         string  `json:"cwd,omitempty" jsonschema:"start: the working directory; default the sandbox's"`
+	ProcessID   string  `json:"process_id,omitempty" jsonschema:"attach, input, kill: the process, as start returned it"`
+	Since       int64   `json:"since,omitempty" jsonschema:"attach: the byte offset to read from, the next of the previous attach; default 0, all output still kept"`
+	WaitSeconds float64 `json:"wait_seconds,omitempty" jsonschema:"attach: how long to wait for more output after what is kept, at most 600 (more is clamped to 600); default 0, return at once; the call returns early when the process ends"`
+	Input       string  `json:"input,omitempty" jsonschema:"input: what to write to its standard input"`
+	Base64      bool    `json:"base64,omitempty" jsonschema:"input: input is base64, for bytes that are not text"`
+	EOF         bool    `json:"eof,omitempty" jsonschema:"input: close its standard input after writing"`
+}
+
+// maxWait bounds an attach's wait_seconds (the spec's 600): a longer wait is clamped, and the
+// result says so.
+const maxWait = 600 * time.Second
+
+// tailBytes is how much of what an attach saw its result carries: the last 64 KiB.
+const tailBytes = 64 << 10
+
+// attachOutput is the attach action's result. Output that is not valid UTF-8 is sent base64,
+// with tail_encoding "base64".
+type attachOutput struct {
+	ProcessID    string        `json:"process_id"`
+	State        process.State `json:"state"`
+	ExitCode     *int          `json:"exit_code"`
+	Status       string        `json:"status,omitempty"`
+	Tail         string        `json:"tail"`
+	TailEncoding string        `json:"tail_encoding,omitempty"`
+	TailFrom     int64         `json:"tail_from"` // the offset the tail starts at
+	Next         int64         `json:"next"`      // pass as since next time
+	Gap          *process.Gap  `json:"gap,omitempty"`
+	Streamed     bool          `json:"streamed"`
+	Closed       string        `json:"closed,omitempty"`
+	Capped       bool          `json:"capped,omitempty"`
+	Notes        []string      `json:"notes,omitempty"`
+}
+
+func (h *Handler) addProcess() {
+	mcp.AddTool(h.server, &mcp.Tool{
+		Name:  "process",
+		Title: "Background processes in a sandbox",
+		Description: "Background processes that outlive the call. action start {command, cwd} starts one (bash -lc) and " +
+			"returns its process_id at once. attach {process_id, since, wait_seconds} returns its output from since " +
+			"(default: all still kept, the last 256 KiB), then waits up to wait_seconds (at most 600) for more, sent as " +
+			"notifications/progress when the call has a progressToken (progress = the byte offset reached, message = " +
+			"the text); it returns the last 64 KiB it saw (tail), state, exit_code and next: pass next as since to " +
+			"carry on exactly where this left off. input {process_id, input, base64, eof} writes to its stdin. kill " +
+			"{process_id} sends SIGTERM, then SIGKILL 3 s later. list shows this token's processes in the sandbox " +
+			"(exited ones for 10 minutes). Only the token that started a process can see or touch it.",
+	}, h.process)
+}
+
+func (h *Handler) process(ctx context.Context, req *mcp.CallToolRequest, in processArgs) (*mcp.CallToolResult, any, error) {
+	p, ok := principal(ctx, req)
+	if !ok {
+		return nil, nil, errorf("This call carries no hangar token.")
+	}
+	ref := in.Sandbox
+	if ref == "" {
+		ref = p.Sandbox
+	}
+	if ref == "" {
+		return nil, nil, errorf("Say which sandbox the process is in (the sandbox argument).")
+	}
+	if in.ProcessID == "" && (in.Action == "attach" || in.Action == "input" || in.Action == "kill") {
+		return nil, nil, errorf("Say which process (the process_id argument, as start or list gave it).")
+	}
+	op := "process " + in.Action
+	switch in.Action {
+	case "start":
+		if in.Command == "" {
+			return nil, nil, errorf("command is empty: say what to run.")
+		}
+		info, err := h.cfg.Processes.Start(ctx, p, ref, process.StartRequest{Command: in.Command, Cwd: in.Cwd})
+		if err != nil {
+			return nil, nil, classify(h.log, op, err)
+		}
+		return nil, info, nil
+	case "list":
+		ps, err := h.cfg.Processes.List(ctx, p, ref)
+		if err != nil {
+			return nil, nil, classify(h.log, op, err)
+		}
+		if ps == nil {
+			ps = []process.Info{}
+		}
+		return nil, map[string]any{"processes": ps}, nil
+	case "attach":
+		out, err := h.attach(ctx, req, p, ref, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, out, nil
+	case "input":
+		data := []byte(in.Input)
+		if in.Base64 {
+			var err error
+			if data, err = base64.StdEncoding.DecodeString(in.Input); err != nil {
+				return nil, nil, errorf("input is not valid base64 (base64: true says it is).")
+			}
+		}
+		if len(data) == 0 && !in.EOF {
+			return nil, nil, errorf("There is nothing to send: give input, eof: true, or both.")
+		}
+		if err := h.cfg.Processes.Input(ctx, p, ref, in.ProcessID, data, in.EOF); err != nil {
+			return nil, nil, classify(h.log, op, err)
+		}
+		return nil, map[string]any{"process_id": in.ProcessID, "sent": len(data), "eof": in.EOF}, nil
+	case "kill":
+		info, err := h.cfg.Processes.Kill(ctx, p, ref, in.ProcessID)
+		if err != nil {
+			return nil, nil, classify(h.log, op, err)
+		}
+		return nil, info, nil
+	case "":
+		return nil, nil, errorf("Say what to do (the action argument): start, attach, input, kill or list.")
+	default:
+		return nil, nil, errorf(fmt.Sprintf("There is no action %q: use start, attach, input, kill or list.", in.Action))
+	}
+}
+
+// attach attaches to a process, sends what its stream gives as progress notifications (this
+// goroutine, the tool handler's, is the call's one writer) and returns the tail. It reads the
+// replay (the kept output from since) whatever wait_seconds is, then waits for more until
+// wait_seconds passed or the process ended.
+func (h *Handler) attach(ctx context.Context, req *mcp.CallToolRequest, p auth.Principal, ref string, in processArgs) (attachOutput, error) {
+	if in.Since < 0 {
+		return attachOutput{}, errorf("since must be a byte offset, 0 or more: the next of the previous attach, or 0 for all the output still kept.")
+	}
+	if in.WaitSeconds < 0 {
+		return attachOutput{}, errorf("wait_seconds must be a number of seconds, 0 or more (at most 600).")
+	}
+	var notes []string
+	wait := time.Duration(in.WaitSeconds * float64(time.Second))
+	if in.WaitSeconds > maxWait.Seconds() {
+		wait = maxWait
+		notes = append(notes, fmt.Sprintf("wait_seconds is at most 600: this call waited up to 600 s, not %g.", in.WaitSeconds))
+	}
+	token := req.Params.GetProgressToken()
+	var sk *sink
+	if req.Extra != nil {
+		sk = h.sinkOf(req.Extra.Header)
+	}
+	if sk != nil {
+		// In flight until its response is written, so that a shutdown can wait for it.
+		h.running.add()
+		sk.whenClosed(h.running.done)
+		sk.startStream()
+	}
+	att, err := h.cfg.Processes.Attach(ctx, p, ref, in.ProcessID, in.Since)
+	if err != nil {
+		return attachOutput{}, classify(h.log, "process attach", err)
+	}
+	defer att.Close()
+	st, info := att.Stream, att.Info
+	out := attachOutput{ProcessID: info.ID, State: info.State, ExitCode: info.ExitCode, Status: info.Status,
+		Next: min(in.Since, info.OutputEnd), Streamed: token != nil}
+	if in.Since > info.OutputEnd {
+		notes = append(notes, fmt.Sprintf("since %d is past the end of the output (%d so far): nothing was there to read, and next is the end.", in.Since, info.OutputEnd))
+	}
+	// The replay ends at the output's end when attached; an exited process's stream ends
+	// after it, with its end item.
+	replayEnd, exited := info.OutputEnd, info.State == process.StateExited
+	deadline := time.Now().Add(wait)
+
+	// A 2025-era call's context does not end when its HTTP request does: watch the request too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if sk != nil {
+		go func() {
+			select {
+			case <-sk.gone():
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	var tail []byte
+	out.TailFrom = out.Next
+	notify := func(params *mcp.ProgressNotificationParams) error {
+		if token == nil {
+			return nil
+		}
+		params.ProgressToken = token
+		if err := req.Session.NotifyProgress(ctx, params); err != nil {
+			reason := stream.ReasonClient
+			if sk != nil {
+				if _, slow := sk.failed(); slow {
+					reason = stream.ReasonSlow
+				}
+			}
+			st.End(reason)
+			return errorf("The client went away.")
+		}
+		return nil
+	}
+loop:
+	for {
+		var idle time.Duration // 0: wait for the next item however long (the replay, an exited process's end)
+		if out.Next >= replayEnd && !exited {
+			if idle = time.Until(deadline); idle <= 0 {
+				break
+			}
+		}
+		items, err := st.Next(ctx, idle)
+		var ended *stream.Ended
+		switch {
+		case errors.Is(err, io.EOF):
+			break loop
+		case errors.As(err, &ended):
+			out.Closed = string(ended.Reason)
+			break loop
+		case err != nil:
+			st.End(stream.ReasonClient)
+			return attachOutput{}, errorf("The call was cancelled.")
+		}
+		for _, it := range items {
+			switch it.Event {
+			case process.EventGap:
+				var g process.Gap
+				if json.Unmarshal(it.Data, &g) != nil {
+					continue
+				}
+				out.Gap, out.Next = &g, g.To
+				tail, out.TailFrom = nil, g.To
+				msg := gapNote(g)
+				notes = append(notes, msg)
+				if err := notify(&mcp.ProgressNotificationParams{Progress: float64(g.To), Message: msg, Meta: mcp.Meta{metaStream: process.EventGap}}); err != nil {
+					return attachOutput{}, err
+				}
+			case process.EventOutput:
+				off, err := strconv.ParseInt(it.ID, 10, 64)
+				if err != nil {
+					continue
+				}
+				tail = append(tail, it.Data...)
+				if cut := len(tail) - tailBytes; cut > 0 {
+					tail = append(tail[:0:0], tail[cut:]...)
+				}
+				out.Next, out.TailFrom = off, off-int64(len(tail))
+				params := &mcp.ProgressNotificationParams{Progress: float64(off), Meta: mcp.Meta{metaStream: process.EventOutput}}
+				var enc string
+				if params.Message, enc = text(it.Data); enc != "" {
+					params.Meta[metaEncoding] = enc
+				}
+				if err := notify(params); err != nil {
+					return attachOutput{}, err
+				}
+			case process.EventEnd:
+				var end process.Info
+				if json.Unmarshal(it.Data, &end) == nil {
+					out.State, out.ExitCode, out.Status = end.State, end.ExitCode, end.Status
+				}
+			case stream.EventCapped:
+				out.Capped = true
+				notes = append(notes, fmt.Sprintf("This attach reached HANGAR_STREAM_MAX_BYTES and sent nothing more: attach again from next (%d).", out.Next))
+				if err := notify(&mcp.ProgressNotificationParams{Progress: float64(out.Next) + 0.5, Message: cappedNotice}); err != nil {
+					return attachOutput{}, err
+				}
+			}
+		}
+	}
+	// A tail cut at 64 KiB may start inside a character: start it at the next one.
+	for i := 0; i < utf8.UTFMax-1 && out.TailFrom > 0 && len(tail) == tailBytes && len(tail) > 0 && !utf8.RuneStart(tail[0]); i++ {
+		tail, out.TailFrom = tail[1:], out.TailFrom+1
+	}
+	out.Tail, out.TailEncoding = text(tail)
+	if out.Closed != "" {
+		notes = append(notes, fmt.Sprintf("The attachment ended early (%s); the process may still be running: attach again from next.", out.Closed))
+	}
+	out.Notes = notes
+	return out, nil
+}
+
+// gapNote says that output is gone.
+func gapNote(g process.Gap) string {
+	return fmt.Sprintf("[hangar: output from byte %d to %d is no longer kept (hangar keeps the last 256 KiB); what follows starts at %d]", g.From, g.To, g.To)
+}

@@ -1,0 +1,309 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/envd"
+	"github.com/hangar-dev/hangar/internal/process"
+)
+
+// Terminals for clients that poll: a terminal is a background process on a pseudo-terminal
+// (process.StartRequest.PTY), its terminal_id the process id. terminal_read returns what is new
+// since the last terminal_read of that terminal: the read position is kept here, per token and
+// terminal, since it is this API's notion (the process package serves any offset).
+
+// terminals are the terminals opened through this handler, with their read positions.
+type terminals struct {
+	mu sync.Mutex // guards m
+	m  map[termKey]*terminal
+}
+
+// termKey is a terminal of a token: another token's terminal_id finds nothing.
+type termKey struct{ token, id string }
+
+type terminal struct {
+	sandbox string
+
+	mu   sync.Mutex // guards next, and serialises reads so that none is returned twice
+	next int64      // where the next terminal_read starts
+}
+
+// get returns the caller's terminal id. A terminal this handler did not open (hangar was
+// restarted) is found again through sandbox, when given (or the token's one sandbox).
+func (ts *terminals) get(p auth.Principal, id, sandbox string) (*terminal, error) {
+	if id == "" {
+		return nil, errorf("Say which terminal (the terminal_id argument, as terminal_open gave it).")
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if t, ok := ts.m[termKey{p.TokenID, id}]; ok {
+		return t, nil
+	}
+	if sandbox == "" {
+		sandbox = p.Sandbox
+	}
+	if sandbox == "" {
+		return nil, errorf(fmt.Sprintf("There is no terminal %s of this token here; if hangar was restarted since it was opened, say which sandbox it is in (the sandbox argument).", id))
+	}
+	return &terminal{sandbox: sandbox}, nil // kept once a call to it succeeded (keep)
+}
+
+// keep remembers the caller's terminal id, unless it is known already.
+func (ts *terminals) keep(p auth.Principal, id string, t *terminal) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if _, ok := ts.m[termKey{p.TokenID, id}]; !ok {
+		ts.m[termKey{p.TokenID, id}] = t
+	}
+}
+
+func (ts *terminals) put(p auth.Principal, id string, t *terminal) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.m[termKey{p.TokenID, id}] = t
+}
+
+func (ts *terminals) forget(p auth.Principal, id string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	delete(ts.m, termKey{p.TokenID, id})
+}
+
+// prune forgets the caller's terminals that the process package no longer knows (they exited
+// longer ago than its retention), so that the map stays as small as the token's processes.
+func (h *Handler) pruneTerminals(ctx context.Context, p auth.Principal) {
+	h.terms.mu.Lock()
+	var mine []termKey
+	sandboxes := map[termKey]string{}
+	for k, t := range h.terms.m {
+		if k.token == p.TokenID {
+			mine = append(mine, k)
+			sandboxes[k] = t.sandbox
+		}
+	}
+	h.terms.mu.Unlock()
+	for _, k := range mine {
+		if _, err := h.cfg.Processes.Get(ctx, p, sandboxes[k], k.id); errors.Is(err, process.ErrNotFound) {
+			h.terms.forget(p, k.id)
+		}
+	}
+}
+
+type terminalOpenArgs struct {
+	Sandbox string `json:"sandbox,omitempty" jsonschema:"the sandbox; a token bound to one sandbox may leave it out"`
+	Command string `json:"command,omitempty" jsonschema:"what runs in the terminal; default a login shell (bash -l, or sh)"`
+	Cwd     string `json:"cwd,omitempty" jsonschema:"the working directory; default the sandbox's"`
+	Cols    int    `json:"cols,omitempty" jsonschema:"columns; default 120"`
+	Rows    int    `json:"rows,omitempty" jsonschema:"rows; default 40"`
+}
+
+type terminalOpenOutput struct {
+	TerminalID string `json:"terminal_id"`
+	Sandbox    string `json:"sandbox"`
+	Command    string `json:"command"`
+}
+
+type terminalIDArgs struct {
+	TerminalID string `json:"terminal_id" jsonschema:"the terminal, as terminal_open returned it"`
+	Sandbox    string `json:"sandbox,omitempty" jsonschema:"needed only if hangar was restarted since the terminal was opened"`
+}
+
+type terminalWriteArgs struct {
+	TerminalID string `json:"terminal_id" jsonschema:"the terminal, as terminal_open returned it"`
+	Input      string `json:"input" jsonschema:"what to type; end a line with \\n to run it"`
+	Sandbox    string `json:"sandbox,omitempty" jsonschema:"needed only if hangar was restarted since the terminal was opened"`
+}
+
+type terminalResizeArgs struct {
+	TerminalID string `json:"terminal_id" jsonschema:"the terminal, as terminal_open returned it"`
+	Cols       int    `json:"cols" jsonschema:"columns"`
+	Rows       int    `json:"rows" jsonschema:"rows"`
+	Sandbox    string `json:"sandbox,omitempty" jsonschema:"needed only if hangar was restarted since the terminal was opened"`
+}
+
+// terminalReadOutput is what terminal_read returns. Output that is not valid UTF-8 is sent
+// base64, with encoding "base64".
+type terminalReadOutput struct {
+	TerminalID string `json:"terminal_id"`
+	Output     string `json:"output" jsonschema:"what the terminal printed since the last terminal_read"`
+	Encoding   string `json:"encoding,omitempty" jsonschema:"base64 when output is not valid UTF-8"`
+	Lost       int64  `json:"lost,omitempty" jsonschema:"bytes printed since the last read that are no longer kept"`
+	Note       string `json:"note,omitempty"`
+	State      string `json:"state" jsonschema:"running or exited"`
+	ExitCode   *int   `json:"exit_code" jsonschema:"the exit code once exited, else null"`
+}
+
+type terminalOKOutput struct {
+	TerminalID string `json:"terminal_id"`
+	State      string `json:"state,omitempty"`
+}
+
+// defaultShell is terminal_open's command when none is given.
+const defaultShell = "if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh; fi"
+
+// maxTermSize bounds cols and rows: a terminal larger than this is a mistake.
+const maxTermSize = 1000
+
+func (h *Handler) addTerminals() {
+	h.terms.m = map[termKey]*terminal{}
+	mcp.AddTool(h.server, &mcp.Tool{
+		Name:  "terminal_open",
+		Title: "Open a terminal in a sandbox",
+		Description: "Starts a command (default a login shell) on a terminal in a sandbox and returns its terminal_id. " +
+			"Type into it with terminal_write, poll what it shows with terminal_read, end it with terminal_close. " +
+			"To follow output as it prints, use the process tool's attach with the terminal_id as process_id.",
+	}, h.terminalOpen)
+	mcp.AddTool(h.server, &mcp.Tool{
+		Name:        "terminal_write",
+		Title:       "Type into a terminal",
+		Description: "Types input into a terminal opened with terminal_open (end a line with \\n to run it).",
+	}, h.terminalWrite)
+	mcp.AddTool(h.server, &mcp.Tool{
+		Name:  "terminal_read",
+		Title: "Read a terminal",
+		Description: "Returns what a terminal printed since the last terminal_read of it (the first read: everything " +
+			"still kept, the last 256 KiB), with its state and exit_code. It returns at once.",
+	}, h.terminalRead)
+	mcp.AddTool(h.server, &mcp.Tool{
+		Name:        "terminal_resize",
+		Title:       "Resize a terminal",
+		Description: "Changes a terminal's size in columns and rows.",
+	}, h.terminalResize)
+	mcp.AddTool(h.server, &mcp.Tool{
+		Name:        "terminal_close",
+		Title:       "Close a terminal",
+		Description: "Ends a terminal: SIGTERM to what runs in it, SIGKILL 3 s later if it is still running.",
+	}, h.terminalClose)
+}
+
+func (h *Handler) terminalOpen(ctx context.Context, req *mcp.CallToolRequest, in terminalOpenArgs) (*mcp.CallToolResult, terminalOpenOutput, error) {
+	p, ok := principal(ctx, req)
+	if !ok {
+		return nil, terminalOpenOutput{}, errorf("This call carries no hangar token.")
+	}
+	ref := in.Sandbox
+	if ref == "" {
+		ref = p.Sandbox
+	}
+	if ref == "" {
+		return nil, terminalOpenOutput{}, errorf("Say which sandbox to open the terminal in (the sandbox argument).")
+	}
+	if in.Cols < 0 || in.Rows < 0 || in.Cols > maxTermSize || in.Rows > maxTermSize {
+		return nil, terminalOpenOutput{}, errorf(fmt.Sprintf("cols and rows must be between 1 and %d.", maxTermSize))
+	}
+	size := envd.PTYSize{Cols: 120, Rows: 40}
+	if in.Cols > 0 {
+		size.Cols = uint32(in.Cols)
+	}
+	if in.Rows > 0 {
+		size.Rows = uint32(in.Rows)
+	}
+	command := in.Command
+	if command == "" {
+		command = defaultShell
+	}
+	h.pruneTerminals(ctx, p)
+	info, err := h.cfg.Processes.Start(ctx, p, ref, process.StartRequest{Command: command, Cwd: in.Cwd, PTY: &size})
+	if err != nil {
+		return nil, terminalOpenOutput{}, classify(h.log, "terminal_open", err)
+	}
+	h.terms.put(p, info.ID, &terminal{sandbox: info.Sandbox})
+	return nil, terminalOpenOutput{TerminalID: info.ID, Sandbox: info.Sandbox, Command: command}, nil
+}
+
+func (h *Handler) terminalWrite(ctx context.Context, req *mcp.CallToolRequest, in terminalWriteArgs) (*mcp.CallToolResult, terminalOKOutput, error) {
+	if in.Input == "" {
+		return nil, terminalOKOutput{}, errorf("input is empty: say what to type.")
+	}
+	p, t, err := h.terminal(ctx, req, in.TerminalID, in.Sandbox)
+	if err != nil {
+		return nil, terminalOKOutput{}, err
+	}
+	if err := h.cfg.Processes.Input(ctx, p, t.sandbox, in.TerminalID, []byte(in.Input), false); err != nil {
+		return nil, terminalOKOutput{}, h.terminalError(p, in.TerminalID, "terminal_write", err)
+	}
+	h.terms.keep(p, in.TerminalID, t)
+	return nil, terminalOKOutput{TerminalID: in.TerminalID, State: string(process.StateRunning)}, nil
+}
+
+func (h *Handler) terminalRead(ctx context.Context, req *mcp.CallToolRequest, in terminalIDArgs) (*mcp.CallToolResult, terminalReadOutput, error) {
+	p, t, err := h.terminal(ctx, req, in.TerminalID, in.Sandbox)
+	if err != nil {
+		return nil, terminalReadOutput{}, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	o, info, err := h.cfg.Processes.Read(ctx, p, t.sandbox, in.TerminalID, t.next)
+	if err != nil {
+		return nil, terminalReadOutput{}, h.terminalError(p, in.TerminalID, "terminal_read", err)
+	}
+	if !info.PTY {
+		return nil, terminalReadOutput{}, errorf(fmt.Sprintf("%s is a background process, not a terminal: use the process tool's attach.", in.TerminalID))
+	}
+	out := terminalReadOutput{TerminalID: in.TerminalID, State: string(info.State), ExitCode: info.ExitCode}
+	out.Output, out.Encoding = text(o.Data)
+	if o.Gap != nil {
+		out.Lost = o.Gap.To - o.Gap.From
+		out.Note = fmt.Sprintf("%d bytes the terminal printed since the last read are no longer kept (hangar keeps the last 256 KiB); the output starts after them.", out.Lost)
+	}
+	t.next = o.Next
+	h.terms.keep(p, in.TerminalID, t)
+	return nil, out, nil
+}
+
+func (h *Handler) terminalResize(ctx context.Context, req *mcp.CallToolRequest, in terminalResizeArgs) (*mcp.CallToolResult, terminalOKOutput, error) {
+	if in.Cols < 1 || in.Rows < 1 || in.Cols > maxTermSize || in.Rows > maxTermSize {
+		return nil, terminalOKOutput{}, errorf(fmt.Sprintf("cols and rows must be between 1 and %d.", maxTermSize))
+	}
+	p, t, err := h.terminal(ctx, req, in.TerminalID, in.Sandbox)
+	if err != nil {
+		return nil, terminalOKOutput{}, err
+	}
+	if err := h.cfg.Processes.Resize(ctx, p, t.sandbox, in.TerminalID, envd.PTYSize{Cols: uint32(in.Cols), Rows: uint32(in.Rows)}); err != nil {
+		return nil, terminalOKOutput{}, h.terminalError(p, in.TerminalID, "terminal_resize", err)
+	}
+	h.terms.keep(p, in.TerminalID, t)
+	return nil, terminalOKOutput{TerminalID: in.TerminalID, State: string(process.StateRunning)}, nil
+}
+
+func (h *Handler) terminalClose(ctx context.Context, req *mcp.CallToolRequest, in terminalIDArgs) (*mcp.CallToolResult, terminalOKOutput, error) {
+	p, t, err := h.terminal(ctx, req, in.TerminalID, in.Sandbox)
+	if err != nil {
+		return nil, terminalOKOutput{}, err
+	}
+	info, err := h.cfg.Processes.Kill(ctx, p, t.sandbox, in.TerminalID)
+	if err != nil {
+		return nil, terminalOKOutput{}, h.terminalError(p, in.TerminalID, "terminal_close", err)
+	}
+	h.terms.forget(p, in.TerminalID)
+	return nil, terminalOKOutput{TerminalID: in.TerminalID, State: string(info.State)}, nil
+}
+
+// terminal returns the caller and its terminal id.
+func (h *Handler) terminal(ctx context.Context, req *mcp.CallToolRequest, id, sandbox string) (auth.Principal, *terminal, error) {
+	p, ok := principal(ctx, req)
+	if !ok {
+		return p, nil, errorf("This call carries no hangar token.")
+	}
+	t, err := h.terms.get(p, id, sandbox)
+	return p, t, err
+}
+
+// terminalError is a terminal tool's failure; a terminal the process package no longer knows
+// is forgotten here too.
+func (h *Handler) terminalError(p auth.Principal, id, op string, err error) error {
+	switch {
+	case errors.Is(err, process.ErrNotFound):
+		h.terms.forget(p, id)
+		return errorf(fmt.Sprintf("There is no terminal %s of this token (it was closed more than 10 minutes ago, or never was).", id))
+	case errors.Is(err, process.ErrExited):
+		return errorf(fmt.Sprintf("The terminal %s has exited: terminal_read shows how, terminal_open starts another.", id))
+	}
+	return classify(h.log, op, err)
+}
