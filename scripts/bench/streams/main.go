@@ -50,7 +50,19 @@ func main() {
 	flag.StringVar(&c.outDir, "out", "bench/results", "where the JSON results go")
 	flag.StringVar(&c.readme, "readme", "bench/README.md", "the README whose table is refreshed (empty: none)")
 	flag.StringVar(&c.hangar, "hangar", "", "a static hangar binary to run (empty: build ./cmd/hangar)")
+	readmeOnly := flag.Bool("readme-only", false, "only rewrite the README's table from the results already in -out")
 	flag.Parse()
+	if *readmeOnly {
+		reports, err := latestReports(c.outDir)
+		if err == nil {
+			err = writeReadme(c.readme, reports)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "streams:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	c.providers = split(*providers)
 	for _, s := range split(*scale) {
 		n, err := strconv.Atoi(s)

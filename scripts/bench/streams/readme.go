@@ -1,8 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 )
 
@@ -89,4 +92,36 @@ func writeReadme(path string, reports []report) error {
 	}
 	body = body[:i+len(beginMarker)] + "\n" + table(reports) + "\n" + body[j:]
 	return os.WriteFile(path, []byte(body), 0o644)
+}
+
+// latestReports reads the newest results file of each provider in dir, so a run of one
+// provider leaves the others' tables as they were.
+func latestReports(dir string) ([]report, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*-streams-*.json"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files) // dated names: the newest last
+	newest := map[string]report{}
+	var order []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		var r report
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		if _, seen := newest[r.Provider]; !seen {
+			order = append(order, r.Provider)
+		}
+		newest[r.Provider] = r
+	}
+	sort.Strings(order)
+	out := make([]report, 0, len(order))
+	for _, p := range order {
+		out = append(out, newest[p])
+	}
+	return out, nil
 }

@@ -121,7 +121,11 @@ func runAll(ctx context.Context, c config, out io.Writer) error {
 		reports = append(reports, *r)
 	}
 	if c.readme != "" && len(reports) > 0 {
-		return writeReadme(c.readme, reports)
+		all, err := latestReports(c.outDir)
+		if err != nil {
+			return err
+		}
+		return writeReadme(c.readme, all)
 	}
 	return nil
 }
