@@ -3,7 +3,6 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	hmcp "github.com/hangar-dev/hangar/internal/mcp"
@@ -36,26 +34,7 @@ import (
 // hangarBin is a static hangar binary, run as the local sandboxes' daemon.
 var hangarBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "hangar-mcp-test")
-	if err != nil {
-		panic(err)
-	}
-	hangarBin, err = providertest.BuildHangar(dir)
-	if err != nil {
-		panic(err)
-	}
-	// goleak.VerifyTestMain would exit before the folder is removed.
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(providertest.MainWithHangar(m, &hangarBin)) }
 
 // Fixed timeouts: generous, since the machine may be busy; a step that passes them has failed.
 const (

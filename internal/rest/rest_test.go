@@ -3,7 +3,6 @@ package rest_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/process"
@@ -34,26 +32,7 @@ import (
 // docker sandboxes.
 var hangarBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "hangar-rest-test")
-	if err != nil {
-		panic(err)
-	}
-	hangarBin, err = providertest.BuildHangar(dir)
-	if err != nil {
-		panic(err)
-	}
-	// goleak.VerifyTestMain would exit before the folder is removed.
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(providertest.MainWithHangar(m, &hangarBin)) }
 
 const staticSecret = "static-secret-0123456789abcdef0123456789"
 

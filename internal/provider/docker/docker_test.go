@@ -3,13 +3,10 @@ package docker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
@@ -19,24 +16,7 @@ import (
 // hangarBin is the static hangar binary built once for the package's tests.
 var hangarBin string
 
-func TestMain(m *testing.M) {
-	code := func() int {
-		dir, err := os.MkdirTemp("", "hangar-docker-test-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		hangarBin, err = providertest.BuildHangar(dir)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		goleak.VerifyTestMain(m)
-		return 0
-	}()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(providertest.MainWithHangar(m, &hangarBin)) }
 
 const testTimeout = 2 * time.Minute
 

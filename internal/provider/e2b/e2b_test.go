@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
 )
@@ -21,24 +19,7 @@ import (
 // it as their envd.
 var hangarBin string
 
-func TestMain(m *testing.M) {
-	code := func() int {
-		dir, err := os.MkdirTemp("", "hangar-e2b-test-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		hangarBin, err = providertest.BuildHangar(dir)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		goleak.VerifyTestMain(m)
-		return 0
-	}()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(providertest.MainWithHangar(m, &hangarBin)) }
 
 const testTimeout = 30 * time.Second
 

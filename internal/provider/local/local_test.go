@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
 )
@@ -24,24 +21,7 @@ import (
 // hangarBin is the hangar binary built once for the package's tests.
 var hangarBin string
 
-func TestMain(m *testing.M) {
-	code := func() int {
-		dir, err := os.MkdirTemp("", "hangar-local-test-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		hangarBin, err = providertest.BuildHangar(dir)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		goleak.VerifyTestMain(m)
-		return 0
-	}()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(providertest.MainWithHangar(m, &hangarBin)) }
 
 const testTimeout = 30 * time.Second
 

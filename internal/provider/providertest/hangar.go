@@ -7,6 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
 )
 
 // BuildHangar builds the hangar binary (./cmd/hangar), static (CGO_ENABLED=0) so it runs in any
@@ -37,4 +40,28 @@ func moduleRoot() (string, error) {
 		return "", errors.New("find go.mod: not inside hangar's module")
 	}
 	return filepath.Dir(gomod), nil
+}
+
+// MainWithHangar is a TestMain for packages whose tests run the hangar binary: it builds it
+// into a temporary folder, sets *bin, runs the tests, checks for leaked goroutines (goleak),
+// removes the folder and returns the exit code for os.Exit.
+func MainWithHangar(m *testing.M, bin *string) int {
+	dir, err := os.MkdirTemp("", "hangar-test-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if *bin, err = BuildHangar(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			return 1
+		}
+	}
+	return code
 }
