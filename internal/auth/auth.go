@@ -339,8 +339,26 @@ func staticInfo(p Principal) TokenInfo {
 	return TokenInfo{ID: p.TokenID, User: p.User, Description: "from the tokens file", Scopes: p.Scopes, Sandbox: p.Sandbox, Static: true}
 }
 
-// ListTokens lists the tokens by may see: its user's, or everyone's for an admin. Never a secret.
+// visibleToken reports whether by may see (and revoke) a token of user bound to sandbox: an
+// admin any, a user-scoped token its user's, and a token bound to a sandbox only its user's
+// tokens bound to that same sandbox.
+func visibleToken(by Principal, user, sandbox string) bool {
+	switch {
+	case by.IsAdmin():
+		return true
+	case !by.Has(ScopeUser) || user != by.User:
+		return false
+	case by.Sandbox != "":
+		return sandbox == by.Sandbox
+	}
+	return true
+}
+
+// ListTokens lists the tokens by may see (visibleToken). Never a secret.
 func (a *Authenticator) ListTokens(ctx context.Context, by Principal) ([]TokenInfo, error) {
+	if !by.IsAdmin() && !by.Has(ScopeUser) {
+		return nil, fmt.Errorf("%w: listing tokens needs the admin or user scope", ErrForbidden)
+	}
 	user := by.User
 	if by.IsAdmin() {
 		user = ""
@@ -351,13 +369,13 @@ func (a *Authenticator) ListTokens(ctx context.Context, by Principal) ([]TokenIn
 	}
 	out := make([]TokenInfo, 0, len(ts))
 	for _, t := range ts {
-		if !t.ExpiresAt.IsZero() && !a.now().Before(t.ExpiresAt) {
+		if (!t.ExpiresAt.IsZero() && !a.now().Before(t.ExpiresAt)) || !visibleToken(by, t.User, t.Sandbox) {
 			continue
 		}
 		out = append(out, info(t))
 	}
 	for _, p := range a.static.all(a.now()) {
-		if user == "" || p.User == user {
+		if visibleToken(by, p.User, p.Sandbox) {
 			out = append(out, staticInfo(p))
 		}
 	}
@@ -367,11 +385,14 @@ func (a *Authenticator) ListTokens(ctx context.Context, by Principal) ([]TokenIn
 // RevokeToken revokes the token id, which must be by's own (its user's) or by must be an admin.
 // The token is refused from the next request on, and streams it holds end at the next recheck.
 func (a *Authenticator) RevokeToken(ctx context.Context, by Principal, id string) error {
-	if _, ok, _ := a.static.byID(id, a.now()); ok {
+	if p, ok, _ := a.static.byID(id, a.now()); ok && visibleToken(by, p.User, p.Sandbox) {
 		return fmt.Errorf("%w: %s comes from the tokens file; remove its line there to revoke it", ErrStatic, id)
 	}
+	if !by.IsAdmin() && !by.Has(ScopeUser) {
+		return fmt.Errorf("%w: revoking tokens needs the admin or user scope", ErrForbidden)
+	}
 	t, err := a.store.TokenByID(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !t.RevokedAt.IsZero()) || (err == nil && !by.IsAdmin() && t.User != by.User) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !t.RevokedAt.IsZero()) || (err == nil && !visibleToken(by, t.User, t.Sandbox)) {
 		return fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {

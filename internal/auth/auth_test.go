@@ -323,3 +323,41 @@ func TestVerifyMCP(t *testing.T) {
 		}
 	}
 }
+
+// TestNarrowTokensSeeLittle: an agent's token (bound to a sandbox) sees and revokes only its
+// user's tokens bound to the same sandbox; mcp- or jobs-only tokens manage no tokens at all.
+func TestNarrowTokensSeeLittle(t *testing.T) {
+	f := newFixture(t, "")
+	ctx := context.Background()
+	person, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}})
+	_, agent := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}, Sandbox: "box"})
+	sibling, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeMCP}, Sandbox: "box"})
+	other, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeMCP}, Sandbox: "other"})
+	_, mcpOnly := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeMCP}})
+	ts, err := f.a.ListTokens(ctx, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range ts {
+		if ti.Sandbox != "box" {
+			t.Errorf("the agent's token lists %s (sandbox %q)", ti.ID, ti.Sandbox)
+		}
+	}
+	if len(ts) != 2 {
+		t.Errorf("the agent's token lists %d tokens, want its own and its sibling", len(ts))
+	}
+	for _, id := range []string{person.Token.ID, other.Token.ID} {
+		if err := f.a.RevokeToken(ctx, agent, id); !errors.Is(err, auth.ErrNotFound) {
+			t.Errorf("the agent revoking %s: %v, want ErrNotFound", id, err)
+		}
+	}
+	if err := f.a.RevokeToken(ctx, agent, sibling.Token.ID); err != nil {
+		t.Errorf("the agent revoking a token of its own sandbox: %v", err)
+	}
+	if _, err := f.a.ListTokens(ctx, mcpOnly); !errors.Is(err, auth.ErrForbidden) {
+		t.Errorf("an mcp-only token listing tokens: %v, want ErrForbidden", err)
+	}
+	if err := f.a.RevokeToken(ctx, mcpOnly, person.Token.ID); !errors.Is(err, auth.ErrForbidden) {
+		t.Errorf("an mcp-only token revoking: %v, want ErrForbidden", err)
+	}
+}

@@ -168,15 +168,25 @@ func (m *Manager) Kill(ctx context.Context, p auth.Principal, ref, id string) (I
 	if already {
 		return pr.info(), nil
 	}
+	// A kill that could not be sent may be tried again.
+	failed := func(err error) (Info, error) {
+		pr.mu.Lock()
+		pr.killed = false
+		pr.mu.Unlock()
+		return Info{}, err
+	}
 	if !pr.daemon {
-		return pr.info(), m.killPolled(ctx, sb, pr)
+		if err := m.killPolled(ctx, sb, pr); err != nil {
+			return failed(err)
+		}
+		return pr.info(), nil
 	}
 	c, err := m.cfg.Sandboxes.Daemon(sb)
 	if err != nil {
-		return Info{}, err
+		return failed(err)
 	}
 	if err := c.Signal(ctx, envd.ByTag(pr.tag), envd.SIGTERM); err != nil && !errors.Is(err, envd.ErrNotFound) {
-		return Info{}, fmt.Errorf("kill process %s: %w", id, err)
+		return failed(fmt.Errorf("kill process %s: %w", id, err))
 	}
 	m.wg.Add(1)
 	go func() {

@@ -93,8 +93,9 @@ type Manager struct {
 	cfg Config
 	log *slog.Logger
 
-	mu    sync.Mutex // guards procs
-	procs map[string]*proc
+	mu       sync.Mutex // guards procs and starting
+	procs    map[string]*proc
+	starting map[string]int // per token: starts under way, counted against MaxPerToken
 
 	wg sync.WaitGroup // followers
 }
@@ -128,7 +129,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger, procs: map[string]*proc{}}, nil
+	return &Manager{cfg: cfg, log: cfg.Logger, procs: map[string]*proc{}, starting: map[string]int{}}, nil
 }
 
 // State is where a process is in its life.
@@ -239,7 +240,7 @@ func (pr *proc) finish(exit *envd.Exit, now time.Time) {
 
 func endItem(i Info) stream.Item {
 	b, _ := json.Marshal(i)
-	return stream.Item{Event: EventEnd, ID: strconv.FormatInt(i.OutputEnd, 10), Data: b}
+	return stream.Item{Event: EventEnd, ID: strconv.FormatInt(i.OutputEnd, 10), Data: b, Final: true}
 }
 
 func newID() string {
@@ -303,9 +304,8 @@ func (m *Manager) prune() {
 	}
 }
 
-func (m *Manager) running(owner string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// runningLocked counts owner's running processes; m.mu is held.
+func (m *Manager) runningLocked(owner string) int {
 	n := 0
 	for _, pr := range m.procs {
 		pr.mu.Lock()
@@ -335,9 +335,22 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 	if err != nil {
 		return Info{}, err
 	}
-	if m.running(p.TokenID) >= m.cfg.MaxPerToken {
+	// A slot is reserved before the process starts, so concurrent starts cannot pass the
+	// limit together; it is released once the process is listed (or failed to start).
+	m.mu.Lock()
+	if m.runningLocked(p.TokenID)+m.starting[p.TokenID] >= m.cfg.MaxPerToken {
+		m.mu.Unlock()
 		return Info{}, &LimitError{Max: m.cfg.MaxPerToken}
 	}
+	m.starting[p.TokenID]++
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		if m.starting[p.TokenID]--; m.starting[p.TokenID] <= 0 {
+			delete(m.starting, p.TokenID)
+		}
+		m.mu.Unlock()
+	}()
 	id := newID()
 	pr := &proc{id: id, owner: p.TokenID, sandbox: sb.Name, tag: m.tag(p.TokenID, sb.Name, id), command: req.Command,
 		cwd: req.Cwd, started: m.cfg.Now(), ring: newRing(m.cfg.RingBytes), subs: map[*stream.Stream]struct{}{},
@@ -420,8 +433,15 @@ func (m *Manager) follow(ctx context.Context, cancel context.CancelFunc, c *envd
 		ev, err := st.Next()
 		if err != nil {
 			if ctx.Err() == nil {
-				m.log.Warn("process stream broke", "process", pr.id, "sandbox", pr.sandbox, "err", err)
-				pr.finish(&envd.Exit{Code: -1, Status: "unknown: the daemon's stream broke (" + err.Error() + ")"}, m.cfg.Now())
+				// The process may well run on: forget it, so that its owner's next list or
+				// attach adopts it again through its tag (if the daemon still has it).
+				m.log.Warn("process stream broke; it will be adopted again if it still runs", "process", pr.id, "sandbox", pr.sandbox, "err", err)
+				pr.finish(&envd.Exit{Code: -1, Status: "unknown: hangar lost its stream from the daemon (" + err.Error() + ")"}, m.cfg.Now())
+				m.mu.Lock()
+				if m.procs[pr.id] == pr {
+					delete(m.procs, pr.id)
+				}
+				m.mu.Unlock()
 			}
 			return
 		}
@@ -551,6 +571,14 @@ func (m *Manager) adopt(ctx context.Context, p auth.Principal, sb store.Sandbox)
 			continue
 		}
 		m.mu.Lock()
+		if _, known := m.procs[id]; known { // adopted meanwhile by a concurrent request
+			m.mu.Unlock()
+			cancel()
+			st.Close()
+			fst.End(stream.ReasonDone)
+			fst.Close()
+			continue
+		}
 		m.procs[id] = pr
 		m.mu.Unlock()
 		m.log.Info("adopted a background process", "process", id, "sandbox", sb.Name, "pid", info.PID)

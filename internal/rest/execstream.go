@@ -118,6 +118,7 @@ func (a *api) execStream(w http.ResponseWriter, r *http.Request) {
 		e := classify(o.err)
 		if e.code == CodeInternal {
 			a.log.Error("exec stream", "sandbox", sb.Name, "err", o.err)
+			e.detail = "" // the cause stays in the log, as writeError does
 		}
 		sse.event("error", "", map[string]any{"code": e.code, "message": e.message, "detail": e.detail})
 		sse.flush()

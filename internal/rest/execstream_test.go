@@ -455,3 +455,24 @@ func TestStreamMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestExecStreamShutdownNoDaemon: without a daemon too, a shutdown lets the command run on.
+func TestExecStreamShutdownNoDaemon(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "plain", `, "daemon": false`)
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	s, r := e.openStream(t, e.admin, "/api/sandboxes/plain/exec/stream", sleeper(pidFile))
+	if s == nil {
+		t.Fatalf("exec/stream = %d %s", r.status, r.raw)
+	}
+	pid := pidOf(t, pidFile)
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	e.streams.Shutdown()
+	events := s.until(t, "result")
+	if res := events[len(events)-1].data; res["closed"] != "shutdown" || res["exit_code"] != nil {
+		t.Errorf("result = %v, want closed: shutdown and exit_code null", res)
+	}
+	if !alive(pid) {
+		t.Error("the command was killed by the shutdown")
+	}
+}

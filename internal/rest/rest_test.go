@@ -352,3 +352,11 @@ func TestTooLargeWithoutContentLength(t *testing.T) {
 		t.Fatalf("status = %d, want 413", resp.StatusCode)
 	}
 }
+
+func TestTokensNeedUserScope(t *testing.T) {
+	e := newEnv(t)
+	_, mcpOnly := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["mcp"]}`)
+	id, _ := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
+	wantError(t, e.do(t, "GET", "/api/tokens", mcpOnly, ""), http.StatusForbidden, "forbidden")
+	wantError(t, e.do(t, "DELETE", "/api/tokens/"+id, mcpOnly, ""), http.StatusForbidden, "forbidden")
+}

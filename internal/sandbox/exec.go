@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -109,11 +111,34 @@ func (m *Manager) ExecStream(ctx context.Context, sb store.Sandbox, req ExecRequ
 	if err != nil {
 		return ExecResult{}, err
 	}
-	res, err := prov.Exec(ctx, providerView(sb), provider.ExecRequest{Command: req.Command, Cwd: req.Cwd, Env: req.Env, Timeout: req.Timeout})
-	if err != nil {
-		return ExecResult{}, providerError("exec in sandbox "+sb.Name, err)
+	// The provider's exec kills the command when its context ends, so it gets a context of its
+	// own, ended only when the command must die: a detached caller leaves it running.
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	type outcome struct {
+		res provider.ExecResult
+		err error
 	}
-	return ExecResult{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr, TimedOut: res.TimedOut, Via: "provider"}, nil
+	done := make(chan outcome, 1)
+	// It ends when the command does (or its timeout passes), detached or not.
+	go func() {
+		defer cancel()
+		res, err := prov.Exec(pctx, providerView(sb), provider.ExecRequest{Command: req.Command, Cwd: req.Cwd, Env: req.Env, Timeout: req.Timeout})
+		done <- outcome{res, err}
+	}()
+	var o outcome
+	select {
+	case o = <-done:
+	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), ErrDetach) {
+			return ExecResult{Via: "provider", Detached: true}, nil // it runs on, to its end or timeout
+		}
+		cancel()
+		o = <-done
+	}
+	if o.err != nil {
+		return ExecResult{}, providerError("exec in sandbox "+sb.Name, o.err)
+	}
+	return ExecResult{ExitCode: o.res.ExitCode, Stdout: o.res.Stdout, Stderr: o.res.Stderr, TimedOut: o.res.TimedOut, Via: "provider"}, nil
 }
 
 // Daemon returns the client of the sandbox's daemon. Clients are kept, one per sandbox and
@@ -130,7 +155,8 @@ func (m *Manager) Daemon(sb store.Sandbox) (*envd.Client, error) {
 	}
 	c, err := envd.New(envd.Config{URL: sb.DaemonURL, AccessToken: sb.DaemonToken})
 	if err != nil {
-		return nil, fmt.Errorf("%w: sandbox %s's daemon address %s: %v", ErrUnavailable, sb.Name, sb.DaemonURL, err)
+		m.log.Error("daemon client", "sandbox", sb.Name, "err", err)
+		return nil, fmt.Errorf("%w: sandbox %s's daemon cannot be reached (the server log has the cause)", ErrUnavailable, sb.Name)
 	}
 	m.daemons[key] = c
 	return c, nil
@@ -156,6 +182,13 @@ func (m *Manager) Close() {
 		c.Close()
 		delete(m.daemons, k)
 	}
+}
+
+// execTag names one exec's process in its daemon: "exec:" and 12 random hex digits.
+func execTag() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return "exec:" + hex.EncodeToString(b)
 }
 
 // killGrace is how long past its timeout a command may take to be reported ended by the daemon
@@ -185,13 +218,22 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 		env[k] = v
 	}
 	started := time.Now()
-	st, err := c.Start(runCtx, envd.StartRequest{Cmd: argv[0], Args: argv[1:], Envs: env, Cwd: cwd, Lifetime: req.Timeout})
+	// A tag of its own, so a command whose caller left before its start event came back can
+	// still be found and killed.
+	tag := execTag()
+	st, err := c.Start(runCtx, envd.StartRequest{Cmd: argv[0], Args: argv[1:], Envs: env, Cwd: cwd, Lifetime: req.Timeout, Tag: tag})
+	if err != nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrDetach) {
+		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
+		c.Signal(kctx, envd.ByTag(tag), envd.SIGKILL)
+		kcancel()
+	}
 	if err != nil {
 		if errors.Is(err, envd.ErrInvalidArgument) {
 			return ExecResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		if errors.Is(err, envd.ErrUnavailable) {
-			return ExecResult{}, fmt.Errorf("%w: the daemon of sandbox %s does not answer: %v", ErrUnavailable, sb.Name, err)
+			m.log.Warn("the daemon does not answer", "sandbox", sb.Name, "err", err)
+			return ExecResult{}, fmt.Errorf("%w: the daemon of sandbox %s does not answer (the server log has the cause)", ErrUnavailable, sb.Name)
 		}
 		return ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", sb.Name, err)
 	}

@@ -17,6 +17,10 @@ type Item struct {
 	Event string // e.g. "stdout", "stderr"; EventCapped marks the byte cap
 	ID    string // a resumable position, when the stream has one
 	Data  []byte
+	// Final marks the item that says how the stream's subject ended (a process's end): it
+	// passes the byte cap, so a capped stream still tells how it ended. Its bytes are not
+	// counted against the cap.
+	Final bool
 }
 
 // EventCapped is the item a stream carries once, in order, when it reaches its byte cap: after
@@ -143,6 +147,9 @@ func (s *Stream) send(ctx context.Context, it Item) bool {
 			return false
 		}
 		if !s.enqueueLocked(part) {
+			if s.capped {
+				s.dropped += int64(len(it.Data)) // the parts not yet split off
+			}
 			return s.reason == ""
 		}
 	}
@@ -177,6 +184,12 @@ func (s *Stream) waitRoomLocked(ctx context.Context, cost int64) bool {
 
 func (s *Stream) enqueueLocked(it Item) bool {
 	cost := int64(len(it.Data)) + MessageOverhead
+	if it.Final {
+		s.items = append(s.items, it)
+		s.queued += cost
+		s.signal()
+		return true
+	}
 	if s.capped {
 		s.dropped += int64(len(it.Data))
 		return false

@@ -464,3 +464,21 @@ func TestSendWaitStall(t *testing.T) {
 		t.Errorf("a cancelled SendWait ended the stream: %q", s2.Reason())
 	}
 }
+
+func TestFinalItemPassesTheCap(t *testing.T) {
+	r, _ := newRegistry(t, Config{MaxBytes: 100, BytesPerSecond: 64 << 20})
+	s := open(t, r, Options{Kind: KindProcess})
+	s.Send(Item{Data: make([]byte, 300)})
+	s.Send(Item{Event: "end", Data: []byte(`{"exit_code":0}`), Final: true})
+	s.Finish()
+	items, err := drain(t, s)
+	if !errors.Is(err, io.EOF) {
+		t.Fatal(err)
+	}
+	if last := items[len(items)-1]; last.Event != "end" {
+		t.Fatalf("the last item is %q: the end was lost to the cap", last.Event)
+	}
+	if _, dropped := s.Capped(); dropped != 200 {
+		t.Errorf("dropped = %d, want 200", dropped)
+	}
+}

@@ -97,14 +97,16 @@ func (p *process) publish(ev *rpc.ProcessEvent, size int) {
 func (p *process) finish(end *rpc.ProcessEvent_EndEvent) {
 	ev := &rpc.ProcessEvent{Event: &rpc.ProcessEvent_End{End: end}}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.end = end
-	for q := range p.subs {
+	subs := p.subs
+	p.subs = nil
+	close(p.done)
+	p.mu.Unlock()
+	// Outside the lock: the starter's queue may make the push wait for room.
+	for q := range subs {
 		q.push(ev, eventOverhead)
 		q.close()
 	}
-	p.subs = nil
-	close(p.done)
 }
 
 // signal sends sig to the process's whole process group (envd signals only the process).

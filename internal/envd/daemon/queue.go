@@ -29,11 +29,12 @@ type queue[T any] struct {
 	lastTake time.Time
 
 	ready chan struct{} // capacity 1: signalled when items, closed or err change
-	room  chan struct{} // capacity 1: signalled when the taker took items or the queue failed
+	room  chan struct{} // capacity 1: signalled when the taker took items
+	dead  chan struct{} // closed when the queue fails: every waiting push returns
 }
 
 func newQueue[T any](limit int) *queue[T] {
-	return &queue[T]{limit: limit, ready: make(chan struct{}, 1), room: make(chan struct{}, 1), lastTake: time.Now()}
+	return &queue[T]{limit: limit, ready: make(chan struct{}, 1), room: make(chan struct{}, 1), dead: make(chan struct{}), lastTake: time.Now()}
 }
 
 // newBlockingQueue is a queue whose pushes wait for room, failing after stall without a take.
@@ -68,6 +69,7 @@ func (q *queue[T]) push(v T, size int) bool {
 		t := time.NewTimer(wait)
 		select {
 		case <-q.room:
+		case <-q.dead:
 		case <-t.C:
 		}
 		t.Stop()
@@ -80,14 +82,14 @@ func (q *queue[T]) push(v T, size int) bool {
 }
 
 func (q *queue[T]) failLocked(err error) {
+	if q.err != nil {
+		return
+	}
 	q.err = err
 	q.items = nil
 	q.bytes = 0
 	q.signal()
-	select {
-	case q.room <- struct{}{}:
-	default:
-	}
+	close(q.dead)
 }
 
 // cancel fails the queue (its subscriber went away), releasing a push waiting for room.
