@@ -61,7 +61,8 @@ func machineInfo() machine {
 	}
 	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
 		m.HangarCommit = strings.TrimSpace(string(out))
-		if out, _ := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); len(out) > 0 {
+		// Changes under bench/ are this program's own results, not the code measured.
+		if out, _ := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench").Output(); len(out) > 0 {
 			m.HangarCommit += "-dirty"
 		}
 	}
