@@ -592,3 +592,28 @@ func TestKillGrace(t *testing.T) {
 		t.Errorf("the escaped process %d died with the group; the test proves nothing", escaped)
 	}
 }
+
+// TestTagsAreUnique checks a running process's tag cannot be given to another process (hangar
+// finds its background processes by tag), and is free again once the process ended.
+func TestTagsAreUnique(t *testing.T) {
+	td := startDaemon(t, tcp, daemon.Config{})
+	c := newClient(t, td, envd.Config{})
+	ctx := testCtx(t, longWait)
+	first, err := c.Start(ctx, envd.StartRequest{Cmd: "sleep", Args: []string{"300"}, Tag: "hangar:p_1:abc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if _, err := c.Start(ctx, envd.StartRequest{Cmd: "sleep", Args: []string{"300"}, Tag: "hangar:p_1:abc"}); !errors.Is(err, envd.ErrAlreadyExists) {
+		t.Fatalf("a second process with the same tag: %v, want ErrAlreadyExists", err)
+	}
+	if err := c.Signal(ctx, envd.ByTag("hangar:p_1:abc"), envd.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	collect(t, first)
+	again, err := c.Start(ctx, envd.StartRequest{Cmd: "true", Tag: "hangar:p_1:abc"})
+	if err != nil {
+		t.Fatalf("the tag of an ended process: %v", err)
+	}
+	collect(t, again)
+}

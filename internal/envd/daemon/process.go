@@ -48,6 +48,8 @@ type process struct {
 	end  *rpc.ProcessEvent_EndEvent // set once, when the process has ended and its output is drained
 
 	done chan struct{} // closed when end is set
+
+	releaseTag func() // gives the process's tag back to the registry; nil without a tag
 }
 
 // subscribe adds a subscriber whose queue holds at most limit bytes: the process's starter
@@ -95,6 +97,9 @@ func (p *process) publish(ev *rpc.ProcessEvent, size int) {
 
 // finish records the end event and hands it to every subscriber as their last event.
 func (p *process) finish(end *rpc.ProcessEvent_EndEvent) {
+	if p.releaseTag != nil {
+		p.releaseTag() // before anyone hears of the end, so the tag is free by then
+	}
 	ev := &rpc.ProcessEvent{Event: &rpc.ProcessEvent_End{End: end}}
 	p.mu.Lock()
 	p.end = end

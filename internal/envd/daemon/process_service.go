@@ -102,6 +102,16 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[rpc.Sta
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("the working directory %q does not exist or is not a directory", cwd))
 	}
 	lifetime, _ := ctx.Value(lifetimeKey).(time.Duration)
+	release, err := s.d.procs.reserveTag(req.Msg.GetTag())
+	if err != nil {
+		return err
+	}
+	started := false
+	defer func() {
+		if !started {
+			release()
+		}
+	}()
 
 	cmd := exec.Command(cfg.GetCmd(), cfg.GetArgs()...)
 	cmd.Dir = cwd
@@ -175,6 +185,8 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[rpc.Sta
 	// The start event is queued before the output readers exist, so it is always first.
 	q.push(&rpc.ProcessEvent{Event: &rpc.ProcessEvent_Start{Start: &rpc.ProcessEvent_StartEvent{Pid: p.pid}}}, eventOverhead)
 	s.d.log.Info("process started", "pid", p.pid, "cmd", cfg.GetCmd(), "user", id.name, "lifetime", lifetime)
+	started = true // the tag is the process's now, until it ends
+	p.releaseTag = release
 	s.d.procs.add(p, lifetime, s.d.cfg.KillGrace)
 
 	defer p.unsubscribe(q)

@@ -17,10 +17,11 @@ type registry struct {
 	retention time.Duration
 	now       func() time.Time
 
-	mu      sync.Mutex // protects running, ended and closed
+	mu      sync.Mutex // protects running, ended, tags and closed
 	closed  bool       // killAll was called: processes added now are killed at once
 	running map[uint32]*process
 	ended   map[uint32]endedProcess
+	tags    map[string]bool // tags of running processes and of those being started
 
 	wg sync.WaitGroup // one per process's run goroutine
 }
@@ -34,7 +35,27 @@ type endedProcess struct {
 }
 
 func newRegistry(retention time.Duration, now func() time.Time) *registry {
-	return &registry{retention: retention, now: now, running: map[uint32]*process{}, ended: map[uint32]endedProcess{}}
+	return &registry{retention: retention, now: now, running: map[uint32]*process{}, ended: map[uint32]endedProcess{}, tags: map[string]bool{}}
+}
+
+// reserveTag claims tag for a process about to start: a tag names one running process at a
+// time, so a process cannot pose as another by copying its tag (hangar finds its background
+// processes by tag). release gives it back if the process did not start.
+func (r *registry) reserveTag(tag string) (release func(), err error) {
+	if tag == "" {
+		return func() {}, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tags[tag] {
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("a running process already has the tag %q", tag))
+	}
+	r.tags[tag] = true
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.tags, tag)
+	}, nil
 }
 
 // add registers p and runs it until it ends, then moves it to the ended table.
@@ -56,6 +77,7 @@ func (r *registry) add(p *process, lifetime, killGrace time.Duration) {
 		if r.running[p.pid] == p {
 			delete(r.running, p.pid)
 		}
+
 		r.ended[p.pid] = endedProcess{pid: p.pid, tag: p.tag, end: p.end, at: r.now()}
 	})
 	r.mu.Unlock()
