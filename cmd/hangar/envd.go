@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,46 +12,22 @@ import (
 	"github.com/hangar-dev/hangar/internal/envd/daemon"
 )
 
-// envdFlag is one flag of `hangar envd` and the environment variable that sets it when the
-// flag is not given.
-type envdFlag struct {
-	name, env, def, usage string
-	value                 *string
-}
+const envdSummary = "Runs the in-sandbox daemon, compatible with E2B's envd: the process and filesystem Connect RPC\nservices, /health and /files."
 
 // runEnvd runs the in-sandbox daemon until ctx is done (SIGTERM, SIGINT), then closes its
 // listener, kills the processes it started and returns nil.
 func runEnvd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hangar envd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var listen, token, addressFile, workdir, user string
-	flags := []envdFlag{
-		{"listen", "HANGAR_ENVD_LISTEN", daemon.DefaultAddress, "address to listen on: host:port (port 0 picks one) or unix:/path/to/sock", &listen},
-		{"access-token", "HANGAR_ENVD_ACCESS_TOKEN", "", "token every request but GET /health must send as X-Access-Token; empty: none until POST /init sets one", &token},
-		{"address-file", "HANGAR_ENVD_ADDRESS_FILE", "", "once listening, write the bound address (host:port or unix:/path) to this file, atomically", &addressFile},
-		{"workdir", "HANGAR_ENVD_WORKDIR", "", "working directory of processes started without one, and base of relative paths; empty: the user's home", &workdir},
-		{"user", "HANGAR_ENVD_USER", "", "user requests run as when they name none; empty: the user the daemon runs as", &user},
+	listen := daemon.DefaultAddress
+	var token, addressFile, workdir, user string
+	settings := []setting{
+		{"listen", "ADDR", "address to listen on: host:port (port 0 picks one) or unix:/path/to/sock", stringValue{&listen, nonEmpty}},
+		{"access-token", "TOKEN", "token every request but GET /health must send as X-Access-Token; none: none until POST /init sets one", stringValue{&token, nil}},
+		{"address-file", "FILE", "once listening, write the bound address (host:port or unix:/path) to this file, atomically", stringValue{&addressFile, nil}},
+		{"workdir", "DIR", "working directory of processes started without one, and base of relative paths; none: the user's home", stringValue{&workdir, nil}},
+		{"user", "USER", "user requests run as when they name none; none: the user the daemon runs as", stringValue{&user, nil}},
 	}
-	for _, f := range flags {
-		def := f.def
-		if v, ok := os.LookupEnv(f.env); ok {
-			def = v
-		}
-		fs.StringVar(f.value, f.name, def, fmt.Sprintf("%s (env %s)", f.usage, f.env))
-	}
-	fs.Usage = func() {
-		fmt.Fprintln(stdout, "Usage: hangar envd [flags]\n\nRuns the in-sandbox daemon, compatible with E2B's envd (process and filesystem")
-		fmt.Fprintln(stdout, "Connect RPC services, /health, /files). Each flag can be set by its environment variable;")
-		fmt.Fprintln(stdout, "the flag wins.\n\nFlags:")
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		fs.SetOutput(stderr)
-	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseSettings("hangar envd", envdSummary, "HANGAR_ENVD_", settings, args, lookupEnv, stdout); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q (run 'hangar envd --help')", fs.Args())
 	}
 	if workdir != "" {
 		if fi, err := os.Stat(workdir); err != nil || !fi.IsDir() {

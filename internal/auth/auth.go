@@ -17,6 +17,7 @@ import (
 
 	mcpauth "github.com/modelcontextprotocol/go-sdk/auth"
 
+	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -215,16 +216,6 @@ type TokenInfo struct {
 	Static      bool
 }
 
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
-// CheckSandboxName checks that name is a lowercase DNS label of at most 63 characters.
-func CheckSandboxName(name string) error {
-	if !dnsLabel.MatchString(name) {
-		return fmt.Errorf("sandbox name %q must be a lowercase DNS label: 1 to 63 of a-z, 0-9 and '-', starting and ending with a letter or digit", name)
-	}
-	return nil
-}
-
 var userName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
 
 func checkUserName(name string) error {
@@ -281,7 +272,7 @@ func (a *Authenticator) CreateToken(ctx context.Context, by Principal, req NewTo
 		return Created{}, err
 	}
 	if req.Sandbox != "" {
-		if err := CheckSandboxName(req.Sandbox); err != nil {
+		if err := provider.CheckName(req.Sandbox); err != nil {
 			return Created{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/provider"
 )
 
 // minStaticTokenLen is the shortest static token accepted: as many characters as a generated
@@ -72,7 +74,7 @@ func parseStaticTokens(path string, data []byte) (map[string]Principal, error) {
 		}
 		p := Principal{User: f[1], Scopes: scopes, Static: true}
 		if len(f) == 4 {
-			if err := CheckSandboxName(f[3]); err != nil {
+			if err := provider.CheckName(f[3]); err != nil {
 				return nil, fmt.Errorf("%s line %d: %w", path, n, err)
 			}
 			p.Sandbox = f[3]
