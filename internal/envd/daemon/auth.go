@@ -76,7 +76,7 @@ func (d *Daemon) authenticate(next http.Handler) http.Handler {
 		if u := r.URL.Query().Get("username"); u != "" && r.URL.Path == "/files" {
 			name = u
 		}
-		id, err := lookupIdentity(name)
+		id, err := d.users.lookupIdentity(name)
 		if err == nil && d.cfg.OwnHome != "" && int(id.uid) == os.Getuid() {
 			id.home = d.cfg.OwnHome
 		}
@@ -112,7 +112,7 @@ func (d *Daemon) handleInit(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if req.DefaultUser != nil && *req.DefaultUser != "" {
-		if _, err := lookupIdentity(*req.DefaultUser); err != nil {
+		if _, err := d.users.lookupIdentity(*req.DefaultUser); err != nil {
 			writeError(w, r, http.StatusBadRequest, err.Error())
 			return
 		}

@@ -116,6 +116,7 @@ type Daemon struct {
 	auth  *authState
 	procs *registry
 	watch *watchers
+	users userDB
 
 	// base is cancelled by Close: every stream handler watches it, so that shutting the HTTP
 	// server down does not wait for streams that never end by themselves.
@@ -135,6 +136,7 @@ func New(cfg Config) *Daemon {
 		auth:       newAuthState(cfg),
 		procs:      newRegistry(cfg.EndedRetention, time.Now),
 		watch:      newWatchers(cfg.MaxWatchers),
+		users:      systemUsers,
 		base:       base,
 		cancelBase: cancel,
 	}
@@ -170,14 +172,38 @@ func (d *Daemon) Close() {
 	d.watch.closeAll()
 }
 
+// Check reports whether the daemon can serve requests: its default user exists and its
+// working directory, when set, is a directory. The daemon's own user always exists (without
+// an entry in the user database it is its uid with HOME=/).
+func (d *Daemon) Check() error {
+	s := d.auth.get()
+	if _, err := d.users.lookupIdentity(s.defaultUser); err != nil {
+		return fmt.Errorf("envd cannot run requests as its default user: %w", err)
+	}
+	if s.workdir == "" {
+		return nil
+	}
+	if fi, err := os.Stat(s.workdir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("envd's working directory %q does not exist or is not a directory", s.workdir)
+	}
+	return nil
+}
+
 // shutdownTimeout bounds how long Serve waits for in-flight unary requests once its context
 // is done; streams are ended at once.
 const shutdownTimeout = 5 * time.Second
 
 // Serve serves HTTP/1.1 and h2c (HTTP/2 without TLS) on ln until ctx is done, then closes the
-// listener, ends every stream, kills the daemon's processes and returns nil. It returns an
-// error only when serving fails.
+// listener, ends every stream, kills the daemon's processes and returns nil. It first checks
+// that requests can run (Check) and returns that error without serving when they cannot, so
+// a daemon that would fail every request exits at once and its sandbox is seen as failed
+// rather than running. Otherwise it returns an error only when serving fails.
 func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
+	if err := d.Check(); err != nil {
+		ln.Close()
+		d.Close()
+		return err
+	}
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,7 +29,11 @@ func (d *Daemon) handleDownload(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusBadRequest, "download needs the path query parameter: GET /files?path=/path/to/file")
 		return
 	}
-	path := d.resolvePath(id, raw)
+	path, err := d.resolvePath(id, raw)
+	if err != nil {
+		writeError(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		writeFileError(w, r, path, err)
@@ -51,50 +56,19 @@ func (d *Daemon) handleDownload(w http.ResponseWriter, r *http.Request) {
 
 // handleUpload answers POST /files: the body as a file at ?path= (application/octet-stream),
 // or each "file" part of a multipart/form-data body, at ?path= or, without it, at the part's
-// file name. Parent directories are created; an existing file is replaced.
+// file name with its directories (as E2B's envd, and its SDKs' files.write of several files,
+// which send each file's destination there). Parent directories are created; an existing file
+// is replaced.
 func (d *Daemon) handleUpload(w http.ResponseWriter, r *http.Request) {
 	id := identityFrom(r.Context())
 	raw := r.URL.Query().Get("path")
 	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	var written []uploadedEntry
 	if mediaType == "multipart/form-data" {
-		mr, err := r.MultipartReader()
-		if err != nil {
-			writeError(w, r, http.StatusBadRequest, fmt.Sprintf("the multipart body cannot be read: %v", err))
-			return
-		}
-		for {
-			part, err := mr.NextPart()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				writeError(w, r, http.StatusBadRequest, fmt.Sprintf("the multipart body cannot be read: %v", err))
-				return
-			}
-			if part.FormName() != "file" {
-				part.Close()
-				continue
-			}
-			target := raw
-			if target == "" {
-				target = part.FileName()
-			}
-			if target == "" {
-				part.Close()
-				writeError(w, r, http.StatusBadRequest, "upload needs the path query parameter or a file name on each part")
-				return
-			}
-			e, status, err := d.writeFile(id, d.resolvePath(id, target), part)
-			part.Close()
-			if err != nil {
-				writeError(w, r, status, err.Error())
-				return
-			}
-			written = append(written, e)
-		}
-		if len(written) == 0 {
-			writeError(w, r, http.StatusBadRequest, `the multipart body has no part named "file"`)
+		var status int
+		var err error
+		if written, status, err = d.uploadParts(r, id, raw); err != nil {
+			writeError(w, r, status, err.Error())
 			return
 		}
 	} else {
@@ -102,7 +76,12 @@ func (d *Daemon) handleUpload(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, http.StatusBadRequest, "an octet-stream upload needs the path query parameter: POST /files?path=/path/to/file")
 			return
 		}
-		e, status, err := d.writeFile(id, d.resolvePath(id, raw), r.Body)
+		path, err := d.resolvePath(id, raw)
+		if err != nil {
+			writeError(w, r, http.StatusBadRequest, err.Error())
+			return
+		}
+		e, status, err := d.writeFile(id, path, r.Body)
 		if err != nil {
 			writeError(w, r, status, err.Error())
 			return
@@ -111,6 +90,70 @@ func (d *Daemon) handleUpload(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(written)
+}
+
+// uploadParts writes each "file" part of r's multipart body, at raw when set, else at the
+// part's file name. Two parts for one path are refused, as E2B's envd does (the first is
+// written). On failure it returns the HTTP status to answer.
+func (d *Daemon) uploadParts(r *http.Request, id *identity, raw string) ([]uploadedEntry, int, error) {
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return nil, http.StatusBadRequest, fmt.Errorf("the multipart body cannot be read: %w", err)
+	}
+	var written []uploadedEntry
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, http.StatusBadRequest, fmt.Errorf("the multipart body cannot be read: %w", err)
+		}
+		if part.FormName() != "file" {
+			part.Close()
+			continue
+		}
+		e, status, err := d.uploadPart(id, raw, part, written)
+		part.Close()
+		if err != nil {
+			return nil, status, err
+		}
+		written = append(written, e)
+	}
+	if len(written) == 0 {
+		return nil, http.StatusBadRequest, errors.New(`the multipart body has no part named "file"`)
+	}
+	return written, 0, nil
+}
+
+func (d *Daemon) uploadPart(id *identity, raw string, part *multipart.Part, done []uploadedEntry) (uploadedEntry, int, error) {
+	target := raw
+	if target == "" {
+		target = partFileName(part)
+	}
+	if target == "" {
+		return uploadedEntry{}, http.StatusBadRequest, errors.New("upload needs the path query parameter or a file name on each part")
+	}
+	path, err := d.resolvePath(id, target)
+	if err != nil {
+		return uploadedEntry{}, http.StatusBadRequest, err
+	}
+	for _, e := range done {
+		if e.Path == path {
+			return uploadedEntry{}, http.StatusBadRequest, fmt.Errorf("two files of one upload go to %q: only the first was written", path)
+		}
+	}
+	return d.writeFile(id, path, part)
+}
+
+// partFileName is the filename parameter of part's Content-Disposition, with its
+// directories: part.FileName keeps only the base name.
+func partFileName(part *multipart.Part) string {
+	_, params, err := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+	if err != nil {
+		return ""
+	}
+	return params["filename"]
 }
 
 // writeFile writes src to path as id, creating parent directories; on failure it returns the

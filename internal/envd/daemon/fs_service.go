@@ -45,7 +45,11 @@ func (s *filesystemService) path(ctx context.Context, p string) (string, *identi
 	if id == nil {
 		return "", nil, connect.NewError(connect.CodeInternal, errors.New("the request has no user"))
 	}
-	return s.d.resolvePath(id, p), id, nil
+	path, err := s.d.resolvePath(id, p)
+	if err != nil {
+		return "", nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	return path, id, nil
 }
 
 // entryInfo describes the entry at path without following a final symbolic link.
@@ -133,7 +137,10 @@ func (s *filesystemService) Move(ctx context.Context, req *connect.Request[rpc.M
 	if err != nil {
 		return nil, err
 	}
-	dst := s.d.resolvePath(id, req.Msg.GetDestination())
+	dst, err := s.d.resolvePath(id, req.Msg.GetDestination())
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
 	if _, err := os.Lstat(src); err != nil {
 		return nil, fsError("move", src, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -57,24 +58,31 @@ func (d *Daemon) keepaliveInterval(h http.Header) time.Duration {
 	return d.cfg.KeepaliveInterval
 }
 
+// errNulInPath is returned for a path with a NUL byte, which no file name can hold.
+var errNulInPath = errors.New("a path cannot contain a NUL byte")
+
 // resolvePath makes p absolute: "~" and "~/..." are the user's home, a relative path is
-// relative to the default working directory (or the home).
-func (d *Daemon) resolvePath(id *identity, p string) string {
+// relative to the default working directory, else to the user's home. A path the file
+// system cannot hold (a NUL byte) is errNulInPath.
+func (d *Daemon) resolvePath(id *identity, p string) (string, error) {
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", fmt.Errorf("path %q: %w", p, errNulInPath)
+	}
 	base := d.auth.get().workdir
 	if base == "" {
 		base = id.home
 	}
 	switch {
 	case p == "" || p == ".":
-		return filepath.Clean(base)
+		return filepath.Clean(base), nil
 	case p == "~":
-		return id.home
+		return id.home, nil
 	case len(p) > 1 && p[:2] == "~/":
-		return filepath.Join(id.home, p[2:])
+		return filepath.Join(id.home, p[2:]), nil
 	case filepath.IsAbs(p):
-		return filepath.Clean(p)
+		return filepath.Clean(p), nil
 	}
-	return filepath.Join(base, p)
+	return filepath.Join(base, p), nil
 }
 
 func (s *processService) List(_ context.Context, _ *connect.Request[rpc.ListRequest]) (*connect.Response[rpc.ListResponse], error) {
@@ -97,7 +105,10 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[rpc.Sta
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("start needs process.cmd, the program to run"))
 	}
 	set := s.d.auth.get()
-	cwd := s.d.resolvePath(id, cfg.GetCwd())
+	cwd, err := s.d.resolvePath(id, cfg.GetCwd())
+	if err != nil {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("cwd: %w", err))
+	}
 	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("the working directory %q does not exist or is not a directory", cwd))
 	}

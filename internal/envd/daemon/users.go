@@ -22,21 +22,43 @@ type identity struct {
 	switchTo bool
 }
 
+// userDB is where users are looked up: the os/user functions, replaced in tests to give an
+// image without /etc/passwd.
+type userDB struct {
+	lookup   func(name string) (*user.User, error)
+	lookupID func(uid string) (*user.User, error)
+}
+
+var systemUsers = userDB{lookup: user.Lookup, lookupID: user.LookupId}
+
+// ownFallback is the daemon's own user when the user database has no entry for its uid (an
+// image without /etc/passwd, or run with a uid it does not list): named "root" for uid 0 and
+// by the number otherwise, with HOME=/ — so the daemon runs in any image.
+func ownFallback() *user.User {
+	name := strconv.Itoa(os.Getuid())
+	if os.Getuid() == 0 {
+		name = "root"
+	}
+	return &user.User{Uid: strconv.Itoa(os.Getuid()), Gid: strconv.Itoa(os.Getgid()), Username: name, HomeDir: "/"}
+}
+
 // lookupIdentity resolves name (empty: the daemon's own user). A daemon running as root may
-// act as any user; any other daemon only as itself.
-func lookupIdentity(name string) (*identity, error) {
+// act as any user; any other daemon only as itself. The daemon's own user is always found:
+// without an entry in the user database it is ownFallback, which a request may also name.
+func (db userDB) lookupIdentity(name string) (*identity, error) {
 	var u *user.User
 	var err error
 	if name == "" {
-		u, err = user.LookupId(strconv.Itoa(os.Getuid()))
-		if err != nil {
-			return nil, fmt.Errorf("look up the daemon's own user (uid %d): %w", os.Getuid(), err)
+		if u, err = db.lookupID(strconv.Itoa(os.Getuid())); err != nil {
+			u = ownFallback()
 		}
-	} else {
-		u, err = user.Lookup(name)
-		if err != nil {
+	} else if u, err = db.lookup(name); err != nil {
+		own := ownFallback()
+		_, ownErr := db.lookupID(own.Uid)
+		if ownErr == nil || (name != own.Username && name != own.Uid) {
 			return nil, fmt.Errorf("unknown user %q: there is no such user in this sandbox", name)
 		}
+		u = own
 	}
 	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
 	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
