@@ -21,8 +21,12 @@ import (
 // noPasswd is the user database of an image without /etc/passwd: every lookup fails as
 // os/user's does when the file is missing.
 var noPasswd = userDB{
-	lookup:   func(string) (*user.User, error) { return nil, &fs.PathError{Op: "open", Path: "/etc/passwd", Err: fs.ErrNotExist} },
-	lookupID: func(string) (*user.User, error) { return nil, &fs.PathError{Op: "open", Path: "/etc/passwd", Err: fs.ErrNotExist} },
+	lookup: func(string) (*user.User, error) {
+		return nil, &fs.PathError{Op: "open", Path: "/etc/passwd", Err: fs.ErrNotExist}
+	},
+	lookupID: func(string) (*user.User, error) {
+		return nil, &fs.PathError{Op: "open", Path: "/etc/passwd", Err: fs.ErrNotExist}
+	},
 }
 
 // TestNoPasswd: without a user database the daemon still runs commands, as its own uid and
@@ -118,4 +122,3 @@ func basic(user string) string {
 	r.SetBasicAuth(user, "")
 	return r.Header.Get("Authorization")
 }
-
