@@ -122,7 +122,8 @@ func (c *Client) Move(ctx context.Context, source, destination string) error {
 	return wrapErr(ctx, "move "+source, err)
 }
 
-// Remove deletes the file or directory (with its content) at path.
+// Remove deletes the file or directory (with its content) at path; a missing path is not an
+// error.
 func (c *Client) Remove(ctx context.Context, path string) error {
 	_, err := c.fs.Remove(ctx, connect.NewRequest(&fsrpc.RemoveRequest{Path: path}))
 	return wrapErr(ctx, "remove "+path, err)

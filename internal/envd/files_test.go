@@ -84,6 +84,9 @@ func TestFiles(t *testing.T) {
 			if _, err := c.Stat(ctx, "a"); !errors.Is(err, envd.ErrNotFound) {
 				t.Errorf("stat a removed dir: got %v, want ErrNotFound", err)
 			}
+			if err := c.Remove(ctx, "a"); err != nil {
+				t.Errorf("remove a missing path: %v, want success as on E2B's envd", err)
+			}
 		})
 	}
 }

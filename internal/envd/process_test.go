@@ -391,17 +391,41 @@ func TestKeepalive(t *testing.T) {
 	}
 }
 
-// TestLifetime checks Connect-Timeout-Ms kills the process and the stream ends with its end.
+// TestLifetime checks Connect-Timeout-Ms kills the process and, as on E2B's envd, the Start
+// stream ends with ErrDeadlineExceeded after the output; an attached stream gets the end.
 func TestLifetime(t *testing.T) {
 	td := startDaemon(t, tcp, daemon.Config{})
 	c := newClient(t, td, envd.Config{})
 	ctx := testCtx(t, shortWait)
-	r := run(t, ctx, c, envd.StartRequest{Cmd: "sh", Args: []string{"-c", "echo started; sleep 60"}, Lifetime: 300e6})
-	if string(r.stdout) != "started\n" {
-		t.Errorf("stdout: %q", r.stdout)
+	s, err := c.Start(ctx, envd.StartRequest{Cmd: "sh", Args: []string{"-c", "echo started; sleep 60"}, Lifetime: 300e6})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r.exit.Exited || r.exit.Code != -1 || r.exit.Status != "signal: killed" || !strings.Contains(r.exit.Error, "lifetime") {
-		t.Errorf("exit: got %+v, want killed for its lifetime", r.exit)
+	defer s.Close()
+	a, err := c.Connect(ctx, envd.ByPID(s.PID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var stdout []byte
+	for {
+		ev, err := s.Next()
+		if err != nil {
+			if !errors.Is(err, envd.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "lifetime") {
+				t.Errorf("start stream ended with %v, want deadline exceeded for the lifetime", err)
+			}
+			break
+		}
+		if ev.Kind == envd.EventEnd {
+			t.Fatalf("start stream: end event %+v, want deadline exceeded", ev.Exit)
+		}
+		stdout = append(stdout, ev.Data...)
+	}
+	if string(stdout) != "started\n" {
+		t.Errorf("stdout: %q", stdout)
+	}
+	if r := collect(t, a); r.exit.Exited || r.exit.Code != -1 || r.exit.Status != "signal: killed" || !strings.Contains(r.exit.Error, "lifetime") {
+		t.Errorf("attached: got %+v, want killed for its lifetime", r.exit)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+
+	"connectrpc.com/connect"
 )
 
 // authState is what POST /init may change after start-up.
@@ -141,23 +143,32 @@ func (d *Daemon) handleInit(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// writeError answers an error in the shape the caller expects: a Connect error for RPCs (a
-// Connect client maps the HTTP status to its code), envd's {"message","code"} otherwise.
+// writeError answers an error in the shape the caller expects: a Connect (or gRPC) error for
+// RPCs, written by connect-go's ErrorWriter — so a streaming call gets its error, message
+// included, in the end of the stream, as connect clients read it — and envd's
+// {"message","code"} otherwise.
 func writeError(w http.ResponseWriter, r *http.Request, status int, message string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
 	if isRPC(r) {
-		code := map[int]string{
-			http.StatusUnauthorized: "unauthenticated",
-			http.StatusForbidden:    "permission_denied",
-			http.StatusBadRequest:   "invalid_argument",
+		code := map[int]connect.Code{
+			http.StatusUnauthorized: connect.CodeUnauthenticated,
+			http.StatusForbidden:    connect.CodePermissionDenied,
+			http.StatusBadRequest:   connect.CodeInvalidArgument,
 		}[status]
-		if code == "" {
-			code = "unknown"
+		if code == 0 {
+			code = connect.CodeUnknown
 		}
-		_ = json.NewEncoder(w).Encode(map[string]string{"code": code, "message": message})
+		cerr := connect.NewError(code, errors.New(message))
+		if ew := connect.NewErrorWriter(); ew.IsSupported(r) {
+			_ = ew.Write(w, r, cerr)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(map[string]string{"code": code.String(), "message": message})
 		return
 	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"message": message, "code": status})
 }
 

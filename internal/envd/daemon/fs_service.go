@@ -215,9 +215,8 @@ func (s *filesystemService) Remove(ctx context.Context, req *connect.Request[rpc
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Lstat(path); err != nil {
-		return nil, fsError("remove", path, err)
-	}
+	// A path that does not exist is removed already: success, as on E2B's envd (whose SDKs'
+	// files.remove expects it).
 	if err := os.RemoveAll(path); err != nil {
 		return nil, fsError("remove", path, err)
 	}

@@ -30,8 +30,8 @@ const lifetimeKey ctxKey = iota + 100
 
 // liftLifetime takes Connect-Timeout-Ms off a Start request before connect-go sees it: envd
 // uses it as the process's lifetime, and connect-go would also end the stream at that moment,
-// before the end event. hangar's Start stream instead ends with the end event of the killed
-// process.
+// possibly before the last output. hangar's Start stream ends with deadline_exceeded too, but
+// only once the killed process's output is all sent.
 func liftLifetime(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v := r.Header.Get("Connect-Timeout-Ms")
@@ -202,7 +202,15 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[rpc.Sta
 
 	defer p.unsubscribe(q)
 	return drain(s.d, ctx, q, s.d.keepaliveInterval(req.Header()),
-		func(ev *rpc.ProcessEvent) error { return stream.Send(&rpc.StartResponse{Event: ev}) },
+		func(ev *rpc.ProcessEvent) error {
+			// As E2B's envd (where connect-go's deadline ends the stream), a process killed
+			// for its lifetime ends its Start stream with deadline_exceeded, after all its
+			// output, instead of the end event; its SDKs raise a timeout error on that code.
+			if ev.GetEnd() != nil && p.lifetime.Load() {
+				return connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf("the process outlived its lifetime of %s and was killed", lifetime))
+			}
+			return stream.Send(&rpc.StartResponse{Event: ev})
+		},
 		func() error { return stream.Send(&rpc.StartResponse{Event: keepaliveEvent()}) })
 }
 

@@ -250,15 +250,19 @@ func TestProtocolAuthAndHealth(t *testing.T) {
 	if status != http.StatusUnauthorized || body["code"] != "unauthenticated" || body["message"] == "" {
 		t.Errorf("without the token: %d %v", status, body)
 	}
-	res = rpcStream(t, ctx, url, "process.Process/Start", nil, `{"process":{"cmd":"true"}}`)
-	res.Body.Close()
-	if res.StatusCode != http.StatusUnauthorized {
-		t.Errorf("a stream without the token: %d", res.StatusCode)
+	// A stream's error, as connect clients read it: the end of the stream, message included.
+	end := open(t, rpcStream(t, ctx, url, "process.Process/Start", nil, `{"process":{"cmd":"true"}}`)).end()
+	if e, _ := end["error"].(map[string]any); e["code"] != "unauthenticated" || !strings.Contains(e["message"].(string), "X-Access-Token") {
+		t.Errorf("a stream without the token: %v", end)
 	}
 	h := http.Header{"X-Access-Token": {"tok"}, "Authorization": {"Basic bm8tc3VjaC11c2VyOg=="}} // no-such-user:
 	status, body = rpcUnary(t, ctx, url, "process.Process/List", h, `{}`)
 	if status != http.StatusUnauthorized || !strings.Contains(body["message"].(string), "no-such-user") {
 		t.Errorf("an unknown user: %d %v", status, body)
+	}
+	end = open(t, rpcStream(t, ctx, url, "process.Process/Start", h, `{"process":{"cmd":"true"}}`)).end()
+	if e, _ := end["error"].(map[string]any); e["code"] != "unauthenticated" || !strings.Contains(e["message"].(string), "no-such-user") {
+		t.Errorf("a stream as an unknown user: %v", end)
 	}
 	h = http.Header{"X-Access-Token": {"tok"}, "Authorization": {"Basic cm9vdDo="}} // root:
 	if status, body = rpcUnary(t, ctx, url, "process.Process/List", h, `{}`); status != http.StatusOK {
