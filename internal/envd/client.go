@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -40,11 +41,33 @@ type Config struct {
 	KeepaliveInterval time.Duration
 	// JSON makes the client use Connect's JSON codec instead of the binary one.
 	JSON bool
-	// HTTPClient, when set, is used as is (for https in tests, or proxies). Nil: one that
-	// speaks h2c (HTTP/2 without TLS) to http:// and unix:// URLs and HTTP/2 or HTTP/1.1 over
-	// TLS to https:// URLs.
+	// Protocol is how to speak to an http:// daemon (ProtocolAuto when zero); unix:// is
+	// always hangar's daemon (h2c) and https:// negotiates HTTP/2 or HTTP/1.1 in TLS.
+	Protocol Protocol
+	// HTTPClient, when set, is used as is (for https in tests, or proxies), and Protocol is
+	// ignored. Nil: one chosen as Protocol says.
 	HTTPClient *http.Client
 }
+
+// Protocol is how a client speaks to a daemon over plain http://.
+type Protocol int
+
+const (
+	// ProtocolAuto asks the daemon's GET /health once, over HTTP/1.1, whether it is hangar's
+	// (the answer carries the Hangar-Envd header), then speaks h2c to hangar's daemon and
+	// HTTP/1.1 to any other: E2B's envd serves only HTTP/1.1 in cleartext. A probe that fails
+	// is tried again by the next call.
+	ProtocolAuto Protocol = iota
+	// ProtocolH2C speaks HTTP/2 without TLS (prior knowledge), without a probe: for a daemon
+	// known to be hangar's.
+	ProtocolH2C
+	// ProtocolHTTP1 speaks HTTP/1.1, without a probe.
+	ProtocolHTTP1
+)
+
+// HangarHeader is set on the answers of hangar's daemon to GET /health (its value is 1), so
+// that a client can tell it from E2B's envd and speak h2c to it.
+const HangarHeader = "Hangar-Envd"
 
 // Client talks to one daemon. It is safe for concurrent use.
 type Client struct {
@@ -69,7 +92,16 @@ func New(cfg Config) (*Client, error) {
 	switch u.Scheme {
 	case "http":
 		c.baseURL = strings.TrimRight(cfg.URL, "/")
-		transport = h2cTransport(nil)
+		switch cfg.Protocol {
+		case ProtocolH2C:
+			transport = h2cTransport(nil)
+		case ProtocolHTTP1:
+			transport = http1Transport()
+		case ProtocolAuto:
+			transport = &negotiating{healthURL: c.baseURL + "/health", h1: http1Transport(), h2c: h2cTransport(nil)}
+		default:
+			return nil, fmt.Errorf("envd client: unknown protocol %d", cfg.Protocol)
+		}
 	case "https":
 		c.baseURL = strings.TrimRight(cfg.URL, "/")
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -131,10 +163,76 @@ func h2cTransport(dial func(ctx context.Context, network, addr string) (net.Conn
 	return t
 }
 
+func http1Transport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	var p http.Protocols
+	p.SetHTTP1(true)
+	t.Protocols = &p
+	return t
+}
+
+// negotiating sends each request with h2c to hangar's daemon and with HTTP/1.1 to any other,
+// having asked the daemon's /health which it is (ProtocolAuto).
+type negotiating struct {
+	healthURL string
+	h1, h2c   *http.Transport
+
+	mu     sync.Mutex // held while probing, so that one probe answers every waiting call
+	chosen http.RoundTripper
+}
+
+func (n *negotiating) RoundTrip(r *http.Request) (*http.Response, error) {
+	t, err := n.transport(r.Context())
+	if err != nil {
+		if r.Body != nil {
+			r.Body.Close() // a RoundTripper closes the body, even on error
+		}
+		return nil, err
+	}
+	return t.RoundTrip(r)
+}
+
+// transport is the transport chosen for the daemon, asking it first when none is yet.
+func (n *negotiating) transport(ctx context.Context) (http.RoundTripper, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.chosen != nil {
+		return n.chosen, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.healthURL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("ask the daemon its protocol: %w", err)
+	}
+	res, err := n.h1.RoundTrip(req)
+	if err != nil {
+		return nil, fmt.Errorf("ask the daemon its protocol: %w", err)
+	}
+	res.Body.Close()
+	n.chosen = n.h1
+	if res.Header.Get(HangarHeader) == "1" {
+		n.chosen = n.h2c
+	}
+	return n.chosen, nil
+}
+
+// CloseIdleConnections closes both transports' idle connections.
+func (n *negotiating) CloseIdleConnections() {
+	n.h1.CloseIdleConnections()
+	n.h2c.CloseIdleConnections()
+}
+
 // headerTransport adds the daemon's headers to every request.
 type headerTransport struct {
 	next http.RoundTripper
 	cfg  Config
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections (Client.Close) reach the
+// transport underneath.
+func (t *headerTransport) CloseIdleConnections() {
+	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {

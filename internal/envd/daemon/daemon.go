@@ -153,7 +153,12 @@ func New(cfg Config) *Daemon {
 	compressOpt := connect.WithCompressMinBytes(1 << 20)
 	mux.Handle(processconnect.NewProcessHandler(&processService{d: d}, recoverOpt, compressOpt))
 	mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{d: d}, recoverOpt, compressOpt))
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		// Tells hangar's client that this daemon is hangar's, so it speaks h2c to it (the
+		// client package's HangarHeader; E2B's envd serves only HTTP/1.1 in cleartext).
+		w.Header().Set("Hangar-Envd", "1")
+		w.WriteHeader(http.StatusNoContent)
+	})
 	mux.HandleFunc("POST /init", d.handleInit)
 	mux.HandleFunc("GET /files", d.handleDownload)
 	mux.HandleFunc("POST /files", d.handleUpload)
