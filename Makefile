@@ -39,3 +39,9 @@ clean:
 .PHONY: conformance
 conformance:
 	scripts/conformance.sh
+
+# E2B's JS SDK (pinned in scripts/e2bcompat/package.json) in debug mode against `hangar envd`,
+# asserting what E2B's envd answers (needs npm; installs the SDK and Node 22 on first use).
+.PHONY: e2b-compat
+e2b-compat:
+	scripts/e2bcompat/run.sh
