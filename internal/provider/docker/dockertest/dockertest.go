@@ -30,6 +30,8 @@ const (
 	BashImage = "hangar-test:busybox-bash"
 	// BusyboxImage has busybox only: no bash, so commands run with sh -c.
 	BusyboxImage = "hangar-test:busybox"
+	// NoPasswdImage is BusyboxImage without /etc/passwd and /etc/group: no user has a name.
+	NoPasswdImage = "hangar-test:busybox-no-passwd"
 )
 
 // busyboxPath is the static busybox both images are made of.
@@ -64,28 +66,33 @@ var (
 
 // EnsureImage makes BashImage on the engine, once per process, and returns its name.
 func EnsureImage(ctx context.Context, cli *client.Client) (string, error) {
-	return ensure(ctx, cli, BashImage, true)
+	return ensure(ctx, cli, BashImage, true, true)
 }
 
 // EnsureBusyboxImage makes BusyboxImage on the engine, once per process, and returns its name.
 func EnsureBusyboxImage(ctx context.Context, cli *client.Client) (string, error) {
-	return ensure(ctx, cli, BusyboxImage, false)
+	return ensure(ctx, cli, BusyboxImage, false, true)
 }
 
-func ensure(ctx context.Context, cli *client.Client, ref string, withBash bool) (string, error) {
+// EnsureNoPasswdImage makes NoPasswdImage on the engine, once per process, and returns its name.
+func EnsureNoPasswdImage(ctx context.Context, cli *client.Client) (string, error) {
+	return ensure(ctx, cli, NoPasswdImage, false, false)
+}
+
+func ensure(ctx context.Context, cli *client.Client, ref string, withBash, withPasswd bool) (string, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	if err, ok := built[ref]; ok {
 		return ref, err
 	}
-	err := importImage(ctx, cli, ref, withBash)
+	err := importImage(ctx, cli, ref, withBash, withPasswd)
 	built[ref] = err
 	return ref, err
 }
 
 // importImage makes ref from a root file system built in memory.
-func importImage(ctx context.Context, cli *client.Client, ref string, withBash bool) error {
-	rootfs, err := rootFS(withBash)
+func importImage(ctx context.Context, cli *client.Client, ref string, withBash, withPasswd bool) error {
+	rootfs, err := rootFS(withBash, withPasswd)
 	if err != nil {
 		return fmt.Errorf("make image %s: %w", ref, err)
 	}
@@ -107,7 +114,7 @@ func importImage(ctx context.Context, cli *client.Client, ref string, withBash b
 }
 
 // rootFS is a tar of the image's files.
-func rootFS(withBash bool) ([]byte, error) {
+func rootFS(withBash, withPasswd bool) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	dirs := []struct {
@@ -140,6 +147,9 @@ func rootFS(withBash bool) ([]byte, error) {
 	etc := map[string]string{
 		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
 		"etc/group":  "root:x:0:\nnogroup:x:65534:\n",
+	}
+	if !withPasswd {
+		etc = nil
 	}
 	for name, text := range etc {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(text))}); err != nil {
