@@ -30,8 +30,8 @@ type StartRequest struct {
 	// comes as EventPTY (stdout and stderr together, as a terminal shows them).
 	PTY *PTYSize
 	// Lifetime, when positive, bounds how long the process may run (Connect-Timeout-Ms):
-	// then the daemon kills it. hangar's daemon sends its end event; E2B's ends the stream with
-	// ErrDeadlineExceeded. Whole milliseconds.
+	// then the daemon kills it and the stream ends with ErrDeadlineExceeded instead of the end
+	// event (hangar's daemon after all the output, E2B's at the deadline). Whole milliseconds.
 	Lifetime time.Duration
 }
 
@@ -131,7 +131,8 @@ func (s *ProcessStream) PID() uint32 { return s.pid }
 
 // Next returns the next event: output, keepalives, and the end event last. After the end
 // event it returns io.EOF. A stream that breaks before the end returns an error (ErrNoEnd
-// when it ended cleanly; ErrDeadlineExceeded when E2B's envd ended it at the lifetime).
+// when it ended cleanly; ErrDeadlineExceeded when the daemon killed the process for its
+// Lifetime).
 func (s *ProcessStream) Next() (Event, error) {
 	for {
 		if s.ended {

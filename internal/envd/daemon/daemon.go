@@ -6,8 +6,8 @@
 // Where it differs from envd: signals go to a process's whole process group; each subscriber
 // to a process has its own queue bounded in bytes, so one slow client never stalls the process
 // or the other clients (one that falls behind is ended with ErrSlowSubscriber); and a Start
-// stream bounded by Connect-Timeout-Ms ends with the process's end event rather than a
-// deadline error.
+// stream bounded by Connect-Timeout-Ms sends all the killed process's output before its
+// deadline error. docs/envd.md lists every difference.
 package daemon
 
 import (
