@@ -6,7 +6,7 @@
 // directory, a fresh temporary one); run it with `make e2b-compat`.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox, CommandExitError, TimeoutError } from 'e2b'
+import { Sandbox, CommandExitError, TimeoutError, SandboxError, NotFoundError } from 'e2b'
 
 const workdir = process.env.WORKDIR
 assert.ok(workdir && process.env.E2B_SANDBOX_URL, 'run through run.sh: WORKDIR and E2B_SANDBOX_URL unset')
@@ -118,6 +118,24 @@ test('commands: stdin', async () => {
   const r = await h.wait()
   assert.equal(r.stdout, 'got:hello\nrest')
   assert.equal(r.exitCode, 0)
+})
+
+test('commands: stdin to a command started without it is refused', async () => {
+  const h = await sbx.commands.run('sleep 30', { background: true })
+  try {
+    // E2B's envd answers `internal`; both are a SandboxError to the SDK, saying stdin.
+    await assert.rejects(h.sendStdin('x'), (e) => {
+      assert.ok(e instanceof SandboxError, `got ${e}`)
+      assert.match(e.message, /stdin/)
+      return true
+    })
+  } finally {
+    await h.kill()
+  }
+})
+
+test('commands: connect to an unknown pid is NotFoundError', async () => {
+  await assert.rejects(sbx.commands.connect(999999), (e) => e instanceof NotFoundError)
 })
 
 test('commands: stdin off gives end of file at once', async () => {
