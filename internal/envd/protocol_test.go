@@ -94,6 +94,28 @@ func TestProtocolNegotiation(t *testing.T) {
 			if _, err := c.List(ctx); err != nil {
 				t.Errorf("list: %v", err)
 			}
+			// A client stream (StreamInput) works over HTTP/1.1 too.
+			s, err := c.Start(ctx, envd.StartRequest{Cmd: "cat", Stdin: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			in, err := c.StreamInput(ctx, envd.ByPID(s.PID()), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := in.Write([]byte("streamed")); err != nil {
+				t.Fatal(err)
+			}
+			if err := in.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.CloseStdin(ctx, envd.ByPID(s.PID())); err != nil {
+				t.Fatal(err)
+			}
+			if r := collect(t, s); string(r.stdout) != "streamed" {
+				t.Errorf("cat of streamed input: %q", r.stdout)
+			}
 			if err := c.Upload(ctx, "f.txt", strings.NewReader("x")); err != nil {
 				t.Errorf("upload: %v", err)
 			}
