@@ -249,7 +249,10 @@ func TestTokensAPI(t *testing.T) {
 	adaID, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user", "mcp"], "description": "laptop"}`)
 	bobID, bob := e.newToken(t, e.admin, `{"user": "bob", "scopes": ["user"]}`)
 
-	// A user makes a narrower token for herself; a wider one is refused.
+	// A user makes a narrower token for herself, bound to her sandbox; a wider one is refused.
+	if r := e.do(t, "POST", "/api/sandboxes", ada, `{"name": "api-refactor", "daemon": false}`); r.status != http.StatusCreated {
+		t.Fatalf("create sandbox = %d %s", r.status, r.raw)
+	}
 	narrowID, narrow := e.newToken(t, ada, `{"scopes": ["mcp"], "sandbox": "api-refactor"}`)
 	wantError(t, e.do(t, "POST", "/api/tokens", ada, `{"scopes": ["admin"]}`), http.StatusForbidden, "forbidden")
 	wantError(t, e.do(t, "POST", "/api/tokens", ada, `{"user": "bob", "scopes": ["user"]}`), http.StatusForbidden, "forbidden")
