@@ -254,15 +254,15 @@ func ParseScopes(in []string) ([]Scope, error) {
 // CreateToken makes a token for req on behalf of by. An admin may make any token, for any
 // user. A user-scoped token may make tokens for its own user that are no wider than itself: a
 // subset of its scopes, bound to its sandbox if it is bound, expiring no later than it does.
+// A token bound to a sandbox belongs to that sandbox's owner (see bind).
 func (a *Authenticator) CreateToken(ctx context.Context, by Principal, req NewToken) (Created, error) {
 	if !by.IsAdmin() && !by.Has(ScopeUser) {
 		return Created{}, fmt.Errorf("%w: making tokens needs the admin or user scope", ErrForbidden)
 	}
-	if req.User == "" {
-		req.User = by.User
-	}
-	if err := checkUserName(req.User); err != nil {
-		return Created{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	if req.User != "" {
+		if err := checkUserName(req.User); err != nil {
+			return Created{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
 	}
 	scopes := make([]string, 0, len(req.Scopes))
 	for _, s := range req.Scopes {
@@ -271,39 +271,21 @@ func (a *Authenticator) CreateToken(ctx context.Context, by Principal, req NewTo
 	if _, err := ParseScopes(scopes); err != nil {
 		return Created{}, err
 	}
-	if req.Sandbox != "" {
-		if err := provider.CheckName(req.Sandbox); err != nil {
-			return Created{}, fmt.Errorf("%w: %v", ErrInvalid, err)
-		}
-	}
 	now := a.now().Truncate(time.Millisecond) // what the store keeps
 	req.ExpiresAt = req.ExpiresAt.Truncate(time.Millisecond)
 	if !req.ExpiresAt.IsZero() && !req.ExpiresAt.After(now) {
 		return Created{}, fmt.Errorf("%w: the expiry %s has already passed", ErrInvalid, req.ExpiresAt.Format(time.RFC3339))
 	}
 	if !by.IsAdmin() {
-		if req.User != by.User {
-			return Created{}, fmt.Errorf("%w: only an admin can make tokens for another user (%s)", ErrForbidden, req.User)
+		if err := narrower(by, &req); err != nil {
+			return Created{}, err
 		}
-		for _, s := range req.Scopes {
-			if !slices.Contains(by.Scopes, s) {
-				return Created{}, fmt.Errorf("%w: scope %q is wider than the token making it", ErrForbidden, s)
-			}
-		}
-		if by.Sandbox != "" {
-			if req.Sandbox == "" {
-				req.Sandbox = by.Sandbox
-			} else if req.Sandbox != by.Sandbox {
-				return Created{}, fmt.Errorf("%w: this token is bound to sandbox %s and can only make tokens bound to it", ErrForbidden, by.Sandbox)
-			}
-		}
-		if !by.ExpiresAt.IsZero() {
-			if req.ExpiresAt.IsZero() {
-				req.ExpiresAt = by.ExpiresAt
-			} else if req.ExpiresAt.After(by.ExpiresAt) {
-				return Created{}, fmt.Errorf("%w: the new token may not outlive the token making it (%s)", ErrForbidden, by.ExpiresAt.Format(time.RFC3339))
-			}
-		}
+	}
+	if err := a.bind(ctx, by, &req); err != nil {
+		return Created{}, err
+	}
+	if req.User == "" {
+		req.User = by.User
 	}
 	if _, err := a.store.EnsureUser(ctx, req.User); err != nil {
 		return Created{}, err
@@ -318,6 +300,66 @@ func (a *Authenticator) CreateToken(ctx context.Context, by Principal, req NewTo
 		return Created{}, fmt.Errorf("store token: %w", err)
 	}
 	return Created{Secret: secret, Token: info(t)}, nil
+}
+
+// narrower holds a token made by a non-admin to its maker's user, scopes, binding and expiry,
+// filling in the binding and expiry it inherits.
+func narrower(by Principal, req *NewToken) error {
+	if req.User != "" && req.User != by.User {
+		return fmt.Errorf("%w: only an admin can make tokens for another user (%s)", ErrForbidden, req.User)
+	}
+	for _, s := range req.Scopes {
+		if !slices.Contains(by.Scopes, s) {
+			return fmt.Errorf("%w: scope %q is wider than the token making it", ErrForbidden, s)
+		}
+	}
+	if by.Sandbox != "" {
+		if req.Sandbox == "" {
+			req.Sandbox = by.Sandbox
+		} else if req.Sandbox != by.Sandbox {
+			return fmt.Errorf("%w: this token is bound to sandbox %s and can only make tokens bound to it", ErrForbidden, by.Sandbox)
+		}
+	}
+	if !by.ExpiresAt.IsZero() {
+		if req.ExpiresAt.IsZero() {
+			req.ExpiresAt = by.ExpiresAt
+		} else if req.ExpiresAt.After(by.ExpiresAt) {
+			return fmt.Errorf("%w: the new token may not outlive the token making it (%s)", ErrForbidden, by.ExpiresAt.Format(time.RFC3339))
+		}
+	}
+	return nil
+}
+
+// bind checks a binding to a sandbox: the sandbox must exist (not destroyed) and the token must
+// belong to its owner, so that a bound token only ever reaches a sandbox of its own user (the
+// sandbox package checks that again on every request, since a name can change hands). A user
+// may bind only to a sandbox of their own; any other name, existing or not, is ErrNoSandbox. An
+// admin binding a token to a user's sandbox makes it that user's (req.User, when empty, becomes
+// the owner; naming another user is refused), and a bound token never carries the admin scope.
+func (a *Authenticator) bind(ctx context.Context, by Principal, req *NewToken) error {
+	if req.Sandbox == "" {
+		return nil
+	}
+	if err := provider.CheckName(req.Sandbox); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if slices.Contains(req.Scopes, ScopeAdmin) {
+		return fmt.Errorf("%w: a token bound to a sandbox cannot have the admin scope", ErrInvalid)
+	}
+	sb, err := a.store.GetSandbox(ctx, req.Sandbox)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("look up sandbox %s: %w", req.Sandbox, err)
+	}
+	if err != nil || sb.State == string(provider.StateDestroyed) || (!by.IsAdmin() && sb.Owner != by.User) {
+		return fmt.Errorf("%w: %s (a token can only be bound to an existing sandbox of its own user)", ErrNoSandbox, req.Sandbox)
+	}
+	switch {
+	case req.User == "":
+		req.User = sb.Owner
+	case req.User != sb.Owner:
+		return fmt.Errorf("%w: sandbox %s belongs to %s, so a token bound to it must be %s's, not %s's", ErrInvalid, sb.Name, sb.Owner, sb.Owner, req.User)
+	}
+	return nil
 }
 
 func info(t store.Token) TokenInfo {
@@ -335,7 +377,7 @@ func staticInfo(p Principal) TokenInfo {
 // tokens bound to that same sandbox.
 func visibleToken(by Principal, user, sandbox string) bool {
 	switch {
-	case by.IsAdmin():
+	case by.IsAdmin(): // never a bound token
 		return true
 	case !by.Has(ScopeUser) || user != by.User:
 		return false

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 )
 
@@ -26,6 +27,7 @@ func (c *clock) now() time.Time { return c.t }
 
 type fixture struct {
 	a     *auth.Authenticator
+	store store.Store
 	clock *clock
 	dir   string
 	admin auth.Principal
@@ -52,7 +54,16 @@ func newFixture(t *testing.T, tokensFile string) *fixture {
 	if err != nil {
 		t.Fatalf("Authenticate(admin): %v", err)
 	}
-	return &fixture{a: a, clock: c, dir: dir, admin: admin}
+	return &fixture{a: a, store: s, clock: c, dir: dir, admin: admin}
+}
+
+// sandbox stores a sandbox of owner in the given state, as the sandbox package would.
+func (f *fixture) sandbox(t *testing.T, name, owner, state string) {
+	t.Helper()
+	sb := store.Sandbox{Name: name, Owner: owner, Provider: "local", State: state, CreatedAt: f.clock.t, UpdatedAt: f.clock.t}
+	if err := f.store.CreateSandbox(context.Background(), sb); err != nil {
+		t.Fatalf("store sandbox %s: %v", name, err)
+	}
 }
 
 func (f *fixture) create(t *testing.T, by auth.Principal, req auth.NewToken) (auth.Created, auth.Principal) {
@@ -106,6 +117,7 @@ func TestAuthenticateRefusals(t *testing.T) {
 
 func TestTokenShape(t *testing.T) {
 	f := newFixture(t, "")
+	f.sandbox(t, "api-refactor", "ada", "running")
 	c, p := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}, Sandbox: "api-refactor"})
 	if !strings.HasPrefix(c.Secret, auth.TokenPrefix) || len(c.Secret) < len(auth.TokenPrefix)+52 {
 		t.Errorf("secret %q: want the %s prefix and 32 random bytes", c.Secret, auth.TokenPrefix)
@@ -145,6 +157,9 @@ func TestSecretNowhereOnDisk(t *testing.T) {
 func TestCreateTokenRules(t *testing.T) {
 	f := newFixture(t, "")
 	ctx := context.Background()
+	f.sandbox(t, "box", "ada", "running")
+	f.sandbox(t, "bobs", "bob", "running")
+	f.sandbox(t, "gone", "ada", "destroyed")
 	_, user := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}, ExpiresAt: f.clock.t.Add(48 * time.Hour)})
 	_, bound := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}, Sandbox: "box"})
 	_, mcpOnly := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeMCP}})
@@ -167,6 +182,15 @@ func TestCreateTokenRules(t *testing.T) {
 		{"bad user", f.admin, auth.NewToken{User: "bob smith", Scopes: []auth.Scope{auth.ScopeUser}}, auth.ErrInvalid},
 		{"past expiry", f.admin, auth.NewToken{User: "bob", Scopes: []auth.Scope{auth.ScopeUser}, ExpiresAt: f.clock.t.Add(-time.Second)}, auth.ErrInvalid},
 		{"admin for another", f.admin, auth.NewToken{User: "bob", Scopes: []auth.Scope{auth.ScopeJobs}}, nil},
+		// A user binds only to an existing sandbox of their own: another's (the takeover the
+		// isolation matrix found), a name nobody has yet, a destroyed one are one answer.
+		{"user binds own sandbox", user, auth.NewToken{Scopes: []auth.Scope{auth.ScopeMCP}, Sandbox: "box"}, nil},
+		{"user binds another's sandbox", user, auth.NewToken{Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}, Sandbox: "bobs"}, auth.ErrNoSandbox},
+		{"user binds a missing sandbox", user, auth.NewToken{Scopes: []auth.Scope{auth.ScopeMCP}, Sandbox: "later"}, auth.ErrNoSandbox},
+		{"user binds a destroyed sandbox", user, auth.NewToken{Scopes: []auth.Scope{auth.ScopeMCP}, Sandbox: "gone"}, auth.ErrNoSandbox},
+		{"admin binds a missing sandbox", f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeMCP}, Sandbox: "later"}, auth.ErrNoSandbox},
+		{"admin binds for a non-owner", f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeMCP}, Sandbox: "bobs"}, auth.ErrInvalid},
+		{"admin scope bound", f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeAdmin}, Sandbox: "box"}, auth.ErrInvalid},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -176,6 +200,12 @@ func TestCreateTokenRules(t *testing.T) {
 			}
 		})
 	}
+	t.Run("admin binding makes the owner's token", func(t *testing.T) {
+		_, p := f.create(t, f.admin, auth.NewToken{Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}, Sandbox: "bobs"})
+		if p.User != "bob" || p.Sandbox != "bobs" {
+			t.Errorf("admin's token bound to bob's sandbox = user %q sandbox %q, want bob's bound to bobs", p.User, p.Sandbox)
+		}
+	})
 	t.Run("inherits binding and expiry", func(t *testing.T) {
 		_, p := f.create(t, bound, auth.NewToken{Scopes: []auth.Scope{auth.ScopeMCP}})
 		if p.Sandbox != "box" {
@@ -329,6 +359,8 @@ func TestVerifyMCP(t *testing.T) {
 func TestNarrowTokensSeeLittle(t *testing.T) {
 	f := newFixture(t, "")
 	ctx := context.Background()
+	f.sandbox(t, "box", "ada", "running")
+	f.sandbox(t, "other", "ada", "running")
 	person, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}})
 	_, agent := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}, Sandbox: "box"})
 	sibling, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeMCP}, Sandbox: "box"})
@@ -359,5 +391,17 @@ func TestNarrowTokensSeeLittle(t *testing.T) {
 	}
 	if err := f.a.RevokeToken(ctx, mcpOnly, person.Token.ID); !errors.Is(err, auth.ErrForbidden) {
 		t.Errorf("an mcp-only token revoking: %v, want ErrForbidden", err)
+	}
+}
+
+// TestBoundIsNeverAdmin: a bound principal is confined to its sandbox whatever its scopes (a
+// tokens-file line may give one the admin scope; the API refuses to).
+func TestBoundIsNeverAdmin(t *testing.T) {
+	p := auth.Principal{User: "ada", Scopes: []auth.Scope{auth.ScopeAdmin}, Sandbox: "box"}
+	if p.IsAdmin() {
+		t.Error("a principal bound to a sandbox acts as an admin")
+	}
+	if !p.Has(auth.ScopeUser) {
+		t.Error("the admin scope no longer implies the user scope")
 	}
 }

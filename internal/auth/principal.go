@@ -41,8 +41,10 @@ func (p Principal) Has(s Scope) bool {
 	return slices.Contains(p.Scopes, s) || slices.Contains(p.Scopes, ScopeAdmin)
 }
 
-// IsAdmin reports whether the principal has the admin scope.
-func (p Principal) IsAdmin() bool { return slices.Contains(p.Scopes, ScopeAdmin) }
+// IsAdmin reports whether the principal acts as an admin: it has the admin scope and is not
+// bound to a sandbox. A bound token is confined to its sandbox whatever its scopes say (the API
+// refuses to make one with the admin scope; a tokens-file line may still have one).
+func (p Principal) IsAdmin() bool { return p.Sandbox == "" && slices.Contains(p.Scopes, ScopeAdmin) }
 
 type principalKey struct{}
 
@@ -75,4 +77,7 @@ var (
 	ErrNotFound = errors.New("token not found")
 	// ErrStatic means the token comes from the tokens file and can only be changed there.
 	ErrStatic = errors.New("static token")
+	// ErrNoSandbox means a token was to be bound to a sandbox that does not exist or that the
+	// caller may not see: the two are one answer, so a token cannot probe other users' names.
+	ErrNoSandbox = errors.New("no such sandbox")
 )

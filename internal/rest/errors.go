@@ -96,6 +96,8 @@ func classify(err error) *apiError {
 		return newError(CodeBadRequest, "The token request is not valid.", err)
 	case errors.Is(err, auth.ErrNotFound):
 		return newError(CodeNotFound, "There is no such token.", err)
+	case errors.Is(err, auth.ErrNoSandbox):
+		return newError(CodeNotFound, "There is no such sandbox, or it is not yours.", err)
 	case errors.Is(err, auth.ErrStatic):
 		return newError(CodeConflict, "That token comes from the tokens file and can only be changed there.", err)
 	case errors.As(err, &limit):

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	hmcp "github.com/hangar-dev/hangar/internal/mcp"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/provider/docker"
@@ -24,6 +25,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
 	"github.com/hangar-dev/hangar/internal/rest"
 	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -50,6 +52,11 @@ type env struct {
 	srv            *rest.Server
 	bytesPerSecond int64 // 0: the default
 	maxBytes       int64 // 0: the default
+
+	store      store.Store
+	withMCP    bool // serve /mcp too
+	maxStreams int  // 0: 4 per token, 6 in all; else this many of each
+	maxProcs   int  // 0: 3 background processes per token
 }
 
 // option changes an env before its server starts.
@@ -81,6 +88,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 		t.Fatal(err)
 	}
 	e := &env{now: time.Now(), dir: t.TempDir(), reg: prometheus.NewRegistry()}
+	e.store = s
 	for _, o := range opts {
 		o(e)
 	}
@@ -106,7 +114,14 @@ func newEnv(t *testing.T, opts ...option) *env {
 		providers["docker"] = dock
 		t.Cleanup(func() { dock.Close() })
 	}
-	e.streams = stream.New(stream.Config{MaxPerToken: 4, MaxTotal: 6, Check: a.Check, Recheck: 200 * time.Millisecond, Registerer: e.reg, BytesPerSecond: e.bytesPerSecond, MaxBytes: e.maxBytes})
+	maxStreams, maxTotal, maxProcs := 4, 6, 3
+	if e.maxStreams > 0 {
+		maxStreams, maxTotal = e.maxStreams, e.maxStreams
+	}
+	if e.maxProcs > 0 {
+		maxProcs = e.maxProcs
+	}
+	e.streams = stream.New(stream.Config{MaxPerToken: maxStreams, MaxTotal: maxTotal, Check: a.Check, Recheck: 200 * time.Millisecond, Registerer: e.reg, BytesPerSecond: e.bytesPerSecond, MaxBytes: e.maxBytes})
 	rechecks, stopRechecks := context.WithCancel(context.Background())
 	recheckDone := make(chan struct{})
 	go func() { e.streams.Run(rechecks); close(recheckDone) }()
@@ -128,12 +143,20 @@ func newEnv(t *testing.T, opts ...option) *env {
 		sandboxes.Close()
 	})
 	e.procs, err = process.New(process.Config{Sandboxes: sandboxes, Streams: e.streams, Secret: []byte(strings.Repeat("k", 32)),
-		MaxPerToken: 3, Now: e.clock, KillGrace: 3 * time.Second, PollAttached: 100 * time.Millisecond, PollIdle: time.Second})
+		MaxPerToken: maxProcs, Now: e.clock, KillGrace: 3 * time.Second, PollAttached: 100 * time.Millisecond, PollIdle: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.procs.Close)
-	srv := rest.New(rest.Config{Auth: a, Store: s, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: e.reg, MaxBodyBytes: 4096, Now: e.clock})
+	var mcpHandler *hmcp.Handler
+	if e.withMCP {
+		mcpHandler = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs})
+	}
+	cfg := rest.Config{Auth: a, Store: s, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: e.reg, MaxBodyBytes: 4096, Now: e.clock}
+	if mcpHandler != nil {
+		cfg.MCP = mcpHandler
+	}
+	srv := rest.New(cfg)
 	e.srv = srv
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -144,6 +167,10 @@ func newEnv(t *testing.T, opts ...option) *env {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		if mcpHandler != nil {
+			e.streams.Shutdown()
+			mcpHandler.Shutdown(ctx)
+		}
 		srv.Shutdown(ctx)
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
@@ -249,7 +276,10 @@ func TestTokensAPI(t *testing.T) {
 	adaID, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user", "mcp"], "description": "laptop"}`)
 	bobID, bob := e.newToken(t, e.admin, `{"user": "bob", "scopes": ["user"]}`)
 
-	// A user makes a narrower token for herself; a wider one is refused.
+	// A user makes a narrower token for herself, bound to her sandbox; a wider one is refused.
+	if r := e.do(t, "POST", "/api/sandboxes", ada, `{"name": "api-refactor", "daemon": false}`); r.status != http.StatusCreated {
+		t.Fatalf("create sandbox = %d %s", r.status, r.raw)
+	}
 	narrowID, narrow := e.newToken(t, ada, `{"scopes": ["mcp"], "sandbox": "api-refactor"}`)
 	wantError(t, e.do(t, "POST", "/api/tokens", ada, `{"scopes": ["admin"]}`), http.StatusForbidden, "forbidden")
 	wantError(t, e.do(t, "POST", "/api/tokens", ada, `{"user": "bob", "scopes": ["user"]}`), http.StatusForbidden, "forbidden")

@@ -99,13 +99,15 @@ type CreateRequest struct {
 	Daemon   *bool // nil: true
 }
 
-// visible reports whether p may see sb: a bound token only its sandbox, an admin every one,
-// anyone else their own user's.
+// visible reports whether p may see sb: an admin every one, anyone else only their own user's,
+// and a bound token only its sandbox among those. The owner is checked on every request, not
+// only when the token was made: a name can change hands (destroyed, then made again by someone
+// else), and a bound token must never follow it to another user's sandbox.
 func visible(p auth.Principal, sb store.Sandbox) bool {
-	if p.Sandbox != "" {
-		return sb.Name == p.Sandbox
+	if p.IsAdmin() { // never a bound token
+		return true
 	}
-	return p.IsAdmin() || sb.Owner == p.User
+	return sb.Owner == p.User && (p.Sandbox == "" || sb.Name == p.Sandbox)
 }
 
 // Get returns the sandbox ref if p may see it.
@@ -120,7 +122,7 @@ func (m *Manager) Get(ctx context.Context, p auth.Principal, ref string) (store.
 // List returns the sandboxes p may see, destroyed ones left out unless all is set.
 func (m *Manager) List(ctx context.Context, p auth.Principal, all bool) ([]store.Sandbox, error) {
 	owner := p.User
-	if p.IsAdmin() || p.Sandbox != "" {
+	if p.IsAdmin() {
 		owner = ""
 	}
 	sbs, err := m.cfg.Store.ListSandboxes(ctx, owner)
