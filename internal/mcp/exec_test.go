@@ -20,7 +20,9 @@ func TestExecStreamsProgress(t *testing.T) {
 			c := e.connect(t, staticSecret, era)
 			// The command goes on only when the test has seen what it printed so far.
 			dir := t.TempDir()
-			wait := func(flag string) string { return "while [ ! -e " + filepath.Join(dir, flag) + " ]; do sleep 0.01; done; " }
+			wait := func(flag string) string {
+				return "while [ ! -e " + filepath.Join(dir, flag) + " ]; do sleep 0.01; done; "
+			}
 			goOn := func(flag string) {
 				if err := os.WriteFile(filepath.Join(dir, flag), nil, 0o600); err != nil {
 					t.Fatal(err)
