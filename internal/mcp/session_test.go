@@ -33,8 +33,8 @@ func (e *env) post(t *testing.T, ctx context.Context, token, sid, body string) *
 	return resp
 }
 
-// initialize opens a 2025-era session and returns its id.
-func (e *env) initialize(t *testing.T, token string) string {
+// open sends a 2025-era initialize and returns the session's id.
+func (e *env) open(t *testing.T, token string) string {
 	t.Helper()
 	resp := e.post(t, context.Background(), token, "", initializeBody)
 	defer resp.Body.Close()
@@ -43,7 +43,14 @@ func (e *env) initialize(t *testing.T, token string) string {
 	if resp.StatusCode != http.StatusOK || sid == "" {
 		t.Fatalf("initialize: %d, session %q", resp.StatusCode, sid)
 	}
-	resp = e.post(t, context.Background(), token, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return sid
+}
+
+// initialize opens a 2025-era session, initialized, and returns its id.
+func (e *env) initialize(t *testing.T, token string) string {
+	t.Helper()
+	sid := e.open(t, token)
+	resp := e.post(t, context.Background(), token, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("notifications/initialized: %d", resp.StatusCode)
@@ -129,7 +136,7 @@ func TestSessionsPerToken(t *testing.T) {
 func TestSessionIdleExpiry(t *testing.T) {
 	e := newEnv(t, envOptions{sessionIdle: 50 * time.Millisecond})
 	id, secret := e.newToken(t, `{"user": "ada", "scopes": ["mcp"]}`)
-	sid := e.initialize(t, secret)
+	sid := e.open(t, secret) // not initialized: the next request might come after the timeout
 	e.waitSessions(t, id, 0)
 	resp := e.post(t, context.Background(), secret, sid, `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
 	defer resp.Body.Close()

@@ -107,13 +107,15 @@ func (h *Handler) liveSessions() map[string]bool {
 	return live
 }
 
-// Sessions returns how many 2025-era sessions a token has open, for monitoring and tests.
+// Sessions returns how many 2025-era sessions a token has open or being opened (an initialize
+// in flight), for monitoring and tests.
 func (h *Handler) Sessions(tokenID string) int {
 	live := h.liveSessions()
 	h.sessions.mu.Lock()
 	defer h.sessions.mu.Unlock()
 	n := 0
 	if ts := h.sessions.byToken[tokenID]; ts != nil {
+		n = ts.pending
 		for id := range ts.ids {
 			if live[id] {
 				n++
@@ -155,7 +157,8 @@ func (h *Handler) recheck(ctx context.Context) {
 	}
 }
 
-// closeSessions closes the open sessions among ids.
+// closeSessions closes the open sessions among ids. Closing one waits for its calls in flight,
+// which the stream registry's own recheck ends (stream.ReasonRevoked) when they stream.
 func (h *Handler) closeSessions(ids map[string]struct{}) {
 	var close []*mcp.ServerSession
 	for ss := range h.server.Sessions() {
