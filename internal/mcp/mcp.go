@@ -213,7 +213,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) newSession(w http.ResponseWriter, r *http.Request) {
 	p, _ := auth.PrincipalFromTokenInfo(sdkauth.TokenInfoFromContext(r.Context()))
 	if !h.sessions.reserve(p, h.liveSessions()) {
-		w.Header().Set("Retry-After", strconv.Itoa(int(h.cfg.SessionIdle.Seconds())))
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(h.cfg.SessionIdle.Seconds()))))
 		writeError(w, http.StatusTooManyRequests, codeTooManySessions, fmt.Sprintf("This token already has %d MCP sessions open, "+
 			"the most it may (HANGAR_MCP_SESSIONS_PER_TOKEN): end one (DELETE /mcp with its Mcp-Session-Id) or wait for "+
 			"one to be idle for HANGAR_MCP_SESSION_IDLE_SECONDS.", h.cfg.SessionsPerToken), "")
