@@ -187,7 +187,12 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	}
 	defer processes.Close() // after the shutdown below ended the streams: the followers return
 
-	mcpHandler := mcp.New(mcp.Config{Auth: authn, Sandboxes: sandboxes, Streams: streams, Processes: processes, Logger: log, Version: version})
+	mcpHandler := mcp.New(mcp.Config{Auth: authn, Sandboxes: sandboxes, Streams: streams, Processes: processes, Logger: log, Version: version,
+		SessionIdle: time.Duration(cfg.MCP.SessionIdleSeconds) * time.Second, SessionsPerToken: cfg.MCP.SessionsPerToken,
+		Recheck: time.Duration(cfg.Stream.RecheckSeconds) * time.Second})
+	mcpRechecked := make(chan struct{})
+	go func() { mcpHandler.Run(rechecks); close(mcpRechecked) }()
+	defer func() { stopRechecks(); <-mcpRechecked }()
 
 	srv := rest.New(rest.Config{Auth: authn, Store: st, Sandboxes: sandboxes, Streams: streams, Processes: processes, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MCP: mcpHandler})
 	if cfg.PprofListen != "" {

@@ -31,6 +31,8 @@ func serveSettings(c *config.Config) []setting {
 		{"stream-recheck-seconds", "N", "how often open streams check that their token is still valid", intValue{&c.Stream.RecheckSeconds}},
 		{"stream-queue-bytes", "BYTES", "what may wait in one stream's queue; past it a streamed command is held back to the pace", sizeValue{&c.Stream.QueueBytes}},
 		{"stream-turn-logs", "BOOL", "follow running turns' logs through the daemon", boolValue{&c.Stream.TurnLogs}},
+		{"mcp-session-idle-seconds", "N", "a 2025-era MCP session with no request for this long is closed", intValue{&c.MCP.SessionIdleSeconds}},
+		{"mcp-sessions-per-token", "N", "2025-era MCP sessions one token may hold open (one more initialize: 429)", intValue{&c.MCP.SessionsPerToken}},
 		{"default-provider", "NAME", "the provider of a sandbox whose request names none: local, docker, kubernetes or e2b", stringValue{&c.Providers.Default, oneOf("local", "docker", "kubernetes", "e2b")}},
 		{"daemon-binary", "FILE", "the static hangar binary run as sandboxes' daemon (default: this executable)", stringValue{&c.Providers.DaemonBinary, nonEmpty}},
 		{"docker-host", "URL", "the Docker engine's address", stringValue{&c.Providers.DockerHost, dockerHost}},

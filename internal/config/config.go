@@ -37,6 +37,16 @@ type Config struct {
 
 	Stream    Stream
 	Providers Providers
+	MCP       MCP
+}
+
+// MCP bounds the 2025-era MCP sessions (initialize, Mcp-Session-Id) on /mcp.
+type MCP struct {
+	// SessionIdleSeconds closes a session that has had no request for this long. Default
+	// 1800 (30 minutes).
+	SessionIdleSeconds int
+	// SessionsPerToken is how many sessions one token may hold open. Default 32.
+	SessionsPerToken int
 }
 
 // Providers configures where sandboxes live. local and docker are always offered; kubernetes
@@ -122,6 +132,7 @@ func Default() Config {
 			TurnLogs:              true,
 			QueueBytes:            16 << 20,
 		},
+		MCP: MCP{SessionIdleSeconds: 1800, SessionsPerToken: 32},
 		Providers: Providers{
 			Default:     "local",
 			DockerHost:  "unix:///var/run/docker.sock",

@@ -18,18 +18,30 @@ func TestExecStreamsProgress(t *testing.T) {
 	for _, era := range eras {
 		t.Run(era, func(t *testing.T) {
 			c := e.connect(t, staticSecret, era)
-			k := c.start(map[string]any{"sandbox": "box", "command": "printf '\\377' >&2; sleep 0.3; echo one; sleep 0.5; echo two"}, true)
+			// The command goes on only when the test has seen what it printed so far.
+			dir := t.TempDir()
+			wait := func(flag string) string {
+				return "while [ ! -e " + filepath.Join(dir, flag) + " ]; do sleep 0.01; done; "
+			}
+			goOn := func(flag string) {
+				if err := os.WriteFile(filepath.Join(dir, flag), nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			k := c.start(map[string]any{"sandbox": "box", "command": "printf '\\377' >&2; " + wait("1") + "echo one; " + wait("2") + "echo two"}, true)
 			// Not UTF-8: base64, flagged.
 			if p := c.nextProgress(t, k); p.message != "/w==" || p.encoding != "base64" || p.value != 1 {
 				t.Fatalf("first progress = %+v, want base64 of \\377 at 1 byte", p)
 			}
+			goOn("1")
 			if p := c.nextProgress(t, k); p.message != "one\n" || p.value != 5 {
 				t.Fatalf("second progress = %+v, want one\\n at 5 bytes", p)
 			}
-			// The command sleeps before it prints more: its result cannot have come yet.
+			// The command waits for the test before it prints more: its result cannot have come.
 			if k.finished() {
 				t.Fatal("the result came with the first line: the output was not streamed")
 			}
+			goOn("2")
 			if p := c.nextProgress(t, k); p.message != "two\n" || p.value != 9 {
 				t.Errorf("third progress = %+v, want two\\n at 9 bytes", p)
 			}
@@ -48,6 +60,7 @@ func TestExecStreamsProgress(t *testing.T) {
 			if len(res.Content) == 0 {
 				t.Error("no text content")
 			}
+			c.session.Close() // waits for the notification handlers still running, if any
 			select {
 			case p := <-c.progress:
 				t.Errorf("progress after the result: %+v", p)
@@ -411,7 +424,7 @@ func TestKeepAliveAndHeaders(t *testing.T) {
 			if !sawProgress || !strings.Contains(line, `"exit_code":0`) {
 				t.Errorf("result %s (progress seen: %v)", line, sawProgress)
 			}
-		case line == "\n", strings.HasPrefix(line, "event: "), strings.HasPrefix(line, "id: "):
+		case line == "\n", line == ": ok\n", strings.HasPrefix(line, "event: "), strings.HasPrefix(line, "id: "):
 		default:
 			t.Errorf("not an SSE line: %q", line)
 		}

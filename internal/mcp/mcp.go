@@ -11,6 +11,7 @@ package mcp
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -48,6 +49,17 @@ type Config struct {
 	// WriteTimeout bounds each write to a client. A client that has not taken a write in this
 	// long has stopped reading: its streamed exec ends (stream.ReasonSlow). Default 30s.
 	WriteTimeout time.Duration
+	// SessionIdle closes a 2025-era session that has had no request for this long (a GET
+	// stream open is not a request: a client that only listens must ping). Default 30m.
+	SessionIdle time.Duration
+	// SessionsPerToken is how many 2025-era sessions one token may hold open; one more
+	// initialize is refused (HTTP 429). Default 32.
+	SessionsPerToken int
+	// Recheck is how often Run checks that the tokens holding sessions are still valid.
+	// Default 5s.
+	Recheck time.Duration
+	// Check says whether a token is still valid. Default Auth.Check.
+	Check func(ctx context.Context, p auth.Principal) error
 }
 
 // newProtocol is the first protocol revision served statelessly.
@@ -62,10 +74,11 @@ type Handler struct {
 	stateless http.Handler
 	stateful  http.Handler
 
-	sinks   sync.Map // sink id (string) → *sink: the response streams being served
-	nextID  atomic.Uint64
-	running inflight // exec and attach calls in flight, counted until their response is written
-	terms   terminals
+	sinks    sync.Map // sink id (string) → *sink: the response streams being served
+	nextID   atomic.Uint64
+	running  inflight // exec and attach calls in flight, counted until their response is written
+	terms    terminals
+	sessions *sessions // the 2025-era sessions of each token
 }
 
 // inflight counts calls in flight; idle's channel is closed when there are none.
@@ -119,7 +132,19 @@ func New(cfg Config) *Handler {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
 	}
-	h := &Handler{cfg: cfg, log: cfg.Logger}
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = 30 * time.Minute
+	}
+	if cfg.SessionsPerToken <= 0 {
+		cfg.SessionsPerToken = 32
+	}
+	if cfg.Recheck <= 0 {
+		cfg.Recheck = 5 * time.Second
+	}
+	if cfg.Check == nil {
+		cfg.Check = cfg.Auth.Check
+	}
+	h := &Handler{cfg: cfg, log: cfg.Logger, sessions: newSessions(cfg.SessionsPerToken)}
 	instructions := "hangar gives you sandboxes. Run commands in one with the exec tool; pass stream: true " +
 		"with a progress token to see the output as it prints."
 	if cfg.Processes != nil {
@@ -129,9 +154,9 @@ func New(cfg Config) *Handler {
 	h.server = mcp.NewServer(&mcp.Implementation{Name: "hangar", Version: cfg.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       quieter(cfg.Logger),
-		// No logging capability: hangar sends no log messages. Prompts and resources are
-		// declared because the SDK answers their list methods (with none, for now).
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}},
+		// Tools only: hangar sends no log messages and has no prompts or resources, so it
+		// declares none of those capabilities.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 	})
 	h.addExec()
 	if cfg.Processes != nil {
@@ -144,7 +169,7 @@ func New(cfg Config) *Handler {
 		Stateless: true, PropagateRequestCancellation: true, Logger: quieter(cfg.Logger),
 	})
 	h.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
-		PropagateRequestCancellation: true, Logger: quieter(cfg.Logger),
+		PropagateRequestCancellation: true, Logger: quieter(cfg.Logger), SessionTimeout: cfg.SessionIdle,
 	})
 	h.authed = sdkauth.RequireBearerToken(cfg.Auth.VerifyMCP, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(http.HandlerFunc(h.serve))
 	return h
@@ -155,20 +180,50 @@ func New(cfg Config) *Handler {
 const sinkHeader = "X-Hangar-Mcp-Sink"
 
 // ServeHTTP checks the bearer token and routes the request to the handler of its era, through
-// a sink that adds keep-alives and X-Accel-Buffering to response streams.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.authed.ServeHTTP(w, r) }
+// a sink that adds keep-alives and X-Accel-Buffering to response streams. Errors the SDK or the
+// token check would answer in plain text are answered in JSON (see httperrors.go).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	j := &jsonErrors{w: w}
+	h.authed.ServeHTTP(j, r)
+	j.finish()
+}
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
+	if !checkBody(w, r) {
+		return
+	}
 	id := strconv.FormatUint(h.nextID.Add(1), 10)
 	s := newSink(w, r.Context(), h.cfg.KeepAlive, h.cfg.WriteTimeout)
 	h.sinks.Store(id, s)
 	defer h.sinks.Delete(id)
 	defer s.close() // after the SDK returned: no write of the SDK's can follow
 	r.Header.Set(sinkHeader, id)
-	if r.Header.Get("Mcp-Protocol-Version") >= newProtocol {
+	switch {
+	case r.Header.Get("Mcp-Protocol-Version") >= newProtocol:
 		h.stateless.ServeHTTP(s, r)
-	} else {
+	case r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "":
+		h.newSession(s, r)
+	default:
 		h.stateful.ServeHTTP(s, r)
+	}
+}
+
+// newSession serves a 2025-era request that opens a session (an initialize), within the
+// token's cap on sessions.
+func (h *Handler) newSession(w http.ResponseWriter, r *http.Request) {
+	p, _ := auth.PrincipalFromTokenInfo(sdkauth.TokenInfoFromContext(r.Context()))
+	if !h.sessions.reserve(p, h.liveSessions()) {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(h.cfg.SessionIdle.Seconds()))))
+		writeError(w, http.StatusTooManyRequests, codeTooManySessions, fmt.Sprintf("This token already has %d MCP sessions open, "+
+			"the most it may (HANGAR_MCP_SESSIONS_PER_TOKEN): end one (DELETE /mcp with its Mcp-Session-Id) or wait for "+
+			"one to be idle for HANGAR_MCP_SESSION_IDLE_SECONDS.", h.cfg.SessionsPerToken), "")
+		return
+	}
+	opened := ""
+	defer func() { h.sessions.settle(p.TokenID, opened) }()
+	h.stateful.ServeHTTP(w, r)
+	if id := w.Header().Get("Mcp-Session-Id"); id != "" && h.liveSessions()[id] {
+		opened = id
 	}
 }
 

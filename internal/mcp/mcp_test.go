@@ -66,6 +66,9 @@ type envOptions struct {
 	maxPerToken int           // 0: 4
 	keepAlive   time.Duration // 0: the default
 	maxBytes    int64         // 0: the default
+	// The 2025-era sessions' idle timeout and cap per token. 0: the defaults.
+	sessionIdle      time.Duration
+	sessionsPerToken int
 }
 
 // newEnv serves the REST routes and /mcp on a real port-0 listener, over the local provider.
@@ -124,7 +127,11 @@ func newEnv(t *testing.T, o envOptions) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.procs.Close) // after the server's shutdown, before the sandboxes are destroyed
-	e.mcp = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, KeepAlive: o.keepAlive, Logger: quiet})
+	e.mcp = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, KeepAlive: o.keepAlive, Logger: quiet,
+		SessionIdle: o.sessionIdle, SessionsPerToken: o.sessionsPerToken, Recheck: 200 * time.Millisecond})
+	mcpRechecked := make(chan struct{})
+	go func() { e.mcp.Run(rechecks); close(mcpRechecked) }()
+	t.Cleanup(func() { stopRechecks(); <-mcpRechecked })
 	srv := rest.New(rest.Config{Auth: a, Store: s, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: reg, MCP: e.mcp, Logger: quiet})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -289,14 +296,18 @@ func (k *call) finished() bool {
 }
 
 // nextProgress waits for the next progress notification of call k; it fails the test when
-// the call ends first.
+// the call ends without one.
 func (c *client) nextProgress(t *testing.T, k *call) progress {
 	t.Helper()
 	select {
 	case p := <-c.progress:
 		return p
 	case <-k.done:
-		select { // a notification is handled before the result that follows it, but not always delivered first
+		// The SDK's client runs notification handlers on their own goroutine: one that came
+		// before the result may still be running when the call returns. The call is over, so
+		// end the session, which waits for those handlers.
+		c.session.Close()
+		select {
 		case p := <-c.progress:
 			return p
 		default:

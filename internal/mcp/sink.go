@@ -11,9 +11,10 @@ import (
 )
 
 // sink is the http.ResponseWriter the SDK writes a request's response through. It adds what
-// the SDK leaves out on long streams: `X-Accel-Buffering: no`, and an SSE comment every
-// keepAlive while the response is an open event stream with nothing else to say. Every write
-// has a deadline, so a client that stopped reading fails the write instead of holding it.
+// the SDK leaves out on long streams: `X-Accel-Buffering: no`, headers sent as soon as a tool
+// call's stream starts, and an SSE comment whenever the response, an open event stream, has
+// been silent for keepAlive (so every keepAlive on a silent call, as on REST). Every write has
+// a deadline, so a client that stopped reading fails the write instead of holding it.
 //
 // The SDK writes from its own goroutines and the keep-alive from the sink's: mu serialises
 // them, and each SDK event is a single Write, so a comment never lands inside an event.
@@ -23,11 +24,11 @@ type sink struct {
 	reqDone      <-chan struct{} // the request's context: the client went away
 	keepAlive    time.Duration
 	writeTimeout time.Duration
+	now          func() time.Time // the clock keep-alives are timed by
 
 	mu          sync.Mutex // guards the fields below and every write to w
 	wroteHeader bool
 	sse         bool      // the response is an event stream (known once the header was written)
-	ready       bool      // a tool said the SDK has set the headers: the stream may be started
 	last        time.Time // the last write
 	err         error     // the first failed write
 	closed      bool
@@ -38,10 +39,16 @@ type sink struct {
 }
 
 func newSink(w http.ResponseWriter, ctx context.Context, keepAlive, writeTimeout time.Duration) *sink {
-	s := &sink{w: w, rc: http.NewResponseController(w), reqDone: ctx.Done(), keepAlive: keepAlive, writeTimeout: writeTimeout,
-		last: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	s := newQuietSink(w, ctx, keepAlive, writeTimeout, time.Now)
 	go s.keepAlives()
 	return s
+}
+
+// newQuietSink is a sink whose keep-alives nobody sends yet: newSink starts them; tests call
+// tick themselves, with their own clock.
+func newQuietSink(w http.ResponseWriter, ctx context.Context, keepAlive, writeTimeout time.Duration, now func() time.Time) *sink {
+	return &sink{w: w, rc: http.NewResponseController(w), reqDone: ctx.Done(), keepAlive: keepAlive, writeTimeout: writeTimeout,
+		now: now, last: now(), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // Header is the response's header. Only the SDK's goroutine serving the request touches it,
@@ -100,7 +107,7 @@ func (s *sink) flushLocked() error {
 }
 
 func (s *sink) noteLocked(err error) {
-	s.last = time.Now()
+	s.last = s.now()
 	if err != nil && s.err == nil {
 		s.err = err
 	}
@@ -110,13 +117,18 @@ func (s *sink) noteLocked(err error) {
 func (s *sink) Unwrap() http.ResponseWriter { return s.w }
 
 // startStream says that the SDK has set this response's headers for an event stream and will
-// not change them: the sink may send them (and a keep-alive) before the first event, so that a
-// quiet command does not leave the client and proxies waiting for a first byte. Tool handlers
-// call it; the SDK sets the headers before it hands a call to its handler.
+// not change them: the sink sends them at once, with an SSE comment (proxies that hold headers
+// until the body's first bytes pass them on then), so that a quiet command does not leave the
+// client and proxies waiting for a first byte. Tool handlers call it; the SDK sets the headers
+// before it hands a call to its handler.
 func (s *sink) startStream() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.ready = true
+	if s.wroteHeader || s.err != nil || !strings.HasPrefix(s.w.Header().Get("Content-Type"), "text/event-stream") {
+		return
+	}
+	s.writeHeaderLocked(http.StatusOK)
+	s.commentLocked(": ok\n\n")
 }
 
 // failed returns the first write that failed, and whether it failed because the client did not
@@ -160,7 +172,7 @@ func (s *sink) close() {
 
 func (s *sink) keepAlives() {
 	defer close(s.done)
-	t := time.NewTicker(s.keepAlive)
+	t := time.NewTimer(s.keepAlive)
 	defer t.Stop()
 	for {
 		select {
@@ -169,29 +181,31 @@ func (s *sink) keepAlives() {
 		case <-s.reqDone:
 			return
 		case <-t.C:
-			s.tick()
+			t.Reset(s.tick())
 		}
 	}
 }
 
-// tick sends a keep-alive comment when the stream is open and was idle for a whole interval.
-func (s *sink) tick() {
+// tick sends a keep-alive comment when the stream is open and has been silent for keepAlive,
+// and returns how long until the next one is due: keepAlive after the last write. (A fixed
+// ticker would skip every other comment: a tick that comes a hair under keepAlive after the
+// previous comment's write finds the stream not yet idle.)
+func (s *sink) tick() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil || time.Since(s.last) < s.keepAlive {
-		return
+	if idle := s.now().Sub(s.last); idle < s.keepAlive {
+		return s.keepAlive - idle
 	}
-	if !s.wroteHeader {
-		if !s.ready || !strings.HasPrefix(s.w.Header().Get("Content-Type"), "text/event-stream") {
-			return
-		}
-		s.writeHeaderLocked(http.StatusOK)
+	if s.err == nil && s.sse {
+		s.commentLocked(": keep-alive\n\n")
 	}
-	if !s.sse {
-		return
-	}
+	return s.keepAlive
+}
+
+// commentLocked writes an SSE comment and flushes it.
+func (s *sink) commentLocked(c string) {
 	s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
-	_, err := s.w.Write([]byte(": keep-alive\n\n"))
+	_, err := s.w.Write([]byte(c))
 	s.noteLocked(err)
 	if err == nil {
 		s.flushLocked()

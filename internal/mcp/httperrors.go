@@ -1,0 +1,142 @@
+package mcp
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+)
+
+// HTTP-level failures on /mcp (before any tool runs) are answered in JSON, as JSON-RPC error
+// responses with a null id: {"jsonrpc":"2.0","id":null,"error":{"code":…,"message":…,"data":
+// {"detail":…}}}. message is a sentence for a person; detail, when there is one, is the
+// SDK's or the bearer-token check's own text. The HTTP status is kept (401 keeps its
+// WWW-Authenticate: Bearer), and go-sdk clients surface the message.
+const (
+	codeParseError      = -32700 // the body is not JSON
+	codeInvalidRequest  = -32600 // 400, 404 (unknown session), 405, 413, 415
+	codeUnauthorized    = -32001 // 401, 403: no valid token with the mcp scope, or not its session
+	codeTooManySessions = -32029 // 429: HANGAR_MCP_SESSIONS_PER_TOKEN
+	codeInternal        = -32603 // 5xx
+)
+
+// maxBody bounds a request body: the SDK's own bound (DefaultMaxRequestBodyBytes).
+const maxBody = 4 << 20
+
+// writeError writes an HTTP-level failure as a JSON-RPC error response.
+func writeError(w http.ResponseWriter, status, code int, message, detail string) {
+	e := map[string]any{"code": code, "message": message}
+	if detail != "" {
+		e["data"] = map[string]string{"detail": detail}
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": e})
+	h := w.Header()
+	h.Del("Content-Length")
+	h.Del("X-Content-Type-Options")
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// errorFor is the code and sentence for an HTTP error status the SDK or the bearer-token
+// check answered with plain text.
+func errorFor(status int) (code int, message string) {
+	switch status {
+	case http.StatusUnauthorized:
+		return codeUnauthorized, "This request needs a valid bearer token with the mcp scope (Authorization: Bearer <token>)."
+	case http.StatusForbidden:
+		return codeUnauthorized, "This request is refused: the session belongs to another token, or the Host header is not allowed."
+	case http.StatusNotFound:
+		return codeInvalidRequest, "There is no such MCP session: it was ended, it was idle longer than HANGAR_MCP_SESSION_IDLE_SECONDS, " +
+			"or its token was revoked. Initialize a new session."
+	case http.StatusMethodNotAllowed:
+		return codeInvalidRequest, "/mcp does not take that HTTP method."
+	case http.StatusRequestEntityTooLarge:
+		return codeInvalidRequest, fmt.Sprintf("The request body is larger than %d bytes.", maxBody)
+	case http.StatusUnsupportedMediaType:
+		return codeInvalidRequest, "The request body must be JSON (Content-Type: application/json)."
+	}
+	if status >= 500 {
+		return codeInternal, "Something went wrong inside hangar; the server log has the details."
+	}
+	return codeInvalidRequest, "The MCP request is not valid."
+}
+
+// jsonErrors is the response writer in front of everything /mcp answers: a plain-text error
+// (http.Error, which the SDK and the bearer-token middleware use) is held back and written by
+// finish as JSON instead. Everything else passes through untouched.
+type jsonErrors struct {
+	w      http.ResponseWriter
+	status int          // the status of a plain-text error being rewritten; 0: passing through
+	text   bytes.Buffer // that error's text, its first 1 KiB
+}
+
+func (j *jsonErrors) Header() http.Header { return j.w.Header() }
+
+func (j *jsonErrors) WriteHeader(code int) {
+	if j.status == 0 && code >= 400 && strings.HasPrefix(j.w.Header().Get("Content-Type"), "text/plain") {
+		j.status = code
+		return
+	}
+	j.w.WriteHeader(code)
+}
+
+func (j *jsonErrors) Write(b []byte) (int, error) {
+	if j.status != 0 {
+		j.text.Write(b[:min(len(b), max(0, 1024-j.text.Len()))])
+		return len(b), nil
+	}
+	return j.w.Write(b)
+}
+
+// FlushError flushes, except an error being held back: that is written whole by finish.
+func (j *jsonErrors) FlushError() error {
+	if j.status != 0 {
+		return nil
+	}
+	return http.NewResponseController(j.w).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection (deadlines).
+func (j *jsonErrors) Unwrap() http.ResponseWriter { return j.w }
+
+// finish writes the error held back, if any, as JSON. Call it once the handler returned.
+func (j *jsonErrors) finish() {
+	if j.status == 0 {
+		return
+	}
+	code, message := errorFor(j.status)
+	if j.status == http.StatusUnauthorized && j.w.Header().Get("WWW-Authenticate") == "" {
+		j.w.Header().Set("WWW-Authenticate", "Bearer") // RFC 6750: how to authenticate
+	}
+	writeError(j.w, j.status, code, message, strings.TrimSpace(j.text.String()))
+}
+
+// checkBody reads a POST's body and answers a parse error when it is not JSON, before the SDK
+// (which would answer plain text) sees it. It returns false when it answered.
+func checkBody(w http.ResponseWriter, r *http.Request) bool {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.Method != http.MethodPost || r.Body == nil || mt != "application/json" {
+		return true // the SDK refuses what is not a JSON POST
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	r.Body.Close()
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		code, message := errorFor(http.StatusRequestEntityTooLarge)
+		writeError(w, http.StatusRequestEntityTooLarge, code, message, "")
+		return false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, codeInvalidRequest, "The request body could not be read.", err.Error())
+		return false
+	case !json.Valid(body):
+		writeError(w, http.StatusBadRequest, codeParseError, "Parse error: the request body is not valid JSON (a JSON-RPC message or batch).", "")
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return true
+}

@@ -1,0 +1,172 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+)
+
+// sessions tracks the 2025-era sessions (initialize, Mcp-Session-Id) of each token, so that a
+// token holds at most max of them and a revoked token's are closed. The SDK owns the sessions
+// (and closes idle ones, StreamableHTTPOptions.SessionTimeout); this records only which token
+// opened which, by session id, and asks the SDK which are still open.
+type sessions struct {
+	max int
+
+	mu      sync.Mutex // guards byToken
+	byToken map[string]*tokenSessions
+}
+
+// tokenSessions are one token's sessions.
+type tokenSessions struct {
+	p       auth.Principal
+	ids     map[string]struct{} // sessions opened, some perhaps closed since
+	pending int                 // initialize requests admitted whose session is not recorded yet
+}
+
+func newSessions(max int) *sessions {
+	return &sessions{max: max, byToken: map[string]*tokenSessions{}}
+}
+
+// reserve admits one more session for p, or says false when p's token holds max already.
+// live is the set of session ids the SDK has open. An admitted caller must call settle.
+func (s *sessions) reserve(p auth.Principal, live map[string]bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := s.byToken[p.TokenID]
+	if ts == nil {
+		ts = &tokenSessions{p: p, ids: map[string]struct{}{}}
+		s.byToken[p.TokenID] = ts
+	}
+	for id := range ts.ids {
+		if !live[id] {
+			delete(ts.ids, id) // closed: by its client, by the idle timeout, or by a revocation
+		}
+	}
+	if len(ts.ids)+ts.pending >= s.max {
+		return false
+	}
+	ts.pending++
+	return true
+}
+
+// settle ends a reservation: id is the session the request opened, "" if it opened none.
+func (s *sessions) settle(tokenID, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := s.byToken[tokenID]
+	ts.pending--
+	if id != "" {
+		ts.ids[id] = struct{}{}
+	}
+	if len(ts.ids) == 0 && ts.pending == 0 {
+		delete(s.byToken, tokenID)
+	}
+}
+
+// tokens returns the principals that have sessions recorded.
+func (s *sessions) tokens() []auth.Principal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]auth.Principal, 0, len(s.byToken))
+	for _, ts := range s.byToken {
+		out = append(out, ts.p)
+	}
+	return out
+}
+
+// drop forgets a token's sessions and returns their ids.
+func (s *sessions) drop(tokenID string) map[string]struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := s.byToken[tokenID]
+	if ts == nil {
+		return nil
+	}
+	if ts.pending == 0 {
+		delete(s.byToken, tokenID)
+	}
+	ids := ts.ids
+	ts.ids = map[string]struct{}{}
+	return ids
+}
+
+// liveSessions returns the ids of the sessions the SDK has open.
+func (h *Handler) liveSessions() map[string]bool {
+	live := map[string]bool{}
+	for ss := range h.server.Sessions() {
+		if id := ss.ID(); id != "" {
+			live[id] = true
+		}
+	}
+	return live
+}
+
+// Sessions returns how many 2025-era sessions a token has open or being opened (an initialize
+// in flight), for monitoring and tests.
+func (h *Handler) Sessions(tokenID string) int {
+	live := h.liveSessions()
+	h.sessions.mu.Lock()
+	defer h.sessions.mu.Unlock()
+	n := 0
+	if ts := h.sessions.byToken[tokenID]; ts != nil {
+		n = ts.pending
+		for id := range ts.ids {
+			if live[id] {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Run checks every Recheck that the tokens holding sessions are still valid, and closes the
+// sessions of those that are not (revoked, expired, deleted): their GET streams end with them.
+// It returns when ctx ends.
+func (h *Handler) Run(ctx context.Context) {
+	t := time.NewTicker(h.cfg.Recheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			h.recheck(ctx)
+		}
+	}
+}
+
+// recheck checks each token holding sessions once.
+func (h *Handler) recheck(ctx context.Context) {
+	for _, p := range h.sessions.tokens() {
+		err := h.cfg.Check(ctx, p)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, auth.ErrRevoked) && !errors.Is(err, auth.ErrExpired) && !errors.Is(err, auth.ErrUnknownToken) {
+			// The store did not answer: that says nothing about the token.
+			h.log.Warn("recheck mcp session token", "token", p.TokenID, "err", err)
+			continue
+		}
+		h.closeSessions(h.sessions.drop(p.TokenID))
+	}
+}
+
+// closeSessions closes the open sessions among ids. Closing one waits for its calls in flight,
+// which the stream registry's own recheck ends (stream.ReasonRevoked) when they stream.
+func (h *Handler) closeSessions(ids map[string]struct{}) {
+	var close []*mcp.ServerSession
+	for ss := range h.server.Sessions() {
+		if _, ok := ids[ss.ID()]; ok {
+			close = append(close, ss)
+		}
+	}
+	for _, ss := range close {
+		ss.Close()
+	}
+}
