@@ -117,6 +117,12 @@ func (m *Manager) Get(ctx context.Context, p auth.Principal, ref string) (store.
 	return sb, err
 }
 
+// Lookup returns the stored sandbox name, whoever owns it: for hangar's own work on a sandbox
+// (following a background process), never for a request. store.ErrNotFound if there is none.
+func (m *Manager) Lookup(ctx context.Context, name string) (store.Sandbox, error) {
+	return m.cfg.Store.GetSandbox(ctx, name)
+}
+
 // List returns the sandboxes p may see, destroyed ones left out unless all is set.
 func (m *Manager) List(ctx context.Context, p auth.Principal, all bool) ([]store.Sandbox, error) {
 	owner := p.User
