@@ -476,3 +476,44 @@ func TestExecStreamShutdownNoDaemon(t *testing.T) {
 		t.Error("the command was killed by the shutdown")
 	}
 }
+
+// localDaemonPID is the pid of local sandbox name's daemon, from the provider's record.
+func localDaemonPID(t *testing.T, e *env, name string) int {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(e.dir, "sandboxes", name, "sandbox.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Daemon struct{ PID int } `json:"daemon"`
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil || rec.Daemon.PID == 0 {
+		t.Fatalf("sandbox record %s: %v", raw, err)
+	}
+	return rec.Daemon.PID
+}
+
+// TestExecStreamDaemonDies: the daemon of a local sandbox is killed while a command streams.
+// The stream ends with an error event that blames the sandbox's daemon (unavailable, not
+// hangar's internal error), and the sandbox is checked again: failed, with the reason.
+func TestExecStreamDaemonDies(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	s, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", execBody("echo up; sleep 300"))
+	if s == nil {
+		t.Fatalf("exec/stream = %d %s", r.status, r.raw)
+	}
+	s.until(t, "stdout")
+	if err := syscall.Kill(localDaemonPID(t, e, "box"), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	events := s.all(t)
+	last := events[len(events)-1]
+	msg, _ := last.data["message"].(string)
+	if last.name != "error" || last.data["code"] != "unavailable" || !strings.Contains(msg, "daemon of sandbox box") || !strings.Contains(msg, "failed") {
+		t.Fatalf("last event = %s %v, want an unavailable error that says the daemon of box died and the sandbox failed", last.name, last.data)
+	}
+	if r := e.do(t, "GET", "/api/sandboxes/box", e.admin, ""); r.body["state"] != "failed" || !strings.Contains(fmt.Sprint(r.body["reason"]), "daemon") {
+		t.Errorf("the sandbox after its daemon died = %v, want failed with the reason", r.body)
+	}
+}

@@ -266,9 +266,10 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 				res.TimedOut, res.ExitCode, res.Status = true, -1, "killed at the timeout"
 				break
 			}
+			// The daemon, or the sandbox under it, died: the sandbox's failure, not hangar's.
 			res.ExitCode, res.Status = -1, "unknown: the daemon's stream broke"
 			res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
-			return res, fmt.Errorf("exec in sandbox %s: %w", sb.Name, err)
+			return res, m.died(ctx, sb, err)
 		}
 		switch ev.Kind {
 		case envd.EventStdout, envd.EventPTY:

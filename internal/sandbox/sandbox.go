@@ -338,22 +338,15 @@ func (m *Manager) Reconcile(ctx context.Context) {
 		if sb.State != string(provider.StateRunning) && sb.State != string(provider.StatePaused) && sb.State != string(provider.StateCreating) {
 			continue
 		}
-		prov, ok := m.cfg.Providers[sb.Provider]
-		if !ok {
+		if _, ok := m.cfg.Providers[sb.Provider]; !ok {
 			m.log.Warn("sandbox on a provider that is not set up; leaving it as it is", "sandbox", sb.Name, "provider", sb.Provider)
 			continue
 		}
-		got, err := prov.Get(ctx, providerView(sb))
-		switch {
-		case errors.Is(err, provider.ErrNotFound):
-			sb.State, sb.Reason = string(provider.StateFailed), "the provider no longer has this sandbox (removed while hangar was down?)"
-		case err != nil:
+		sb, err := m.recheck(ctx, sb)
+		if err != nil {
 			m.log.Warn("reconcile sandbox", "sandbox", sb.Name, "err", err)
 			continue
-		default:
-			sb = merge(sb, got, m.cfg.Now())
 		}
 		m.log.Info("sandbox found again", "sandbox", sb.Name, "provider", sb.Provider, "state", sb.State, "reason", sb.Reason)
-		m.save(ctx, sb)
 	}
 }
