@@ -93,7 +93,7 @@ func (m *Manager) Attach(ctx context.Context, p auth.Principal, ref, id string, 
 	}
 	sendOutput(st, out.Data, out.Next-int64(len(out.Data)))
 	info := pr.infoLocked()
-	if pr.state == StateExited {
+	if pr.state != StateRunning {
 		st.Send(endItem(info))
 		st.Finish()
 	} else {
@@ -112,7 +112,7 @@ func (m *Manager) Input(ctx context.Context, p auth.Principal, ref, id string, d
 	if err != nil {
 		return err
 	}
-	if pr.info().State == StateExited {
+	if pr.info().State != StateRunning {
 		return fmt.Errorf("%w: %s takes no more input", ErrExited, id)
 	}
 	if !pr.daemon {
@@ -157,7 +157,7 @@ func (m *Manager) Kill(ctx context.Context, p auth.Principal, ref, id string) (I
 		return Info{}, err
 	}
 	pr.mu.Lock()
-	if pr.state == StateExited {
+	if pr.state != StateRunning {
 		info := pr.infoLocked()
 		pr.mu.Unlock()
 		return info, nil // already gone: nothing to do

@@ -131,9 +131,10 @@ func (m *Manager) watchFollower(ctx context.Context, cancel context.CancelFunc, 
 
 // reconnect waits (backing off from ReconnectMin to ReconnectMax) until it reaches pr again
 // through its sandbox's daemon, by tag, and returns the stream. It returns nil when ctx ends, or
-// once it learnt that the process is gone (then pr is finished, its exit unknown): the daemon
-// no longer has it, another process holds its tag, or the sandbox is gone. A daemon that does
-// not answer, or a paused sandbox, is waited for: the process may still run.
+// once it learnt what became of the process (then pr has ended): it exited (the daemon no
+// longer has it, or another process holds its tag: its exit code is unknown), or it is lost
+// (its sandbox failed or is gone, so nothing can reach it). A daemon that does not answer in a
+// sandbox its provider says runs, or a paused sandbox, is waited for: the process may still run.
 func (m *Manager) reconnect(ctx context.Context, pr *proc) *envd.ProcessStream {
 	wait := m.cfg.ReconnectMin
 	t := time.NewTimer(wait)
@@ -144,14 +145,19 @@ func (m *Manager) reconnect(ctx context.Context, pr *proc) *envd.ProcessStream {
 			return nil
 		case <-t.C:
 		}
-		st, gone, err := m.reach(ctx, pr)
+		st, fate, err := m.reach(ctx, pr)
 		switch {
 		case st != nil:
 			m.log.Info("reached a process again", "process", pr.id, "sandbox", pr.sandbox)
 			return st
-		case gone != "":
-			m.log.Warn("a followed process is gone", "process", pr.id, "sandbox", pr.sandbox, "why", gone)
-			m.finish(pr, &envd.Exit{Code: -1, Status: "unknown: " + gone})
+		case fate.state != "":
+			m.log.Warn("a followed process is out of reach for good", "process", pr.id, "sandbox", pr.sandbox, "state", fate.state, "why", fate.why)
+			exit := &envd.Exit{Code: -1, Status: "unknown: " + fate.why}
+			if fate.state == StateLost {
+				exit.Status = "lost: " + fate.why
+			}
+			pr.end(fate.state, exit, m.cfg.Now())
+			m.endRecord(pr.id, exit)
 			return nil
 		}
 		m.log.Debug("process not reached yet", "process", pr.id, "err", err, "retry_in", wait)
@@ -160,39 +166,59 @@ func (m *Manager) reconnect(ctx context.Context, pr *proc) *envd.ProcessStream {
 	}
 }
 
-// reach tries once to reach pr by its tag. It returns the stream, or why the process is known
-// to be gone, or neither and the error that says why not yet.
-func (m *Manager) reach(ctx context.Context, pr *proc) (*envd.ProcessStream, string, error) {
+// fate is what became of a process hangar could not reach: StateExited or StateLost, and why.
+type fate struct {
+	state State
+	why   string
+}
+
+// reach tries once to reach pr by its tag. It returns the stream, or the process's fate when it
+// is known, or neither and the error that says why not yet.
+func (m *Manager) reach(ctx context.Context, pr *proc) (*envd.ProcessStream, fate, error) {
 	sb, err := m.cfg.Sandboxes.Lookup(ctx, pr.sandbox)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, "its sandbox is gone", nil
+		return nil, fate{StateLost, "its sandbox is gone"}, nil
 	}
 	if err != nil {
-		return nil, "", err
+		return nil, fate{}, err
 	}
-	switch provider.State(sb.State) {
-	case provider.StateRunning:
-	case provider.StateDestroyed, provider.StateFailed:
-		return nil, strings.TrimSpace(fmt.Sprintf("its sandbox is %s %s", sb.State, sb.Reason)), nil
-	default:
-		return nil, "", fmt.Errorf("sandbox %s is %s", sb.Name, sb.State)
+	if f, ok := sandboxFate(sb); ok || sb.State != string(provider.StateRunning) {
+		return nil, f, fmt.Errorf("sandbox %s is %s", sb.Name, sb.State)
 	}
 	c, err := m.cfg.Sandboxes.Daemon(sb)
-	if err != nil {
-		return nil, "", err
+	var st *envd.ProcessStream
+	if err == nil {
+		st, err = c.Connect(ctx, envd.ByTag(pr.tag))
 	}
-	st, err := c.Connect(ctx, envd.ByTag(pr.tag))
 	if errors.Is(err, envd.ErrNotFound) {
-		return nil, "the daemon no longer has it: it ended while hangar had no stream from it", nil
+		return nil, fate{StateExited, "it ended while hangar had no stream from its daemon"}, nil
 	}
 	if err != nil {
-		return nil, "", err
+		// The daemon does not answer: has the sandbox (or its daemon) died for good?
+		if now, rerr := m.cfg.Sandboxes.Recheck(ctx, sb); rerr == nil {
+			if f, ok := sandboxFate(now); ok {
+				return nil, f, err
+			}
+		}
+		return nil, fate{}, err
 	}
 	if st.PID() != pr.pid {
 		st.Close()
-		return nil, fmt.Sprintf("its tag is now held by another process (pid %d, not %d), which hangar does not follow", st.PID(), pr.pid), nil
+		return nil, fate{StateExited, fmt.Sprintf("it ended while hangar had no stream from its daemon, and another process (pid %d) took its tag", st.PID())}, nil
 	}
-	return st, "", nil
+	return st, fate{}, nil
+}
+
+// sandboxFate is the fate of the processes of a sandbox that is destroyed (they were killed
+// with it) or failed (nothing can reach them).
+func sandboxFate(sb store.Sandbox) (fate, bool) {
+	switch provider.State(sb.State) {
+	case provider.StateDestroyed:
+		return fate{StateExited, "its sandbox was destroyed"}, true
+	case provider.StateFailed:
+		return fate{StateLost, strings.TrimSpace("its sandbox failed: " + sb.Reason)}, true
+	}
+	return fate{}, false
 }
 
 // principalOf is the owner of a recorded process, for its follower's stream: enough for the

@@ -153,6 +153,9 @@ type State string
 const (
 	StateRunning State = "running"
 	StateExited  State = "exited"
+	// StateLost: hangar can no longer reach the process (its sandbox's daemon died, or the
+	// sandbox failed), so it cannot tell whether it still runs. Its exit code is unknown (null).
+	StateLost State = "lost"
 )
 
 // Info is what a process's owner sees of it.
@@ -203,8 +206,11 @@ func (pr *proc) infoLocked() Info {
 		Adopted: pr.adopted, Daemon: pr.daemon, PTY: pr.pty, StartedAt: pr.started, EndedAt: pr.ended,
 		OutputStart: pr.ring.start, OutputEnd: pr.ring.end}
 	if pr.exit != nil {
-		code := pr.exit.Code
-		i.ExitCode, i.Status = &code, pr.exit.Status
+		i.Status = pr.exit.Status
+		if pr.state == StateExited {
+			code := pr.exit.Code
+			i.ExitCode = &code
+		}
 	}
 	return i
 }
@@ -239,13 +245,17 @@ func sendOutput(s *stream.Stream, data []byte, off int64) {
 }
 
 // finish is the follower's when the process ended.
-func (pr *proc) finish(exit *envd.Exit, now time.Time) {
+func (pr *proc) finish(exit *envd.Exit, now time.Time) { pr.end(StateExited, exit, now) }
+
+// end is the follower's when it is done with the process: it ended (StateExited, with exit),
+// or it can no longer be reached (StateLost, exit has no code: only its Status counts).
+func (pr *proc) end(state State, exit *envd.Exit, now time.Time) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if pr.state == StateExited {
+	if pr.state != StateRunning {
 		return
 	}
-	pr.state, pr.exit, pr.ended = StateExited, exit, now
+	pr.state, pr.exit, pr.ended = state, exit, now
 	close(pr.exited)
 	end := endItem(pr.infoLocked())
 	for s := range pr.subs {
@@ -318,7 +328,7 @@ func (m *Manager) prune() {
 	defer m.mu.Unlock()
 	for id, pr := range m.procs {
 		pr.mu.Lock()
-		gone := pr.state == StateExited && !pr.ended.After(cutoff)
+		gone := pr.state != StateRunning && !pr.ended.After(cutoff)
 		pr.mu.Unlock()
 		if gone {
 			delete(m.procs, id)

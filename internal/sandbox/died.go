@@ -66,8 +66,13 @@ func (m *Manager) died(ctx context.Context, sb store.Sandbox, cause error) *Died
 	return e
 }
 
-// recheck asks sb's provider for its state now and stores it. A sandbox the provider no longer
-// has is failed. On an error (the provider does not answer) sb is returned as it was.
+// Recheck asks sb's provider for its state now and stores it: for hangar's own use when the
+// sandbox's daemon stopped answering. A sandbox the provider no longer has is failed. On an
+// error (the provider does not answer) sb is returned as it was.
+func (m *Manager) Recheck(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
+	return m.recheck(ctx, sb)
+}
+
 func (m *Manager) recheck(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
 	prov, err := m.provider(sb)
 	if err != nil {
