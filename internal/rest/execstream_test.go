@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
 	"io"
 	"net/http"
 	"os"
@@ -515,5 +516,38 @@ func TestExecStreamDaemonDies(t *testing.T) {
 	}
 	if r := e.do(t, "GET", "/api/sandboxes/box", e.admin, ""); r.body["state"] != "failed" || !strings.Contains(fmt.Sprint(r.body["reason"]), "daemon") {
 		t.Errorf("the sandbox after its daemon died = %v, want failed with the reason", r.body)
+	}
+}
+
+// TestExecStreamContainerDies: a Docker sandbox's container is killed while a command streams.
+// The stream ends with an unavailable error that says the sandbox stopped, and the sandbox is
+// checked again: no longer running.
+func TestExecStreamContainerDies(t *testing.T) {
+	needDocker(t)
+	cli := dockertest.Client(t)
+	image, err := dockertest.EnsureImage(context.Background(), cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "dock", `, "provider": "docker", "image": "`+image+`"`)
+	s, r := e.openStream(t, e.admin, "/api/sandboxes/dock/exec/stream", execBody("echo up; sleep 300"))
+	if s == nil {
+		t.Fatalf("exec/stream = %d %s", r.status, r.raw)
+	}
+	s.until(t, "stdout")
+	id := fmt.Sprint(e.do(t, "GET", "/api/sandboxes/dock", e.admin, "").body["provider_id"])
+	if err := cli.ContainerKill(context.Background(), id, "KILL"); err != nil {
+		t.Fatalf("kill container %s: %v", id, err)
+	}
+	events := s.all(t)
+	last := events[len(events)-1]
+	msg, _ := last.data["message"].(string)
+	if last.name != "error" || last.data["code"] != "unavailable" || !strings.Contains(msg, "Sandbox dock stopped") {
+		t.Fatalf("last event = %s %v, want an unavailable error that says sandbox dock stopped", last.name, last.data)
+	}
+	t.Logf("error event: %s", msg)
+	if r := e.do(t, "GET", "/api/sandboxes/dock", e.admin, ""); r.body["state"] == "running" {
+		t.Errorf("the sandbox after its container died = %v, want it no longer running", r.body)
 	}
 }

@@ -441,12 +441,39 @@ func (p *Provider) sandbox(info container.InspectResponse) provider.Sandbox {
 	return sb
 }
 
+// settleTimeout is how long a sandbox whose daemon does not answer is watched for its
+// container stopping: long enough for the engine to notice a killed container, short enough
+// for a check of a sandbox whose container runs on without its daemon.
+const settleTimeout = 2 * time.Second
+
+// stopsSoon waits up to settleTimeout for the container to stop, and returns it once stopped.
+func (p *Provider) stopsSoon(ctx context.Context, id string) (container.InspectResponse, bool) {
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	waited, errs := p.cli.ContainerWait(ctx, id, container.WaitConditionNotRunning)
+	select {
+	case <-waited:
+	case <-errs:
+		return container.InspectResponse{}, false
+	}
+	info, err := p.cli.ContainerInspect(ctx, id)
+	if err != nil || info.State == nil || info.State.Running {
+		return info, false
+	}
+	return info, true
+}
+
 // checked asks a running sandbox's daemon for /health.
 func (p *Provider) checked(ctx context.Context, sb provider.Sandbox) provider.Sandbox {
 	if sb.State != provider.StateRunning || sb.Daemon == nil {
 		return sb
 	}
 	if err := p.healthy(ctx, sb.Daemon.URL); err != nil {
+		// A container being killed loses its daemon before the engine reports it stopped:
+		// give the engine a moment, so that the reason names the part that died.
+		if info, ok := p.stopsSoon(ctx, sb.ID); ok {
+			return p.withLogs(ctx, p.sandbox(info))
+		}
 		return failed(sb, fmt.Sprintf("the sandbox's daemon does not answer at %s: %v", sb.Daemon.URL, err))
 	}
 	// A container restarted outside hangar runs a daemon that has no token yet: give it.
