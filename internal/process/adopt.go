@@ -15,10 +15,17 @@ import (
 // call it at start, so a process whose token is revoked after a restart is killed like any
 // other (its follower's stream is rechecked), and admins see every process. A record whose
 // sandbox is gone is ended; one in a paused sandbox is adopted once the sandbox runs and is
-// listed. Without a Store it does nothing.
+// listed. Records of processes that ended more than Retention ago are deleted. Without a
+// Store it does nothing.
 func (m *Manager) AdoptAll(ctx context.Context) {
 	if m.cfg.Store == nil {
 		return
+	}
+	// Records of processes that ended are kept only as long as the processes stay listed.
+	if n, err := m.cfg.Store.DeleteEndedProcesses(ctx, m.cfg.Now().Add(-m.cfg.Retention)); err != nil {
+		m.log.Warn("forget ended processes", "err", err)
+	} else if n > 0 {
+		m.log.Info("forgot the records of ended processes", "count", n)
 	}
 	recs, err := m.cfg.Store.ListRunningProcesses(ctx)
 	if err != nil {

@@ -55,6 +55,9 @@ type Store interface {
 	ListRunningProcesses(ctx context.Context) ([]Process, error)
 	// GetProcess finds a process by id. ErrNotFound if none.
 	GetProcess(ctx context.Context, id string) (Process, error)
+	// DeleteEndedProcesses forgets the processes that ended before the given time, and says
+	// how many. A running process's record is never deleted.
+	DeleteEndedProcesses(ctx context.Context, before time.Time) (int, error)
 }
 
 // Process is a stored background process: who started it where, and what binds the record to

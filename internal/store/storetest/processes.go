@@ -63,4 +63,18 @@ func testProcessLifecycle(t *testing.T, ctx context.Context, s store.Store) {
 	if _, err := s.GetProcess(ctx, "p_none"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetProcess of no process = %v, want ErrNotFound", err)
 	}
+
+	// Only ended records older than the cutoff go.
+	if n, err := s.DeleteEndedProcesses(ctx, ended); err != nil || n != 0 {
+		t.Errorf("DeleteEndedProcesses up to its end = %d, %v; want 0 (p_1 ended at the cutoff)", n, err)
+	}
+	if n, err := s.DeleteEndedProcesses(ctx, ended.Add(time.Hour)); err != nil || n != 1 {
+		t.Errorf("DeleteEndedProcesses = %d, %v; want 1 (p_1; p_2 runs)", n, err)
+	}
+	if _, err := s.GetProcess(ctx, "p_1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("GetProcess of a deleted process = %v, want ErrNotFound", err)
+	}
+	if _, err := s.GetProcess(ctx, "p_2"); err != nil {
+		t.Errorf("GetProcess of the running one = %v", err)
+	}
 }
