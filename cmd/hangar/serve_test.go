@@ -600,3 +600,43 @@ func TestAdminKillsAnyProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEndedProcessNeverAdopted: hangar saw a process end (killed through the API), then, while
+// hangar is down, a command in the sandbox starts another under its tag. The restarted control
+// plane does not adopt it: the record says the process ended.
+func TestEndedProcessNeverAdopted(t *testing.T) {
+	cfg, _, tok, _, id := restartWithProcess(t)
+	ts := startServe(t, cfg)
+	c := agentDaemon(t, cfg, "box")
+	tag, _ := daemonTag(t, c, id)
+	if code, body := ts.api(t, "DELETE", "/api/sandboxes/box/processes/"+id, tok, ""); code != 202 {
+		t.Fatalf("kill = %d %v", code, body)
+	}
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		_, body := ts.api(t, "GET", "/api/sandboxes/box/processes/"+id, tok, "")
+		if p, _ := body["process"].(map[string]any); p["state"] == "exited" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the killed process did not end")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := ts.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Start(context.Background(), envd.StartRequest{Cmd: "sleep", Args: []string{"300"}, Tag: tag})
+	if err != nil {
+		t.Fatalf("start the impostor: %v", err)
+	}
+	st.Close()
+	t.Cleanup(func() { c.Signal(context.Background(), envd.ByTag(tag), envd.SIGKILL) })
+	ts = startServe(t, cfg)
+	if code, body := ts.api(t, "GET", "/api/sandboxes/box/processes", tok, ""); code != 200 || len(body["processes"].([]any)) != 0 {
+		t.Errorf("after restart the list is %d %v, want nothing (the process ended)", code, body)
+	}
+	if err := ts.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
