@@ -47,8 +47,13 @@ func (e *DiedError) Error() string {
 	return fmt.Sprintf("sandbox %s: its %s died (now %s): %v", e.Sandbox, e.Part, e.State, e.cause)
 }
 
-// Unwrap gives ErrUnavailable and the cause.
-func (e *DiedError) Unwrap() []error { return []error{ErrUnavailable, e.cause} }
+// Unwrap gives ErrUnavailable and the cause, if any.
+func (e *DiedError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrUnavailable}
+	}
+	return []error{ErrUnavailable, e.cause}
+}
 
 // died checks sb again with its provider after its daemon's stream broke with cause, stores
 // what the provider says, and returns the DiedError that says which part died.
