@@ -44,7 +44,11 @@ func (e *DiedError) Message() string {
 }
 
 func (e *DiedError) Error() string {
-	return fmt.Sprintf("sandbox %s: its %s died (now %s): %v", e.Sandbox, e.Part, e.State, e.cause)
+	msg := fmt.Sprintf("sandbox %s: its %s died (now %s)", e.Sandbox, e.Part, e.State)
+	if e.cause != nil {
+		msg += ": " + e.cause.Error()
+	}
+	return msg
 }
 
 // Unwrap gives ErrUnavailable and the cause, if any.
