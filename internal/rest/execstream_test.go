@@ -551,3 +551,23 @@ func TestExecStreamContainerDies(t *testing.T) {
 		t.Errorf("the sandbox after its container died = %v, want it no longer running", r.body)
 	}
 }
+
+// TestExecAfterDaemonDied: the daemon of a local sandbox died while nothing ran; the next exec
+// says so (unavailable, naming the daemon) and the sandbox is failed, not left running.
+func TestExecAfterDaemonDied(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	pid := localDaemonPID(t, e, "box")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitDead(t, pid)
+	r := e.do(t, "POST", "/api/sandboxes/box/exec", e.admin, execBody("echo hi"))
+	msg, _ := r.body["error"].(map[string]any)["message"].(string)
+	if r.status != 503 || !strings.Contains(msg, "daemon of sandbox box") || !strings.Contains(msg, "failed") {
+		t.Errorf("exec = %d %s, want 503 naming the daemon and the failed sandbox", r.status, r.raw)
+	}
+	if r := e.do(t, "GET", "/api/sandboxes/box", e.admin, ""); r.body["state"] != "failed" {
+		t.Errorf("the sandbox = %v, want failed", r.body)
+	}
+}

@@ -29,6 +29,9 @@ type DiedError struct {
 
 // Message is a sentence for a person: what died and what the sandbox is now.
 func (e *DiedError) Message() string {
+	if e.State == string(provider.StateRunning) {
+		return fmt.Sprintf("The daemon of sandbox %s stopped answering while hangar used it, but its provider says the sandbox runs and its daemon answers: try again.", e.Sandbox)
+	}
 	var b strings.Builder
 	if e.Part == PartDaemon {
 		fmt.Fprintf(&b, "The daemon of sandbox %s stopped answering while hangar used it", e.Sandbox)

@@ -232,8 +232,7 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 			return ExecResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		if errors.Is(err, envd.ErrUnavailable) {
-			m.log.Warn("the daemon does not answer", "sandbox", sb.Name, "err", err)
-			return ExecResult{}, fmt.Errorf("%w: the daemon of sandbox %s does not answer (the server log has the cause)", ErrUnavailable, sb.Name)
+			return ExecResult{}, m.died(ctx, sb, err)
 		}
 		return ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", sb.Name, err)
 	}
