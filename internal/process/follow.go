@@ -50,6 +50,16 @@ func (m *Manager) endRecord(id string, exit *envd.Exit) {
 	}
 }
 
+// daemonError is err, from sb's daemon while doing op: a daemon that does not answer has its
+// sandbox checked again, and the error says which part died (the sandbox's failure, not
+// hangar's).
+func (m *Manager) daemonError(ctx context.Context, sb store.Sandbox, op string, err error) error {
+	if errors.Is(err, envd.ErrUnavailable) {
+		return m.cfg.Sandboxes.Died(ctx, sb, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
 // follow is a process's one follower: it drains the daemon's stream into the ring and the
 // attachments until the process ends, the follower's stream ends (shutdown; the token revoked:
 // then it kills the process) or the Manager closes. A stream that breaks is not an end: the

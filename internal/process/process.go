@@ -428,7 +428,7 @@ func (m *Manager) startDaemon(ctx context.Context, sb store.Sandbox, pr *proc, p
 		if errors.Is(err, envd.ErrInvalidArgument) {
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
-		return fmt.Errorf("start process in sandbox %s: %w", sb.Name, err)
+		return m.daemonError(ctx, sb, "start process in sandbox "+sb.Name, err)
 	}
 	pr.pid = st.PID()
 	// Recorded before the follower runs, so its end is always recorded after its start; a

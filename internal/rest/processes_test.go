@@ -369,3 +369,22 @@ func TestProcessLostWithItsDaemon(t *testing.T) {
 		t.Errorf("the sandbox after its daemon died = %v, want failed", r.body)
 	}
 }
+
+// TestProcessStartAfterDaemonDied: starting a background process in a sandbox whose daemon
+// died is the sandbox's failure (503, naming the daemon), not hangar's, and fails the sandbox.
+func TestProcessStartAfterDaemonDied(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	pid := localDaemonPID(t, e, "box")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitDead(t, pid)
+	r := e.do(t, "POST", "/api/sandboxes/box/processes", e.admin, `{"command": "sleep 60"}`)
+	if r.status != 503 || !strings.Contains(r.raw, "daemon of sandbox box") {
+		t.Errorf("start = %d %s, want 503 naming the daemon", r.status, r.raw)
+	}
+	if r := e.do(t, "GET", "/api/sandboxes/box", e.admin, ""); r.body["state"] != "failed" {
+		t.Errorf("the sandbox = %v, want failed", r.body)
+	}
+}

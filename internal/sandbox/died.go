@@ -62,6 +62,12 @@ func (e *DiedError) Unwrap() []error {
 	return []error{ErrUnavailable, e.cause}
 }
 
+// Died is for hangar's other domain packages: after sb's daemon did not answer (cause), it
+// checks sb again with its provider and returns the *DiedError that says which part died.
+func (m *Manager) Died(ctx context.Context, sb store.Sandbox, cause error) error {
+	return m.died(ctx, sb, cause)
+}
+
 // died checks sb again with its provider after its daemon's stream broke with cause, stores
 // what the provider says, and returns the DiedError that says which part died.
 func (m *Manager) died(ctx context.Context, sb store.Sandbox, cause error) *DiedError {
