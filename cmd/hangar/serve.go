@@ -180,12 +180,17 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	if err != nil {
 		return err
 	}
-	processes, err := process.New(process.Config{Sandboxes: sandboxes, Streams: streams, Secret: secret,
+	processes, err := process.New(process.Config{Sandboxes: sandboxes, Streams: streams, Secret: secret, Store: st,
 		MaxPerToken: cfg.Stream.BackgroundMaxPerToken, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer processes.Close() // after the shutdown below ended the streams: the followers return
+	// Every process the records say runs is followed again now, not when its owner next asks:
+	// so revoking its token kills it, and admins see it, across restarts.
+	actx, acancel := context.WithTimeout(ctx, reconcileTimeout)
+	processes.AdoptAll(actx)
+	acancel()
 
 	mcpHandler := mcp.New(mcp.Config{Auth: authn, Sandboxes: sandboxes, Streams: streams, Processes: processes, Logger: log, Version: version,
 		SessionIdle: time.Duration(cfg.MCP.SessionIdleSeconds) * time.Second, SessionsPerToken: cfg.MCP.SessionsPerToken,

@@ -400,9 +400,14 @@ func TestProcessesAdoptedAfterRestart(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// The admin's token is another token: the process is not its.
-	if code, body := ts.api(t, "GET", "/api/sandboxes/box/processes", admin, ""); code != 200 || len(body["processes"].([]any)) != 0 {
+	// Another token of the same user does not see it; the admin does, with its owner.
+	_, other := ts.api(t, "POST", "/api/tokens", admin, `{"user": "ada", "scopes": ["user"]}`)
+	if code, body := ts.api(t, "GET", "/api/sandboxes/box/processes", other["token"].(string), ""); code != 200 || len(body["processes"].([]any)) != 0 {
 		t.Errorf("another token lists %v", body)
+	}
+	if code, body := ts.api(t, "GET", "/api/sandboxes/box/processes", admin, ""); code != 200 || len(body["processes"].([]any)) != 1 ||
+		body["processes"].([]any)[0].(map[string]any)["owner"] != created["id"] || body["processes"].([]any)[0].(map[string]any)["user"] != "ada" {
+		t.Errorf("the admin lists %v, want the process with its owner %v", body, created["id"])
 	}
 	if code, _ := ts.api(t, "DELETE", "/api/sandboxes/box/processes/"+id, tok, ""); code != 202 {
 		t.Errorf("kill the adopted process = %d", code)
@@ -435,4 +440,203 @@ func startTagged(t *testing.T, cfg config.Config, name, tag string) {
 		t.Fatalf("start a forged process: %v", err)
 	}
 	ps.Close()
+}
+
+// restartWithProcess starts serve with a local sandbox box of user ada running a background
+// process, stops serve, and returns what is needed to start it again.
+func restartWithProcess(t *testing.T) (cfg config.Config, admin, tok, tokID, id string) {
+	t.Helper()
+	bin, err := providertest.BuildHangar(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = testConfig(t)
+	cfg.Providers.DaemonBinary = bin
+	cfg.Stream.RecheckSeconds = 1
+	ts := startServe(t, cfg)
+	admin = adminToken(t, ts)
+	_, created := ts.api(t, "POST", "/api/tokens", admin, `{"user": "ada", "scopes": ["user"]}`)
+	tok, tokID = created["token"].(string), created["id"].(string)
+	if code, body := ts.api(t, "POST", "/api/sandboxes", tok, `{"name": "box"}`); code != 201 {
+		t.Fatalf("create = %d %v", code, body)
+	}
+	t.Cleanup(func() {
+		again := startServe(t, cfg)
+		again.api(t, "DELETE", "/api/sandboxes/box", admin, "")
+		again.stop(t)
+	})
+	code, body := ts.api(t, "POST", "/api/sandboxes/box/processes", tok, `{"command": "while :; do sleep 0.1; done"}`)
+	if code != 201 {
+		t.Fatalf("start = %d %v", code, body)
+	}
+	id = body["process_id"].(string)
+	if err := ts.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, admin, tok, tokID, id
+}
+
+// agentDaemon is the sandbox's daemon as a command in the sandbox could reach it, had it read
+// the daemon's token: the address and token come from the stopped control plane's store.
+func agentDaemon(t *testing.T, cfg config.Config, name string) *envd.Client {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := st.GetSandbox(context.Background(), name)
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := envd.New(envd.Config{URL: sb.DaemonURL, AccessToken: sb.DaemonToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// daemonTag returns the daemon's tag of hangar's process id, or "" once the daemon has none.
+func daemonTag(t *testing.T, c *envd.Client, id string) (tag string, pid uint32) {
+	t.Helper()
+	ps, err := c.List(context.Background())
+	if err != nil {
+		t.Fatalf("list the daemon's processes: %v", err)
+	}
+	for _, p := range ps {
+		if strings.HasPrefix(p.Tag, "hangar:"+id+":") {
+			return p.Tag, p.PID
+		}
+	}
+	return "", 0
+}
+
+// waitGone polls the daemon until it no longer runs process id.
+func waitGone(t *testing.T, c *envd.Client, id, why string) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		if tag, _ := daemonTag(t, c, id); tag == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %s still runs: %s", id, why)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestImpostorWithCopiedTagNotAdopted: while the control plane is down, a command in the sandbox
+// that holds the daemon's token kills a background process by its tag and starts another with
+// the same tag. The restarted control plane does not adopt it (the record's pid is not its), and
+// the original is reported gone, not running.
+func TestImpostorWithCopiedTagNotAdopted(t *testing.T) {
+	cfg, admin, tok, _, id := restartWithProcess(t)
+	c := agentDaemon(t, cfg, "box")
+	tag, pid := daemonTag(t, c, id)
+	if tag == "" {
+		t.Fatalf("the daemon does not run process %s", id)
+	}
+	if err := c.Signal(context.Background(), envd.ByTag(tag), envd.SIGKILL); err != nil {
+		t.Fatalf("kill by tag: %v", err)
+	}
+	waitGone(t, c, id, "killed by its tag")
+	st, err := c.Start(context.Background(), envd.StartRequest{Cmd: "sleep", Args: []string{"300"}, Tag: tag})
+	if err != nil {
+		t.Fatalf("start the impostor: %v", err)
+	}
+	st.Close()
+	if got, ipid := daemonTag(t, c, id); got != tag || ipid == pid {
+		t.Fatalf("the impostor runs with tag %q and pid %d (the original had %d)", got, ipid, pid)
+	}
+	t.Cleanup(func() { c.Signal(context.Background(), envd.ByTag(tag), envd.SIGKILL) })
+
+	ts := startServe(t, cfg)
+	for _, who := range []string{tok, admin} {
+		code, body := ts.api(t, "GET", "/api/sandboxes/box/processes", who, "")
+		if code != 200 || len(body["processes"].([]any)) != 0 {
+			t.Errorf("after restart the list is %d %v, want no process (the impostor is not adopted)", code, body)
+		}
+		if code, body := ts.api(t, "GET", "/api/sandboxes/box/processes/"+id, who, ""); code != 404 {
+			t.Errorf("get %s = %d %v, want 404", id, code, body)
+		}
+	}
+	if err := ts.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRevokedAfterRestartKillsProcess: a process started before a restart is followed again at
+// start, before anyone lists it, so revoking its token kills it; the admin then sees why it ended.
+func TestRevokedAfterRestartKillsProcess(t *testing.T) {
+	cfg, admin, _, tokID, id := restartWithProcess(t)
+	c := agentDaemon(t, cfg, "box")
+	ts := startServe(t, cfg)
+	if code, body := ts.api(t, "DELETE", "/api/tokens/"+tokID, admin, ""); code != 204 && code != 200 {
+		t.Fatalf("revoke = %d %v", code, body)
+	}
+	waitGone(t, c, id, "its token was revoked")
+	code, body := ts.api(t, "GET", "/api/sandboxes/box/processes/"+id, admin, "")
+	p, _ := body["process"].(map[string]any)
+	if code != 200 || p["owner"] != tokID || p["state"] != "exited" || !strings.Contains(fmt.Sprint(p["status"]), "revoked") {
+		t.Errorf("the admin gets %d %v, want %s of token %s, exited because its token was revoked", code, body, id, tokID)
+	}
+	if err := ts.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAdminKillsAnyProcess: an admin kills another token's process.
+func TestAdminKillsAnyProcess(t *testing.T) {
+	cfg, admin, _, _, id := restartWithProcess(t)
+	c := agentDaemon(t, cfg, "box")
+	ts := startServe(t, cfg)
+	if code, body := ts.api(t, "DELETE", "/api/sandboxes/box/processes/"+id, admin, ""); code != 202 {
+		t.Fatalf("the admin's kill = %d %v", code, body)
+	}
+	waitGone(t, c, id, "the admin killed it")
+	if err := ts.stop(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEndedProcessNeverAdopted: hangar saw a process end (killed through the API), then, while
+// hangar is down, a command in the sandbox starts another under its tag. The restarted control
+// plane does not adopt it: the record says the process ended.
+func TestEndedProcessNeverAdopted(t *testing.T) {
+	cfg, _, tok, _, id := restartWithProcess(t)
+	ts := startServe(t, cfg)
+	c := agentDaemon(t, cfg, "box")
+	tag, _ := daemonTag(t, c, id)
+	if code, body := ts.api(t, "DELETE", "/api/sandboxes/box/processes/"+id, tok, ""); code != 202 {
+		t.Fatalf("kill = %d %v", code, body)
+	}
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		_, body := ts.api(t, "GET", "/api/sandboxes/box/processes/"+id, tok, "")
+		if p, _ := body["process"].(map[string]any); p["state"] == "exited" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the killed process did not end")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := ts.stop(t); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Start(context.Background(), envd.StartRequest{Cmd: "sleep", Args: []string{"300"}, Tag: tag})
+	if err != nil {
+		t.Fatalf("start the impostor: %v", err)
+	}
+	st.Close()
+	t.Cleanup(func() { c.Signal(context.Background(), envd.ByTag(tag), envd.SIGKILL) })
+	ts = startServe(t, cfg)
+	if code, body := ts.api(t, "GET", "/api/sandboxes/box/processes", tok, ""); code != 200 || len(body["processes"].([]any)) != 0 {
+		t.Errorf("after restart the list is %d %v, want nothing (the process ended)", code, body)
+	}
+	if err := ts.stop(t); err != nil {
+		t.Fatal(err)
+	}
 }

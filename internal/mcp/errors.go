@@ -42,6 +42,7 @@ func classify(log *slog.Logger, op string, err error) error {
 	var te *toolError
 	var limit *stream.LimitError
 	var bgLimit *process.LimitError
+	var died *sandbox.DiedError
 	msg := ""
 	switch {
 	case errors.As(err, &te):
@@ -68,6 +69,8 @@ func classify(log *slog.Logger, op string, err error) error {
 		msg = "This token is not allowed to do that."
 	case errors.Is(err, sandbox.ErrState):
 		msg = "The sandbox is not in a state that allows this."
+	case errors.As(err, &died):
+		return &toolError{message: died.Message()} // the cause (an address) stays in the log
 	case errors.Is(err, sandbox.ErrUnavailable):
 		msg = "The sandbox's provider or daemon does not answer."
 	default:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
+	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
@@ -93,7 +94,7 @@ func (m *Manager) Attach(ctx context.Context, p auth.Principal, ref, id string, 
 	}
 	sendOutput(st, out.Data, out.Next-int64(len(out.Data)))
 	info := pr.infoLocked()
-	if pr.state == StateExited {
+	if pr.state != StateRunning {
 		st.Send(endItem(info))
 		st.Finish()
 	} else {
@@ -112,7 +113,7 @@ func (m *Manager) Input(ctx context.Context, p auth.Principal, ref, id string, d
 	if err != nil {
 		return err
 	}
-	if pr.info().State == StateExited {
+	if pr.info().State != StateRunning {
 		return fmt.Errorf("%w: %s takes no more input", ErrExited, id)
 	}
 	if !pr.daemon {
@@ -128,7 +129,7 @@ func (m *Manager) Input(ctx context.Context, p auth.Principal, ref, id string, d
 			send = c.SendPTYInput // typed into the terminal
 		}
 		if err := send(ctx, envd.ByTag(pr.tag), data); err != nil {
-			return inputError(id, err)
+			return m.inputError(ctx, sb, id, err)
 		}
 	}
 	if eof && pr.pty {
@@ -136,17 +137,17 @@ func (m *Manager) Input(ctx context.Context, p auth.Principal, ref, id string, d
 	}
 	if eof {
 		if err := c.CloseStdin(ctx, envd.ByTag(pr.tag)); err != nil {
-			return inputError(id, err)
+			return m.inputError(ctx, sb, id, err)
 		}
 	}
 	return nil
 }
 
-func inputError(id string, err error) error {
+func (m *Manager) inputError(ctx context.Context, sb store.Sandbox, id string, err error) error {
 	if errors.Is(err, envd.ErrNotFound) || errors.Is(err, envd.ErrFailedPrecondition) {
 		return fmt.Errorf("%w: %s: %v", ErrExited, id, err)
 	}
-	return fmt.Errorf("input to process %s: %w", id, err)
+	return m.daemonError(ctx, sb, "input to process "+id, err)
 }
 
 // Kill sends SIGTERM to the process's group, and SIGKILL KillGrace later if it still runs.
@@ -157,7 +158,7 @@ func (m *Manager) Kill(ctx context.Context, p auth.Principal, ref, id string) (I
 		return Info{}, err
 	}
 	pr.mu.Lock()
-	if pr.state == StateExited {
+	if pr.state != StateRunning {
 		info := pr.infoLocked()
 		pr.mu.Unlock()
 		return info, nil // already gone: nothing to do
@@ -186,7 +187,7 @@ func (m *Manager) Kill(ctx context.Context, p auth.Principal, ref, id string) (I
 		return failed(err)
 	}
 	if err := c.Signal(ctx, envd.ByTag(pr.tag), envd.SIGTERM); err != nil && !errors.Is(err, envd.ErrNotFound) {
-		return failed(fmt.Errorf("kill process %s: %w", id, err))
+		return failed(m.daemonError(ctx, sb, "kill process "+id, err))
 	}
 	m.wg.Add(1)
 	go func() {
@@ -219,7 +220,7 @@ func (m *Manager) Resize(ctx context.Context, p auth.Principal, ref, id string, 
 		return err
 	}
 	if err := c.ResizePTY(ctx, envd.ByTag(pr.tag), size); err != nil {
-		return inputError(id, err)
+		return m.inputError(ctx, sb, id, err)
 	}
 	return nil
 }

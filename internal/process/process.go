@@ -71,6 +71,14 @@ type Config struct {
 	Streams *stream.Registry
 	// Secret keys the MAC in process tags. Required: at least 32 bytes, kept across restarts.
 	Secret []byte
+	// Store keeps a record of each process started through the daemon, so a restarted control
+	// plane follows again exactly those that its records say run (see AdoptAll). Nil: nothing
+	// is recorded and nothing is adopted after a restart.
+	Store store.Store
+	// ReconnectMin and ReconnectMax bound the wait between a follower's attempts to reach its
+	// process again after the daemon's stream broke (doubling from min to max). Defaults 250ms
+	// and 30s.
+	ReconnectMin, ReconnectMax time.Duration
 	// MaxPerToken is how many running background processes one token may have. Default 16.
 	MaxPerToken int
 	// Retention is how long an exited process stays listed. Default 10m.
@@ -123,6 +131,12 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.PollIdle <= 0 {
 		cfg.PollIdle = 5 * time.Second
 	}
+	if cfg.ReconnectMin <= 0 {
+		cfg.ReconnectMin = 250 * time.Millisecond
+	}
+	if cfg.ReconnectMax < cfg.ReconnectMin {
+		cfg.ReconnectMax = max(30*time.Second, cfg.ReconnectMin)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -139,12 +153,17 @@ type State string
 const (
 	StateRunning State = "running"
 	StateExited  State = "exited"
+	// StateLost: hangar can no longer reach the process (its sandbox's daemon died, or the
+	// sandbox failed), so it cannot tell whether it still runs. Its exit code is unknown (null).
+	StateLost State = "lost"
 )
 
 // Info is what a process's owner sees of it.
 type Info struct {
 	ID        string    `json:"process_id"`
 	Sandbox   string    `json:"sandbox"`
+	Owner     string    `json:"owner"` // the id of the token that started it
+	User      string    `json:"user"`  // that token's user
 	Command   string    `json:"command"`
 	Cwd       string    `json:"cwd,omitempty"`
 	PID       uint32    `json:"pid,omitempty"`
@@ -163,10 +182,11 @@ type Info struct {
 
 // proc is one background process and its follower's state.
 type proc struct {
-	id, owner, sandbox, tag string
-	command, cwd            string
-	adopted, daemon, pty    bool
-	started                 time.Time
+	id, owner, user      string // owner: the token id that started it
+	sandbox, tag         string
+	command, cwd         string
+	adopted, daemon, pty bool
+	started              time.Time
 
 	exited chan struct{} // closed when the process ends
 	wake   chan struct{} // capacity 1: poll now (processes without a daemon)
@@ -182,12 +202,15 @@ type proc struct {
 }
 
 func (pr *proc) infoLocked() Info {
-	i := Info{ID: pr.id, Sandbox: pr.sandbox, Command: pr.command, Cwd: pr.cwd, PID: pr.pid, State: pr.state,
+	i := Info{ID: pr.id, Sandbox: pr.sandbox, Owner: pr.owner, User: pr.user, Command: pr.command, Cwd: pr.cwd, PID: pr.pid, State: pr.state,
 		Adopted: pr.adopted, Daemon: pr.daemon, PTY: pr.pty, StartedAt: pr.started, EndedAt: pr.ended,
 		OutputStart: pr.ring.start, OutputEnd: pr.ring.end}
 	if pr.exit != nil {
-		code := pr.exit.Code
-		i.ExitCode, i.Status = &code, pr.exit.Status
+		i.Status = pr.exit.Status
+		if pr.state == StateExited {
+			code := pr.exit.Code
+			i.ExitCode = &code
+		}
 	}
 	return i
 }
@@ -222,13 +245,17 @@ func sendOutput(s *stream.Stream, data []byte, off int64) {
 }
 
 // finish is the follower's when the process ended.
-func (pr *proc) finish(exit *envd.Exit, now time.Time) {
+func (pr *proc) finish(exit *envd.Exit, now time.Time) { pr.end(StateExited, exit, now) }
+
+// end is the follower's when it is done with the process: it ended (StateExited, with exit),
+// or it can no longer be reached (StateLost, exit has no code: only its Status counts).
+func (pr *proc) end(state State, exit *envd.Exit, now time.Time) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	if pr.state == StateExited {
+	if pr.state != StateRunning {
 		return
 	}
-	pr.state, pr.exit, pr.ended = StateExited, exit, now
+	pr.state, pr.exit, pr.ended = state, exit, now
 	close(pr.exited)
 	end := endItem(pr.infoLocked())
 	for s := range pr.subs {
@@ -277,13 +304,18 @@ func (m *Manager) parseTag(tag, owner, sandbox string) (string, bool) {
 	return id, hmac.Equal([]byte(sum), []byte(m.mac(owner, sandbox, id)))
 }
 
+// mine reports whether p may see and act on pr: the token that started it, or an admin.
+func mine(p auth.Principal, pr *proc) bool {
+	return pr.owner == p.TokenID || p.IsAdmin()
+}
+
 // lookup returns the caller's process id in sandbox sb, pruning expired ones first.
 func (m *Manager) lookup(p auth.Principal, sb store.Sandbox, id string) (*proc, error) {
 	m.prune()
 	m.mu.Lock()
 	pr, ok := m.procs[id]
 	m.mu.Unlock()
-	if !ok || pr.owner != p.TokenID || pr.sandbox != sb.Name {
+	if !ok || !mine(p, pr) || pr.sandbox != sb.Name {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	return pr, nil
@@ -296,7 +328,7 @@ func (m *Manager) prune() {
 	defer m.mu.Unlock()
 	for id, pr := range m.procs {
 		pr.mu.Lock()
-		gone := pr.state == StateExited && !pr.ended.After(cutoff)
+		gone := pr.state != StateRunning && !pr.ended.After(cutoff)
 		pr.mu.Unlock()
 		if gone {
 			delete(m.procs, id)
@@ -352,7 +384,7 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 		m.mu.Unlock()
 	}()
 	id := newID()
-	pr := &proc{id: id, owner: p.TokenID, sandbox: sb.Name, tag: m.tag(p.TokenID, sb.Name, id), command: req.Command,
+	pr := &proc{id: id, owner: p.TokenID, user: p.User, sandbox: sb.Name, tag: m.tag(p.TokenID, sb.Name, id), command: req.Command,
 		cwd: req.Cwd, started: m.cfg.Now(), ring: newRing(m.cfg.RingBytes), subs: map[*stream.Stream]struct{}{},
 		state: StateRunning, daemon: sb.DaemonURL != "", pty: req.PTY != nil, exited: make(chan struct{}), wake: make(chan struct{}, 1)}
 	if pr.pty && !pr.daemon {
@@ -381,7 +413,7 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 	return pr.info(), nil
 }
 
-// startDaemon starts the process through the daemon and its follower.
+// startDaemon starts the process through the daemon, records it, and starts its follower.
 func (m *Manager) startDaemon(ctx context.Context, sb store.Sandbox, pr *proc, pty *envd.PTYSize, fst *stream.Stream) error {
 	c, err := m.cfg.Sandboxes.Daemon(sb)
 	if err != nil {
@@ -396,64 +428,25 @@ func (m *Manager) startDaemon(ctx context.Context, sb store.Sandbox, pr *proc, p
 		if errors.Is(err, envd.ErrInvalidArgument) {
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
-		return fmt.Errorf("start process in sandbox %s: %w", sb.Name, err)
+		return m.daemonError(ctx, sb, "start process in sandbox "+sb.Name, err)
 	}
 	pr.pid = st.PID()
+	// Recorded before the follower runs, so its end is always recorded after its start; a
+	// process hangar cannot record is one it could not find again, so it does not keep it.
+	if err := m.record(ctx, pr); err != nil {
+		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.KillGrace)
+		c.Signal(kctx, envd.ByTag(pr.tag), envd.SIGKILL)
+		kcancel()
+		st.Close()
+		cancel()
+		return err
+	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		m.follow(fctx, cancel, c, pr, st, fst)
+		m.follow(fctx, cancel, pr, st, fst)
 	}()
 	return nil
-}
-
-// follow is a process's one follower: it drains the daemon's stream into the ring and the
-// attachments until the process ends, the follower's stream ends (shutdown, the sandbox
-// destroyed, the token revoked: then it kills the process) or the Manager closes.
-func (m *Manager) follow(ctx context.Context, cancel context.CancelFunc, c *envd.Client, pr *proc, st *envd.ProcessStream, fst *stream.Stream) {
-	defer fst.Close()
-	defer cancel()
-	defer st.Close()
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		select {
-		case <-fst.Done():
-			if fst.Reason() == stream.ReasonRevoked {
-				// The token that started it was revoked: so is the process.
-				kctx, kcancel := context.WithTimeout(context.Background(), m.cfg.KillGrace)
-				c.Signal(kctx, envd.ByTag(pr.tag), envd.SIGKILL)
-				kcancel()
-			}
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	for {
-		ev, err := st.Next()
-		if err != nil {
-			if ctx.Err() == nil {
-				// The process may well run on: forget it, so that its owner's next list or
-				// attach adopts it again through its tag (if the daemon still has it).
-				m.log.Warn("process stream broke; it will be adopted again if it still runs", "process", pr.id, "sandbox", pr.sandbox, "err", err)
-				pr.finish(&envd.Exit{Code: -1, Status: "unknown: hangar lost its stream from the daemon (" + err.Error() + ")"}, m.cfg.Now())
-				m.mu.Lock()
-				if m.procs[pr.id] == pr {
-					delete(m.procs, pr.id)
-				}
-				m.mu.Unlock()
-			}
-			return
-		}
-		switch ev.Kind {
-		case envd.EventStdout, envd.EventStderr, envd.EventPTY:
-			pr.output(ev.Data)
-		case envd.EventEnd:
-			pr.finish(ev.Exit, m.cfg.Now())
-			fst.End(stream.ReasonDone)
-			return
-		}
-	}
 }
 
 // followerOptions admit a follower: hangar's own stream on p's behalf, so p's revocation ends
@@ -495,97 +488,31 @@ func (m *Manager) find(ctx context.Context, p auth.Principal, ref, id string) (*
 		return nil, sb, err
 	}
 	pr, err := m.lookup(p, sb, id)
-	if errors.Is(err, ErrNotFound) && sb.DaemonURL != "" && sb.State == string(provider.StateRunning) {
-		m.adopt(ctx, p, sb)
+	if errors.Is(err, ErrNotFound) {
+		m.adoptSandbox(ctx, sb)
 		pr, err = m.lookup(p, sb, id)
 	}
 	return pr, sb, err
 }
 
-// List returns the caller's processes in the sandbox ref: running ones, and those that exited
-// in the last Retention. Processes of this token that a restarted control plane does not know
-// yet are adopted first.
+// List returns the caller's processes in the sandbox ref (an admin's: everyone's): running
+// ones, and those that exited in the last Retention. Processes of the sandbox that the records
+// say run and that this control plane does not follow yet are adopted first.
 func (m *Manager) List(ctx context.Context, p auth.Principal, ref string) ([]Info, error) {
 	sb, err := m.cfg.Sandboxes.Get(ctx, p, ref)
 	if err != nil {
 		return nil, err
 	}
-	if sb.DaemonURL != "" && sb.State == string(provider.StateRunning) {
-		m.adopt(ctx, p, sb)
-	}
+	m.adoptSandbox(ctx, sb)
 	m.prune()
 	m.mu.Lock()
 	var out []Info
 	for _, pr := range m.procs {
-		if pr.owner == p.TokenID && pr.sandbox == sb.Name {
+		if mine(p, pr) && pr.sandbox == sb.Name {
 			out = append(out, pr.info())
 		}
 	}
 	m.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].StartedAt.Before(out[j].StartedAt) })
 	return out, nil
-}
-
-// adopt follows the daemon's processes whose tag says they are this token's in this sandbox
-// and that this control plane does not know (it was restarted): their earlier output is gone.
-func (m *Manager) adopt(ctx context.Context, p auth.Principal, sb store.Sandbox) {
-	c, err := m.cfg.Sandboxes.Daemon(sb)
-	if err != nil {
-		return
-	}
-	ps, err := c.List(ctx)
-	if err != nil {
-		m.log.Warn("list processes to adopt", "sandbox", sb.Name, "err", err)
-		return
-	}
-	for _, info := range ps {
-		id, ok := m.parseTag(info.Tag, p.TokenID, sb.Name)
-		if !ok {
-			continue // not hangar's, another token's, or forged
-		}
-		m.mu.Lock()
-		_, known := m.procs[id]
-		m.mu.Unlock()
-		if known {
-			continue
-		}
-		command := ""
-		if n := len(info.Args); n > 0 {
-			command = info.Args[n-1]
-		}
-		pr := &proc{id: id, owner: p.TokenID, sandbox: sb.Name, tag: info.Tag, command: command, cwd: info.Cwd,
-			adopted: true, daemon: true, started: m.cfg.Now(), pid: info.PID, ring: newRing(m.cfg.RingBytes),
-			subs: map[*stream.Stream]struct{}{}, state: StateRunning, exited: make(chan struct{}), wake: make(chan struct{}, 1)}
-		fst, err := m.cfg.Streams.Open(context.WithoutCancel(ctx), followerOptions(p))
-		if err != nil {
-			m.log.Warn("adopt process", "process", id, "err", err)
-			return
-		}
-		fctx, cancel := context.WithCancel(context.Background())
-		st, err := c.Connect(fctx, envd.ByTag(info.Tag))
-		if err != nil {
-			cancel()
-			fst.End(stream.ReasonError)
-			fst.Close()
-			m.log.Warn("adopt process", "process", id, "err", err)
-			continue
-		}
-		m.mu.Lock()
-		if _, known := m.procs[id]; known { // adopted meanwhile by a concurrent request
-			m.mu.Unlock()
-			cancel()
-			st.Close()
-			fst.End(stream.ReasonDone)
-			fst.Close()
-			continue
-		}
-		m.procs[id] = pr
-		m.mu.Unlock()
-		m.log.Info("adopted a background process", "process", id, "sandbox", sb.Name, "pid", info.PID)
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			m.follow(fctx, cancel, c, pr, st, fst)
-		}()
-	}
 }

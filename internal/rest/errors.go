@@ -77,6 +77,7 @@ func classify(err error) *apiError {
 	var tooLarge *http.MaxBytesError
 	var limit *stream.LimitError
 	var bgLimit *process.LimitError
+	var died *sandbox.DiedError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -124,6 +125,8 @@ func classify(err error) *apiError {
 		return newError(CodeForbidden, "The token is not allowed to do that.", err)
 	case errors.Is(err, sandbox.ErrState):
 		return newError(CodeConflict, "The sandbox is not in a state that allows this.", err)
+	case errors.As(err, &died):
+		return newError(CodeUnavailable, died.Message(), nil) // the cause (an address) stays in the log
 	case errors.Is(err, sandbox.ErrUnavailable):
 		return newError(CodeUnavailable, "The sandbox's provider or daemon does not answer.", err)
 	default:

@@ -114,7 +114,8 @@ func (a *api) execStream(w http.ResponseWriter, r *http.Request) {
 	// the command (killed, let go, or cut off with its sandbox).
 	early := reason != stream.ReasonDone
 	if o.err != nil && !early {
-		// The stream is open, so the error travels as an event.
+		// The stream is open, so the error travels as an event, and the stream ends as failed.
+		st.End(stream.ReasonError)
 		e := classify(o.err)
 		if e.code == CodeInternal {
 			a.log.Error("exec stream", "sandbox", sb.Name, "err", o.err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
 	"io"
 	"net/http"
 	"os"
@@ -474,5 +475,99 @@ func TestExecStreamShutdownNoDaemon(t *testing.T) {
 	}
 	if !alive(pid) {
 		t.Error("the command was killed by the shutdown")
+	}
+}
+
+// localDaemonPID is the pid of local sandbox name's daemon, from the provider's record.
+func localDaemonPID(t *testing.T, e *env, name string) int {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(e.dir, "sandboxes", name, "sandbox.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Daemon struct{ PID int } `json:"daemon"`
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil || rec.Daemon.PID == 0 {
+		t.Fatalf("sandbox record %s: %v", raw, err)
+	}
+	return rec.Daemon.PID
+}
+
+// TestExecStreamDaemonDies: the daemon of a local sandbox is killed while a command streams.
+// The stream ends with an error event that blames the sandbox's daemon (unavailable, not
+// hangar's internal error), and the sandbox is checked again: failed, with the reason.
+func TestExecStreamDaemonDies(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	s, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", execBody("echo up; sleep 300"))
+	if s == nil {
+		t.Fatalf("exec/stream = %d %s", r.status, r.raw)
+	}
+	s.until(t, "stdout")
+	if err := syscall.Kill(localDaemonPID(t, e, "box"), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	events := s.all(t)
+	last := events[len(events)-1]
+	msg, _ := last.data["message"].(string)
+	if last.name != "error" || last.data["code"] != "unavailable" || !strings.Contains(msg, "daemon of sandbox box") || !strings.Contains(msg, "failed") {
+		t.Fatalf("last event = %s %v, want an unavailable error that says the daemon of box died and the sandbox failed", last.name, last.data)
+	}
+	if r := e.do(t, "GET", "/api/sandboxes/box", e.admin, ""); r.body["state"] != "failed" || !strings.Contains(fmt.Sprint(r.body["reason"]), "daemon") {
+		t.Errorf("the sandbox after its daemon died = %v, want failed with the reason", r.body)
+	}
+}
+
+// TestExecStreamContainerDies: a Docker sandbox's container is killed while a command streams.
+// The stream ends with an unavailable error that says the sandbox stopped, and the sandbox is
+// checked again: no longer running.
+func TestExecStreamContainerDies(t *testing.T) {
+	needDocker(t)
+	cli := dockertest.Client(t)
+	image, err := dockertest.EnsureImage(context.Background(), cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "dock", `, "provider": "docker", "image": "`+image+`"`)
+	s, r := e.openStream(t, e.admin, "/api/sandboxes/dock/exec/stream", execBody("echo up; sleep 300"))
+	if s == nil {
+		t.Fatalf("exec/stream = %d %s", r.status, r.raw)
+	}
+	s.until(t, "stdout")
+	id := fmt.Sprint(e.do(t, "GET", "/api/sandboxes/dock", e.admin, "").body["provider_id"])
+	if err := cli.ContainerKill(context.Background(), id, "KILL"); err != nil {
+		t.Fatalf("kill container %s: %v", id, err)
+	}
+	events := s.all(t)
+	last := events[len(events)-1]
+	msg, _ := last.data["message"].(string)
+	if last.name != "error" || last.data["code"] != "unavailable" || !strings.Contains(msg, "Sandbox dock stopped") {
+		t.Fatalf("last event = %s %v, want an unavailable error that says sandbox dock stopped", last.name, last.data)
+	}
+	t.Logf("error event: %s", msg)
+	if r := e.do(t, "GET", "/api/sandboxes/dock", e.admin, ""); r.body["state"] == "running" {
+		t.Errorf("the sandbox after its container died = %v, want it no longer running", r.body)
+	}
+}
+
+// TestExecAfterDaemonDied: the daemon of a local sandbox died while nothing ran; the next exec
+// says so (unavailable, naming the daemon) and the sandbox is failed, not left running.
+func TestExecAfterDaemonDied(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	pid := localDaemonPID(t, e, "box")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitDead(t, pid)
+	r := e.do(t, "POST", "/api/sandboxes/box/exec", e.admin, execBody("echo hi"))
+	msg, _ := r.body["error"].(map[string]any)["message"].(string)
+	if r.status != 503 || !strings.Contains(msg, "daemon of sandbox box") || !strings.Contains(msg, "failed") {
+		t.Errorf("exec = %d %s, want 503 naming the daemon and the failed sandbox", r.status, r.raw)
+	}
+	if r := e.do(t, "GET", "/api/sandboxes/box", e.admin, ""); r.body["state"] != "failed" {
+		t.Errorf("the sandbox = %v, want failed", r.body)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -343,5 +344,47 @@ func TestProcessFollowedAcrossPause(t *testing.T) {
 	s2, _ := e.attach(t, e.admin, "box", id, fmt.Sprintf("?since=%d", before), "")
 	if ev, err := s2.next(); err != nil || ev.name != "output" {
 		t.Fatalf("attach after resume = %v %v", ev, err)
+	}
+}
+
+// TestProcessLostWithItsDaemon: the daemon of a local sandbox is killed while a client is
+// attached to a background process. hangar cannot tell whether the process runs on, so it is
+// not reported exited with -1: the attachment ends with the process lost (no exit code) and
+// why, and the sandbox is failed with the reason.
+func TestProcessLostWithItsDaemon(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	id := e.startProcess(t, e.admin, "box", "while :; do echo tick; sleep 0.1; done")
+	s, _ := e.attach(t, e.admin, "box", id, "", "")
+	s.until(t, "output")
+	if err := syscall.Kill(localDaemonPID(t, e, "box"), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	events := s.until(t, "end")
+	end := events[len(events)-1].data
+	if end["state"] != "lost" || end["exit_code"] != nil || !strings.Contains(fmt.Sprint(end["status"]), "daemon") {
+		t.Errorf("end = %v, want lost with no exit code, saying the daemon is gone", end)
+	}
+	if r := e.do(t, "GET", "/api/sandboxes/box", e.admin, ""); r.body["state"] != "failed" {
+		t.Errorf("the sandbox after its daemon died = %v, want failed", r.body)
+	}
+}
+
+// TestProcessStartAfterDaemonDied: starting a background process in a sandbox whose daemon
+// died is the sandbox's failure (503, naming the daemon), not hangar's, and fails the sandbox.
+func TestProcessStartAfterDaemonDied(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	pid := localDaemonPID(t, e, "box")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitDead(t, pid)
+	r := e.do(t, "POST", "/api/sandboxes/box/processes", e.admin, `{"command": "sleep 60"}`)
+	if r.status != 503 || !strings.Contains(r.raw, "daemon of sandbox box") {
+		t.Errorf("start = %d %s, want 503 naming the daemon", r.status, r.raw)
+	}
+	if r := e.do(t, "GET", "/api/sandboxes/box", e.admin, ""); r.body["state"] != "failed" {
+		t.Errorf("the sandbox = %v, want failed", r.body)
 	}
 }

@@ -232,8 +232,7 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 			return ExecResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		if errors.Is(err, envd.ErrUnavailable) {
-			m.log.Warn("the daemon does not answer", "sandbox", sb.Name, "err", err)
-			return ExecResult{}, fmt.Errorf("%w: the daemon of sandbox %s does not answer (the server log has the cause)", ErrUnavailable, sb.Name)
+			return ExecResult{}, m.died(ctx, sb, err)
 		}
 		return ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", sb.Name, err)
 	}
@@ -266,9 +265,10 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 				res.TimedOut, res.ExitCode, res.Status = true, -1, "killed at the timeout"
 				break
 			}
+			// The daemon, or the sandbox under it, died: the sandbox's failure, not hangar's.
 			res.ExitCode, res.Status = -1, "unknown: the daemon's stream broke"
 			res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
-			return res, fmt.Errorf("exec in sandbox %s: %w", sb.Name, err)
+			return res, m.died(ctx, sb, err)
 		}
 		switch ev.Kind {
 		case envd.EventStdout, envd.EventPTY:

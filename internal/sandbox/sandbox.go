@@ -119,6 +119,12 @@ func (m *Manager) Get(ctx context.Context, p auth.Principal, ref string) (store.
 	return sb, err
 }
 
+// Lookup returns the stored sandbox name, whoever owns it: for hangar's own work on a sandbox
+// (following a background process), never for a request. store.ErrNotFound if there is none.
+func (m *Manager) Lookup(ctx context.Context, name string) (store.Sandbox, error) {
+	return m.cfg.Store.GetSandbox(ctx, name)
+}
+
 // List returns the sandboxes p may see, destroyed ones left out unless all is set.
 func (m *Manager) List(ctx context.Context, p auth.Principal, all bool) ([]store.Sandbox, error) {
 	owner := p.User
@@ -334,22 +340,15 @@ func (m *Manager) Reconcile(ctx context.Context) {
 		if sb.State != string(provider.StateRunning) && sb.State != string(provider.StatePaused) && sb.State != string(provider.StateCreating) {
 			continue
 		}
-		prov, ok := m.cfg.Providers[sb.Provider]
-		if !ok {
+		if _, ok := m.cfg.Providers[sb.Provider]; !ok {
 			m.log.Warn("sandbox on a provider that is not set up; leaving it as it is", "sandbox", sb.Name, "provider", sb.Provider)
 			continue
 		}
-		got, err := prov.Get(ctx, providerView(sb))
-		switch {
-		case errors.Is(err, provider.ErrNotFound):
-			sb.State, sb.Reason = string(provider.StateFailed), "the provider no longer has this sandbox (removed while hangar was down?)"
-		case err != nil:
+		sb, err := m.recheck(ctx, sb)
+		if err != nil {
 			m.log.Warn("reconcile sandbox", "sandbox", sb.Name, "err", err)
 			continue
-		default:
-			sb = merge(sb, got, m.cfg.Now())
 		}
 		m.log.Info("sandbox found again", "sandbox", sb.Name, "provider", sb.Provider, "state", sb.State, "reason", sb.Reason)
-		m.save(ctx, sb)
 	}
 }

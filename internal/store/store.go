@@ -44,6 +44,40 @@ type Store interface {
 	// UpdateSandbox rewrites a sandbox's mutable fields (all but name, owner, provider and
 	// created_at). ErrNotFound if there is no such sandbox.
 	UpdateSandbox(ctx context.Context, sb Sandbox) error
+
+	// CreateProcess stores a background process that was just started. ErrConflict when its id
+	// is taken.
+	CreateProcess(ctx context.Context, p Process) error
+	// EndProcess records that a running process ended. ErrNotFound if there is no such process
+	// or it had already ended (the first end recorded stays).
+	EndProcess(ctx context.Context, id string, exitCode int, status string, at time.Time) error
+	// ListRunningProcesses lists the processes whose record says they run, oldest first.
+	ListRunningProcesses(ctx context.Context) ([]Process, error)
+	// GetProcess finds a process by id. ErrNotFound if none.
+	GetProcess(ctx context.Context, id string) (Process, error)
+	// DeleteEndedProcesses forgets the processes that ended before the given time, and says
+	// how many. A running process's record is never deleted.
+	DeleteEndedProcesses(ctx context.Context, before time.Time) (int, error)
+}
+
+// Process is a stored background process: who started it where, and what binds the record to
+// one process instance in the sandbox's daemon (its tag and pid).
+type Process struct {
+	ID        string
+	TokenID   string // the token that started it (its owner)
+	User      string // that token's user
+	Sandbox   string
+	Command   string
+	Cwd       string
+	Tag       string // the daemon's tag of the process
+	PID       uint32 // the daemon's pid of the process; 0 without a daemon
+	PTY       bool
+	Daemon    bool   // followed through the daemon (else polled)
+	State     string // running, exited
+	ExitCode  *int   // nil while running
+	Status    string // how it ended, for a person
+	StartedAt time.Time
+	EndedAt   time.Time // zero while running
 }
 
 // Sandbox is a stored sandbox: what was asked for and what the provider made of it.

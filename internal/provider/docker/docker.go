@@ -46,9 +46,13 @@ const (
 	labelOwner    = "dev.hangar.owner"
 	labelDaemon   = "dev.hangar.daemon"
 	labelWorkdir  = "dev.hangar.workdir"
+	// labelToken keeps the daemon's access token on the host, so List finds it again; a label
+	// is not visible inside the container.
+	labelToken = "dev.hangar.daemon-token"
 )
 
-// tokenEnv carries the daemon's access token into the container (never its argv).
+// tokenEnv carried the daemon's access token into containers made by earlier versions; the
+// token is now given through /init (see Create) and only read back from old containers.
 const tokenEnv = "HANGAR_ENVD_ACCESS_TOKEN"
 
 // idleScript keeps a container without a daemon alive with nothing but /bin/sh and sleep, and
@@ -204,7 +208,10 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.San
 			return provider.Sandbox{}, fmt.Errorf("create sandbox %s: %w", spec.Name, err)
 		}
 		port := nat.Port(strconv.Itoa(DaemonPort) + "/tcp")
-		cfg.Env = append(cfg.Env, tokenEnv+"="+token)
+		// The daemon starts without its token and gets it through /init once it answers: in
+		// its environment, every command in the container could read it (/proc/1/environ).
+		// A label is kept on the host (docker inspect), never inside the container.
+		cfg.Labels[labelToken] = token
 		cfg.Entrypoint = []string{binaryPath, "envd", "--listen", "0.0.0.0:" + strconv.Itoa(DaemonPort), "--workdir", workdir}
 		cfg.Cmd = []string{}
 		cfg.ExposedPorts = nat.PortSet{port: {}}
@@ -244,6 +251,9 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.San
 	}
 	if err := p.waitHealthy(ctx, info.ID, sb.Daemon.URL); err != nil {
 		return p.withLogs(ctx, failed(sb, fmt.Sprintf("the daemon at %s did not answer: %v", sb.Daemon.URL, err))), nil
+	}
+	if err := provider.InitDaemon(ctx, p.health, sb.Daemon.URL, sb.Daemon.AccessToken); err != nil {
+		return p.withLogs(ctx, failed(sb, fmt.Sprintf("the daemon at %s could not be given its token: %v", sb.Daemon.URL, err))), nil
 	}
 	return sb, nil
 }
@@ -398,9 +408,9 @@ func (p *Provider) sandbox(info container.InspectResponse) provider.Sandbox {
 		sb.Data["image"] = info.Config.Image
 	}
 	if labels[labelDaemon] == "true" {
-		var token string
-		for _, kv := range env {
-			if v, ok := strings.CutPrefix(kv, tokenEnv+"="); ok {
+		token := labels[labelToken]
+		for _, kv := range env { // containers made before the token moved to a label
+			if v, ok := strings.CutPrefix(kv, tokenEnv+"="); ok && token == "" {
 				token = v
 			}
 		}
@@ -431,13 +441,47 @@ func (p *Provider) sandbox(info container.InspectResponse) provider.Sandbox {
 	return sb
 }
 
+// settleTimeout is how long a sandbox whose daemon does not answer is watched for its
+// container stopping: long enough for the engine to notice a killed container, short enough
+// for a check of a sandbox whose container runs on without its daemon.
+const settleTimeout = 2 * time.Second
+
+// stopsSoon waits up to settleTimeout for the container to stop, and returns it once stopped.
+func (p *Provider) stopsSoon(ctx context.Context, id string) (container.InspectResponse, bool) {
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	waited, errs := p.cli.ContainerWait(ctx, id, container.WaitConditionNotRunning)
+	select {
+	case <-waited:
+	case <-errs:
+		return container.InspectResponse{}, false
+	}
+	info, err := p.cli.ContainerInspect(ctx, id)
+	if err != nil || info.State == nil || info.State.Running {
+		return info, false
+	}
+	return info, true
+}
+
 // checked asks a running sandbox's daemon for /health.
 func (p *Provider) checked(ctx context.Context, sb provider.Sandbox) provider.Sandbox {
 	if sb.State != provider.StateRunning || sb.Daemon == nil {
 		return sb
 	}
 	if err := p.healthy(ctx, sb.Daemon.URL); err != nil {
+		// A container being killed loses its daemon before the engine reports it stopped:
+		// give the engine a moment, so that the reason names the part that died.
+		if info, ok := p.stopsSoon(ctx, sb.ID); ok {
+			return p.withLogs(ctx, p.sandbox(info))
+		}
 		return failed(sb, fmt.Sprintf("the sandbox's daemon does not answer at %s: %v", sb.Daemon.URL, err))
+	}
+	// A container restarted outside hangar runs a daemon that has no token yet: give it.
+	if has, err := provider.DaemonHasToken(ctx, p.health, sb.Daemon.URL); err == nil && !has {
+		p.log.Warn("the sandbox's daemon runs without its token (was its container restarted?); giving it", "sandbox", sb.Name)
+		if err := provider.InitDaemon(ctx, p.health, sb.Daemon.URL, sb.Daemon.AccessToken); err != nil {
+			return failed(sb, fmt.Sprintf("the sandbox's daemon runs without its token and could not be given it: %v", err))
+		}
 	}
 	return sb
 }

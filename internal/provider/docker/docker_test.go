@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -100,8 +101,8 @@ func TestShell(t *testing.T) {
 }
 
 // TestDaemonContainer checks what the daemon's container is made of: the binary mounted
-// read-only, the port published on 127.0.0.1 only, the token in the environment and not in argv
-// nor in a command's environment.
+// read-only, the port published on 127.0.0.1 only, the token given through /init: not in argv,
+// nor in any process's environment.
 func TestDaemonContainer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -151,6 +152,15 @@ func TestDaemonContainer(t *testing.T) {
 	res, err := p.Exec(ctx, sb, provider.ExecRequest{Command: `echo "token=$HANGAR_ENVD_ACCESS_TOKEN"`})
 	if err != nil || string(res.Stdout) != "token=\n" {
 		t.Errorf("a command sees the daemon's token: %q, %v", res.Stdout, err)
+	}
+	// Nor in any process's environment: the daemon got it through /init.
+	res, err = p.Exec(ctx, sb, provider.ExecRequest{Command: `cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n'; echo end`})
+	if err != nil || !strings.Contains(string(res.Stdout), "end") || strings.Contains(string(res.Stdout), sb.Daemon.AccessToken) {
+		t.Errorf("a command reads the daemon's token in /proc/*/environ (or could not look): %q, %v", res.Stdout, err)
+	}
+	// And the daemon needs it.
+	if has, err := provider.DaemonHasToken(ctx, http.DefaultClient, sb.Daemon.URL); err != nil || !has {
+		t.Errorf("the daemon takes requests without its token: %v %v", has, err)
 	}
 }
 

@@ -29,6 +29,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"RevokeToken", testRevokeToken},
 		{"SandboxRoundTrip", testSandboxRoundTrip},
 		{"SandboxNames", testSandboxNames},
+		{"ProcessLifecycle", testProcessLifecycle},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,52 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// InitDaemon gives a daemon that was started without an access token its token, through
+// POST /init (as E2B's orchestrator gives envd its token), so the token is never in the
+// environment of the daemon's process, where a command in the sandbox running as the same
+// user could read it (/proc/<pid>/environ). Until then the daemon takes any request: call it
+// as soon as the daemon answers /health.
+func InitDaemon(ctx context.Context, client *http.Client, url, token string) error {
+	body, err := json.Marshal(map[string]string{"accessToken": token})
+	if err != nil {
+		return fmt.Errorf("init daemon: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/init", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("init daemon: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	// A daemon that has the token already (a second call) needs it for /init too.
+	req.Header.Set("X-Access-Token", token)
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("init daemon: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("init daemon: /init answered %s", resp.Status)
+	}
+	return nil
+}
+
+// DaemonHasToken reports whether the daemon at url refuses a request without a token: false
+// means it runs without one (it was restarted outside hangar) and needs InitDaemon again.
+func DaemonHasToken(ctx context.Context, client *http.Client, url string) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/files?path=/", nil)
+	if err != nil {
+		return false, fmt.Errorf("check daemon token: %w", err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("check daemon token: %w", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusUnauthorized, nil
+}
