@@ -158,22 +158,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v) // the client may be gone; nothing to do about it
 }
 
-// decodeJSON reads a request body into v, refusing unknown fields, trailing data and bodies
-// over the cap (which the body middleware set).
-func decodeJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return err
-		}
-		return newError(CodeBadRequest, "The request body is not the JSON this endpoint takes.", err)
-	}
-	if dec.More() {
-		return newError(CodeBadRequest, "The request body has more than one JSON value.", nil)
-	}
-	return nil
-}
-
 func base64Std(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

@@ -316,6 +316,11 @@ func TestBadRequests(t *testing.T) {
 		{"not json", "POST", "/api/tokens", `{"user": `, 400, "bad_request"},
 		{"unknown field", "POST", "/api/tokens", `{"user": "ada", "scopes": ["user"], "admin": true}`, 400, "bad_request"},
 		{"two values", "POST", "/api/tokens", `{"scopes": ["user"]} {}`, 400, "bad_request"},
+		{"trailing brace", "POST", "/api/tokens", `{"user": "ada", "scopes": ["user"]}}`, 400, "bad_request"},
+		{"trailing bracket", "POST", "/api/tokens", `{"user": "ada", "scopes": ["user"]}]`, 400, "bad_request"},
+		{"trailing garbage", "POST", "/api/tokens", "{\"user\": \"ada\", \"scopes\": [\"user\"]}\nx", 400, "bad_request"},
+		{"invalid utf-8", "POST", "/api/tokens", "{\"user\": \"ada\", \"scopes\": [\"user\"], \"description\": \"caf\xe9\"}", 400, "bad_request"},
+		{"truncated utf-8", "POST", "/api/tokens", "{\"user\": \"ada\", \"scopes\": [\"user\"], \"description\": \"\xe2\x82\"}", 400, "bad_request"},
 		{"unknown scope", "POST", "/api/tokens", `{"user": "ada", "scopes": ["root"]}`, 400, "bad_request"},
 		{"no scopes", "POST", "/api/tokens", `{"user": "ada"}`, 400, "bad_request"},
 		{"bad expiry", "POST", "/api/tokens", `{"user": "ada", "scopes": ["user"], "expires_in": "soon"}`, 400, "bad_request"},
@@ -329,6 +334,19 @@ func TestBadRequests(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			wantError(t, e.do(t, c.method, c.path, e.admin, c.body), c.status, c.code)
 		})
+	}
+}
+
+// TestStrictBodyAcceptsWhiteSpace: what decodeJSON refuses is data after the value, not the
+// newline that curl and most encoders end a body with; valid UTF-8 of any plane is kept as is.
+func TestStrictBodyAcceptsWhiteSpace(t *testing.T) {
+	e := newEnv(t)
+	r := e.do(t, "POST", "/api/tokens", e.admin, "{\"user\": \"ada\", \"scopes\": [\"user\"], \"description\": \"café ☕ 🚀\"}\r\n\t ")
+	if r.status != http.StatusCreated {
+		t.Fatalf("status = %d, want 201 (%s)", r.status, r.raw)
+	}
+	if d := r.body["description"]; d != "café ☕ 🚀" {
+		t.Errorf("description = %q, want it unchanged", d)
 	}
 }
 

@@ -1,0 +1,54 @@
+package rest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"unicode/utf8"
+)
+
+// decodeJSON reads a request body into v. It refuses, with a 400 that says which: a body that is
+// not valid UTF-8 (encoding/json would quietly turn each bad byte into U+FFFD and run the
+// command it mangled; bytes that are not text go base64 where an endpoint takes them), unknown
+// fields, and anything but white space after the one JSON value (`{...}}` included: the
+// decoder's More reports false for a stray closing bracket). Bodies over the cap (which the
+// body middleware set) are a 413.
+func decodeJSON(r *http.Request, v any) error {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return err
+		}
+		return newError(CodeBadRequest, "The request body could not be read.", err)
+	}
+	if !utf8.Valid(body) {
+		return newError(CodeBadRequest, `The request body is not valid UTF-8; send bytes that are not text base64-encoded where the endpoint takes them (a process's input: "base64": true).`,
+			fmt.Errorf("invalid UTF-8 at byte %d", invalidUTF8At(body)))
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return newError(CodeBadRequest, "The request body is not the JSON this endpoint takes.", err)
+	}
+	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
+		return newError(CodeBadRequest, "The request body has something after its JSON value; send exactly one JSON object.",
+			fmt.Errorf("%d bytes after the value, which ends at byte %d", len(rest), dec.InputOffset()))
+	}
+	return nil
+}
+
+// invalidUTF8At is the offset of the first byte of b that is not part of valid UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}
