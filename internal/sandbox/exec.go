@@ -13,6 +13,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/stream"
 )
 
 // MaxExecTimeout is the longest timeout an exec may ask for.
@@ -105,6 +106,12 @@ func (m *Manager) ExecStream(ctx context.Context, sb store.Sandbox, req ExecRequ
 		return ExecResult{}, err
 	}
 	if sb.DaemonURL != "" {
+		if out != nil {
+			// A read may end inside a character: carry it over, so text stays text.
+			var flush func()
+			out, flush = stream.WholeRunes(out)
+			defer flush()
+		}
 		return m.execDaemon(ctx, sb, req, out)
 	}
 	prov, err := m.provider(sb)
