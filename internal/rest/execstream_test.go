@@ -314,8 +314,8 @@ func TestExecStreamRevokedKillsCommand(t *testing.T) {
 		t.Fatalf("revoke = %d %s", r.status, r.raw)
 	}
 	events := s.until(t, "result")
-	if res := events[len(events)-1].data; res["closed"] != "revoked" {
-		t.Errorf("result = %v, want closed: revoked", res)
+	if res := events[len(events)-1].data; res["closed"] != "revoked" || res["status"] != "killed: the stream's token was revoked or expired" {
+		t.Errorf("result = %v, want closed: revoked, and a status that says so", res)
 	}
 	waitDead(t, pid)
 }
@@ -336,8 +336,8 @@ func TestExecStreamRecheckEndsExpiredToken(t *testing.T) {
 	// once the clock passes it.
 	e.setNow(time.Now().Add(time.Hour))
 	events := s.until(t, "result")
-	if res := events[len(events)-1].data; res["closed"] != "revoked" {
-		t.Errorf("result = %v, want closed: revoked", res)
+	if res := events[len(events)-1].data; res["closed"] != "revoked" || res["status"] != "killed: the stream's token was revoked or expired" {
+		t.Errorf("result = %v, want closed: revoked, and a status that says so", res)
 	}
 	waitDead(t, pid)
 }

@@ -166,7 +166,8 @@ func TestExecThroughDaemonAndFallback(t *testing.T) {
 				t.Errorf("stdout decodes to %q", b)
 			}
 			r = e.exec(t, e.admin, name, `{"command": "sleep 30", "timeout": 0.5}`)
-			if r.status != 200 || r.body["timed_out"] != true {
+			// One answer through the daemon and without (docs/sandboxes.md): -1, timed out.
+			if r.status != 200 || r.body["timed_out"] != true || r.body["exit_code"] != -1.0 || r.body["status"] != "killed at the timeout" {
 				t.Errorf("a command past its timeout = %d %s", r.status, r.raw)
 			}
 			r = e.exec(t, e.admin, name, `{"command": "head -c 300000 /dev/zero | tr '\\0' a; echo"}`)

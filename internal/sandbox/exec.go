@@ -112,7 +112,8 @@ func (m *Manager) ExecStream(ctx context.Context, sb store.Sandbox, req ExecRequ
 			out, flush = stream.WholeRunes(out)
 			defer flush()
 		}
-		return m.execDaemon(ctx, sb, req, out)
+		res, err := m.execDaemon(ctx, sb, req, out)
+		return timedOut(res), err
 	}
 	prov, err := m.provider(sb)
 	if err != nil {
@@ -145,7 +146,17 @@ func (m *Manager) ExecStream(ctx context.Context, sb store.Sandbox, req ExecRequ
 	if o.err != nil {
 		return ExecResult{}, providerError("exec in sandbox "+sb.Name, o.err)
 	}
-	return ExecResult{ExitCode: o.res.ExitCode, Stdout: o.res.Stdout, Stderr: o.res.Stderr, TimedOut: o.res.TimedOut, Via: "provider"}, nil
+	return timedOut(ExecResult{ExitCode: o.res.ExitCode, Stdout: o.res.Stdout, Stderr: o.res.Stderr, TimedOut: o.res.TimedOut, Via: "provider"}), nil
+}
+
+// timedOut gives a command killed at its timeout one answer whichever way it ran: exit code -1
+// (it has no exit status of its own; the daemon, like E2B's envd, says -1 for a process a
+// signal ended, where a provider's shell said 128+9) with timed_out true.
+func timedOut(res ExecResult) ExecResult {
+	if res.TimedOut {
+		res.ExitCode, res.Status = -1, "killed at the timeout"
+	}
+	return res
 }
 
 // Daemon returns the client of the sandbox's daemon. Clients are kept, one per sandbox and
