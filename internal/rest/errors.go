@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -131,6 +132,11 @@ func classify(err error) *apiError {
 
 // writeError sends err as a JSON error response.
 func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		// Nobody is left to answer: not hangar's failure.
+		a.log.Debug("the client went away", "method", r.Method, "path", r.URL.Path)
+		return
+	}
 	e := classify(err)
 	status := statuses[e.code]
 	if e.code == CodeInternal {

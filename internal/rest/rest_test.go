@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -50,6 +51,25 @@ type env struct {
 	srv            *rest.Server
 	bytesPerSecond int64 // 0: the default
 	maxBytes       int64 // 0: the default
+	logs           logBuffer
+}
+
+// logBuffer is the server's log, for tests that read it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // option changes an env before its server starts.
@@ -133,7 +153,8 @@ func newEnv(t *testing.T, opts ...option) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.procs.Close)
-	srv := rest.New(rest.Config{Auth: a, Store: s, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: e.reg, MaxBodyBytes: 4096, Now: e.clock})
+	srv := rest.New(rest.Config{Auth: a, Store: s, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: e.reg, MaxBodyBytes: 4096, Now: e.clock,
+		Logger: slog.New(slog.NewTextHandler(&e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	e.srv = srv
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -347,6 +368,55 @@ func TestStrictBodyAcceptsWhiteSpace(t *testing.T) {
 	}
 	if d := r.body["description"]; d != "café ☕ 🚀" {
 		t.Errorf("description = %q, want it unchanged", d)
+	}
+}
+
+// TestShutdownTwice: a second Shutdown (a second signal, a deferred one after an explicit one)
+// waits for the same drain instead of panicking.
+func TestShutdownTwice(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 2 {
+		if err := e.srv.Shutdown(ctx); err != nil {
+			t.Fatalf("Shutdown %d: %v", i+1, err)
+		}
+	}
+}
+
+// TestClientGoneIsNotAnError: a client that leaves while its command runs is no fault of
+// hangar's: the log says so below ERROR.
+func TestClientGoneIsNotAnError(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", e.url+"/api/sandboxes/box/exec", strings.NewReader(sleeper(pidFile)))
+	req.Header.Set("Authorization", "Bearer "+e.admin)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	pid := pidOf(t, pidFile)
+	cancel()
+	<-done
+	waitDead(t, pid)
+	// Shutdown waits for the request's handler to have finished, log line included.
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := e.srv.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	logs := e.logs.String()
+	if strings.Contains(logs, "level=ERROR") {
+		t.Errorf("a client that went away was logged as an error:\n%s", logs)
+	}
+	if !strings.Contains(logs, "the client went away") {
+		t.Errorf("the log does not say the client went away:\n%s", logs)
 	}
 }
 
