@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/process"
@@ -130,6 +131,10 @@ func classify(err error) *apiError {
 	}
 }
 
+// processRetryAfter is the Retry-After of a refused background process: a place frees only when
+// one of the token's processes ends, which hangar cannot foresee, so it is a polling hint.
+const processRetryAfter = 10 * time.Second
+
 // writeError sends err as a JSON error response.
 func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
@@ -144,8 +149,12 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		e = &apiError{code: e.code, message: e.message} // the cause stays in the log
 	}
 	var limit *stream.LimitError
-	if errors.As(err, &limit) {
+	var bgLimit *process.LimitError
+	switch {
+	case errors.As(err, &limit):
 		w.Header().Set("Retry-After", strconv.Itoa(int(limit.RetryAfter.Seconds())))
+	case errors.As(err, &bgLimit):
+		w.Header().Set("Retry-After", strconv.Itoa(int(processRetryAfter.Seconds())))
 	}
 	if e.code == CodeUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hangar"`)

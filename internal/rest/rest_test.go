@@ -312,6 +312,8 @@ func TestTokensAPI(t *testing.T) {
 	wantError(t, e.do(t, "DELETE", "/api/tokens/"+bobID, ada, ""), http.StatusNotFound, "not_found")
 	if r := e.do(t, "GET", "/api/whoami", bob, ""); r.status != http.StatusOK || r.body["user"] != "bob" {
 		t.Fatalf("whoami(bob) = %d %s", r.status, r.raw)
+	} else if _, ok := r.body["sandbox"]; ok {
+		t.Errorf("whoami of a token bound to no sandbox has a sandbox: %s", r.raw)
 	}
 	if r := e.do(t, "DELETE", "/api/tokens/"+bobID, bob, ""); r.status != http.StatusNoContent {
 		t.Fatalf("bob revoking his token = %d %s", r.status, r.raw)

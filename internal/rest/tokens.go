@@ -111,7 +111,10 @@ func (a *api) revokeToken(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) whoami(w http.ResponseWriter, r *http.Request) {
 	p := principal(r)
-	out := map[string]any{"user": p.User, "token_id": p.TokenID, "scopes": p.Scopes, "sandbox": p.Sandbox, "static": p.Static}
+	out := map[string]any{"user": p.User, "token_id": p.TokenID, "scopes": p.Scopes, "static": p.Static}
+	if p.Sandbox != "" { // bound; unbound tokens have no sandbox field, as in the token list
+		out["sandbox"] = p.Sandbox
+	}
 	if !p.ExpiresAt.IsZero() {
 		out["expires_at"] = p.ExpiresAt.UTC()
 	}
