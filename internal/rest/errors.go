@@ -11,6 +11,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/process"
+	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -118,6 +119,8 @@ func classify(err error) *apiError {
 		return newError(CodeNotFound, "There is no such sandbox, or it is not yours.", err)
 	case errors.Is(err, sandbox.ErrConflict):
 		return newError(CodeConflict, "That sandbox name is taken.", err)
+	case errors.Is(err, provider.ErrImageMissing):
+		return newError(CodeBadRequest, imageMissing(err), err)
 	case errors.Is(err, sandbox.ErrInvalid):
 		return newError(CodeBadRequest, "The sandbox request is not valid.", err)
 	case errors.Is(err, sandbox.ErrForbidden):

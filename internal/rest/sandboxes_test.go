@@ -249,3 +249,20 @@ func TestDockerSandboxes(t *testing.T) {
 		t.Errorf("the missing-image error should name the image and how to get it: %s", r.raw)
 	}
 }
+
+// TestMissingImageSaysWhich: a docker sandbox whose image the engine lacks is a 400 whose
+// message names the image and how to get it, with "create sandbox" said once.
+func TestMissingImageSaysWhich(t *testing.T) {
+	needDocker(t)
+	e := newEnv(t)
+	r := e.do(t, "POST", "/api/sandboxes", e.admin, `{"name": "dock", "provider": "docker", "image": "hangar-test-missing:nope"}`)
+	wantError(t, r, http.StatusBadRequest, "bad_request")
+	e2, _ := r.body["error"].(map[string]any)
+	want := "Image hangar-test-missing:nope is not on the Docker engine; get it with `docker pull hangar-test-missing:nope` (or `docker load` it from a file)."
+	if e2["message"] != want {
+		t.Errorf("message = %q\nwant      %q", e2["message"], want)
+	}
+	if detail, _ := e2["detail"].(string); strings.Count(detail, "create sandbox") != 1 {
+		t.Errorf("detail = %q, want 'create sandbox' once", detail)
+	}
+}
