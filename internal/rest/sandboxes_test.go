@@ -129,7 +129,12 @@ func TestSandboxBadInput(t *testing.T) {
 	}
 	wantError(t, e.exec(t, e.admin, "taken", `{"command": ""}`), 400, "bad_request")
 	wantError(t, e.exec(t, e.admin, "taken", `{"command": "true", "timeout": -1}`), 400, "bad_request")
-	wantError(t, e.exec(t, e.admin, "taken", `{"command": "true", "cwd": "/no/such/dir"}`), 400, "bad_request")
+	r := e.exec(t, e.admin, "taken", `{"command": "true", "cwd": "/no/such/dir"}`)
+	wantError(t, r, 400, "bad_request")
+	// What hangar runs the command with (/bin/sh, bash) is not the caller's business.
+	if detail := r.body["error"].(map[string]any)["detail"]; detail != `invalid sandbox request: the working directory "/no/such/dir" does not exist or is not a directory` {
+		t.Errorf("detail = %v", detail)
+	}
 	wantError(t, e.exec(t, e.admin, "nope", `{"command": "true"}`), 404, "not_found")
 }
 

@@ -246,6 +246,12 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 		kcancel()
 	}
 	if err != nil {
+		var de *envd.Error
+		if errors.As(err, &de) && errors.Is(err, envd.ErrInvalidArgument) {
+			// The daemon's words only: the client's operation names the shell hangar runs
+			// the command with, which is none of the caller's business.
+			return ExecResult{}, fmt.Errorf("%w: %s", ErrInvalid, de.Message)
+		}
 		if errors.Is(err, envd.ErrInvalidArgument) {
 			return ExecResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
