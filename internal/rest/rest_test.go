@@ -343,6 +343,7 @@ func TestBadRequests(t *testing.T) {
 		{"trailing bracket", "POST", "/api/tokens", `{"user": "ada", "scopes": ["user"]}]`, 400, "bad_request"},
 		{"trailing garbage", "POST", "/api/tokens", "{\"user\": \"ada\", \"scopes\": [\"user\"]}\nx", 400, "bad_request"},
 		{"invalid utf-8", "POST", "/api/tokens", "{\"user\": \"ada\", \"scopes\": [\"user\"], \"description\": \"caf\xe9\"}", 400, "bad_request"},
+		{"lone surrogate", "POST", "/api/tokens", `{"user": "ada", "scopes": ["user"], "description": "\ud800"}`, 400, "bad_request"},
 		{"truncated utf-8", "POST", "/api/tokens", "{\"user\": \"ada\", \"scopes\": [\"user\"], \"description\": \"\xe2\x82\"}", 400, "bad_request"},
 		{"unknown scope", "POST", "/api/tokens", `{"user": "ada", "scopes": ["root"]}`, 400, "bad_request"},
 		{"no scopes", "POST", "/api/tokens", `{"user": "ada"}`, 400, "bad_request"},
