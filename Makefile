@@ -1,6 +1,6 @@
 # hangar's make targets. `make run` needs nothing but Go; `make test` wants PostgreSQL
-# (HANGAR_TEST_DATABASE_URL) and a Docker engine, and skips those tests loudly without them
-# (CI always has both: see .ci/run).
+# (HANGAR_TEST_DATABASE_URL) and a Docker engine, and skips those tests without them, listing
+# each skipped test with its reason (CI always has both: see .ci/run).
 
 GO      ?= go
 BIN     ?= bin/hangar
@@ -10,14 +10,28 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 
 .PHONY: build run test lint generate clean bench
 
+# Make's recipes run in sh; `make test` needs pipefail so go test's failure is not lost in the
+# pipe.
+SHELL := /bin/bash
+
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hangar
 
-run: build
+# The first build downloads hangar's modules and compiles them: minutes, silent, on a cold cache.
+run:
+	@echo "building hangar (the first build downloads modules and takes a few minutes)..."
+	@$(MAKE) --no-print-directory build
 	./$(BIN) serve
 
+# go test's own output without -v hides skipped tests, so it runs with -json through
+# scripts/testsummary, which prints what go test would (ok/FAIL per package, failed tests'
+# output, build errors), then each skipped test with its reason, and closes with
+# "N passed, N failed, N skipped". Exit status: go test's, or the summary's when it saw a
+# failure (pipefail).
+# (Built, not `go run`: go run would add its own "exit status 1" after the closing line.)
 test:
-	$(GO) test -race -count=1 -timeout 30m ./...
+	@$(GO) build -o bin/testsummary ./scripts/testsummary
+	@set -o pipefail; $(GO) test -race -count=1 -timeout 30m -json ./... | bin/testsummary
 
 lint:
 	$(GO) vet ./...

@@ -158,8 +158,8 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	defer stopTracing()
 	streams := stream.New(stream.Config{
 		MaxPerToken: cfg.Stream.MaxPerToken, MaxTotal: cfg.Stream.MaxTotal, BytesPerSecond: cfg.Stream.BytesPerSecond,
-		MaxBytes: cfg.Stream.MaxBytes, MaxLifetime: time.Duration(cfg.Stream.MaxHours) * time.Hour,
-		Recheck: time.Duration(cfg.Stream.RecheckSeconds) * time.Second, QueueBytes: cfg.Stream.QueueBytes, Check: authn.Check,
+		MaxBytes: cfg.Stream.MaxBytes,
+		Recheck:  time.Duration(cfg.Stream.RecheckSeconds) * time.Second, QueueBytes: cfg.Stream.QueueBytes, Check: authn.Check,
 		Registerer: reg, Tracer: tracer, Logger: log,
 	})
 	rechecks, stopRechecks := context.WithCancel(context.WithoutCancel(ctx))

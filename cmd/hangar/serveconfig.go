@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/config"
 )
@@ -17,22 +18,19 @@ func serveSettings(c *config.Config) []setting {
 		{"tokens-file", "FILE", "static tokens, one per line: TOKEN USER SCOPES [SANDBOX]", stringValue{&c.TokensFile, nonEmpty}},
 		{"log-format", "FORMAT", "text or json", stringValue{&c.LogFormat, oneOf("text", "json")}},
 		{"log-level", "LEVEL", "debug, info, warn or error", stringValue{&c.LogLevel, oneOf("debug", "info", "warn", "error")}},
-		{"shutdown-grace", "DURATION", "how long in-flight requests may take to finish on SIGTERM/SIGINT", durationValue{&c.ShutdownGrace}},
-		{"max-body-bytes", "BYTES", "the largest request body accepted (larger: 413)", sizeValue{&c.MaxBodyBytes}},
+		{"shutdown-grace", "DURATION", "how long in-flight requests may take to finish on SIGTERM/SIGINT", durationValue{&c.ShutdownGrace, time.Millisecond, time.Hour}},
+		{"max-body-bytes", "BYTES", "the largest request body accepted (larger: 413)", sizeValue{&c.MaxBodyBytes, 1 << 10, 1 << 30}},
 		{"pprof-listen", "ADDR", "serve Go's profiler (/debug/pprof/) on this separate address; keep it on loopback", stringValue{&c.PprofListen, hostPort}},
 		{"secret", "SECRET", "at least 32 characters keying background processes' tags (default: random, kept in <data dir>/secret)", stringValue{&c.Secret, minLen(32)}},
-		{"stream-max-per-token", "N", "open streams per token: streamed execs, attaches, event and watch streams", intValue{&c.Stream.MaxPerToken}},
-		{"stream-max-total", "N", "open streams in all, hangar's own included", intValue{&c.Stream.MaxTotal}},
-		{"stream-bytes-per-second", "BYTES", "pace of each stream; every message also counts 64 bytes", sizeValue{&c.Stream.BytesPerSecond}},
-		{"stream-max-bytes", "BYTES", "bytes one stream may send; past it nothing more is sent", sizeValue{&c.Stream.MaxBytes}},
-		{"stream-max-hours", "N", "an event or watch stream open longer is closed", intValue{&c.Stream.MaxHours}},
-		{"background-max-per-token", "N", "running background processes per token", intValue{&c.Stream.BackgroundMaxPerToken}},
-		{"watch-max-per-token", "N", "directory watches per token", intValue{&c.Stream.WatchMaxPerToken}},
-		{"stream-recheck-seconds", "N", "how often open streams check that their token is still valid", intValue{&c.Stream.RecheckSeconds}},
-		{"stream-queue-bytes", "BYTES", "what may wait in one stream's queue; past it a streamed command is held back to the pace", sizeValue{&c.Stream.QueueBytes}},
-		{"stream-turn-logs", "BOOL", "follow running turns' logs through the daemon", boolValue{&c.Stream.TurnLogs}},
-		{"mcp-session-idle-seconds", "N", "a 2025-era MCP session with no request for this long is closed", intValue{&c.MCP.SessionIdleSeconds}},
-		{"mcp-sessions-per-token", "N", "2025-era MCP sessions one token may hold open (one more initialize: 429)", intValue{&c.MCP.SessionsPerToken}},
+		{"stream-max-per-token", "N", "open streams per token: streamed execs and process attaches", intValue{&c.Stream.MaxPerToken, 1, 100_000}},
+		{"stream-max-total", "N", "open streams in all, hangar's own included", intValue{&c.Stream.MaxTotal, 1, 1_000_000}},
+		{"stream-bytes-per-second", "BYTES", "pace of each stream; every message also counts 64 bytes", sizeValue{&c.Stream.BytesPerSecond, 1 << 10, 1 << 40}},
+		{"stream-max-bytes", "BYTES", "bytes one stream may send; past it nothing more is sent", sizeValue{&c.Stream.MaxBytes, 1 << 10, 1 << 40}},
+		{"background-max-per-token", "N", "running background processes per token", intValue{&c.Stream.BackgroundMaxPerToken, 1, 10_000}},
+		{"stream-recheck-seconds", "N", "how often open streams check that their token is still valid", intValue{&c.Stream.RecheckSeconds, 1, 3600}},
+		{"stream-queue-bytes", "BYTES", "what may wait in one stream's queue; past it a streamed command is held back to the pace", sizeValue{&c.Stream.QueueBytes, 64 << 10, 1 << 30}},
+		{"mcp-session-idle-seconds", "N", "a 2025-era MCP session with no request for this long is closed", intValue{&c.MCP.SessionIdleSeconds, 1, 7 * 24 * 3600}},
+		{"mcp-sessions-per-token", "N", "2025-era MCP sessions one token may hold open (one more initialize: 429)", intValue{&c.MCP.SessionsPerToken, 1, 100_000}},
 		{"default-provider", "NAME", "the provider of a sandbox whose request names none: local, docker, kubernetes or e2b", stringValue{&c.Providers.Default, oneOf("local", "docker", "kubernetes", "e2b")}},
 		{"daemon-binary", "FILE", "the static hangar binary run as sandboxes' daemon (default: this executable)", stringValue{&c.Providers.DaemonBinary, nonEmpty}},
 		{"docker-host", "URL", "the Docker engine's address", stringValue{&c.Providers.DockerHost, dockerHost}},

@@ -35,9 +35,10 @@ func parseSettings(cmd, summary, envPrefix string, settings []setting, args []st
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	defaults := make([]string, len(settings))
+	var refused error // a flag's value that Set refused, in our words rather than the flag package's
 	for i, s := range settings {
 		defaults[i] = s.value.String()
-		fs.Var(s.value, s.name, s.usage)
+		fs.Var(flagValue{s, &refused}, s.name, s.usage)
 	}
 	fs.Usage = func() {}
 	for _, s := range settings {
@@ -51,18 +52,56 @@ func parseSettings(cmd, summary, envPrefix string, settings []setting, args []st
 		}
 	}
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		switch {
+		case errors.Is(err, flag.ErrHelp):
 			writeHelp(stdout, cmd, summary, envPrefix, settings, defaults)
 			return err
+		case refused != nil:
+			return refused
 		}
-		// The flag package says "-name"; the help shows "--name".
-		msg := strings.Replace(err.Error(), "for flag -", "for --", 1)
-		return errors.New(strings.Replace(msg, "for -", "for --", 1))
+		return flagError(err, cmd)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q (settings are flags: run '%s --help')", fs.Arg(0), cmd)
 	}
 	return nil
+}
+
+// flagValue passes a flag's value to its setting and words a refusal as a variable's is
+// worded, with the flag as the help shows it: "invalid --name=value: reason".
+type flagValue struct {
+	s       setting
+	refused *error
+}
+
+func (v flagValue) String() string {
+	if v.s.value == nil { // the flag package's zero value, for its own use
+		return ""
+	}
+	return v.s.value.String()
+}
+
+func (v flagValue) Set(s string) error {
+	if err := v.s.value.Set(s); err != nil {
+		*v.refused = fmt.Errorf("invalid --%s=%q: %v", v.s.name, s, err)
+		return err
+	}
+	return nil
+}
+
+// flagError rewords the flag package's own errors (an unknown flag, a missing value, bad
+// syntax), which name a flag "-name", with the "--name" the help shows.
+func flagError(err error, cmd string) error {
+	msg := err.Error()
+	for _, m := range []struct{ prefix, format string }{
+		{"flag provided but not defined: -", "unknown flag --%s (run '" + cmd + " --help' for the flags)"},
+		{"flag needs an argument: -", "flag --%s needs a value (--%[1]s=VALUE)"},
+	} {
+		if name, ok := strings.CutPrefix(msg, m.prefix); ok {
+			return fmt.Errorf(m.format, strings.TrimLeft(name, "-"))
+		}
+	}
+	return fmt.Errorf("%s (run '%s --help' for the flags)", msg, cmd)
 }
 
 func writeHelp(w io.Writer, cmd, summary, envPrefix string, settings []setting, defaults []string) {
@@ -165,7 +204,12 @@ func dockerHost(s string) error {
 	return nil
 }
 
-type durationValue struct{ p *time.Duration }
+// durationValue is a duration from a minimum to a maximum, so that no setting overflows what
+// uses it.
+type durationValue struct {
+	p        *time.Duration
+	min, max time.Duration
+}
 
 func (v durationValue) String() string {
 	if v.p == nil {
@@ -176,14 +220,19 @@ func (v durationValue) String() string {
 
 func (v durationValue) Set(s string) error {
 	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return errors.New("must be a positive duration, like 30s or 2m")
+	if err != nil || d < v.min || d > v.max {
+		return fmt.Errorf("must be a duration from %v to %v, like 30s or 2m", v.min, v.max)
 	}
 	*v.p = d
 	return nil
 }
 
-type intValue struct{ p *int }
+// intValue is a whole number from min to max: a bound for each, so that no setting overflows
+// what it is multiplied into (a number of seconds into a time.Duration) or asks for the absurd.
+type intValue struct {
+	p        *int
+	min, max int
+}
 
 func (v intValue) String() string {
 	if v.p == nil {
@@ -194,35 +243,19 @@ func (v intValue) String() string {
 
 func (v intValue) Set(s string) error {
 	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 {
-		return errors.New("must be a positive whole number")
+	if err != nil || n < v.min || n > v.max {
+		return fmt.Errorf("must be a whole number from %d to %d", v.min, v.max)
 	}
 	*v.p = n
 	return nil
 }
 
-type boolValue struct{ p *bool }
-
-func (v boolValue) String() string {
-	if v.p == nil {
-		return ""
-	}
-	return strconv.FormatBool(*v.p)
+// sizeValue is a byte count from min to max: a whole number, optionally with KiB, MiB or GiB
+// after it.
+type sizeValue struct {
+	p        *int64
+	min, max int64
 }
-
-func (v boolValue) Set(s string) error {
-	b, err := strconv.ParseBool(s)
-	if err != nil {
-		return errors.New("must be true or false")
-	}
-	*v.p = b
-	return nil
-}
-
-func (v boolValue) IsBoolFlag() bool { return true }
-
-// sizeValue is a byte count: a whole number, optionally with KiB, MiB or GiB after it.
-type sizeValue struct{ p *int64 }
 
 var sizeUnits = []struct {
 	suffix string
@@ -250,8 +283,9 @@ func (v sizeValue) Set(s string) error {
 		}
 	}
 	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return errors.New("must be a positive number of bytes, like 1048576 or 1MiB (KiB, MiB and GiB are understood)")
+	if err != nil || n <= 0 || n > v.max/mult || n*mult < v.min {
+		return fmt.Errorf("must be a number of bytes from %s to %s, like 1048576 or 1MiB (KiB, MiB and GiB are understood)",
+			sizeValue{p: &v.min}.String(), sizeValue{p: &v.max}.String())
 	}
 	*v.p = n * mult
 	return nil

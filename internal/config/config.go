@@ -95,17 +95,11 @@ type Stream struct {
 	BytesPerSecond int64
 	// MaxBytes caps what one stream sends. Default 64 MiB.
 	MaxBytes int64
-	// MaxHours closes event and watch streams open longer. Default 12.
-	MaxHours int
 	// BackgroundMaxPerToken is how many background processes one token may have running.
 	// Default 16.
 	BackgroundMaxPerToken int
-	// WatchMaxPerToken is how many directory watches one token may hold. Default 8.
-	WatchMaxPerToken int
 	// RecheckSeconds is how often open streams check that their token is still valid. Default 5.
 	RecheckSeconds int
-	// TurnLogs makes running turns' logs be followed through the daemon. Default true.
-	TurnLogs bool
 	// QueueBytes bounds what may wait in one stream's queue for its client: output that
 	// outruns the pace (or a client) by more ends the stream (limit, or slow). Default 16 MiB.
 	QueueBytes int64
@@ -125,11 +119,8 @@ func Default() Config {
 			MaxTotal:              512,
 			BytesPerSecond:        1 << 20,
 			MaxBytes:              64 << 20,
-			MaxHours:              12,
 			BackgroundMaxPerToken: 16,
-			WatchMaxPerToken:      8,
 			RecheckSeconds:        5,
-			TurnLogs:              true,
 			QueueBytes:            16 << 20,
 		},
 		MCP: MCP{SessionIdleSeconds: 1800, SessionsPerToken: 32},

@@ -1,14 +1,17 @@
 package rest
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/process"
+	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -119,6 +122,8 @@ func classify(err error) *apiError {
 		return newError(CodeNotFound, "There is no such sandbox, or it is not yours.", err)
 	case errors.Is(err, sandbox.ErrConflict):
 		return newError(CodeConflict, "That sandbox name is taken.", err)
+	case errors.Is(err, provider.ErrImageMissing):
+		return newError(CodeBadRequest, imageMissing(err), err)
 	case errors.Is(err, sandbox.ErrInvalid):
 		return newError(CodeBadRequest, "The sandbox request is not valid.", err)
 	case errors.Is(err, sandbox.ErrForbidden):
@@ -134,8 +139,17 @@ func classify(err error) *apiError {
 	}
 }
 
+// processRetryAfter is the Retry-After of a refused background process: a place frees only when
+// one of the token's processes ends, which hangar cannot foresee, so it is a polling hint.
+const processRetryAfter = 10 * time.Second
+
 // writeError sends err as a JSON error response.
 func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+		// Nobody is left to answer: not hangar's failure.
+		a.log.Debug("the client went away", "method", r.Method, "path", r.URL.Path)
+		return
+	}
 	e := classify(err)
 	status := statuses[e.code]
 	if e.code == CodeInternal {
@@ -143,8 +157,12 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		e = &apiError{code: e.code, message: e.message} // the cause stays in the log
 	}
 	var limit *stream.LimitError
-	if errors.As(err, &limit) {
+	var bgLimit *process.LimitError
+	switch {
+	case errors.As(err, &limit):
 		w.Header().Set("Retry-After", strconv.Itoa(int(limit.RetryAfter.Seconds())))
+	case errors.As(err, &bgLimit):
+		w.Header().Set("Retry-After", strconv.Itoa(int(processRetryAfter.Seconds())))
 	}
 	if e.code == CodeUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hangar"`)
@@ -161,24 +179,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(v) // the client may be gone; nothing to do about it
-}
-
-// decodeJSON reads a request body into v, refusing unknown fields, trailing data and bodies
-// over the cap (which the body middleware set).
-func decodeJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return err
-		}
-		return newError(CodeBadRequest, "The request body is not the JSON this endpoint takes.", err)
-	}
-	if dec.More() {
-		return newError(CodeBadRequest, "The request body has more than one JSON value.", nil)
-	}
-	return nil
 }
 
 func base64Std(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

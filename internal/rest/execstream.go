@@ -37,8 +37,23 @@ type execOutcome struct {
 	err error
 }
 
-// errKill ends a streamed command's context so that the command is killed.
+// errKill ends a streamed command's context so that the command is killed; killCause says why
+// in the command's status ("killed: ...").
 var errKill = errors.New("the stream's client is gone")
+
+// killCauses are the reasons, other than the client's going, for which a stream kills its
+// command, as the command's status words them.
+var killCauses = map[stream.Reason]error{
+	stream.ReasonSlow:    errors.New("the stream's client stopped reading"),
+	stream.ReasonRevoked: errors.New("the stream's token was revoked or expired"),
+}
+
+func killCause(reason stream.Reason) error {
+	if err, ok := killCauses[reason]; ok {
+		return err
+	}
+	return errKill
+}
 
 // detaches says which endings let the command run on (spec: shutdown, a destroyed or paused
 // sandbox); every other early end kills it.
@@ -94,13 +109,13 @@ func (a *api) execStream(w http.ResponseWriter, r *http.Request) {
 	reason := a.pump(r.Context(), st, sse)
 	switch {
 	case reason == stream.ReasonClient || reason == stream.ReasonSlow:
-		cancel(errKill)
+		cancel(killCause(reason))
 		<-outcome // nobody to tell
 		return
 	case detaches[reason]:
 		cancel(sandbox.ErrDetach)
 	case reason == stream.ReasonRevoked:
-		cancel(errKill)
+		cancel(killCause(reason))
 	}
 	var o execOutcome
 	select {

@@ -184,6 +184,41 @@ func TestExecStreamAsItPrints(t *testing.T) {
 	}
 }
 
+// TestExecStreamCarriesSplitCharacter: a read that ends inside a character (here the command
+// stops in the middle of "€" until the test has seen what came before it) does not turn valid
+// UTF-8 into a base64 event: the partial character waits for the rest.
+func TestExecStreamCarriesSplitCharacter(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	goOn := filepath.Join(t.TempDir(), "go")
+	s, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream",
+		execBody(`printf 'a\342\202'; while [ ! -e `+goOn+` ]; do sleep 0.01; done; printf '\254b\n'; printf '\303' >&2`))
+	if s == nil {
+		t.Fatalf("exec/stream = %d %s", r.status, r.raw)
+	}
+	first := s.until(t, "stdout")
+	if ev := first[len(first)-1]; ev.data["data"] != "a" || ev.data["encoding"] != nil {
+		t.Fatalf("first event = %v, want just the whole character before the split one, as text", ev.data)
+	}
+	if err := os.WriteFile(goOn, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	events := s.all(t)
+	var stdout []any
+	for _, ev := range events {
+		if ev.name == "stdout" {
+			stdout = append(stdout, ev.data["data"], ev.data["encoding"])
+		}
+	}
+	if len(stdout) != 2 || stdout[0] != "€b\n" || stdout[1] != nil {
+		t.Errorf("the rest of stdout = %v, want one text event \"€b\\n\"", stdout)
+	}
+	// Output that ends inside a character is sent at the end, as the bytes it is.
+	if got := output(events, "stderr"); got != "ww==" {
+		t.Errorf("stderr = %q, want the lone byte, base64", got)
+	}
+}
+
 func TestExecStreamBadInput(t *testing.T) {
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
@@ -280,8 +315,8 @@ func TestExecStreamRevokedKillsCommand(t *testing.T) {
 		t.Fatalf("revoke = %d %s", r.status, r.raw)
 	}
 	events := s.until(t, "result")
-	if res := events[len(events)-1].data; res["closed"] != "revoked" {
-		t.Errorf("result = %v, want closed: revoked", res)
+	if res := events[len(events)-1].data; res["closed"] != "revoked" || res["status"] != "killed: the stream's token was revoked or expired" {
+		t.Errorf("result = %v, want closed: revoked, and a status that says so", res)
 	}
 	waitDead(t, pid)
 }
@@ -302,8 +337,8 @@ func TestExecStreamRecheckEndsExpiredToken(t *testing.T) {
 	// once the clock passes it.
 	e.setNow(time.Now().Add(time.Hour))
 	events := s.until(t, "result")
-	if res := events[len(events)-1].data; res["closed"] != "revoked" {
-		t.Errorf("result = %v, want closed: revoked", res)
+	if res := events[len(events)-1].data; res["closed"] != "revoked" || res["status"] != "killed: the stream's token was revoked or expired" {
+		t.Errorf("result = %v, want closed: revoked, and a status that says so", res)
 	}
 	waitDead(t, pid)
 }

@@ -251,6 +251,9 @@ func TestProcessLimit(t *testing.T) {
 	}
 	r := e.do(t, "POST", "/api/sandboxes/box/processes", ada, `{"command": "sleep 300"}`)
 	wantError(t, r, http.StatusTooManyRequests, "limit")
+	if got := r.header.Get("Retry-After"); got != "10" {
+		t.Errorf("Retry-After = %q, want 10", got)
+	}
 	if !strings.Contains(r.raw, "HANGAR_BACKGROUND_MAX_PER_TOKEN") {
 		t.Errorf("the limit's error does not name it: %s", r.raw)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -57,6 +58,25 @@ type env struct {
 	withMCP    bool // serve /mcp too
 	maxStreams int  // 0: 4 per token, 6 in all; else this many of each
 	maxProcs   int  // 0: 3 background processes per token
+	logs       logBuffer
+}
+
+// logBuffer is the server's log, for tests that read it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // option changes an env before its server starts.
@@ -152,7 +172,8 @@ func newEnv(t *testing.T, opts ...option) *env {
 	if e.withMCP {
 		mcpHandler = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs})
 	}
-	cfg := rest.Config{Auth: a, Store: s, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: e.reg, MaxBodyBytes: 4096, Now: e.clock}
+	cfg := rest.Config{Auth: a, Store: s, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: e.reg, MaxBodyBytes: 4096, Now: e.clock,
+		Logger: slog.New(slog.NewTextHandler(&e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if mcpHandler != nil {
 		cfg.MCP = mcpHandler
 	}
@@ -321,6 +342,8 @@ func TestTokensAPI(t *testing.T) {
 	wantError(t, e.do(t, "DELETE", "/api/tokens/"+bobID, ada, ""), http.StatusNotFound, "not_found")
 	if r := e.do(t, "GET", "/api/whoami", bob, ""); r.status != http.StatusOK || r.body["user"] != "bob" {
 		t.Fatalf("whoami(bob) = %d %s", r.status, r.raw)
+	} else if _, ok := r.body["sandbox"]; ok {
+		t.Errorf("whoami of a token bound to no sandbox has a sandbox: %s", r.raw)
 	}
 	if r := e.do(t, "DELETE", "/api/tokens/"+bobID, bob, ""); r.status != http.StatusNoContent {
 		t.Fatalf("bob revoking his token = %d %s", r.status, r.raw)
@@ -346,6 +369,12 @@ func TestBadRequests(t *testing.T) {
 		{"not json", "POST", "/api/tokens", `{"user": `, 400, "bad_request"},
 		{"unknown field", "POST", "/api/tokens", `{"user": "ada", "scopes": ["user"], "admin": true}`, 400, "bad_request"},
 		{"two values", "POST", "/api/tokens", `{"scopes": ["user"]} {}`, 400, "bad_request"},
+		{"trailing brace", "POST", "/api/tokens", `{"user": "ada", "scopes": ["user"]}}`, 400, "bad_request"},
+		{"trailing bracket", "POST", "/api/tokens", `{"user": "ada", "scopes": ["user"]}]`, 400, "bad_request"},
+		{"trailing garbage", "POST", "/api/tokens", "{\"user\": \"ada\", \"scopes\": [\"user\"]}\nx", 400, "bad_request"},
+		{"invalid utf-8", "POST", "/api/tokens", "{\"user\": \"ada\", \"scopes\": [\"user\"], \"description\": \"caf\xe9\"}", 400, "bad_request"},
+		{"lone surrogate", "POST", "/api/tokens", `{"user": "ada", "scopes": ["user"], "description": "\ud800"}`, 400, "bad_request"},
+		{"truncated utf-8", "POST", "/api/tokens", "{\"user\": \"ada\", \"scopes\": [\"user\"], \"description\": \"\xe2\x82\"}", 400, "bad_request"},
 		{"unknown scope", "POST", "/api/tokens", `{"user": "ada", "scopes": ["root"]}`, 400, "bad_request"},
 		{"no scopes", "POST", "/api/tokens", `{"user": "ada"}`, 400, "bad_request"},
 		{"bad expiry", "POST", "/api/tokens", `{"user": "ada", "scopes": ["user"], "expires_in": "soon"}`, 400, "bad_request"},
@@ -359,6 +388,68 @@ func TestBadRequests(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			wantError(t, e.do(t, c.method, c.path, e.admin, c.body), c.status, c.code)
 		})
+	}
+}
+
+// TestStrictBodyAcceptsWhiteSpace: what decodeJSON refuses is data after the value, not the
+// newline that curl and most encoders end a body with; valid UTF-8 of any plane is kept as is.
+func TestStrictBodyAcceptsWhiteSpace(t *testing.T) {
+	e := newEnv(t)
+	r := e.do(t, "POST", "/api/tokens", e.admin, "{\"user\": \"ada\", \"scopes\": [\"user\"], \"description\": \"café ☕ 🚀\"}\r\n\t ")
+	if r.status != http.StatusCreated {
+		t.Fatalf("status = %d, want 201 (%s)", r.status, r.raw)
+	}
+	if d := r.body["description"]; d != "café ☕ 🚀" {
+		t.Errorf("description = %q, want it unchanged", d)
+	}
+}
+
+// TestShutdownTwice: a second Shutdown (a second signal, a deferred one after an explicit one)
+// waits for the same drain instead of panicking.
+func TestShutdownTwice(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 2 {
+		if err := e.srv.Shutdown(ctx); err != nil {
+			t.Fatalf("Shutdown %d: %v", i+1, err)
+		}
+	}
+}
+
+// TestClientGoneIsNotAnError: a client that leaves while its command runs is no fault of
+// hangar's: the log says so below ERROR.
+func TestClientGoneIsNotAnError(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", e.url+"/api/sandboxes/box/exec", strings.NewReader(sleeper(pidFile)))
+	req.Header.Set("Authorization", "Bearer "+e.admin)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	pid := pidOf(t, pidFile)
+	cancel()
+	<-done
+	waitDead(t, pid)
+	// Shutdown waits for the request's handler to have finished, log line included.
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := e.srv.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	logs := e.logs.String()
+	if strings.Contains(logs, "level=ERROR") {
+		t.Errorf("a client that went away was logged as an error:\n%s", logs)
+	}
+	if !strings.Contains(logs, "the client went away") {
+		t.Errorf("the log does not say the client went away:\n%s", logs)
 	}
 }
 

@@ -2,7 +2,6 @@ package rest
 
 import (
 	"net/http"
-	"time"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
@@ -26,14 +25,14 @@ type sandboxJSON struct {
 	Workdir    string            `json:"workdir,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
 	Daemon     bool              `json:"daemon"` // it has a daemon that answers exec
-	CreatedAt  time.Time         `json:"created_at"`
-	UpdatedAt  time.Time         `json:"updated_at"`
+	CreatedAt  timestamp         `json:"created_at"`
+	UpdatedAt  timestamp         `json:"updated_at"`
 }
 
 func toSandboxJSON(sb store.Sandbox) sandboxJSON {
 	return sandboxJSON{Name: sb.Name, Owner: sb.Owner, Provider: sb.Provider, ProviderID: sb.ProviderID, State: sb.State,
 		Reason: sb.Reason, Image: sb.Image, Template: sb.Template, Workdir: sb.Workdir, Env: sb.Env, Daemon: sb.DaemonURL != "",
-		CreatedAt: sb.CreatedAt.UTC(), UpdatedAt: sb.UpdatedAt.UTC()}
+		CreatedAt: timestamp(sb.CreatedAt), UpdatedAt: timestamp(sb.UpdatedAt)}
 }
 
 // requireScope refuses tokens without the scope (admins have every scope).

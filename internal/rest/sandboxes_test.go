@@ -129,7 +129,12 @@ func TestSandboxBadInput(t *testing.T) {
 	}
 	wantError(t, e.exec(t, e.admin, "taken", `{"command": ""}`), 400, "bad_request")
 	wantError(t, e.exec(t, e.admin, "taken", `{"command": "true", "timeout": -1}`), 400, "bad_request")
-	wantError(t, e.exec(t, e.admin, "taken", `{"command": "true", "cwd": "/no/such/dir"}`), 400, "bad_request")
+	r := e.exec(t, e.admin, "taken", `{"command": "true", "cwd": "/no/such/dir"}`)
+	wantError(t, r, 400, "bad_request")
+	// What hangar runs the command with (/bin/sh, bash) is not the caller's business.
+	if detail := r.body["error"].(map[string]any)["detail"]; detail != `invalid sandbox request: the working directory "/no/such/dir" does not exist or is not a directory` {
+		t.Errorf("detail = %v", detail)
+	}
 	wantError(t, e.exec(t, e.admin, "nope", `{"command": "true"}`), 404, "not_found")
 }
 
@@ -166,7 +171,8 @@ func TestExecThroughDaemonAndFallback(t *testing.T) {
 				t.Errorf("stdout decodes to %q", b)
 			}
 			r = e.exec(t, e.admin, name, `{"command": "sleep 30", "timeout": 0.5}`)
-			if r.status != 200 || r.body["timed_out"] != true {
+			// One answer through the daemon and without (docs/sandboxes.md): -1, timed out.
+			if r.status != 200 || r.body["timed_out"] != true || r.body["exit_code"] != -1.0 || r.body["status"] != "killed at the timeout" {
 				t.Errorf("a command past its timeout = %d %s", r.status, r.raw)
 			}
 			r = e.exec(t, e.admin, name, `{"command": "head -c 300000 /dev/zero | tr '\\0' a; echo"}`)
@@ -246,5 +252,22 @@ func TestDockerSandboxes(t *testing.T) {
 	wantError(t, r, http.StatusBadRequest, "bad_request")
 	if !strings.Contains(r.raw, "hangar-test:never-built") || !strings.Contains(r.raw, "docker pull") {
 		t.Errorf("the missing-image error should name the image and how to get it: %s", r.raw)
+	}
+}
+
+// TestMissingImageSaysWhich: a docker sandbox whose image the engine lacks is a 400 whose
+// message names the image and how to get it, with "create sandbox" said once.
+func TestMissingImageSaysWhich(t *testing.T) {
+	needDocker(t)
+	e := newEnv(t)
+	r := e.do(t, "POST", "/api/sandboxes", e.admin, `{"name": "dock", "provider": "docker", "image": "hangar-test-missing:nope"}`)
+	wantError(t, r, http.StatusBadRequest, "bad_request")
+	e2, _ := r.body["error"].(map[string]any)
+	want := "Image hangar-test-missing:nope is not on the Docker engine; get it with `docker pull hangar-test-missing:nope` (or `docker load` it from a file)."
+	if e2["message"] != want {
+		t.Errorf("message = %q\nwant      %q", e2["message"], want)
+	}
+	if detail, _ := e2["detail"].(string); strings.Count(detail, "create sandbox") != 1 {
+		t.Errorf("detail = %q, want 'create sandbox' once", detail)
 	}
 }

@@ -141,13 +141,16 @@ func (s *Server) Serve(ln net.Listener) error {
 // Shutdown stops accepting connections, answers 503 to every request that starts from now on
 // (net/http's own Shutdown would drop them unanswered), waits for the requests in flight until
 // ctx ends, and then closes the connections. Long-lived streams must have been ended first.
+// Calling it again waits for the same drain.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	s.draining = true
-	lns := s.lns
-	if s.inFlight == 0 {
-		close(s.drained)
+	if !s.draining {
+		s.draining = true
+		if s.inFlight == 0 {
+			close(s.drained)
+		}
 	}
+	lns := s.lns
 	s.mu.Unlock()
 	for _, ln := range lns {
 		ln.Close()

@@ -19,8 +19,8 @@ type tokenJSON struct {
 	Description string     `json:"description,omitempty"`
 	Scopes      []string   `json:"scopes"`
 	Sandbox     string     `json:"sandbox,omitempty"`
-	CreatedAt   *time.Time `json:"created_at,omitempty"`
-	ExpiresAt   *time.Time `json:"expires_at"`
+	CreatedAt   *timestamp `json:"created_at,omitempty"`
+	ExpiresAt   *timestamp `json:"expires_at"`
 	Static      bool       `json:"static,omitempty"`
 }
 
@@ -29,14 +29,7 @@ func toTokenJSON(t auth.TokenInfo) tokenJSON {
 	for _, s := range t.Scopes {
 		out.Scopes = append(out.Scopes, string(s))
 	}
-	if !t.CreatedAt.IsZero() {
-		c := t.CreatedAt.UTC()
-		out.CreatedAt = &c
-	}
-	if !t.ExpiresAt.IsZero() {
-		e := t.ExpiresAt.UTC()
-		out.ExpiresAt = &e
-	}
+	out.CreatedAt, out.ExpiresAt = stamp(t.CreatedAt), stamp(t.ExpiresAt)
 	return out
 }
 
@@ -111,9 +104,12 @@ func (a *api) revokeToken(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) whoami(w http.ResponseWriter, r *http.Request) {
 	p := principal(r)
-	out := map[string]any{"user": p.User, "token_id": p.TokenID, "scopes": p.Scopes, "sandbox": p.Sandbox, "static": p.Static}
+	out := map[string]any{"user": p.User, "token_id": p.TokenID, "scopes": p.Scopes, "static": p.Static}
+	if p.Sandbox != "" { // bound; unbound tokens have no sandbox field, as in the token list
+		out["sandbox"] = p.Sandbox
+	}
 	if !p.ExpiresAt.IsZero() {
-		out["expires_at"] = p.ExpiresAt.UTC()
+		out["expires_at"] = stamp(p.ExpiresAt)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

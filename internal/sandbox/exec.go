@@ -13,6 +13,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/stream"
 )
 
 // MaxExecTimeout is the longest timeout an exec may ask for.
@@ -105,7 +106,14 @@ func (m *Manager) ExecStream(ctx context.Context, sb store.Sandbox, req ExecRequ
 		return ExecResult{}, err
 	}
 	if sb.DaemonURL != "" {
-		return m.execDaemon(ctx, sb, req, out)
+		if out != nil {
+			// A read may end inside a character: carry it over, so text stays text.
+			var flush func()
+			out, flush = stream.WholeRunes(out)
+			defer flush()
+		}
+		res, err := m.execDaemon(ctx, sb, req, out)
+		return timedOut(res), err
 	}
 	prov, err := m.provider(sb)
 	if err != nil {
@@ -138,7 +146,17 @@ func (m *Manager) ExecStream(ctx context.Context, sb store.Sandbox, req ExecRequ
 	if o.err != nil {
 		return ExecResult{}, providerError("exec in sandbox "+sb.Name, o.err)
 	}
-	return ExecResult{ExitCode: o.res.ExitCode, Stdout: o.res.Stdout, Stderr: o.res.Stderr, TimedOut: o.res.TimedOut, Via: "provider"}, nil
+	return timedOut(ExecResult{ExitCode: o.res.ExitCode, Stdout: o.res.Stdout, Stderr: o.res.Stderr, TimedOut: o.res.TimedOut, Via: "provider"}), nil
+}
+
+// timedOut gives a command killed at its timeout one answer whichever way it ran: exit code -1
+// (it has no exit status of its own; the daemon, like E2B's envd, says -1 for a process a
+// signal ended, where a provider's shell said 128+9) with timed_out true.
+func timedOut(res ExecResult) ExecResult {
+	if res.TimedOut {
+		res.ExitCode, res.Status = -1, "killed at the timeout"
+	}
+	return res
 }
 
 // Daemon returns the client of the sandbox's daemon. Clients are kept, one per sandbox and
@@ -228,6 +246,12 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 		kcancel()
 	}
 	if err != nil {
+		var de *envd.Error
+		if errors.As(err, &de) && errors.Is(err, envd.ErrInvalidArgument) {
+			// The daemon's words only: the client's operation names the shell hangar runs
+			// the command with, which is none of the caller's business.
+			return ExecResult{}, fmt.Errorf("%w: %s", ErrInvalid, de.Message)
+		}
 		if errors.Is(err, envd.ErrInvalidArgument) {
 			return ExecResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}

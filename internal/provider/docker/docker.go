@@ -175,8 +175,10 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.San
 	}
 	if _, err := p.cli.ImageInspect(ctx, image); err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return provider.Sandbox{}, fmt.Errorf("create sandbox %s: image %s is not on the Docker engine; get it with `docker pull %s` (or `docker load` it from a file): %w",
-				spec.Name, image, image, provider.ErrImageMissing)
+			// No "create sandbox" before it: the sandbox manager says that, and this sentence
+			// is what a person is shown.
+			return provider.Sandbox{}, fmt.Errorf("image %s is not on the Docker engine; get it with `docker pull %s` (or `docker load` it from a file): %w",
+				image, image, provider.ErrImageMissing)
 		}
 		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: inspect image %s: %w", spec.Name, image, engineErr(err))
 	}

@@ -372,6 +372,12 @@ func (p *Provider) setPaused(ctx context.Context, sb provider.Sandbox, paused bo
 	if err := writeRecord(dir, rec); err != nil {
 		return provider.Sandbox{}, fmt.Errorf("%s sandbox %s: %w", verb, sb.Name, err)
 	}
+	if paused && rec.Daemon != nil {
+		// SIGCONT takes effect as it is sent; SIGSTOP only when each thread next runs.
+		if err := waitStopped(ctx, rec.Daemon.SID); err != nil {
+			return provider.Sandbox{}, fmt.Errorf("%s sandbox %s: %w", verb, sb.Name, err)
+		}
+	}
 	return p.sandbox(ctx, dir, rec), nil
 }
 

@@ -19,7 +19,12 @@ type stat struct {
 }
 
 func procStat(pid int) (stat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return readStat("/proc/" + strconv.Itoa(pid) + "/stat")
+}
+
+// readStat reads a stat file: /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat.
+func readStat(path string) (stat, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return stat{}, err
 	}
@@ -100,4 +105,58 @@ func waitDead(ctx context.Context, d *daemonRecord, timeout time.Duration) bool 
 		case <-tick.C:
 		}
 	}
+}
+
+// stopPoll is how often waitStopped looks at /proc: a stop takes effect within a scheduler
+// tick or two, so a few milliseconds keeps Pause quick without busy-looping.
+const stopPoll = 5 * time.Millisecond
+
+// waitStopped polls until every thread of every process of the session sid is stopped (or a
+// zombie), or ctx ends. SIGSTOP is asynchronous: kill(2) returns once the signal is queued and
+// a thread stops only when it is next scheduled, which on a busy machine can be many
+// milliseconds later. Pause waits here so that "paused" means stopped.
+func waitStopped(ctx context.Context, sid int) error {
+	tick := time.NewTicker(stopPoll)
+	defer tick.Stop()
+	for {
+		if sessionStopped(sid) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for session %d to stop: %w", sid, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// sessionStopped reports whether no thread of the session sid can run.
+func sessionStopped(sid int) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true // nothing to wait on that can be seen
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := procStat(pid); err != nil || st.sid != sid {
+			continue
+		}
+		tasks, err := os.ReadDir("/proc/" + e.Name() + "/task")
+		if err != nil {
+			continue // the process ended meanwhile
+		}
+		for _, t := range tasks {
+			st, err := readStat("/proc/" + e.Name() + "/task/" + t.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			if !strings.ContainsRune("TtZX", rune(st.state)) {
+				return false
+			}
+		}
+	}
+	return true
 }

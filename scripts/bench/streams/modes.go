@@ -28,7 +28,7 @@ type bench struct {
 	container string // docker: the sandbox's container id
 	session   *mcp.ClientSession
 
-	progress sync.Map // progress token -> func(message string, at time.Time)
+	progress sync.Map // progress token -> *progressLines
 	nextTok  atomic.Int64
 	want     int // lines a run prints
 }
@@ -48,8 +48,8 @@ func (b *bench) connectMCP(ctx context.Context) error {
 	cl := mcp.NewClient(&mcp.Implementation{Name: "hangar-bench", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			at := time.Now()
-			if fn, ok := b.progress.Load(req.Params.ProgressToken); ok {
-				fn.(func(string, time.Time))(req.Params.Message, at)
+			if pl, ok := b.progress.Load(req.Params.ProgressToken); ok {
+				pl.(*progressLines).feed(req.Params.Message, req.Params.Progress, at)
 			}
 		},
 	})
@@ -62,15 +62,18 @@ func (b *bench) connectMCP(ctx context.Context) error {
 	return nil
 }
 
-// call calls a tool; with feed, it asks for progress and passes each message to feed.
-func (b *bench) call(ctx context.Context, tool string, args map[string]any, feed func(string, time.Time)) (map[string]any, error) {
-	tok := ""
-	if feed != nil {
-		tok = "b" + strconv.FormatInt(b.nextTok.Add(1), 10)
-		b.progress.Store(tok, feed)
-		defer b.progress.Delete(tok)
-	}
-	return b.callWithToken(ctx, tool, args, tok)
+// call calls a tool without asking for progress.
+func (b *bench) call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+	return b.callWithToken(ctx, tool, args, "")
+}
+
+// watchProgress registers a progress token whose notifications feed pl; stop unregisters it.
+// Unregister only after pl.lines: go-sdk's client may run a notification's handler after the
+// call's result has been returned, and a notification for an unknown token is dropped.
+func (b *bench) watchProgress(pl *progressLines) (tok string, stop func()) {
+	tok = "b" + strconv.FormatInt(b.nextTok.Add(1), 10)
+	b.progress.Store(tok, pl)
+	return tok, func() { b.progress.Delete(tok) }
 }
 
 // callWithToken calls a tool, asking for progress under tok when it is not "".
@@ -116,29 +119,43 @@ var modes = []mode{
 }
 
 // progressLines collects stamped lines from progress notifications. go-sdk's client may run a
-// notification's handler after the call's result has been returned, so the lines are read once
-// as many as expected arrived, or a moment after the call returned.
+// notification's handler after the call's result has been returned, so lines waits until the
+// notifications reach the progress the result says was sent (an exec's byte count, an
+// attach's next offset), not for a while.
 type progressLines struct {
-	mu sync.Mutex
-	lr lineReader
+	mu       sync.Mutex
+	lr       lineReader
+	progress float64       // the highest progress notified
+	changed  chan struct{} // closed, and replaced, at each feed
 }
 
-func (p *progressLines) feed(msg string, at time.Time) {
+func newProgressLines() *progressLines { return &progressLines{changed: make(chan struct{})} }
+
+func (p *progressLines) feed(msg string, progress float64, at time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.lr.feed(msg, at)
+	p.progress = max(p.progress, progress)
+	close(p.changed)
+	p.changed = make(chan struct{})
 }
 
-func (p *progressLines) lines(want int) []line {
-	deadline := time.Now().Add(time.Second)
+// lines returns the lines once the notifications reached progress, or what came when ctx ends.
+func (p *progressLines) lines(ctx context.Context, progress float64) []line {
 	for {
 		p.mu.Lock()
-		n := len(p.lr.lines)
+		reached, changed := p.progress >= progress, p.changed
 		p.mu.Unlock()
-		if n >= want || time.Now().After(deadline) {
+		if reached {
 			break
 		}
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case <-changed:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -146,14 +163,19 @@ func (p *progressLines) lines(want int) []line {
 }
 
 func (b *bench) mcpExecStream(ctx context.Context, cmd string, _ time.Duration) (run, error) {
-	var pl progressLines
+	pl := newProgressLines()
 	r := run{start: time.Now()}
-	tok := "b" + strconv.FormatInt(b.nextTok.Add(1), 10)
-	b.progress.Store(tok, pl.feed)
-	defer b.progress.Delete(tok)
-	_, err := b.callWithToken(ctx, "exec", map[string]any{"sandbox": b.sandbox, "command": cmd, "stream": true}, tok)
-	r.lines = pl.lines(b.want)
-	return r, err
+	tok, stop := b.watchProgress(pl)
+	defer stop()
+	res, err := b.callWithToken(ctx, "exec", map[string]any{"sandbox": b.sandbox, "command": cmd, "stream": true}, tok)
+	if err != nil {
+		return r, err
+	}
+	// Progress counts the bytes of stdout and stderr sent.
+	out, _ := res["stdout"].(string)
+	errOut, _ := res["stderr"].(string)
+	r.lines = pl.lines(ctx, float64(len(out)+len(errOut)))
+	return r, nil
 }
 
 // restStream posts to exec/stream and feeds stdout events to lr; it returns the result event.
@@ -198,27 +220,31 @@ func (b *bench) restExecStream(ctx context.Context, cmd string, _ time.Duration)
 	return r, err
 }
 
+// mcpProcessAttach starts the command as a process and attaches to it as a client would: again
+// from next until the process has exited, so a slow machine costs attaches, not lines.
 func (b *bench) mcpProcessAttach(ctx context.Context, cmd string, wait time.Duration) (run, error) {
-	var pl progressLines
+	pl := newProgressLines()
 	r := run{start: time.Now()}
-	started, err := b.call(ctx, "process", map[string]any{"action": "start", "sandbox": b.sandbox, "command": cmd}, nil)
+	started, err := b.call(ctx, "process", map[string]any{"action": "start", "sandbox": b.sandbox, "command": cmd})
 	if err != nil {
 		return r, err
 	}
 	id, _ := started["process_id"].(string)
-	res, err := b.call(ctx, "process", map[string]any{"action": "attach", "sandbox": b.sandbox, "process_id": id, "since": 0,
-		"wait_seconds": int(wait.Seconds()) + 2}, pl.feed)
-	if err != nil {
-		return r, err
-	}
-	r.lines = pl.lines(b.want)
-	if len(r.lines) == 0 { // everything came in the result: it counts as received at the end
-		if tail, ok := res["tail"].(string); ok {
-			var lr lineReader
-			lr.feed(tail, time.Now())
-			r.lines = lr.lines
+	tok, stop := b.watchProgress(pl)
+	defer stop()
+	var next float64 // attach's progress is the output's byte offset
+	for {
+		res, err := b.callWithToken(ctx, "process", map[string]any{"action": "attach", "sandbox": b.sandbox, "process_id": id, "since": next,
+			"wait_seconds": int(wait.Seconds()) + 2}, tok)
+		if err != nil {
+			return r, err
+		}
+		next, _ = res["next"].(float64)
+		if state, _ := res["state"].(string); state == "exited" {
+			break
 		}
 	}
+	r.lines = pl.lines(ctx, next)
 	return r, nil
 }
 
@@ -232,19 +258,25 @@ func (b *bench) restExecResult(ctx context.Context, cmd string, _ time.Duration)
 	return r, err
 }
 
-func (b *bench) mcpTerminalPoll(ctx context.Context, cmd string, wait time.Duration) (run, error) {
+func (b *bench) mcpTerminalPoll(ctx context.Context, cmd string, _ time.Duration) (run, error) {
 	r := run{start: time.Now()}
-	opened, err := b.call(ctx, "terminal_open", map[string]any{"sandbox": b.sandbox, "command": cmd}, nil)
+	opened, err := b.call(ctx, "terminal_open", map[string]any{"sandbox": b.sandbox, "command": cmd})
 	if err != nil {
 		return r, err
 	}
 	id, _ := opened["terminal_id"].(string)
-	defer b.call(context.WithoutCancel(ctx), "terminal_close", map[string]any{"terminal_id": id}, nil)
+	defer b.call(context.WithoutCancel(ctx), "terminal_close", map[string]any{"terminal_id": id})
 	var lr lineReader
-	deadline := time.Now().Add(wait + 5*time.Second)
-	for time.Now().Before(deadline) {
-		time.Sleep(time.Second) // a client that polls every second
-		res, err := b.call(ctx, "terminal_read", map[string]any{"terminal_id": id}, nil)
+	// A client that polls every second, until the command has exited (ctx bounds it).
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-tick.C:
+		}
+		res, err := b.call(ctx, "terminal_read", map[string]any{"terminal_id": id})
 		if err != nil {
 			return r, err
 		}
