@@ -270,4 +270,8 @@ func TestMissingImageSaysWhich(t *testing.T) {
 	if detail, _ := e2["detail"].(string); strings.Count(detail, "create sandbox") != 1 {
 		t.Errorf("detail = %q, want 'create sandbox' once", detail)
 	}
+	// Nothing was made, so nothing stays listed, and the name is free.
+	if r := e.do(t, "GET", "/api/sandboxes", e.admin, ""); strings.Contains(r.raw, `"dock"`) {
+		t.Errorf("the refused sandbox is listed: %s", r.raw)
+	}
 }

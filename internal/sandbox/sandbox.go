@@ -141,7 +141,8 @@ func (m *Manager) List(ctx context.Context, p auth.Principal, all bool) ([]store
 }
 
 // Create makes a sandbox owned by p's user and waits until it runs. A sandbox the provider could
-// not make is kept as failed, with the reason, and the error says why.
+// not make is kept as failed, with the reason, and the error says why; one it refused for the
+// request's fault (an image it does not have) is not listed at all (stored as destroyed).
 func (m *Manager) Create(ctx context.Context, p auth.Principal, req CreateRequest) (store.Sandbox, error) {
 	if p.Sandbox != "" {
 		return store.Sandbox{}, fmt.Errorf("%w: this token is bound to sandbox %s and cannot make others", ErrForbidden, p.Sandbox)
@@ -185,6 +186,10 @@ func (m *Manager) Create(ctx context.Context, p auth.Principal, req CreateReques
 	})
 	if err != nil {
 		sb.State, sb.Reason = string(provider.StateFailed), err.Error()
+		if errors.Is(err, provider.ErrImageMissing) {
+			// The request was at fault and nothing was made: nothing stays listed.
+			sb.State = string(provider.StateDestroyed)
+		}
 		m.save(cctx, sb)
 		return sb, providerError("create sandbox "+req.Name, err)
 	}
