@@ -142,11 +142,11 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[rpc.Sta
 		config: cfg,
 		cmd:    cmd,
 		log:    s.d.log,
-		subs:   map[*queue[*rpc.ProcessEvent]]struct{}{},
+		subs:   map[*subQueue[*rpc.ProcessEvent]]struct{}{},
 		done:   make(chan struct{}),
 		killed: make(chan struct{}),
 	}
-	q, _ := p.subscribe(newBlockingQueue[*rpc.ProcessEvent](s.d.cfg.SubscriberQueueBytes, s.d.cfg.StarterStall))
+	q, _ := p.subscribe(newBlockingQueue[*rpc.ProcessEvent](s.d.cfg.SubscriberQueueBytes, s.d.cfg.StarterStall, s.d.cfg.Clock))
 
 	if size := req.Msg.GetPty(); size != nil {
 		ws := &pty.Winsize{Cols: uint16(min(size.GetSize().GetCols(), 65535)), Rows: uint16(min(size.GetSize().GetRows(), 65535))}
@@ -236,7 +236,7 @@ func (s *processService) Connect(ctx context.Context, req *connect.Request[rpc.C
 		}
 		return send(endEv(ended.end))
 	}
-	q, end := p.subscribe(newQueue[*rpc.ProcessEvent](s.d.cfg.SubscriberQueueBytes))
+	q, end := p.subscribe(newQueue[*rpc.ProcessEvent](s.d.cfg.SubscriberQueueBytes, s.d.cfg.Clock))
 	if end != nil {
 		if err := send(startEv(p.pid)); err != nil {
 			return err
@@ -254,7 +254,7 @@ func (s *processService) Connect(ctx context.Context, req *connect.Request[rpc.C
 // drain sends what q delivers until it is done or failed, the client goes away or the daemon
 // closes, and a keepalive whenever nothing was sent for interval. It is the only goroutine
 // sending on its stream.
-func drain[T any](d *Daemon, ctx context.Context, q *queue[T], interval time.Duration, send func(T) error, keepalive func() error) error {
+func drain[T any](d *Daemon, ctx context.Context, q *subQueue[T], interval time.Duration, send func(T) error, keepalive func() error) error {
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	for {
@@ -274,7 +274,7 @@ func drain[T any](d *Daemon, ctx context.Context, q *queue[T], interval time.Dur
 			return nil
 		}
 		select {
-		case <-q.ready:
+		case <-q.ready():
 		case <-timer.C:
 			if err := keepalive(); err != nil {
 				return err
