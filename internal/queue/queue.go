@@ -115,18 +115,11 @@ func (q *Queue[T]) Push(v T, size int64) bool {
 // caller's policy.
 func (q *Queue[T]) WaitRoom(ctx context.Context, size int64, stall time.Duration) error {
 	for waited := false; ; waited = true {
-		switch {
-		case q.err != nil:
-			return q.err
-		case q.closed:
-			return ErrClosed
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case q.Fits(size):
+		if done, err := q.roomOrEnd(ctx, size); done {
 			if waited {
-				q.wakeRoom() // another producer may be waiting for the same take
+				q.wakeRoom() // another producer may be waiting for the same wake-up
 			}
-			return nil
+			return err
 		}
 		wait := stall - q.clock.Since(q.lastTake)
 		if wait <= 0 {
@@ -143,6 +136,21 @@ func (q *Queue[T]) WaitRoom(ctx context.Context, size int64, stall time.Duration
 		t.Stop()
 		q.mu.Lock()
 	}
+}
+
+// roomOrEnd is WaitRoom's test: done when the wait is over, with its answer.
+func (q *Queue[T]) roomOrEnd(ctx context.Context, size int64) (done bool, err error) {
+	switch {
+	case q.err != nil:
+		return true, q.err
+	case q.closed:
+		return true, ErrClosed
+	case ctx.Err() != nil:
+		return true, ctx.Err()
+	case q.Fits(size):
+		return true, nil
+	}
+	return false, nil
 }
 
 // Peek returns the first item and its size without taking it.
@@ -195,10 +203,12 @@ func (q *Queue[T]) wakeRoom() {
 	}
 }
 
-// Close says nothing more will be pushed; what waits is still taken.
+// Close says nothing more will be pushed; what waits is still taken, and producers waiting for
+// room return.
 func (q *Queue[T]) Close() {
 	q.closed = true
 	q.signal()
+	q.wakeRoom() // a producer waiting for room returns ErrClosed
 }
 
 // Fail fails the queue with err: what waits is dropped, pushes are refused, Dead is closed
