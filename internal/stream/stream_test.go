@@ -624,3 +624,41 @@ func TestFinalItemPassesTheCap(t *testing.T) {
 		t.Errorf("dropped = %d, want 200", dropped)
 	}
 }
+
+// TestEndReleasesSendWait: a producer waiting for room returns false as soon as the stream is
+// ended (the client went away), without waiting out the stall.
+func TestEndReleasesSendWait(t *testing.T) {
+	t.Parallel()
+	clk := newClock(t)
+	trap := clk.Trap().NewTimer("queue", "stall")
+	defer trap.Close()
+	r, _ := newRegistry(t, Config{QueueBytes: 1 << 10, Clock: clk})
+	s := open(t, r, Options{Kind: KindExec})
+	ok := make(chan bool, 1)
+	go func() {
+		sent := true
+		for i := 0; i < 100 && sent; i++ {
+			sent = s.SendWait(context.Background(), Item{Data: make([]byte, 100)})
+		}
+		ok <- sent
+	}()
+	call := nextCall(t, trap, nil)
+	if call == nil {
+		t.Fatal("the producer never waited for room")
+	}
+	if err := call.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.End(ReasonClient)
+	select {
+	case sent := <-ok:
+		if sent {
+			t.Fatal("SendWait on an ended stream reported the item sent")
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("End did not release the waiting producer")
+	}
+	if s.Reason() != ReasonClient {
+		t.Errorf("Reason = %q, want client", s.Reason())
+	}
+}
