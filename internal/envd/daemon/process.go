@@ -44,7 +44,7 @@ type process struct {
 	lifetime atomic.Bool   // the kill was the lifetime's
 
 	mu   sync.Mutex // protects subs and end: publishing and subscribing are atomic with respect to each other
-	subs map[*subQueue[*rpc.ProcessEvent]]struct{}
+	subs map[*queue[*rpc.ProcessEvent]]struct{}
 	end  *rpc.ProcessEvent_EndEvent // set once, when the process has ended and its output is drained
 
 	done chan struct{} // closed when end is set
@@ -55,7 +55,7 @@ type process struct {
 // subscribe adds a subscriber whose queue holds at most limit bytes: the process's starter
 // (q blocking: see queue) or an attached one. When the process has already ended it returns
 // nil and the end event.
-func (p *process) subscribe(q *subQueue[*rpc.ProcessEvent]) (*subQueue[*rpc.ProcessEvent], *rpc.ProcessEvent_EndEvent) {
+func (p *process) subscribe(q *queue[*rpc.ProcessEvent]) (*queue[*rpc.ProcessEvent], *rpc.ProcessEvent_EndEvent) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.end != nil {
@@ -65,7 +65,7 @@ func (p *process) subscribe(q *subQueue[*rpc.ProcessEvent]) (*subQueue[*rpc.Proc
 	return q, nil
 }
 
-func (p *process) unsubscribe(q *subQueue[*rpc.ProcessEvent]) {
+func (p *process) unsubscribe(q *queue[*rpc.ProcessEvent]) {
 	q.cancel() // a publish waiting for room in it goes on
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -78,7 +78,7 @@ func (p *process) unsubscribe(q *subQueue[*rpc.ProcessEvent]) {
 // error). Only the output readers call it, each in order, never holding p.mu while waiting.
 func (p *process) publish(ev *rpc.ProcessEvent, size int) {
 	p.mu.Lock()
-	subs := make([]*subQueue[*rpc.ProcessEvent], 0, len(p.subs))
+	subs := make([]*queue[*rpc.ProcessEvent], 0, len(p.subs))
 	for q := range p.subs {
 		subs = append(subs, q)
 	}

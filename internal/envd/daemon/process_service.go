@@ -142,7 +142,7 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[rpc.Sta
 		config: cfg,
 		cmd:    cmd,
 		log:    s.d.log,
-		subs:   map[*subQueue[*rpc.ProcessEvent]]struct{}{},
+		subs:   map[*queue[*rpc.ProcessEvent]]struct{}{},
 		done:   make(chan struct{}),
 		killed: make(chan struct{}),
 	}
@@ -254,7 +254,7 @@ func (s *processService) Connect(ctx context.Context, req *connect.Request[rpc.C
 // drain sends what q delivers until it is done or failed, the client goes away or the daemon
 // closes, and a keepalive whenever nothing was sent for interval. It is the only goroutine
 // sending on its stream.
-func drain[T any](d *Daemon, ctx context.Context, q *subQueue[T], interval time.Duration, send func(T) error, keepalive func() error) error {
+func drain[T any](d *Daemon, ctx context.Context, q *queue[T], interval time.Duration, send func(T) error, keepalive func() error) error {
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
 	for {

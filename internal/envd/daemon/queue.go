@@ -8,31 +8,31 @@ import (
 
 	"github.com/coder/quartz"
 
-	"github.com/hangar-dev/hangar/internal/queue"
+	bytequeue "github.com/hangar-dev/hangar/internal/queue"
 )
 
 // ErrSlowSubscriber ends a stream whose client did not keep up: more output was waiting for it
 // than its queue may hold. The process and the other subscribers are not affected.
 var ErrSlowSubscriber = errors.New("subscriber fell behind")
 
-// subQueue holds what is waiting to be sent to one subscriber, bounded in bytes (a
-// queue.Queue). The subscriber's own goroutine takes. Past the bound a push either fails at
+// queue holds what is waiting to be sent to one subscriber, bounded in bytes: internal/queue's
+// Queue with the daemon's policy. The subscriber's own goroutine takes. Past the bound a push either fails at
 // once (an attached client or a watcher: the subscriber is ended with ErrSlowSubscriber rather
 // than skipped), or, for a process's starter (blocking), waits for room — slowing the process
 // down as a slow terminal would — and fails only once the subscriber has taken nothing for
 // stall.
-type subQueue[T any] struct {
-	q     *queue.Queue[T]
+type queue[T any] struct {
+	q     *bytequeue.Queue[T]
 	block bool          // a full queue makes push wait (the starter of a process)
 	stall time.Duration // with block: how long the taker may take nothing before push fails
 }
 
-func newQueue[T any](limit int, clock quartz.Clock) *subQueue[T] {
-	return &subQueue[T]{q: queue.New[T](int64(limit), clock)}
+func newQueue[T any](limit int, clock quartz.Clock) *queue[T] {
+	return &queue[T]{q: bytequeue.New[T](int64(limit), clock)}
 }
 
 // newBlockingQueue is a queue whose pushes wait for room, failing after stall without a take.
-func newBlockingQueue[T any](limit int, stall time.Duration, clock quartz.Clock) *subQueue[T] {
+func newBlockingQueue[T any](limit int, stall time.Duration, clock quartz.Clock) *queue[T] {
 	q := newQueue[T](limit, clock)
 	q.block, q.stall = true, stall
 	return q
@@ -40,7 +40,7 @@ func newBlockingQueue[T any](limit int, stall time.Duration, clock quartz.Clock)
 
 // push adds v, which costs size bytes. It reports false when the queue is closed or has
 // failed, including when this push failed it.
-func (s *subQueue[T]) push(v T, size int) bool {
+func (s *queue[T]) push(v T, size int) bool {
 	q := s.q
 	q.Lock()
 	defer q.Unlock()
@@ -54,7 +54,7 @@ func (s *subQueue[T]) push(v T, size int) bool {
 		}
 		// The process's output waits; only the queue failing (cancel) or closing releases it.
 		switch err := q.WaitRoom(context.Background(), int64(size), s.stall); {
-		case errors.Is(err, queue.ErrStalled):
+		case errors.Is(err, bytequeue.ErrStalled):
 			q.Fail(fmt.Errorf("%w: %d bytes were waiting and nothing was taken for %s", ErrSlowSubscriber, q.Bytes(), s.stall))
 			return false
 		case err != nil:
@@ -66,17 +66,17 @@ func (s *subQueue[T]) push(v T, size int) bool {
 
 // fail fails the queue with err: pending items are dropped and the subscriber ends with err.
 // The first failure wins.
-func (s *subQueue[T]) fail(err error) {
+func (s *queue[T]) fail(err error) {
 	s.q.Lock()
 	defer s.q.Unlock()
 	s.q.Fail(err)
 }
 
 // cancel fails the queue (its subscriber went away), releasing a push waiting for room.
-func (s *subQueue[T]) cancel() { s.fail(errors.New("the subscriber went away")) }
+func (s *queue[T]) cancel() { s.fail(errors.New("the subscriber went away")) }
 
 // close marks the end of the items; those already pushed are still taken.
-func (s *subQueue[T]) close() {
+func (s *queue[T]) close() {
 	s.q.Lock()
 	defer s.q.Unlock()
 	s.q.Close()
@@ -84,7 +84,7 @@ func (s *subQueue[T]) close() {
 
 // take removes and returns every pending item. done is true when nothing more will come
 // (closed, and these are the last items); err is set when the queue failed.
-func (s *subQueue[T]) take() (items []T, done bool, err error) {
+func (s *queue[T]) take() (items []T, done bool, err error) {
 	s.q.Lock()
 	defer s.q.Unlock()
 	if err := s.q.Err(); err != nil {
@@ -94,4 +94,4 @@ func (s *subQueue[T]) take() (items []T, done bool, err error) {
 }
 
 // ready receives when items arrived, or the queue closed or failed, since the last take.
-func (s *subQueue[T]) ready() <-chan struct{} { return s.q.Ready() }
+func (s *queue[T]) ready() <-chan struct{} { return s.q.Ready() }

@@ -24,7 +24,7 @@ type watch struct {
 	root         string
 	recursive    bool
 	includeEntry bool
-	q            *subQueue[*rpc.FilesystemEvent]
+	q            *queue[*rpc.FilesystemEvent]
 	done         chan struct{} // closed when run returns
 }
 
