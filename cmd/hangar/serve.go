@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -156,11 +157,12 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 		return err
 	}
 	defer stopTracing()
+	clock := quartz.NewReal() // the one clock of pacing, stalls, lifetimes and rechecks
 	streams := stream.New(stream.Config{
 		MaxPerToken: cfg.Stream.MaxPerToken, MaxTotal: cfg.Stream.MaxTotal, BytesPerSecond: cfg.Stream.BytesPerSecond,
 		MaxBytes: cfg.Stream.MaxBytes,
 		Recheck:  time.Duration(cfg.Stream.RecheckSeconds) * time.Second, QueueBytes: cfg.Stream.QueueBytes, Check: authn.Check,
-		Registerer: reg, Tracer: tracer, Logger: log,
+		Registerer: reg, Tracer: tracer, Logger: log, Clock: clock,
 	})
 	rechecks, stopRechecks := context.WithCancel(context.WithoutCancel(ctx))
 	recheckDone := make(chan struct{})

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -92,8 +93,9 @@ type Config struct {
 	Tracer trace.Tracer
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
-	// Now is the clock for lifetimes and first-output times. Default time.Now.
-	Now func() time.Time
+	// Clock is the clock of pacing, stall detection, idle timeouts, lifetimes, rechecks and
+	// first-output times. Default the real clock; tests pass quartz.NewMock.
+	Clock quartz.Clock
 }
 
 func (c *Config) setDefaults() {
@@ -127,8 +129,8 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = quartz.NewReal()
 	}
 }
 
@@ -287,7 +289,7 @@ func (r *Registry) EndToken(tokenID string) {
 // Run rechecks every open stream's token each Recheck, ending the streams of tokens no longer
 // valid (ReasonRevoked) and those past their lifetime (ReasonLifetime), until ctx ends.
 func (r *Registry) Run(ctx context.Context) {
-	t := time.NewTicker(r.cfg.Recheck)
+	t := r.cfg.Clock.NewTicker(r.cfg.Recheck, "stream", "recheck")
 	defer t.Stop()
 	for {
 		select {
@@ -301,7 +303,7 @@ func (r *Registry) Run(ctx context.Context) {
 
 // recheck checks each distinct token once.
 func (r *Registry) recheck(ctx context.Context) {
-	now := r.cfg.Now()
+	now := r.cfg.Clock.Now()
 	verdicts := map[string]error{}
 	for _, s := range r.snapshot() {
 		if s.opts.Lifetime && now.Sub(s.opened) >= r.cfg.MaxLifetime {

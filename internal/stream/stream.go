@@ -2,14 +2,16 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"io"
-	"sync"
 	"time"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
+
+	"github.com/hangar-dev/hangar/internal/queue"
 )
 
 // Item is one message of a stream. What Event and ID mean is the transport's business.
@@ -32,8 +34,10 @@ type Ended struct{ Reason Reason }
 
 func (e *Ended) Error() string { return "stream ended: " + string(e.Reason) }
 
-// Stream is one admitted stream: a queue bounded in bytes between producers (Send, which never
-// blocks) and the sink's one writer goroutine (Next, paced).
+// Stream is one admitted stream: a queue bounded in bytes (internal/queue) between producers
+// (Send, which never blocks) and the sink's one writer goroutine (Next, paced). The stream's
+// own state is guarded by the queue's lock, so a decision (cap, bound) and the push it leads
+// to are one step.
 type Stream struct {
 	r       *Registry
 	opts    Options
@@ -41,29 +45,20 @@ type Stream struct {
 	span    trace.Span
 	limiter *rate.Limiter // nil: unpaced
 	chunk   int           // the largest Data one item may carry, so pacing stays smooth
+	q       *queue.Queue[Item]
 
-	mu        sync.Mutex // guards the fields below
-	items     []Item
-	queued    int64 // cost of items waiting
-	queuedLen int64 // Data bytes of items waiting
-	taken     int64 // cost of items handed to the writer
-	bytes     int64 // Data bytes handed to the writer
-	capped    bool
-	dropped   int64 // Data bytes not sent because of the cap
-	finished  bool
-	reason    Reason // "" while open
-	lastTake  time.Time
-	firstOut  bool
-	closed    bool
-	ready     chan struct{} // capacity 1: items, finished or reason changed
-	room      chan struct{} // capacity 1: the writer took items (SendWait may go on)
-	done      chan struct{} // closed by End
-	doneClose sync.Once
+	// Guarded by q's lock.
+	accepted int64 // Data bytes queued so far (not counting Final items), for the cap
+	bytes    int64 // Data bytes handed to the writer
+	capped   bool
+	dropped  int64  // Data bytes not sent because of the cap
+	reason   Reason // "" while open
+	firstOut bool
+	closed   bool
 }
 
 func newStream(r *Registry, o Options) *Stream {
-	s := &Stream{r: r, opts: o, opened: r.cfg.Now(), ready: make(chan struct{}, 1), room: make(chan struct{}, 1), done: make(chan struct{}), chunk: 32 << 10}
-	s.lastTake = s.opened
+	s := &Stream{r: r, opts: o, opened: r.cfg.Clock.Now(), q: queue.New[Item](r.cfg.QueueBytes, r.cfg.Clock), chunk: 32 << 10}
 	if !o.Unpaced {
 		// A burst of a sixteenth of a second keeps small outputs instant and the long-run rate
 		// within a few percent of the setting.
@@ -82,35 +77,28 @@ func (s *Stream) MaxItem() int { return s.chunk }
 func (s *Stream) Kind() Kind { return s.opts.Kind }
 
 // Done is closed when the stream is ended (not when it finishes normally).
-func (s *Stream) Done() <-chan struct{} { return s.done }
+func (s *Stream) Done() <-chan struct{} { return s.q.Dead() }
 
 // Reason is why the stream ended, or "" while it is open.
 func (s *Stream) Reason() Reason {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.q.Lock()
+	defer s.q.Unlock()
 	return s.reason
 }
 
 // Capped reports whether the stream reached its byte cap, and how many bytes it has not sent
 // since.
 func (s *Stream) Capped() (bool, int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.q.Lock()
+	defer s.q.Unlock()
 	return s.capped, s.dropped
 }
 
 // Bytes is how many bytes of Data the writer has taken.
 func (s *Stream) Bytes() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.q.Lock()
+	defer s.q.Unlock()
 	return s.bytes
-}
-
-func (s *Stream) signal() {
-	select {
-	case s.ready <- struct{}{}:
-	default: // a signal is pending; the writer sees every change when it wakes
-	}
 }
 
 // Send queues an item for the writer. It never blocks. It reports false when the stream no
@@ -128,9 +116,9 @@ func (s *Stream) SendWait(ctx context.Context, it Item) bool { return s.send(ctx
 
 // send is Send (ctx nil) and SendWait.
 func (s *Stream) send(ctx context.Context, it Item) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.reason != "" || s.finished {
+	s.q.Lock()
+	defer s.q.Unlock()
+	if s.reason != "" || s.q.Closed() {
 		return false
 	}
 	for first := true; first || len(it.Data) > 0; first = false {
@@ -143,7 +131,7 @@ func (s *Stream) send(ctx context.Context, it Item) bool {
 			part.Data = it.Data[:n]
 		}
 		it.Data = it.Data[len(part.Data):]
-		if ctx != nil && !s.waitRoomLocked(ctx, int64(len(part.Data))+MessageOverhead) {
+		if ctx != nil && !s.waitRoomLocked(ctx, cost(part)) {
 			return false
 		}
 		if !s.enqueueLocked(part) {
@@ -159,86 +147,68 @@ func (s *Stream) send(ctx context.Context, it Item) bool {
 // waitRoomLocked waits, releasing the lock, until an item of cost fits the queue (or the cap
 // will drop it anyway). It reports false when the stream ended, stalled or ctx ended.
 func (s *Stream) waitRoomLocked(ctx context.Context, cost int64) bool {
-	for !s.capped && s.queued+cost > s.r.cfg.QueueBytes && len(s.items) > 0 {
-		wait := s.r.cfg.Stall - s.r.cfg.Now().Sub(s.lastTake)
-		if wait <= 0 {
-			s.endLocked(ReasonSlow)
-			return false
-		}
-		s.mu.Unlock()
-		t := time.NewTimer(wait)
-		select {
-		case <-s.room:
-		case <-t.C:
-		case <-s.done:
-		case <-ctx.Done():
-		}
-		t.Stop()
-		s.mu.Lock()
-		if s.reason != "" || ctx.Err() != nil {
-			return false
-		}
+	if s.capped {
+		return true
 	}
-	return true
+	switch err := s.q.WaitRoom(ctx, cost, s.r.cfg.Stall); {
+	case err == nil:
+		return true
+	case errors.Is(err, queue.ErrStalled):
+		s.endLocked(ReasonSlow)
+	}
+	return false
 }
 
 func (s *Stream) enqueueLocked(it Item) bool {
-	cost := int64(len(it.Data)) + MessageOverhead
 	if it.Final {
-		s.items = append(s.items, it)
-		s.queued += cost
-		s.signal()
+		s.q.Push(it, cost(it))
 		return true
 	}
 	if s.capped {
 		s.dropped += int64(len(it.Data))
 		return false
 	}
-	if s.limiter != nil && s.bytes+s.queuedLen+int64(len(it.Data)) > s.r.cfg.MaxBytes {
+	if s.limiter != nil && s.accepted+int64(len(it.Data)) > s.r.cfg.MaxBytes {
 		// What fits under the cap is sent; the rest, and everything after, is not.
-		room := int(s.r.cfg.MaxBytes - s.bytes - s.queuedLen)
+		room := int(s.r.cfg.MaxBytes - s.accepted)
 		for i := 1; i < utf8.UTFMax && room > 0 && room < len(it.Data) && !utf8.RuneStart(it.Data[room]); i++ {
 			room-- // keep a character whole
 		}
 		if room > 0 {
-			s.items = append(s.items, Item{Event: it.Event, ID: it.ID, Data: it.Data[:room]})
-			s.queued += int64(room) + MessageOverhead
-			s.queuedLen += int64(room)
+			part := Item{Event: it.Event, ID: it.ID, Data: it.Data[:room]}
+			s.q.Push(part, cost(part))
+			s.accepted += int64(room)
 		}
 		s.capped = true
 		s.dropped += int64(len(it.Data) - max(room, 0))
-		s.items = append(s.items, Item{Event: EventCapped})
-		s.signal()
+		s.q.Push(Item{Event: EventCapped}, MessageOverhead)
 		return false
 	}
-	if s.queued+cost > s.r.cfg.QueueBytes && len(s.items) > 0 {
+	if !s.q.Fits(cost(it)) {
 		reason := ReasonLimit
-		if s.r.cfg.Now().Sub(s.lastTake) >= time.Second {
+		if s.q.Idle() >= time.Second {
 			reason = ReasonSlow
 		}
 		s.endLocked(reason)
 		return false
 	}
-	s.items = append(s.items, it)
-	s.queued += cost
-	s.queuedLen += int64(len(it.Data))
-	s.signal()
+	s.q.Push(it, cost(it))
+	s.accepted += int64(len(it.Data))
 	return true
 }
 
 // Finish says no more items will come: Next returns what is queued, then io.EOF.
 func (s *Stream) Finish() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.finished = true
-	s.signal()
+	s.q.Lock()
+	defer s.q.Unlock()
+	s.q.Close()
 }
 
 // End ends the stream now, with reason: Next returns *Ended, Done is closed, queued items are
 // dropped. The first reason wins; later calls do nothing.
 func (s *Stream) End(reason Reason) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.q.Lock()
+	defer s.q.Unlock()
 	s.endLocked(reason)
 }
 
@@ -247,9 +217,7 @@ func (s *Stream) endLocked(reason Reason) {
 		return
 	}
 	s.reason = reason
-	s.items, s.queued, s.queuedLen = nil, 0, 0
-	s.doneClose.Do(func() { close(s.done) })
-	s.signal()
+	s.q.Fail(&Ended{Reason: reason})
 }
 
 // Next returns the next batch for the writer, paced: it waits until there is something to send
@@ -259,39 +227,31 @@ func (s *Stream) endLocked(reason Reason) {
 func (s *Stream) Next(ctx context.Context, idle time.Duration) ([]Item, error) {
 	var idleC <-chan time.Time
 	if idle > 0 {
-		t := time.NewTimer(idle)
+		t := s.r.cfg.Clock.NewTimer(idle, "stream", "idle")
 		defer t.Stop()
 		idleC = t.C
 	}
 	for {
-		s.mu.Lock()
+		s.q.Lock()
 		if s.reason != "" {
 			r := s.reason
-			s.mu.Unlock()
+			s.q.Unlock()
 			return nil, &Ended{Reason: r}
 		}
-		if len(s.items) > 0 {
-			first := s.takeLocked()
-			s.mu.Unlock()
+		if first, ok := s.takeLocked(); ok {
+			s.q.Unlock()
 			if err := s.pace(ctx, first); err != nil {
 				return nil, err
 			}
-			batch := []Item{first}
-			// Whatever else the pace allows right now goes in the same batch: one flush.
-			s.mu.Lock()
-			for len(s.items) > 0 && (s.limiter == nil || s.limiter.AllowN(time.Now(), cost(s.items[0]))) {
-				batch = append(batch, s.takeLocked())
-			}
-			s.mu.Unlock()
-			return batch, nil
+			return s.batch(first), nil
 		}
-		if s.finished {
-			s.mu.Unlock()
+		if s.q.Closed() {
+			s.q.Unlock()
 			return nil, io.EOF
 		}
-		s.mu.Unlock()
+		s.q.Unlock()
 		select {
-		case <-s.ready:
+		case <-s.q.Ready():
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-idleC:
@@ -300,29 +260,36 @@ func (s *Stream) Next(ctx context.Context, idle time.Duration) ([]Item, error) {
 	}
 }
 
-func cost(it Item) int { return len(it.Data) + MessageOverhead }
-
-// takeLocked removes the first item and accounts for it.
-func (s *Stream) takeLocked() Item {
-	it := s.items[0]
-	s.items[0] = Item{}
-	s.items = s.items[1:]
-	c := int64(cost(it))
-	s.queued -= c
-	s.queuedLen -= int64(len(it.Data))
-	s.taken += c
-	s.bytes += int64(len(it.Data))
-	s.lastTake = s.r.cfg.Now()
-	select {
-	case s.room <- struct{}{}:
-	default: // a wake-up is pending
+// batch is first and whatever else the pace allows right now: one flush.
+func (s *Stream) batch(first Item) []Item {
+	batch := []Item{first}
+	s.q.Lock()
+	defer s.q.Unlock()
+	for {
+		_, size, ok := s.q.Peek()
+		if !ok || s.limiter != nil && !s.limiter.AllowN(s.r.cfg.Clock.Now(), int(size)) {
+			return batch
+		}
+		it, _ := s.takeLocked()
+		batch = append(batch, it)
 	}
+}
+
+func cost(it Item) int64 { return int64(len(it.Data)) + MessageOverhead }
+
+// takeLocked removes the first item, if any, and accounts for it.
+func (s *Stream) takeLocked() (Item, bool) {
+	it, _, ok := s.q.Take()
+	if !ok {
+		return it, false
+	}
+	s.bytes += int64(len(it.Data))
 	if !s.firstOut && len(it.Data) > 0 {
 		s.firstOut = true
-		s.r.m.firstOutput.WithLabelValues(string(s.opts.Kind)).Observe(s.lastTake.Sub(s.opened).Seconds())
+		s.r.m.firstOutput.WithLabelValues(string(s.opts.Kind)).Observe(s.r.cfg.Clock.Since(s.opened).Seconds())
 	}
 	s.r.m.bytes.WithLabelValues(string(s.opts.Kind)).Add(float64(len(it.Data)))
-	return it
+	return it, true
 }
 
 // pace waits until the limiter allows the item, the stream ends or ctx ends.
@@ -330,21 +297,22 @@ func (s *Stream) pace(ctx context.Context, it Item) error {
 	if s.limiter == nil {
 		return nil
 	}
-	res := s.limiter.ReserveN(time.Now(), cost(it))
-	d := res.Delay()
+	now := s.r.cfg.Clock.Now()
+	res := s.limiter.ReserveN(now, int(cost(it)))
+	d := res.DelayFrom(now)
 	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
+	t := s.r.cfg.Clock.NewTimer(d, "stream", "pace")
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return nil
-	case <-s.done:
-		res.Cancel()
+	case <-s.q.Dead():
+		res.CancelAt(s.r.cfg.Clock.Now())
 		return &Ended{Reason: s.Reason()}
 	case <-ctx.Done():
-		res.Cancel()
+		res.CancelAt(s.r.cfg.Clock.Now())
 		return ctx.Err()
 	}
 }
@@ -353,15 +321,15 @@ func (s *Stream) pace(ctx context.Context, it Item) error {
 // it was never ended). The stream's owner calls it once the writer is done; later calls do
 // nothing.
 func (s *Stream) Close() {
-	s.mu.Lock()
+	s.q.Lock()
 	if s.closed {
-		s.mu.Unlock()
+		s.q.Unlock()
 		return
 	}
 	s.closed = true
 	s.endLocked(ReasonDone)
 	reason, bytes, capped := s.reason, s.bytes, s.capped
-	s.mu.Unlock()
+	s.q.Unlock()
 	s.r.release(s)
 	s.r.m.closed.WithLabelValues(string(s.opts.Kind), string(reason)).Inc()
 	s.span.SetAttributes(

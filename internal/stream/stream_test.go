@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 
+	"github.com/coder/quartz"
+
 	"github.com/hangar-dev/hangar/internal/auth"
 )
 
@@ -27,10 +29,69 @@ func principal(token string) auth.Principal {
 	return auth.Principal{TokenID: token, User: "u-" + token}
 }
 
+// newRegistry returns a registry on a mock clock (unless cfg has a clock), so nothing here
+// waits for real time: a test moves the clock itself.
 func newRegistry(t *testing.T, cfg Config) (*Registry, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
 	cfg.Registerer = reg
+	if cfg.Clock == nil {
+		cfg.Clock = newClock(t)
+	}
 	return New(cfg), reg
+}
+
+func newClock(t *testing.T) *quartz.Mock { return quartz.NewMock(t).WithLogger(quartz.NoOpLogger) }
+
+// nextCall waits for the trap to catch a call, returning nil once done is closed instead.
+func nextCall(t *testing.T, trap *quartz.Trap, done <-chan struct{}) *quartz.Call {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	call, err := trap.Wait(ctx)
+	if err != nil {
+		select {
+		case <-done:
+		default:
+			t.Errorf("waiting for %s: %v", trap, err)
+		}
+		return nil
+	}
+	return call
+}
+
+// fire releases a trapped timer and moves the clock to its deadline, so it fires.
+func fire(t *testing.T, clk *quartz.Mock, call *quartz.Call) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := call.Release(ctx); err != nil {
+		t.Error(err)
+		return
+	}
+	if err := clk.Advance(call.Duration).Wait(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+// autoPace fires every pace timer of clk as soon as it is set, until the test ends: for tests
+// of what a paced stream carries, not of when.
+func autoPace(t *testing.T, clk *quartz.Mock) {
+	trap := clk.Trap().NewTimer("stream", "pace")
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for call := nextCall(t, trap, stop); call != nil; call = nextCall(t, trap, stop) {
+			fire(t, clk, call)
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done; trap.Close() })
 }
 
 func open(t *testing.T, r *Registry, o Options) *Stream {
@@ -44,6 +105,7 @@ func open(t *testing.T, r *Registry, o Options) *Stream {
 }
 
 func TestPerTokenAndTotalLimits(t *testing.T) {
+	t.Parallel()
 	r, _ := newRegistry(t, Config{MaxPerToken: 16, MaxTotal: 20})
 	for i := 0; i < 16; i++ {
 		open(t, r, Options{Kind: KindExec, Principal: principal("a")})
@@ -72,6 +134,7 @@ func TestPerTokenAndTotalLimits(t *testing.T) {
 }
 
 func TestCloseFreesPlace(t *testing.T) {
+	t.Parallel()
 	r, _ := newRegistry(t, Config{MaxPerToken: 1})
 	s, err := r.Open(context.Background(), Options{Kind: KindExec, Principal: principal("a")})
 	if err != nil {
@@ -106,7 +169,10 @@ func join(items []Item) string {
 }
 
 func TestOrderAndFinish(t *testing.T) {
-	r, _ := newRegistry(t, Config{})
+	t.Parallel()
+	clk := newClock(t)
+	autoPace(t, clk)
+	r, _ := newRegistry(t, Config{Clock: clk})
 	s := open(t, r, Options{Kind: KindExec, Principal: principal("a")})
 	var want strings.Builder
 	for i := 0; i < 1000; i++ {
@@ -130,7 +196,10 @@ func TestOrderAndFinish(t *testing.T) {
 }
 
 func TestBigItemsAreSplitOnCharacters(t *testing.T) {
-	r, _ := newRegistry(t, Config{BytesPerSecond: 64 << 20})
+	t.Parallel()
+	clk := newClock(t)
+	autoPace(t, clk)
+	r, _ := newRegistry(t, Config{BytesPerSecond: 64 << 20, Clock: clk})
 	s := open(t, r, Options{Kind: KindExec})
 	text := strings.Repeat("héllo wörld ✓ ", 20000) // multi-byte characters across every boundary
 	s.Send(Item{Event: "stdout", Data: []byte(text)})
@@ -151,9 +220,14 @@ func TestBigItemsAreSplitOnCharacters(t *testing.T) {
 
 func utf8Valid(b []byte) bool { return strings.ToValidUTF8(string(b), "\uFFFD") == string(b) }
 
+// TestPacing: the writer gets a stream's bytes at its pace, which the clock measures.
 func TestPacing(t *testing.T) {
+	t.Parallel()
 	const rate = 256 << 10
-	r, _ := newRegistry(t, Config{BytesPerSecond: rate})
+	clk := newClock(t)
+	trap := clk.Trap().NewTimer("stream", "pace")
+	defer trap.Close()
+	r, _ := newRegistry(t, Config{BytesPerSecond: rate, Clock: clk})
 	s := open(t, r, Options{Kind: KindExec})
 	// 512 KiB in 1 KiB items, each costing 64 bytes more: (1024+64)*512 bytes at 256 KiB/s.
 	const n = 512
@@ -161,20 +235,32 @@ func TestPacing(t *testing.T) {
 		s.Send(Item{Data: make([]byte, 1024)})
 	}
 	s.Finish()
-	start := time.Now()
-	items, err := drain(t, s)
-	elapsed := time.Since(start)
+	start := clk.Now()
+	var items []Item
+	var err error
+	done := make(chan struct{})
+	go func() { items, err = drain(t, s); close(done) }()
+	waits := 0
+	for call := nextCall(t, trap, done); call != nil; call = nextCall(t, trap, done) {
+		fire(t, clk, call)
+		waits++
+	}
+	elapsed := clk.Since(start)
 	if !errors.Is(err, io.EOF) || len(join(items)) != n*1024 {
 		t.Fatalf("drain: %d bytes, %v", len(join(items)), err)
 	}
 	burst := float64(s.limiter.Burst())
 	want := (float64(n*(1024+MessageOverhead)) - burst) / rate
-	if got := elapsed.Seconds(); got < want*0.9 || got > want*1.1 {
-		t.Fatalf("sending took %.2fs, want %.2fs ±10%%", got, want)
+	if got := elapsed.Seconds(); got < want*0.99 || got > want*1.01 {
+		t.Fatalf("sending took %.3fs of the clock, want %.3fs ±1%%", got, want)
+	}
+	if waits < n/2 {
+		t.Errorf("the writer waited for the pace %d times for %d items", waits, n)
 	}
 }
 
 func TestByteCapKeepsOrderAndMarks(t *testing.T) {
+	t.Parallel()
 	r, _ := newRegistry(t, Config{MaxBytes: 1000, BytesPerSecond: 64 << 20})
 	s := open(t, r, Options{Kind: KindExec})
 	for i := 0; i < 30; i++ {
@@ -198,6 +284,7 @@ func TestByteCapKeepsOrderAndMarks(t *testing.T) {
 }
 
 func TestEndReasons(t *testing.T) {
+	t.Parallel()
 	r, reg := newRegistry(t, Config{})
 	ctx := context.Background()
 	s := open(t, r, Options{Kind: KindExec, Principal: principal("a"), Sandbox: "box"})
@@ -246,6 +333,7 @@ func isEnded(err error, reason Reason) bool {
 }
 
 func TestRecheckEndsRevokedTokens(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	revoked := map[string]bool{}
 	calls := 0
@@ -283,6 +371,7 @@ func TestRecheckEndsRevokedTokens(t *testing.T) {
 }
 
 func TestRecheckIgnoresStoreErrors(t *testing.T) {
+	t.Parallel()
 	r, _ := newRegistry(t, Config{Check: func(context.Context, auth.Principal) error { return errors.New("database is down") }})
 	s := open(t, r, Options{Kind: KindExec, Principal: principal("a")})
 	r.recheck(context.Background())
@@ -292,8 +381,12 @@ func TestRecheckIgnoresStoreErrors(t *testing.T) {
 }
 
 func TestRunRechecks(t *testing.T) {
+	t.Parallel()
 	revoked := make(chan struct{})
-	r, _ := newRegistry(t, Config{Recheck: 10 * time.Millisecond, Check: func(context.Context, auth.Principal) error {
+	clk := newClock(t)
+	trap := clk.Trap().NewTicker("stream", "recheck")
+	defer trap.Close()
+	r, _ := newRegistry(t, Config{Recheck: 10 * time.Second, Clock: clk, Check: func(context.Context, auth.Principal) error {
 		select {
 		case <-revoked:
 			return auth.ErrRevoked
@@ -306,7 +399,12 @@ func TestRunRechecks(t *testing.T) {
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
+	call := nextCall(t, trap, done)
+	if call.Duration != 10*time.Second {
+		t.Fatalf("Run ticks every %s, want the configured 10s", call.Duration)
+	}
 	close(revoked)
+	fire(t, clk, call)
 	select {
 	case <-s.Done():
 	case <-time.After(waitTimeout):
@@ -315,16 +413,17 @@ func TestRunRechecks(t *testing.T) {
 }
 
 func TestLifetime(t *testing.T) {
-	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	r, _ := newRegistry(t, Config{MaxLifetime: time.Hour, Now: func() time.Time { return now }})
+	t.Parallel()
+	clk := newClock(t)
+	r, _ := newRegistry(t, Config{MaxLifetime: time.Hour, Clock: clk})
 	events := open(t, r, Options{Kind: KindEvents, Lifetime: true})
 	exec := open(t, r, Options{Kind: KindExec})
-	now = now.Add(59 * time.Minute)
+	clk.Advance(59 * time.Minute)
 	r.recheck(context.Background())
 	if events.Reason() != "" {
 		t.Fatal("ended before its lifetime")
 	}
-	now = now.Add(time.Minute)
+	clk.Advance(time.Minute)
 	r.recheck(context.Background())
 	if events.Reason() != ReasonLifetime || exec.Reason() != "" {
 		t.Fatalf("after the lifetime: events %q, exec %q", events.Reason(), exec.Reason())
@@ -332,8 +431,9 @@ func TestLifetime(t *testing.T) {
 }
 
 func TestQueueBound(t *testing.T) {
-	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	r, _ := newRegistry(t, Config{QueueBytes: 10 << 10, Now: func() time.Time { return now }})
+	t.Parallel()
+	clk := newClock(t)
+	r, _ := newRegistry(t, Config{QueueBytes: 10 << 10, Clock: clk})
 	// The writer took something a moment ago: output outran the pace.
 	fast := open(t, r, Options{Kind: KindExec})
 	for i := 0; i < 100 && fast.Send(Item{Data: make([]byte, 1024)}); i++ {
@@ -343,7 +443,7 @@ func TestQueueBound(t *testing.T) {
 	}
 	// The writer has taken nothing for a while: the client stopped reading.
 	stalled := open(t, r, Options{Kind: KindExec})
-	now = now.Add(5 * time.Second)
+	clk.Advance(5 * time.Second)
 	for i := 0; i < 100 && stalled.Send(Item{Data: make([]byte, 1024)}); i++ {
 	}
 	if stalled.Reason() != ReasonSlow {
@@ -352,11 +452,24 @@ func TestQueueBound(t *testing.T) {
 }
 
 func TestIdleAndContext(t *testing.T) {
-	r, _ := newRegistry(t, Config{})
+	t.Parallel()
+	clk := newClock(t)
+	trap := clk.Trap().NewTimer("stream", "idle")
+	defer trap.Close()
+	r, _ := newRegistry(t, Config{Clock: clk})
 	s := open(t, r, Options{Kind: KindExec})
-	batch, err := s.Next(context.Background(), 10*time.Millisecond)
-	if err != nil || len(batch) != 0 {
-		t.Fatalf("Next on an idle stream = %v, %v; want an empty batch", batch, err)
+	type result struct {
+		batch []Item
+		err   error
+	}
+	got := make(chan result, 1)
+	go func() {
+		batch, err := s.Next(context.Background(), 10*time.Second)
+		got <- result{batch, err}
+	}()
+	fire(t, clk, nextCall(t, trap, nil))
+	if res := <-got; res.err != nil || len(res.batch) != 0 {
+		t.Fatalf("Next on an idle stream = %v, %v; want an empty batch", res.batch, res.err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -366,6 +479,7 @@ func TestIdleAndContext(t *testing.T) {
 }
 
 func TestMetricsAndSpans(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	defer tp.Shutdown(context.Background())
@@ -406,51 +520,78 @@ func TestMetricsAndSpans(t *testing.T) {
 // TestSendWaitSlowsTheProducer: a producer using SendWait past the queue's bound waits for the
 // writer instead of ending the stream, and every byte arrives in order.
 func TestSendWaitSlowsTheProducer(t *testing.T) {
-	r, _ := newRegistry(t, Config{QueueBytes: 4 << 10, BytesPerSecond: 64 << 20})
-	s := open(t, r, Options{Kind: KindExec})
+	t.Parallel()
+	clk := newClock(t)
+	// The producer waiting for room starts a stall timer: the writer takes only then, so it is
+	// always slower than the producer.
+	trap := clk.Trap().NewTimer("queue", "stall")
+	defer trap.Close()
+	r, _ := newRegistry(t, Config{QueueBytes: 4 << 10, Clock: clk})
+	s := open(t, r, Options{Kind: KindExec, Unpaced: true})
 	var want strings.Builder
-	done := make(chan bool, 1)
+	ok := true
+	done := make(chan struct{})
 	go func() {
-		ok := true
+		defer close(done)
 		for i := 0; i < 2000 && ok; i++ {
 			line := strings.Repeat("y", i%100) + "\n"
 			want.WriteString(line)
 			ok = s.SendWait(context.Background(), Item{Data: []byte(line)})
 		}
 		s.Finish()
-		done <- ok
 	}()
 	var got strings.Builder
-	for {
+	waits := 0
+	for call := nextCall(t, trap, done); call != nil; call = nextCall(t, trap, done) {
+		waits++
+		call.MustRelease(context.Background())
 		batch, err := s.Next(context.Background(), 0)
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
 		for _, it := range batch {
 			got.Write(it.Data)
 		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				t.Fatalf("Next: %v", err)
-			}
-			break
-		}
-		time.Sleep(time.Millisecond) // a writer slower than the producer
 	}
-	if !<-done {
+	rest, err := drain(t, s)
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("Next: %v", err)
+	}
+	got.WriteString(join(rest))
+	if !ok {
 		t.Fatal("SendWait refused an item")
 	}
 	if got.String() != want.String() || s.Reason() != "" {
 		t.Fatalf("got %d bytes (want %d), reason %q", got.Len(), want.Len(), s.Reason())
+	}
+	if waits < 10 {
+		t.Errorf("the producer waited for room %d times; the queue's bound did not hold it back", waits)
 	}
 }
 
 // TestSendWaitStall: a writer that takes nothing for Stall ends the stream (slow) and releases
 // the producer.
 func TestSendWaitStall(t *testing.T) {
-	r, _ := newRegistry(t, Config{QueueBytes: 1 << 10, Stall: 50 * time.Millisecond})
+	t.Parallel()
+	clk := newClock(t)
+	trap := clk.Trap().NewTimer("queue", "stall")
+	defer trap.Close()
+	r, _ := newRegistry(t, Config{QueueBytes: 1 << 10, Stall: 30 * time.Second, Clock: clk})
 	s := open(t, r, Options{Kind: KindExec})
 	ok := true
-	for i := 0; i < 100 && ok; i++ {
-		ok = s.SendWait(context.Background(), Item{Data: make([]byte, 100)})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 100 && ok; i++ {
+			ok = s.SendWait(context.Background(), Item{Data: make([]byte, 100)})
+		}
+	}()
+	call := nextCall(t, trap, done)
+	if call == nil || call.Duration != 30*time.Second {
+		t.Fatalf("the full queue's producer waits %v, want the stall of 30s", call)
 	}
+	fire(t, clk, call)
+	<-done
 	if ok || s.Reason() != ReasonSlow {
 		t.Fatalf("SendWait to a stalled writer: ok %v, reason %q; want the stream ended slow", ok, s.Reason())
 	}
@@ -466,6 +607,7 @@ func TestSendWaitStall(t *testing.T) {
 }
 
 func TestFinalItemPassesTheCap(t *testing.T) {
+	t.Parallel()
 	r, _ := newRegistry(t, Config{MaxBytes: 100, BytesPerSecond: 64 << 20})
 	s := open(t, r, Options{Kind: KindProcess})
 	s.Send(Item{Data: make([]byte, 300)})
@@ -480,5 +622,43 @@ func TestFinalItemPassesTheCap(t *testing.T) {
 	}
 	if _, dropped := s.Capped(); dropped != 200 {
 		t.Errorf("dropped = %d, want 200", dropped)
+	}
+}
+
+// TestEndReleasesSendWait: a producer waiting for room returns false as soon as the stream is
+// ended (the client went away), without waiting out the stall.
+func TestEndReleasesSendWait(t *testing.T) {
+	t.Parallel()
+	clk := newClock(t)
+	trap := clk.Trap().NewTimer("queue", "stall")
+	defer trap.Close()
+	r, _ := newRegistry(t, Config{QueueBytes: 1 << 10, Clock: clk})
+	s := open(t, r, Options{Kind: KindExec})
+	ok := make(chan bool, 1)
+	go func() {
+		sent := true
+		for i := 0; i < 100 && sent; i++ {
+			sent = s.SendWait(context.Background(), Item{Data: make([]byte, 100)})
+		}
+		ok <- sent
+	}()
+	call := nextCall(t, trap, nil)
+	if call == nil {
+		t.Fatal("the producer never waited for room")
+	}
+	if err := call.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.End(ReasonClient)
+	select {
+	case sent := <-ok:
+		if sent {
+			t.Fatal("SendWait on an ended stream reported the item sent")
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("End did not release the waiting producer")
+	}
+	if s.Reason() != ReasonClient {
+		t.Errorf("Reason = %q, want client", s.Reason())
 	}
 }

@@ -28,6 +28,7 @@ func cutAll(data []byte, sizes []byte) [][]byte {
 }
 
 func TestRunes(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		in    string
@@ -44,6 +45,7 @@ func TestRunes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			var got []string
 			for _, b := range cutAll([]byte(c.in), c.sizes) {
 				got = append(got, string(b))
@@ -61,6 +63,7 @@ func TestRunes(t *testing.T) {
 }
 
 func TestWholeRunesKeepsStreamsApart(t *testing.T) {
+	t.Parallel()
 	type ev struct{ name, data string }
 	var got []ev
 	out, flush := WholeRunes(func(name string, data []byte) { got = append(got, ev{name, string(data)}) })

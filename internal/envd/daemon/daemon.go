@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/coder/quartz"
 
 	"github.com/hangar-dev/hangar/internal/envd/spec/filesystem/filesystemconnect"
 	"github.com/hangar-dev/hangar/internal/envd/spec/process/processconnect"
@@ -70,6 +71,8 @@ type Config struct {
 	MaxWatchers int
 	// Logger receives the daemon's logs. Nil: logs are discarded.
 	Logger *slog.Logger
+	// Clock times the starter's stall (StarterStall). Nil: the real clock.
+	Clock quartz.Clock
 }
 
 // Defaults used for zero Config fields.
@@ -105,6 +108,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if c.Clock == nil {
+		c.Clock = quartz.NewReal()
+	}
 	return c
 }
 
@@ -134,7 +140,7 @@ func New(cfg Config) *Daemon {
 		cfg:        cfg,
 		log:        cfg.Logger,
 		auth:       newAuthState(cfg),
-		procs:      newRegistry(cfg.EndedRetention, time.Now),
+		procs:      newRegistry(cfg.EndedRetention, func() time.Time { return cfg.Clock.Now() }),
 		watch:      newWatchers(cfg.MaxWatchers),
 		users:      systemUsers,
 		base:       base,

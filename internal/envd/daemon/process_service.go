@@ -146,7 +146,7 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[rpc.Sta
 		done:   make(chan struct{}),
 		killed: make(chan struct{}),
 	}
-	q, _ := p.subscribe(newBlockingQueue[*rpc.ProcessEvent](s.d.cfg.SubscriberQueueBytes, s.d.cfg.StarterStall))
+	q, _ := p.subscribe(newBlockingQueue[*rpc.ProcessEvent](s.d.cfg.SubscriberQueueBytes, s.d.cfg.StarterStall, s.d.cfg.Clock))
 
 	if size := req.Msg.GetPty(); size != nil {
 		ws := &pty.Winsize{Cols: uint16(min(size.GetSize().GetCols(), 65535)), Rows: uint16(min(size.GetSize().GetRows(), 65535))}
@@ -236,7 +236,7 @@ func (s *processService) Connect(ctx context.Context, req *connect.Request[rpc.C
 		}
 		return send(endEv(ended.end))
 	}
-	q, end := p.subscribe(newQueue[*rpc.ProcessEvent](s.d.cfg.SubscriberQueueBytes))
+	q, end := p.subscribe(newQueue[*rpc.ProcessEvent](s.d.cfg.SubscriberQueueBytes, s.d.cfg.Clock))
 	if end != nil {
 		if err := send(startEv(p.pid)); err != nil {
 			return err
@@ -274,7 +274,7 @@ func drain[T any](d *Daemon, ctx context.Context, q *queue[T], interval time.Dur
 			return nil
 		}
 		select {
-		case <-q.ready:
+		case <-q.ready():
 		case <-timer.C:
 			if err := keepalive(); err != nil {
 				return err

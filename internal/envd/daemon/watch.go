@@ -74,7 +74,8 @@ func (ws *watchers) start(root string, recursive, includeEntry bool, queueBytes 
 		release()
 		return nil, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("watch %q: %w", root, err))
 	}
-	w := &watch{fsw: fsw, root: root, recursive: recursive, includeEntry: includeEntry, q: newQueue[*rpc.FilesystemEvent](queueBytes), done: make(chan struct{})}
+	// A watch's queue never waits for room (a full one ends the subscriber), so it needs no clock.
+	w := &watch{fsw: fsw, root: root, recursive: recursive, includeEntry: includeEntry, q: newQueue[*rpc.FilesystemEvent](queueBytes, nil), done: make(chan struct{})}
 	if err := w.add(root); err != nil {
 		fsw.Close()
 		release()
@@ -132,12 +133,7 @@ func (w *watch) run() {
 			if !ok {
 				return
 			}
-			w.q.mu.Lock()
-			if w.q.err == nil {
-				w.q.err = fmt.Errorf("the watch of %q failed: %w", w.root, err)
-				w.q.signal()
-			}
-			w.q.mu.Unlock()
+			w.q.fail(fmt.Errorf("the watch of %q failed: %w", w.root, err))
 			w.fsw.Close()
 		}
 	}
