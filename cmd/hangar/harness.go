@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hangar-dev/hangar/internal/harness"
+)
+
+const harnessSummary = `Runs one turn of an agent: hangar harness [flags] -- AGENT [ARG...]
+Sets no_new_privs, leaves its parent's session (the turn outlives whoever started it), runs the
+agent with every argument "{prompt}" replaced by the prompt, appends the agent's stdout to the run
+log line by line, and writes the status file (exit code, signal, duration, summary) at the end.
+The agent gets the harness's environment. The harness exits with the agent's exit code (128+N
+after signal N). Its settings are flags only: its environment is the agent's.`
+
+// runHarness runs `hangar harness`.
+func runHarness(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var agent []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, agent = args[:i], args[i+1:]
+	}
+	var runLog, statusFile, prompt, promptFile, dir string
+	uid, gid := -1, -1
+	settings := []setting{
+		{"run-log", "FILE", "the run log: the agent's stdout is appended to it", stringValue{&runLog, nonEmpty}},
+		{"status-file", "FILE", "written atomically when the agent has ended", stringValue{&statusFile, nonEmpty}},
+		{"prompt", "TEXT", "the prompt", stringValue{&prompt, nil}},
+		{"prompt-file", "FILE", "read the prompt from this file (instead of --prompt)", stringValue{&promptFile, nil}},
+		{"dir", "DIR", "the agent's working directory; none: the harness's", stringValue{&dir, nil}},
+		{"split-uid", "UID", "run the agent as this uid (the harness must be root); the run log and status file's directory must not be writable by it", intValue{&uid, 0, math.MaxInt32}},
+		{"split-gid", "GID", "the agent's gid with --split-uid", intValue{&gid, 0, math.MaxInt32}},
+	}
+	noEnv := func(string) (string, bool) { return "", false }
+	if err := parseSettings("hangar harness", harnessSummary, "HANGAR_HARNESS_", settings, args, noEnv, stdout); err != nil {
+		return err
+	}
+	switch {
+	case runLog == "" || statusFile == "":
+		return errors.New("--run-log and --status-file are required")
+	case len(agent) == 0:
+		return errors.New("no agent command: give it after --")
+	case (uid >= 0) != (gid >= 0):
+		return errors.New("--split-uid and --split-gid go together")
+	case prompt != "" && promptFile != "":
+		return errors.New("give --prompt or --prompt-file, not both")
+	}
+	if promptFile != "" {
+		b, err := os.ReadFile(promptFile)
+		if err != nil {
+			return fmt.Errorf("read --prompt-file: %w", err)
+		}
+		prompt = string(b)
+	}
+	// The harness handles SIGTERM and SIGINT itself (passing them to the agent and waiting for
+	// it): the verb's context, which they end, must not end the turn early.
+	st, err := harness.Run(context.WithoutCancel(ctx), harness.Config{
+		Argv: agent, Prompt: prompt, RunLog: runLog, StatusFile: statusFile, Dir: dir,
+		Split: uid >= 0, UID: uint32(uid), GID: uint32(gid), Stderr: stderr, StartLeave: true,
+	})
+	if err != nil {
+		return err
+	}
+	if st.Error != "" {
+		return errors.New(st.Error)
+	}
+	if st.Signal != "" {
+		return exitCode(128 + int(unix.SignalNum(st.Signal)))
+	}
+	if st.ExitCode != 0 {
+		return exitCode(st.ExitCode)
+	}
+	return nil
+}
+
+// exitCode is an error that makes hangar exit with that code and say nothing more (the harness
+// mirrors its agent's exit code).
+type exitCode int
+
+func (c exitCode) Error() string { return fmt.Sprintf("exit code %d", int(c)) }
