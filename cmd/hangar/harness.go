@@ -7,7 +7,10 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -18,7 +21,9 @@ const harnessSummary = `Runs one turn of an agent: hangar harness [flags] -- AGE
 Sets no_new_privs, leaves its parent's session (the turn outlives whoever started it), runs the
 agent with every argument "{prompt}" replaced by the prompt, appends the agent's stdout to the run
 log line by line, and writes the status file (exit code, signal, duration, summary) at the end.
-The agent gets the harness's environment. The harness exits with the agent's exit code (128+N
+The agent gets the harness's environment. With --detach (first), the turn starts in a new session
+and the command exits at once, printing the turn's pid (its process group); the turn's own errors
+go to harness.err beside the status file. The harness exits with the agent's exit code (128+N
 after signal N). Its settings are flags only: its environment is the agent's.`
 
 // runHarness runs `hangar harness`.
@@ -29,6 +34,9 @@ func runHarness(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	var runLog, statusFile, prompt, promptFile, dir string
 	uid, gid := -1, -1
+	// --detach is taken out before the settings are parsed (they all take a value).
+	detach := slices.Contains(args, "--detach")
+	args = slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == "--detach" })
 	settings := []setting{
 		{"run-log", "FILE", "the run log: the agent's stdout is appended to it", stringValue{&runLog, nonEmpty}},
 		{"status-file", "FILE", "written atomically when the agent has ended", stringValue{&statusFile, nonEmpty}},
@@ -51,6 +59,9 @@ func runHarness(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return errors.New("--split-uid and --split-gid go together")
 	case prompt != "" && promptFile != "":
 		return errors.New("give --prompt or --prompt-file, not both")
+	}
+	if detach {
+		return detachHarness(args, agent, statusFile, stdout)
 	}
 	if promptFile != "" {
 		b, err := os.ReadFile(promptFile)
@@ -85,3 +96,25 @@ func runHarness(ctx context.Context, args []string, stdout, stderr io.Writer) er
 type exitCode int
 
 func (c exitCode) Error() string { return fmt.Sprintf("exit code %d", int(c)) }
+
+// detachHarness starts this same harness again without --detach, in a new session (so it is
+// its own process group's leader and outlives whoever ran this), and prints its pid.
+func detachHarness(args, agent []string, statusFile string, stdout io.Writer) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find hangar: %w", err)
+	}
+	errFile, err := os.OpenFile(filepath.Join(filepath.Dir(statusFile), "harness.err"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open harness.err: %w", err)
+	}
+	defer errFile.Close()
+	cmd := exec.Command(exe, append(append(append([]string{"harness"}, args...), "--"), agent...)...)
+	cmd.Stderr = errFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start harness: %w", err)
+	}
+	fmt.Fprintln(stdout, cmd.Process.Pid)
+	return cmd.Process.Release()
+}

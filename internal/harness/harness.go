@@ -27,7 +27,7 @@ import (
 )
 
 // PromptArg is the argument of the agent's command line that the prompt replaces.
-const PromptArg = "{prompt}"
+const PromptArg = turns.PromptArg
 
 // KillGrace is how long the agent has to exit after the harness passes on a SIGTERM, before
 // its process group gets SIGKILL.

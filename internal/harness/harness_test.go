@@ -357,3 +357,32 @@ func TestLeftoverHoldingOutput(t *testing.T) {
 	}
 	waitFor(t, ctx, "the leftover to be gone", func() bool { return len(liveInGroup(agent.PGID)) == 0 })
 }
+
+// TestDetach: `hangar harness --detach` prints the turn's pid and returns while the turn runs
+// on in its own session (pid = its process group).
+func TestDetach(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	tu := newTurn(t)
+	gate := filepath.Join(tu.dir, "gate")
+	h := tu.harnessCmd(ctx, fmt.Sprintf(`echo '{"type":"started"}'; while [ ! -e %q ]; do sleep 0.01; done`, gate), "--detach")
+	out, err := h.Output()
+	if err != nil {
+		t.Fatalf("harness --detach: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("harness --detach printed %q, want a pid", out)
+	}
+	if exists(tu.statusFile) {
+		t.Fatal("status file written before the agent ended")
+	}
+	if pgid, err := syscall.Getpgid(pid); err != nil || pgid != pid {
+		t.Errorf("detached harness pgid = %d, %v; want its pid %d", pgid, err, pid)
+	}
+	os.WriteFile(gate, nil, 0o644)
+	waitFor(t, ctx, "the status file", func() bool { return exists(tu.statusFile) })
+	if st := tu.status(t); st.ExitCode != 0 || st.Summary.Lines != 1 {
+		t.Errorf("status = %+v", st)
+	}
+}
