@@ -1,0 +1,177 @@
+package turns
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+// maxReadBytes bounds one read of a run log: an exec's output keeps at most 256 KiB
+// (provider.MaxExecOutput), so a read asks for no more.
+const maxReadBytes = 256 << 10
+
+// harnessStatus is the part of the harness's status file a turn's end is made of (the
+// harness package writes it; it imports this one, so the shape is restated here).
+type harnessStatus struct {
+	ExitCode int             `json:"exit_code"`
+	Signal   string          `json:"signal"`
+	Error    string          `json:"error"`
+	Summary  json.RawMessage `json:"summary"`
+}
+
+// logReader reads a run log forward through the sandbox. pos is how far its events are
+// recorded (saved with the turn); readAt is how far it has read, past pos by a line not yet
+// complete.
+type logReader struct {
+	s       *Service
+	sb      store.Sandbox
+	se      store.Session
+	t       store.Turn
+	pos     int64
+	readAt  int64
+	pending []byte // the incomplete line read from pos, at most MaxLineBytes+1 bytes
+	long    int64  // the incomplete line's full length so far (beyond pending when cut)
+}
+
+// watch polls a running turn's run log every PollInterval, recording each complete line as an
+// event and moving the turn's read position with it, until the status file says the turn ended.
+func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox, t store.Turn) {
+	r := &logReader{s: s, sb: sb, se: se, t: t, pos: t.ReadPos, readAt: t.ReadPos}
+	for {
+		// The status first, then the log: the harness writes the status only after the last
+		// line, so a status seen before a read that reaches the end means nothing is left.
+		st, ended, err := s.readStatus(ctx, sb, t)
+		if err == nil {
+			err = r.drain(ctx)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.log.Warn("read turn run log", "turn", t.ID, "err", err)
+		case ended:
+			s.finish(ctx, se, t, st)
+			return
+		}
+		timer := s.cfg.Clock.NewTimer(s.cfg.PollInterval, "turns", "poll")
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// readStatus reads the turn's status file: ended is false while there is none.
+func (s *Service) readStatus(ctx context.Context, sb store.Sandbox, t store.Turn) (harnessStatus, bool, error) {
+	out, code, err := s.cfg.Sandboxes.Run(ctx, sb, "cat "+shellQuote(path.Join(t.Dir, "status.json"))+" 2>/dev/null", nil)
+	if err != nil {
+		return harnessStatus{}, false, fmt.Errorf("read status file: %w", err)
+	}
+	if code != 0 {
+		return harnessStatus{}, false, nil
+	}
+	var st harnessStatus
+	if err := json.Unmarshal(out, &st); err != nil {
+		return harnessStatus{}, false, fmt.Errorf("decode status file: %w", err)
+	}
+	return st, true, nil
+}
+
+// drain reads the log until a read comes back short, recording what it finds.
+func (r *logReader) drain(ctx context.Context) error {
+	for {
+		cmd := fmt.Sprintf("tail -c +%d %s 2>/dev/null | head -c %d", r.readAt+1, shellQuote(path.Join(r.t.Dir, "run.log")), maxReadBytes)
+		out, _, err := r.s.cfg.Sandboxes.Run(ctx, r.sb, cmd, nil)
+		if err != nil {
+			return fmt.Errorf("read run log: %w", err)
+		}
+		if err := r.take(ctx, out); err != nil {
+			return err
+		}
+		if len(out) < maxReadBytes {
+			return nil
+		}
+	}
+}
+
+// take records the complete lines of chunk (read at readAt) as events, in one append that
+// moves the turn's read position past them.
+func (r *logReader) take(ctx context.Context, chunk []byte) error {
+	var evs []store.Event
+	end := r.pos
+	for len(chunk) > 0 {
+		i := bytes.IndexByte(chunk, '\n')
+		part := chunk
+		if i >= 0 {
+			part = chunk[:i]
+		}
+		if room := MaxLineBytes + 1 - len(r.pending); room > 0 {
+			r.pending = append(r.pending, part[:min(room, len(part))]...)
+		}
+		r.long += int64(len(part))
+		r.readAt += int64(len(part))
+		if i < 0 {
+			break
+		}
+		r.readAt++ // the newline
+		end = r.readAt
+		l := Classify(r.pending)
+		evs = append(evs, store.Event{TS: time.Now().UTC(), Type: l.Type, Data: l.Data, Invalid: l.Invalid, Truncated: l.Truncated})
+		r.pending, r.long = r.pending[:0], 0
+		chunk = chunk[i+1:]
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	_, err := r.s.cfg.Store.AppendEvents(ctx, store.EventAppend{SessionID: r.se.ID, JobID: r.t.JobID, TurnID: r.t.ID,
+		FromPos: r.pos, ReadPos: end, Events: evs})
+	if errors.Is(err, store.ErrConflict) {
+		// Another watcher recorded these: carry on from where the store says it got to.
+		t, gerr := r.s.cfg.Store.GetTurn(ctx, r.t.ID)
+		if gerr != nil {
+			return gerr
+		}
+		r.pos, r.readAt, r.pending, r.long = t.ReadPos, t.ReadPos, r.pending[:0], 0
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("record events: %w", err)
+	}
+	r.pos = end
+	return nil
+}
+
+// finish ends the turn as its status file says.
+func (s *Service) finish(ctx context.Context, se store.Session, t store.Turn, st harnessStatus) {
+	state := store.TurnDone
+	if st.ExitCode != 0 || st.Signal != "" || st.Error != "" {
+		state = store.TurnFailed
+	}
+	s.mu.Lock()
+	if _, ok := s.cancelled[t.ID]; ok {
+		state = store.TurnCancelled
+		delete(s.cancelled, t.ID)
+	}
+	s.mu.Unlock()
+	var code *int
+	if st.Signal == "" && st.ExitCode >= 0 {
+		c := st.ExitCode
+		code = &c
+	}
+	summary := string(st.Summary)
+	err := s.cfg.Store.UpdateTurn(ctx, store.TurnUpdate{ID: t.ID, State: state, ExitCode: code, Signal: st.Signal,
+		Summary: summary, Reason: st.Error, EndedAt: time.Now().UTC()})
+	if err != nil {
+		s.log.Warn("end turn", "turn", t.ID, "err", err)
+		return
+	}
+	s.recordFinished(ctx, se, t, state, code, st.Signal, summary, st.Error)
+}
