@@ -72,10 +72,15 @@ func runHarness(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	// The harness handles SIGTERM and SIGINT itself (passing them to the agent and waiting for
 	// it): the verb's context, which they end, must not end the turn early.
-	st, err := harness.Run(context.WithoutCancel(ctx), harness.Config{
+	cfg := harness.Config{
 		Argv: agent, Prompt: prompt, RunLog: runLog, StatusFile: statusFile, Dir: dir,
 		Split: uid >= 0, UID: uint32(uid), GID: uint32(gid), Stderr: stderr, StartLeave: true,
-	})
+	}
+	if os.Getenv(readyFDEnv) == "3" {
+		os.Unsetenv(readyFDEnv) // not the agent's
+		cfg.Ready = os.NewFile(3, "ready")
+	}
+	st, err := harness.Run(context.WithoutCancel(ctx), cfg)
 	if err != nil {
 		return err
 	}
@@ -97,6 +102,9 @@ type exitCode int
 
 func (c exitCode) Error() string { return fmt.Sprintf("exit code %d", int(c)) }
 
+// readyFDEnv tells a detached harness that fd 3 is its ready pipe.
+const readyFDEnv = "HANGAR_HARNESS_READY_FD"
+
 // detachHarness starts this same harness again without --detach, in a new session (so it is
 // its own process group's leader and outlives whoever ran this), and prints its pid.
 func detachHarness(args, agent []string, statusFile string, stdout io.Writer) error {
@@ -112,8 +120,22 @@ func detachHarness(args, agent []string, statusFile string, stdout io.Writer) er
 	cmd := exec.Command(exe, append(append(append([]string{"harness"}, args...), "--"), agent...)...)
 	cmd.Stderr = errFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	// The turn closes fd 3 once it catches SIGTERM: only then is its pid given out, so a
+	// cancel that comes at once still ends it with a status file.
+	ready, readyW, err := os.Pipe()
+	if err != nil {
 		return fmt.Errorf("start harness: %w", err)
+	}
+	defer ready.Close()
+	cmd.ExtraFiles = []*os.File{readyW}
+	cmd.Env = append(os.Environ(), readyFDEnv+"=3")
+	err = cmd.Start()
+	readyW.Close()
+	if err != nil {
+		return fmt.Errorf("start harness: %w", err)
+	}
+	if _, err := ready.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("wait for the harness to start: %v", err)
 	}
 	fmt.Fprintln(stdout, cmd.Process.Pid)
 	return cmd.Process.Release()

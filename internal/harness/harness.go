@@ -50,6 +50,10 @@ type Config struct {
 	Env        []string  // the agent's environment; nil: the harness's own
 	Stderr     io.Writer // the agent's stderr; nil: discarded
 	StartLeave bool      // leave the parent's session (setsid) before starting: `hangar harness` sets it
+	// Ready, when set, is closed once the harness catches SIGTERM and SIGINT: from then on a
+	// cancel is passed on to the agent and the status file written (`hangar harness --detach`
+	// waits for it before it answers).
+	Ready *os.File
 }
 
 // Status is what the status file holds.
@@ -90,6 +94,14 @@ func run(ctx context.Context, cfg Config, st *Status) error {
 	if len(cfg.Argv) == 0 {
 		return errors.New("no agent command")
 	}
+	// Termination is caught from the start: one that comes before the agent has started is
+	// passed on as soon as it has, and the status file is still written.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	if cfg.Ready != nil {
+		cfg.Ready.Close()
+	}
 	if cfg.StartLeave {
 		// EPERM: already a process group leader (its starter made it one); it is then out of
 		// its starter's group, which is what matters for surviving it.
@@ -129,7 +141,7 @@ func run(ctx context.Context, cfg Config, st *Status) error {
 	reaped := make(chan struct{})
 	go func() {
 		defer close(reaped)
-		forwardTermination(ctx, pgid, exited)
+		forwardTermination(ctx, pgid, sigs, exited)
 		reap(pgid, pr, copied)
 	}()
 	copyErr := copyLines(log, pr, &st.Summary)
@@ -189,10 +201,7 @@ func startNoNewPrivs(cmd *exec.Cmd) error {
 // forwardTermination passes a SIGTERM or SIGINT of the harness, or ctx's end, on to the agent's
 // process group as SIGTERM; it returns when the agent has ended, or KillGrace after passing
 // a termination on.
-func forwardTermination(ctx context.Context, pgid int, exited <-chan struct{}) {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
+func forwardTermination(ctx context.Context, pgid int, sigs <-chan os.Signal, exited <-chan struct{}) {
 	select {
 	case <-exited:
 		return

@@ -222,3 +222,5 @@ func TestTurnReplaysFixtures(t *testing.T) {
 		})
 	}
 }
+
+func timeAfter10ms() <-chan time.Time { return time.After(10 * time.Millisecond) }

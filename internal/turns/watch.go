@@ -69,14 +69,24 @@ func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox,
 	}
 }
 
-// readStatus reads the turn's status file: ended is false while there is none.
+// readStatus reads the turn's status file: ended is false while there is none and the
+// harness runs. A harness gone without a status file (killed before it could write one) ends
+// the turn too, with an error that says so.
 func (s *Service) readStatus(ctx context.Context, sb store.Sandbox, t store.Turn) (harnessStatus, bool, error) {
-	out, code, err := s.cfg.Sandboxes.Run(ctx, sb, "cat "+shellQuote(path.Join(t.Dir, "status.json"))+" 2>/dev/null", nil)
-	if err != nil {
+	status := shellQuote(path.Join(t.Dir, "status.json"))
+	// The status is read again after the liveness check: the harness may write it and exit
+	// between the two.
+	cmd := fmt.Sprintf("cat %[1]s 2>/dev/null && exit 0; kill -0 -- -%[2]d 2>/dev/null && exit 3; cat %[1]s 2>/dev/null && exit 0; exit 4", status, t.ProcessPID)
+	out, code, err := s.cfg.Sandboxes.Run(ctx, sb, cmd, nil)
+	switch {
+	case err != nil:
 		return harnessStatus{}, false, fmt.Errorf("read status file: %w", err)
-	}
-	if code != 0 {
+	case code == 3:
 		return harnessStatus{}, false, nil
+	case code == 4:
+		return harnessStatus{ExitCode: -1, Error: "the harness ended without writing its status file"}, true, nil
+	case code != 0:
+		return harnessStatus{}, false, fmt.Errorf("read status file: exit code %d", code)
 	}
 	var st harnessStatus
 	if err := json.Unmarshal(out, &st); err != nil {
