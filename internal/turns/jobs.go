@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -36,12 +37,14 @@ func checkPage(since int64, limit int) error {
 	return nil
 }
 
-// JobRequest is what a job is made from: a prompt for an agent in a sandbox p may see.
+// JobRequest is what a job is made from: a prompt for an agent in a sandbox p may see, or in
+// one made for it from SandboxSpec.
 type JobRequest struct {
-	Prompt  string
-	Agent   string
-	Sandbox string
-	Env     map[string]string
+	Prompt      string
+	Agent       string
+	Sandbox     string
+	SandboxSpec *sandbox.CreateRequest // when set (and Sandbox ""), the job makes this sandbox
+	Env         map[string]string
 }
 
 // jobVisible reports whether p may see j: an admin every job; a jobs-only token the jobs it
@@ -65,8 +68,20 @@ func (s *Service) CreateJob(ctx context.Context, p auth.Principal, req JobReques
 	if strings.TrimSpace(req.Prompt) == "" {
 		return store.Job{}, fmt.Errorf("%w: the prompt is empty", ErrInvalid)
 	}
-	if _, err := s.cfg.Sandboxes.Get(ctx, p, req.Sandbox); err != nil {
-		return store.Job{}, err
+	created := false
+	switch {
+	case req.SandboxSpec != nil && req.Sandbox == "":
+		sb, err := s.cfg.Sandboxes.Create(ctx, p, *req.SandboxSpec)
+		if err != nil {
+			return store.Job{}, err
+		}
+		req.Sandbox, created = sb.Name, true
+	case req.SandboxSpec != nil:
+		return store.Job{}, fmt.Errorf("%w: give sandbox as a name or as a spec, not both", ErrInvalid)
+	default:
+		if _, err := s.cfg.Sandboxes.Get(ctx, p, req.Sandbox); err != nil {
+			return store.Job{}, err
+		}
 	}
 	id := newID("job_")
 	se := store.Session{ID: newID("ses_"), Name: "job-" + id[len("job_"):], Owner: p.User, TokenID: p.TokenID,
@@ -76,7 +91,8 @@ func (s *Service) CreateJob(ctx context.Context, p auth.Principal, req JobReques
 	}
 	// The job row, naming its turn, exists before the turn starts, so the turn's first events
 	// get job seqs.
-	j := store.Job{ID: id, TokenID: p.TokenID, Owner: p.User, Sandbox: req.Sandbox, SessionID: se.ID, TurnID: newID("turn_"), CreatedAt: se.CreatedAt}
+	j := store.Job{ID: id, TokenID: p.TokenID, Owner: p.User, Sandbox: req.Sandbox, SandboxCreated: created, SessionID: se.ID,
+		TurnID: newID("turn_"), CreatedAt: se.CreatedAt}
 	if err := s.cfg.Store.CreateJob(ctx, j); err != nil {
 		return store.Job{}, err
 	}

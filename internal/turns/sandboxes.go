@@ -23,10 +23,29 @@ func (ms managerSandboxes) Get(ctx context.Context, p auth.Principal, ref string
 	return ms.m.Get(ctx, p, ref)
 }
 
+func (ms managerSandboxes) Create(ctx context.Context, p auth.Principal, req sandbox.CreateRequest) (store.Sandbox, error) {
+	return ms.m.Create(ctx, p, req)
+}
+
 func (ms managerSandboxes) Run(ctx context.Context, sb store.Sandbox, command string, env map[string]string) ([]byte, int, error) {
 	res, err := ms.m.ExecStream(ctx, sb, sandbox.ExecRequest{Command: command, Env: env, Timeout: commandTimeout}, nil)
 	if err != nil {
 		return nil, 0, err
 	}
 	return res.Stdout, res.ExitCode, nil
+}
+
+// HarnessBinaries says where the hangar binary is inside a sandbox, by provider: local
+// sandboxes run the host's binary (host), Docker containers the one mounted at
+// /opt/hangar/bin/hangar (a container with a daemon has it). Other providers: "" for now.
+func HarnessBinaries(host string) func(store.Sandbox) string {
+	return func(sb store.Sandbox) string {
+		switch sb.Provider {
+		case "local":
+			return host
+		case "docker":
+			return "/opt/hangar/bin/hangar"
+		}
+		return ""
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/provider"
+	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -32,6 +33,8 @@ var (
 type Sandboxes interface {
 	// Get returns the sandbox ref if p may see it; an error wrapping sandbox.ErrNotFound if not.
 	Get(ctx context.Context, p auth.Principal, ref string) (store.Sandbox, error)
+	// Create makes a sandbox for p (a job given a spec).
+	Create(ctx context.Context, p auth.Principal, req sandbox.CreateRequest) (store.Sandbox, error)
 	// Run runs command (bash) in sb to its end with env added, and returns its stdout and exit
 	// code. env holds secrets: it must not be logged.
 	Run(ctx context.Context, sb store.Sandbox, command string, env map[string]string) (stdout []byte, exitCode int, err error)

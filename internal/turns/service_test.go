@@ -16,6 +16,7 @@ import (
 	"github.com/coder/quartz"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 )
@@ -37,6 +38,12 @@ func (h *hostSandboxes) Get(ctx context.Context, p auth.Principal, ref string) (
 		return store.Sandbox{}, fmt.Errorf("%w: sandbox %s", ErrNotFound, ref)
 	}
 	return sb, nil
+}
+
+func (h *hostSandboxes) Create(ctx context.Context, p auth.Principal, req sandbox.CreateRequest) (store.Sandbox, error) {
+	now := time.Now()
+	sb := store.Sandbox{Name: req.Name, Owner: p.User, Provider: "local", State: "running", CreatedAt: now, UpdatedAt: now}
+	return sb, h.st.CreateSandbox(ctx, sb)
 }
 
 func (h *hostSandboxes) Run(ctx context.Context, sb store.Sandbox, command string, env map[string]string) ([]byte, int, error) {

@@ -140,6 +140,10 @@ func (s *Service) launch(ctx context.Context, se store.Session, sb store.Sandbox
 	if !ok {
 		return 0, fmt.Errorf("unknown agent %q", se.Agent)
 	}
+	bin := s.cfg.HarnessBinary(sb)
+	if bin == "" {
+		return 0, fmt.Errorf("no hangar harness in %s sandboxes yet", sb.Provider)
+	}
 	var argv []string
 	for _, a := range agent.Argv {
 		argv = append(argv, shellQuote(a))
@@ -149,7 +153,7 @@ func (s *Service) launch(ctx context.Context, se store.Session, sb store.Sandbox
 	cmd := fmt.Sprintf(`set -e; umask 022; d=%s; mkdir -p "$d"; printf '%%s' %s | base64 -d > "$d/prompt"; `+
 		`%s harness --detach --run-log "$d/run.log" --status-file "$d/status.json" --prompt-file "$d/prompt" -- %s`,
 		shellQuote(dir), shellQuote(base64.StdEncoding.EncodeToString([]byte(t.Prompt))),
-		shellQuote(s.cfg.HarnessBinary(sb)), strings.Join(argv, " "))
+		shellQuote(bin), strings.Join(argv, " "))
 	out, code, err := s.cfg.Sandboxes.Run(ctx, sb, cmd, se.Env)
 	if err != nil {
 		return 0, err
