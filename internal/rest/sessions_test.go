@@ -177,3 +177,41 @@ func TestJobsOverREST(t *testing.T) {
 		t.Errorf("another jobs token's list = %d %s; want 200 without %s", r.status, r.raw, id)
 	}
 }
+
+// turnsFixtures are the isolation matrix's session, turn and job, made once per world.
+var turnsFixtures = map[*world]map[string]string{}
+
+// turnsPlaceholder makes (or returns) the isolation matrix's {ses}, {turn}, {job}, and a fresh
+// {fses} each time.
+func (w *world) turnsPlaceholder(t *testing.T, name string) string {
+	t.Helper()
+	owner := w.tokens[ownerCol]
+	if name == "{fses}" {
+		n := w.name("ses")
+		if r := w.e.do(t, "POST", "/api/sessions", owner, `{"name": "`+n+`", "sandbox": "ada-box", "agent": "command"}`); r.status != http.StatusCreated {
+			t.Fatalf("create session = %d %s", r.status, r.raw)
+		}
+		return n
+	}
+	fx := turnsFixtures[w]
+	if fx == nil {
+		fx = map[string]string{"{ses}": "ada-ses"}
+		if r := w.e.do(t, "POST", "/api/sessions", owner, `{"name": "ada-ses", "sandbox": "ada-box", "agent": "command"}`); r.status != http.StatusCreated {
+			t.Fatalf("create session = %d %s", r.status, r.raw)
+		}
+		r := w.e.do(t, "POST", "/api/sessions/ada-ses/turns", owner, `{"prompt": "echo '{}'"}`)
+		if r.status != http.StatusAccepted {
+			t.Fatalf("start turn = %d %s", r.status, r.raw)
+		}
+		fx["{turn}"] = r.body["id"].(string)
+		w.e.waitEnded(t, "/api/sessions/ada-ses/turns/"+fx["{turn}"], owner)
+		r = w.e.do(t, "POST", "/api/jobs", w.tokens[jobsOnlyCol], `{"prompt": "true", "agent": "command", "sandbox": "ada-box"}`)
+		if r.status != http.StatusCreated {
+			t.Fatalf("start job = %d %s", r.status, r.raw)
+		}
+		fx["{job}"] = r.body["id"].(string)
+		turnsFixtures[w] = fx
+		w.top.Cleanup(func() { delete(turnsFixtures, w) })
+	}
+	return fx[name]
+}
