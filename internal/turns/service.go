@@ -59,7 +59,9 @@ type Config struct {
 	PollInterval time.Duration
 	// ReadBytes bounds one read of a run log. Default 4 MiB (more than a longest line).
 	ReadBytes int
-	// Clock drives polling. Default the real clock.
+	// EventRetention is how long events are kept (the retention setting); 0 keeps them.
+	EventRetention time.Duration
+	// Clock drives polling and retention. Default the real clock.
 	Clock quartz.Clock
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
