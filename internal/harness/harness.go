@@ -50,9 +50,9 @@ type Config struct {
 	Env        []string  // the agent's environment; nil: the harness's own
 	Stderr     io.Writer // the agent's stderr; nil: discarded
 	StartLeave bool      // leave the parent's session (setsid) before starting: `hangar harness` sets it
-	// Ready, when set, is closed once the harness catches SIGTERM and SIGINT: from then on a
-	// cancel is passed on to the agent and the status file written (`hangar harness --detach`
-	// waits for it before it answers).
+	// Ready, when set, is closed once the harness catches SIGTERM and SIGINT and the run log
+	// exists: from then on a cancel is passed on to the agent and the status file written, and
+	// the log can be followed (`hangar harness --detach` waits for it before it answers).
 	Ready *os.File
 }
 
@@ -99,9 +99,6 @@ func run(ctx context.Context, cfg Config, st *Status) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	if cfg.Ready != nil {
-		cfg.Ready.Close()
-	}
 	if cfg.StartLeave {
 		// EPERM: already a process group leader (its starter made it one); it is then out of
 		// its starter's group, which is what matters for surviving it.
@@ -115,6 +112,9 @@ func run(ctx context.Context, cfg Config, st *Status) error {
 		return fmt.Errorf("open run log: %w", err)
 	}
 	defer log.Close()
+	if cfg.Ready != nil {
+		cfg.Ready.Close() // the run log exists: a follower can open it
+	}
 
 	cmd := command(cfg)
 	// The agent writes into a pipe of our own rather than one os/exec copies from: the read

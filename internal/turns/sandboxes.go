@@ -27,6 +27,14 @@ func (ms managerSandboxes) Create(ctx context.Context, p auth.Principal, req san
 	return ms.m.Create(ctx, p, req)
 }
 
+func (ms managerSandboxes) Follow(ctx context.Context, sb store.Sandbox, command string, out func(stream string, data []byte)) error {
+	if sb.DaemonURL == "" {
+		return ErrCannotFollow
+	}
+	_, err := ms.m.ExecStream(ctx, sb, sandbox.ExecRequest{Command: command}, out)
+	return err
+}
+
 func (ms managerSandboxes) Run(ctx context.Context, sb store.Sandbox, command string, env map[string]string) ([]byte, int, error) {
 	res, err := ms.m.ExecStream(ctx, sb, sandbox.ExecRequest{Command: command, Env: env, Timeout: commandTimeout}, nil)
 	if err != nil {

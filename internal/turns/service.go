@@ -26,6 +26,9 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrInvalid means the request is malformed: empty prompt, unknown agent, bad name.
 	ErrInvalid = errors.New("invalid request")
+	// ErrCannotFollow means a sandbox's output cannot be followed (it has no daemon): its turns'
+	// run logs are polled.
+	ErrCannotFollow = errors.New("cannot follow without a daemon")
 )
 
 // Sandboxes is what the turns need of the sandbox domain: who may see a sandbox, and running a
@@ -33,6 +36,10 @@ var (
 type Sandboxes interface {
 	// Get returns the sandbox ref if p may see it; an error wrapping sandbox.ErrNotFound if not.
 	Get(ctx context.Context, p auth.Principal, ref string) (store.Sandbox, error)
+	// Follow runs command in sb through its daemon until it ends or ctx does, passing its
+	// output to out ("stdout" or "stderr") as it is printed. ErrCannotFollow when sb has no
+	// daemon. out may block: the command then waits.
+	Follow(ctx context.Context, sb store.Sandbox, command string, out func(stream string, data []byte)) error
 	// Create makes a sandbox for p (a job given a spec).
 	Create(ctx context.Context, p auth.Principal, req sandbox.CreateRequest) (store.Sandbox, error)
 	// Run runs command (bash) in sb to its end with env added, and returns its stdout and exit
@@ -59,6 +66,10 @@ type Config struct {
 	PollInterval time.Duration
 	// ReadBytes bounds one read of a run log. Default 4 MiB (more than a longest line).
 	ReadBytes int
+	// Follow makes a running turn's watcher follow its run log through the sandbox's daemon
+	// (tail -F), recording each line as it is written; polling takes over whenever following
+	// isn't possible. Off: polling only (HANGAR_STREAM_TURN_LOGS=false).
+	Follow bool
 	// EventRetention is how long events are kept (the retention setting); 0 keeps them.
 	EventRetention time.Duration
 	// Clock drives polling and retention. Default the real clock.

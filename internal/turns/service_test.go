@@ -30,6 +30,8 @@ type hostSandboxes struct {
 	mu sync.Mutex
 	// envs records every env a Run got, to check secrets never land in a command line.
 	cmds []string
+	// follows, when set, gets each follow's command once it runs.
+	follows chan string
 }
 
 func (h *hostSandboxes) Get(ctx context.Context, p auth.Principal, ref string) (store.Sandbox, error) {
@@ -44,6 +46,36 @@ func (h *hostSandboxes) Create(ctx context.Context, p auth.Principal, req sandbo
 	now := time.Now()
 	sb := store.Sandbox{Name: req.Name, Owner: p.User, Provider: "local", State: "running", CreatedAt: now, UpdatedAt: now}
 	return sb, h.st.CreateSandbox(ctx, sb)
+}
+
+// Follow runs command on the host, passing its output as it comes.
+func (h *hostSandboxes) Follow(ctx context.Context, sb store.Sandbox, command string, out func(stream string, data []byte)) error {
+	h.mu.Lock()
+	h.cmds = append(h.cmds, command)
+	follows := h.follows
+	h.mu.Unlock()
+	cmd := exec.CommandContext(ctx, "bash", "-c", command)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if follows != nil {
+		follows <- command
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := stdout.Read(buf)
+		if n > 0 {
+			out("stdout", buf[:n])
+		}
+		if err != nil {
+			break
+		}
+	}
+	return cmd.Wait()
 }
 
 func (h *hostSandboxes) Run(ctx context.Context, sb store.Sandbox, command string, env map[string]string) ([]byte, int, error) {
@@ -100,7 +132,7 @@ func (f *fixture) service(t *testing.T) *Service {
 	t.Helper()
 	s := New(f.cfg)
 	ctx, cancel := context.WithCancel(context.Background())
-	trap := f.clock.Trap().NewTimer("turns", "poll")
+	trap := f.clock.Trap().NewTimer("turns")
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -59,6 +59,10 @@ func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox,
 			s.finish(ctx, se, t, st)
 			return
 		}
+		if s.cfg.Follow && err == nil && r.follow(ctx) {
+			continue // the status file is there: read what is left and finish
+		}
+		// Polling: following is off, impossible, or just broke (it is tried again after this).
 		timer := s.cfg.Clock.NewTimer(s.cfg.PollInterval, "turns", "poll")
 		select {
 		case <-ctx.Done():
@@ -184,4 +188,65 @@ func (s *Service) finish(ctx context.Context, se store.Session, t store.Turn, st
 		return
 	}
 	s.recordFinished(ctx, se, t, state, code, st.Signal, summary, st.Error)
+}
+
+// followQueue bounds the chunks a follower has read and the watcher not yet recorded; past it
+// the follower waits (and the daemon holds the output back).
+const followQueue = 64
+
+// follow follows the run log from readAt through the daemon (tail -F), recording lines as
+// they come and checking the status file every PollInterval. It returns true once the status
+// file is there, false when following is impossible or breaks (no daemon, the log truncated or
+// replaced: tail says so on stderr, the stream ending) or ctx ends. Either way the follower is
+// stopped and what it read past the last recorded line is left to the next read from readAt.
+func (r *logReader) follow(ctx context.Context) bool {
+	fctx, cancel := context.WithCancel(ctx)
+	chunks := make(chan []byte, followQueue)
+	go func() {
+		defer close(chunks)
+		cmd := fmt.Sprintf("exec tail -F -s 0.1 -c +%d %s", r.readAt+1, shellQuote(path.Join(r.t.Dir, "run.log")))
+		err := r.s.cfg.Sandboxes.Follow(fctx, r.sb, cmd, func(stream string, data []byte) {
+			if stream != "stdout" {
+				cancel() // truncated, replaced, unreadable: polling takes over
+				return
+			}
+			select {
+			case chunks <- bytes.Clone(data):
+			case <-fctx.Done():
+			}
+		})
+		if err != nil && !errors.Is(err, ErrCannotFollow) && fctx.Err() == nil {
+			r.s.log.Info("following a run log broke; polling", "turn", r.t.ID, "err", err)
+		}
+	}()
+	stop := func() {
+		cancel()
+		for range chunks { // unrecorded: read again from readAt
+		}
+	}
+	for {
+		timer := r.s.cfg.Clock.NewTimer(r.s.cfg.PollInterval, "turns", "follow")
+		select {
+		case c, ok := <-chunks:
+			timer.Stop()
+			if !ok {
+				cancel()
+				return false
+			}
+			if err := r.take(ctx, c); err != nil {
+				r.s.log.Warn("record followed lines", "turn", r.t.ID, "err", err)
+				stop()
+				return false
+			}
+		case <-timer.C:
+			if _, ended, err := r.s.readStatus(ctx, r.sb, r.t); err == nil && ended {
+				stop()
+				return true
+			}
+		case <-ctx.Done():
+			timer.Stop()
+			stop()
+			return false
+		}
+	}
 }

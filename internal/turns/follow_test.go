@@ -1,0 +1,52 @@
+package turns
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestFollowRecordsAsWritten: with following on, lines are recorded as the agent writes them
+// while the poll clock stands still; the turn ends once the status file is seen.
+func TestFollowRecordsAsWritten(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	f.cfg.Follow = true
+	f.sbs.follows = make(chan string, 16)
+	s := New(f.cfg) // no clock driver: polling never fires on its own
+	defer s.Close()
+	se, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	gate1, gate2 := filepath.Join(dir, "gate1"), filepath.Join(dir, "gate2")
+	prompt := fmt.Sprintf(`while [ ! -e %[1]q ]; do sleep 0.01; done; echo '{"type":"one"}'; while [ ! -e %[2]q ]; do sleep 0.01; done; echo '{"type":"two"}'`, gate1, gate2)
+	tu, err := s.StartTurn(ctx, ada, "s1", prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-f.sbs.follows:
+	case <-ctx.Done():
+		t.Fatal("the watcher never started following")
+	}
+	os.WriteFile(gate1, nil, 0o644)
+	waitEvents(t, ctx, f.st, se.ID, 2) // turn.started, one
+	os.WriteFile(gate2, nil, 0o644)
+	waitEvents(t, ctx, f.st, se.ID, 3)
+	// The status check runs on the clock: move it until the turn ends.
+	waitFor(t, ctx, "the turn to end", func() bool {
+		tt, _ := f.st.GetTurn(ctx, tu.ID)
+		if tt.State == "done" {
+			return true
+		}
+		f.clock.Advance(f.cfg.PollInterval)
+		return false
+	})
+	waitTurn(t, ctx, f.st, tu.ID)
+	checkEvents(t, ctx, f.st, se.ID, []byte("{\"type\":\"one\"}\n{\"type\":\"two\"}\n"))
+}
