@@ -50,3 +50,30 @@ func TestFollowRecordsAsWritten(t *testing.T) {
 	waitTurn(t, ctx, f.st, tu.ID)
 	checkEvents(t, ctx, f.st, se.ID, []byte("{\"type\":\"one\"}\n{\"type\":\"two\"}\n"))
 }
+
+// TestFollowBreaksThenResumes: a follow that breaks mid-log leaves the rest to polling, and
+// following starts again; every line is recorded once, in order.
+func TestFollowBreaksThenResumes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	log := filepath.Join(runlogDir(t), "codex_exec_edit_file-change_failed-command.jsonl")
+	f := newFixture(t)
+	f.cfg.Follow = true
+	f.sbs.follows = make(chan string, 64)
+	f.sbs.breakAfter = 2
+	s := f.service(t) // the clock moves whenever a watcher waits: polling runs too
+	se, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu, err := s.StartTurn(ctx, ada, "s1", replayPrompt(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTurn(t, ctx, f.st, tu.ID)
+	want, _ := os.ReadFile(log)
+	checkEvents(t, ctx, f.st, se.ID, want)
+	if n := len(f.sbs.follows); n < 3 {
+		t.Errorf("%d follows started, want at least 3 (two broke, then it resumed)", n)
+	}
+}

@@ -32,6 +32,9 @@ type hostSandboxes struct {
 	cmds []string
 	// follows, when set, gets each follow's command once it runs.
 	follows chan string
+	// breakAfter, when set, makes a follow end after its first chunk of output, as a broken
+	// stream does, as many times as it holds.
+	breakAfter int
 }
 
 func (h *hostSandboxes) Get(ctx context.Context, p auth.Principal, ref string) (store.Sandbox, error) {
@@ -65,11 +68,22 @@ func (h *hostSandboxes) Follow(ctx context.Context, sb store.Sandbox, command st
 	if follows != nil {
 		follows <- command
 	}
+	h.mu.Lock()
+	breaks := h.breakAfter > 0
+	if breaks {
+		h.breakAfter--
+	}
+	h.mu.Unlock()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := stdout.Read(buf)
 		if n > 0 {
 			out("stdout", buf[:n])
+			if breaks {
+				cmd.Process.Kill()
+				cmd.Wait()
+				return errors.New("stream broke")
+			}
 		}
 		if err != nil {
 			break
