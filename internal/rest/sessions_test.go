@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
 )
 
 const sessionsTimeout = 60 * time.Second
@@ -214,4 +216,49 @@ func (w *world) turnsPlaceholder(t *testing.T, name string) string {
 		w.top.Cleanup(func() { delete(turnsFixtures, w) })
 	}
 	return fx[name]
+}
+
+// shellQuote makes a single-quoted shell word.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// TestTurnInDocker runs a turn in a Docker sandbox (the mounted hangar as the harness, the
+// run log followed through the container's daemon): a fixture log replayed line by line is
+// recorded once and in order.
+func TestTurnInDocker(t *testing.T) {
+	needDocker(t)
+	log := fixtureLog(t, "codex_exec_one-command_completed.jsonl")
+	image, err := dockertest.EnsureImage(context.Background(), dockertest.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile(log)
+	lines := bytes.Split(bytes.TrimSuffix(want, []byte("\n")), []byte("\n"))
+	var prompt strings.Builder
+	for _, l := range lines {
+		prompt.WriteString("printf '%s\\n' " + shellQuote(string(l)) + "; sleep 0.05\n")
+	}
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "dock", `, "provider": "docker", "image": "`+image+`"`)
+	if r := e.do(t, "POST", "/api/sessions", e.admin, `{"name": "d1", "sandbox": "dock", "agent": "command"}`); r.status != http.StatusCreated {
+		t.Fatalf("POST /api/sessions = %d %s", r.status, r.raw)
+	}
+	r := e.do(t, "POST", "/api/sessions/d1/turns", e.admin, jsonBody(map[string]string{"prompt": prompt.String()}))
+	if r.status != http.StatusAccepted {
+		t.Fatalf("POST turns = %d %s", r.status, r.raw)
+	}
+	end := e.waitEnded(t, "/api/sessions/d1/turns/"+r.body["id"].(string), e.admin)
+	if end.body["state"] != "done" {
+		t.Fatalf("turn ended %s", end.raw)
+	}
+	evs := e.allEvents(t, "/api/sessions/d1/events", e.admin, 100)
+	if len(evs) != len(lines)+2 {
+		t.Fatalf("%d events, want %d", len(evs), len(lines)+2)
+	}
+	for i, l := range lines {
+		var exp any
+		json.Unmarshal(l, &exp)
+		if jsonBody(evs[i+1]["data"]) != jsonBody(exp) {
+			t.Errorf("event %d = %v, want %s", i+2, evs[i+1]["data"], l)
+		}
+	}
 }

@@ -131,7 +131,7 @@ func (s *Service) sandboxOf(ctx context.Context, t store.Turn) (store.Session, s
 // turnDir is a turn's directory in its sandbox.
 func (s *Service) turnDir(t store.Turn) string { return path.Join(s.cfg.RunRoot, t.ID) }
 
-// quote makes a single-quoted shell word.
+// shellQuote makes a single-quoted shell word.
 func shellQuote(v string) string { return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'" }
 
 // launch starts the harness for t in sb, detached, and returns its pid (its process group).
