@@ -190,3 +190,46 @@ func TestJobsTokenIsolation(t *testing.T) {
 		t.Errorf("ListJobEvents = %+v, %v; want started, hello, finished", evs, err)
 	}
 }
+
+// TestOddLinesRecorded: a line that is not JSON and a line over 1 MiB (read in several pieces)
+// are recorded flagged, and the lines around them intact, with following off and on.
+func TestOddLinesRecorded(t *testing.T) {
+	for _, follow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("follow=%v", follow), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			f := newFixture(t)
+			f.cfg.Follow = follow
+			s := f.service(t)
+			se, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			prompt := `echo '{"type":"before"}'; echo 'Error: not json'; printf '{"type":"big","x":"'; head -c 1200000 /dev/zero | tr '\0' a; echo '"}'; echo '{"type":"after"}'`
+			tu, err := s.StartTurn(ctx, ada, "s1", prompt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitTurn(t, ctx, f.st, tu.ID)
+			evs, err := f.st.ListEvents(ctx, se.ID, 0, 100)
+			if err != nil || len(evs) != 6 {
+				t.Fatalf("%d events, %v; want 6", len(evs), err)
+			}
+			if e := evs[1]; e.Type != "before" || e.Invalid || e.Truncated {
+				t.Errorf("event 2 = %s %s", e.Type, e.Data)
+			}
+			if e := evs[2]; e.Type != TypeInvalid || !e.Invalid || string(e.Data) != `"Error: not json"` {
+				t.Errorf("event 3 = %s %s invalid=%v", e.Type, e.Data, e.Invalid)
+			}
+			if e := evs[3]; e.Type != "big" || !e.Truncated || len(e.Data) < MaxLineBytes || len(e.Data) > MaxLineBytes+64 { // quoted: its quotes escaped
+				t.Errorf("event 4 = type %s truncated=%v, %d bytes; want the big line cut to 1 MiB", e.Type, e.Truncated, len(e.Data))
+			}
+			if e := evs[4]; e.Type != "after" || string(e.Data) != `{"type":"after"}` {
+				t.Errorf("event 5 = %s %.80s", e.Type, e.Data)
+			}
+			if end, _ := f.st.GetTurn(ctx, tu.ID); end.ReadPos != int64(len(`{"type":"before"}`)+1+len("Error: not json")+1+len(`{"type":"big","x":"`)+1200000+3+len(`{"type":"after"}`)+1) {
+				t.Errorf("read position %d", end.ReadPos)
+			}
+		})
+	}
+}
