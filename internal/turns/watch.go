@@ -26,23 +26,52 @@ type harnessStatus struct {
 }
 
 // logReader reads a run log forward through the sandbox. pos is how far its events are
-// recorded (saved with the turn); readAt is how far it has read, past pos by a line not yet
-// complete.
+// recorded (saved with the turn); lines.readAt is how far it has read, past pos by a line not
+// yet complete.
 type logReader struct {
-	s       *Service
-	sb      store.Sandbox
-	se      store.Session
-	t       store.Turn
-	pos     int64
+	s     *Service
+	sb    store.Sandbox
+	se    store.Session
+	t     store.Turn
+	pos   int64
+	lines lineSplitter
+}
+
+// lineSplitter cuts bytes read from a log, chunk after chunk, into lines. readAt is the log
+// offset after the bytes fed so far; pending holds the incomplete line's first MaxLineBytes+1
+// bytes (enough for Classify to see it is too long and cut it).
+type lineSplitter struct {
 	readAt  int64
-	pending []byte // the incomplete line read from pos, at most MaxLineBytes+1 bytes
-	long    int64  // the incomplete line's full length so far (beyond pending when cut)
+	pending []byte
+}
+
+// feed takes the next chunk and calls emit for each line it completes (without its newline),
+// with the log offset just past the line's newline. emit must not keep line.
+func (l *lineSplitter) feed(chunk []byte, emit func(line []byte, end int64)) {
+	for len(chunk) > 0 {
+		i := bytes.IndexByte(chunk, '\n')
+		part := chunk
+		if i >= 0 {
+			part = chunk[:i]
+		}
+		if room := MaxLineBytes + 1 - len(l.pending); room > 0 {
+			l.pending = append(l.pending, part[:min(room, len(part))]...)
+		}
+		l.readAt += int64(len(part))
+		if i < 0 {
+			return
+		}
+		l.readAt++ // the newline
+		emit(l.pending, l.readAt)
+		l.pending = l.pending[:0]
+		chunk = chunk[i+1:]
+	}
 }
 
 // watch polls a running turn's run log every PollInterval, recording each complete line as an
 // event and moving the turn's read position with it, until the status file says the turn ended.
 func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox, t store.Turn) {
-	r := &logReader{s: s, sb: sb, se: se, t: t, pos: t.ReadPos, readAt: t.ReadPos}
+	r := &logReader{s: s, sb: sb, se: se, t: t, pos: t.ReadPos, lines: lineSplitter{readAt: t.ReadPos}}
 	for {
 		// The status first, then the log: the harness writes the status only after the last
 		// line, so a status seen before a read that reaches the end means nothing is left.
@@ -102,7 +131,7 @@ func (s *Service) readStatus(ctx context.Context, sb store.Sandbox, t store.Turn
 // drain reads the log until a read comes back short, recording what it finds.
 func (r *logReader) drain(ctx context.Context) error {
 	for {
-		cmd := fmt.Sprintf("tail -c +%d %s 2>/dev/null | head -c %d", r.readAt+1, shellQuote(path.Join(r.t.Dir, "run.log")), maxReadBytes)
+		cmd := fmt.Sprintf("tail -c +%d %s 2>/dev/null | head -c %d", r.lines.readAt+1, shellQuote(path.Join(r.t.Dir, "run.log")), maxReadBytes)
 		out, _, err := r.s.cfg.Sandboxes.Run(ctx, r.sb, cmd, nil)
 		if err != nil {
 			return fmt.Errorf("read run log: %w", err)
@@ -121,27 +150,11 @@ func (r *logReader) drain(ctx context.Context) error {
 func (r *logReader) take(ctx context.Context, chunk []byte) error {
 	var evs []store.Event
 	end := r.pos
-	for len(chunk) > 0 {
-		i := bytes.IndexByte(chunk, '\n')
-		part := chunk
-		if i >= 0 {
-			part = chunk[:i]
-		}
-		if room := MaxLineBytes + 1 - len(r.pending); room > 0 {
-			r.pending = append(r.pending, part[:min(room, len(part))]...)
-		}
-		r.long += int64(len(part))
-		r.readAt += int64(len(part))
-		if i < 0 {
-			break
-		}
-		r.readAt++ // the newline
-		end = r.readAt
-		l := Classify(r.pending)
+	r.lines.feed(chunk, func(line []byte, lineEnd int64) {
+		l := Classify(line)
 		evs = append(evs, store.Event{TS: time.Now().UTC(), Type: l.Type, Data: l.Data, Invalid: l.Invalid, Truncated: l.Truncated})
-		r.pending, r.long = r.pending[:0], 0
-		chunk = chunk[i+1:]
-	}
+		end = lineEnd
+	})
 	if len(evs) == 0 {
 		return nil
 	}
@@ -153,10 +166,11 @@ func (r *logReader) take(ctx context.Context, chunk []byte) error {
 		if gerr != nil {
 			return gerr
 		}
-		r.pos, r.readAt, r.pending, r.long = t.ReadPos, t.ReadPos, r.pending[:0], 0
+		r.pos, r.lines = t.ReadPos, lineSplitter{readAt: t.ReadPos}
 		return nil
 	}
 	if err != nil {
+		r.lines = lineSplitter{readAt: r.pos} // nothing recorded: read these lines again
 		return fmt.Errorf("record events: %w", err)
 	}
 	r.pos = end
@@ -204,7 +218,7 @@ func (r *logReader) follow(ctx context.Context) bool {
 	chunks := make(chan []byte, followQueue)
 	go func() {
 		defer close(chunks)
-		cmd := fmt.Sprintf("exec tail -F -s 0.1 -c +%d %s", r.readAt+1, shellQuote(path.Join(r.t.Dir, "run.log")))
+		cmd := fmt.Sprintf("exec tail -F -s 0.1 -c +%d %s", r.lines.readAt+1, shellQuote(path.Join(r.t.Dir, "run.log")))
 		err := r.s.cfg.Sandboxes.Follow(fctx, r.sb, cmd, func(stream string, data []byte) {
 			if stream != "stdout" {
 				cancel() // truncated, replaced, unreadable: polling takes over
