@@ -262,3 +262,25 @@ func TestTurnInDocker(t *testing.T) {
 		}
 	}
 }
+
+// TestTurnWithoutDaemon: a sandbox without a daemon runs the harness through the provider's
+// exec and its run log is polled (following needs a daemon).
+func TestTurnWithoutDaemon(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "plain", `, "daemon": false`)
+	if r := e.do(t, "POST", "/api/sessions", e.admin, `{"name": "p1", "sandbox": "plain", "agent": "command"}`); r.status != http.StatusCreated {
+		t.Fatalf("POST /api/sessions = %d %s", r.status, r.raw)
+	}
+	r := e.do(t, "POST", "/api/sessions/p1/turns", e.admin, jsonBody(map[string]string{"prompt": `for i in 1 2 3; do printf '{"type":"n","i":%d}\n' $i; done; exit 4`}))
+	if r.status != http.StatusAccepted {
+		t.Fatalf("POST turns = %d %s", r.status, r.raw)
+	}
+	end := e.waitEnded(t, "/api/sessions/p1/turns/"+r.body["id"].(string), e.admin)
+	if end.body["state"] != "failed" || end.body["exit_code"] != 4.0 {
+		t.Errorf("turn ended %s, want failed with exit code 4", end.raw)
+	}
+	evs := e.allEvents(t, "/api/sessions/p1/events", e.admin, 100)
+	if len(evs) != 5 || jsonBody(evs[3]["data"]) != `{"i":3,"type":"n"}` {
+		t.Errorf("events = %v", evs)
+	}
+}
