@@ -66,14 +66,55 @@ func TestFollowBreaksThenResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tu, err := s.StartTurn(ctx, ada, "s1", replayPrompt(log))
+	dir := t.TempDir()
+	gate1, gate2 := filepath.Join(dir, "gate1"), filepath.Join(dir, "gate2")
+	prompt := fmt.Sprintf(`while [ ! -e %[1]q ]; do sleep 0.01; done; head -n 12 %[3]q; while [ ! -e %[2]q ]; do sleep 0.01; done; tail -n +13 %[3]q`, gate1, gate2, log)
+	tu, err := s.StartTurn(ctx, ada, "s1", prompt)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, gate := range []string{gate1, gate2} {
+		select { // a follow runs: the lines the gate lets out reach it, and it breaks
+		case <-f.sbs.follows:
+		case <-ctx.Done():
+			t.Fatal("no follow started")
+		}
+		os.WriteFile(gate, nil, 0o644)
 	}
 	waitTurn(t, ctx, f.st, tu.ID)
 	want, _ := os.ReadFile(log)
 	checkEvents(t, ctx, f.st, se.ID, want)
-	if n := len(f.sbs.follows); n < 3 {
-		t.Errorf("%d follows started, want at least 3 (two broke, then it resumed)", n)
+}
+
+// TestFollowCap: past FollowMaxBytes a turn's log is no longer followed; polling records the
+// rest, every line once.
+func TestFollowCap(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	log := filepath.Join(runlogDir(t), "claude_error-max-turns_one-bash-call.jsonl")
+	f := newFixture(t)
+	f.cfg.Follow, f.cfg.FollowMaxBytes = true, 100
+	f.sbs.follows = make(chan string, 64)
+	s := f.service(t)
+	se, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := filepath.Join(t.TempDir(), "gate")
+	tu, err := s.StartTurn(ctx, ada, "s1", fmt.Sprintf(`while [ ! -e %q ]; do sleep 0.01; done; `, gate)+replayPrompt(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-f.sbs.follows:
+	case <-ctx.Done():
+		t.Fatal("no follow started")
+	}
+	os.WriteFile(gate, nil, 0o644) // the first line (over 100 bytes) reaches the follow: the cap
+	waitTurn(t, ctx, f.st, tu.ID)
+	want, _ := os.ReadFile(log)
+	checkEvents(t, ctx, f.st, se.ID, want)
+	if n := len(f.sbs.follows); n != 0 {
+		t.Errorf("%d more follows started after the cap, want none", n)
 	}
 }

@@ -70,6 +70,9 @@ type Config struct {
 	// (tail -F), recording each line as it is written; polling takes over whenever following
 	// isn't possible. Off: polling only (HANGAR_STREAM_TURN_LOGS=false).
 	Follow bool
+	// FollowMaxBytes caps what one turn's log is followed for (HANGAR_STREAM_MAX_BYTES); past
+	// it polling's bounded reads carry on. Default 64 MiB.
+	FollowMaxBytes int64
 	// EventRetention is how long events are kept (the retention setting); 0 keeps them.
 	EventRetention time.Duration
 	// Clock drives polling and retention. Default the real clock.
@@ -106,6 +109,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.ReadBytes <= 0 {
 		cfg.ReadBytes = 4 << 20
+	}
+	if cfg.FollowMaxBytes <= 0 {
+		cfg.FollowMaxBytes = 64 << 20
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = quartz.NewReal()

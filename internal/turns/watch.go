@@ -35,6 +35,9 @@ type logReader struct {
 	t     store.Turn
 	pos   int64
 	lines lineSplitter
+	// followed counts the bytes following delivered; past Config.FollowMaxBytes the turn is
+	// only polled.
+	followed int64
 }
 
 // lineSplitter cuts bytes read from a log, chunk after chunk, into lines. readAt is the log
@@ -88,7 +91,7 @@ func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox,
 			s.finish(ctx, se, t, st)
 			return
 		}
-		if s.cfg.Follow && err == nil && r.follow(ctx) {
+		if s.cfg.Follow && err == nil && r.followed < s.cfg.FollowMaxBytes && r.follow(ctx) {
 			continue // the status file is there: read what is left and finish
 		}
 		// Polling: following is off, impossible, or just broke (it is tried again after this).
@@ -250,6 +253,10 @@ func (r *logReader) follow(ctx context.Context) bool {
 			if err := r.take(ctx, c); err != nil {
 				r.s.log.Warn("record followed lines", "turn", r.t.ID, "err", err)
 				stop()
+				return false
+			}
+			if r.followed += int64(len(c)); r.followed >= r.s.cfg.FollowMaxBytes {
+				stop() // the cap: polling carries on
 				return false
 			}
 		case <-timer.C:
