@@ -85,7 +85,11 @@ func TestSessionTurnEventsOverREST(t *testing.T) {
 	if r.status != http.StatusCreated || strings.Contains(r.raw, "sk-secret") {
 		t.Fatalf("POST /api/sessions = %d %s (the env's value must never come back)", r.status, r.raw)
 	}
-	prompt := `printf '{"type":"key","set":%s}\n' "${API_KEY:+true}"; while IFS= read -r l; do printf '%s\n' "$l"; sleep 0.002; done < ` + log
+	// The turn waits for the gate until the bad input below has been tried (the 409 needs it
+	// running).
+	gate := filepath.Join(t.TempDir(), "gate")
+	prompt := `printf '{"type":"key","set":%s}\n' "${API_KEY:+true}"; while [ ! -e ` + gate + ` ]; do sleep 0.01; done; ` +
+		`while IFS= read -r l; do printf '%s\n' "$l"; sleep 0.002; done < ` + log
 	r = e.do(t, "POST", "/api/sessions/s1/turns", ada, jsonBody(map[string]string{"prompt": prompt}))
 	if r.status != http.StatusAccepted || r.body["state"] != "queued" || r.body["id"] == "" {
 		t.Fatalf("POST turns = %d %s; want 202 with the queued turn", r.status, r.raw)
@@ -108,6 +112,7 @@ func TestSessionTurnEventsOverREST(t *testing.T) {
 			t.Errorf("%s %s %s = %d %s, want %d", c.method, c.path, c.body, got.status, got.raw, c.want)
 		}
 	}
+	os.WriteFile(gate, nil, 0o644)
 	end := e.waitEnded(t, "/api/sessions/s1/turns/"+turn, ada)
 	if end.body["state"] != "done" || end.body["exit_code"] != 0.0 {
 		t.Errorf("turn ended %s, want done with exit code 0", end.raw)
