@@ -25,6 +25,7 @@ func verbs() []verb {
 	return []verb{
 		{"serve", "run the control plane: REST, MCP, /metrics on one listener", runServe},
 		{"envd", "run the in-sandbox daemon (E2B envd compatible)", runEnvd},
+		{"harness", "run one turn of an agent in a sandbox (started by serve)", runHarness},
 		{"version", "print hangar's version", runVersion},
 	}
 }
@@ -52,9 +53,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		err := v.run(ctx, args[1:], stdout, stderr)
+		var code exitCode
 		switch {
 		case err == nil:
 			return 0
+		case errors.As(err, &code):
+			return int(code)
 		case errors.Is(err, flag.ErrHelp):
 			return 0
 		default:

@@ -124,6 +124,20 @@ var matrix = []row{
 	{"GET /api/sandboxes/{sb}/processes/{proc}/stream", route("GET /api/sandboxes/{sb}/processes/{proc}/stream", ""), want("200", "404", "404", "404", "403", "403", "401", "401", "200")},
 	{"POST /api/sandboxes/{sb}/processes/{proc}/input", route("POST /api/sandboxes/{sb}/processes/{proc}/input", `{"input": "x\n"}`), want("204", "404", "404", "404", "403", "403", "401", "401", "204")},
 	{"DELETE /api/sandboxes/{sb}/processes/{fproc}", route("DELETE /api/sandboxes/{sb}/processes/{fproc}", ""), want("202", "404", "404", "404", "403", "403", "401", "401", "202")},
+	{"POST /api/sessions", route("POST /api/sessions", `{"name": "{new}", "sandbox": "{sb}", "agent": "command"}`), want("201", "404", "201", "404", "403", "403", "401", "401", "201")},
+	{"GET /api/sessions", restList("GET /api/sessions", "{ses}"), want("200", "200, hidden", "200", "200, hidden", "403", "403", "401", "401", "200")},
+	{"GET /api/sessions/{ses}", route("GET /api/sessions/{ses}", ""), want("200", "404", "200", "404", "403", "403", "401", "401", "200")},
+	{"DELETE /api/sessions/{fses}", route("DELETE /api/sessions/{fses}", ""), want("204", "404", "204", "404", "403", "403", "401", "401", "204")},
+	{"POST /api/sessions/{fses}/turns", route("POST /api/sessions/{fses}/turns", `{"prompt": "true"}`), want("202", "404", "202", "404", "403", "403", "401", "401", "202")},
+	{"GET /api/sessions/{ses}/turns", restList("GET /api/sessions/{ses}/turns", "{turn}"), want("200", "404", "200", "404", "403", "403", "401", "401", "200")},
+	{"GET /api/sessions/{ses}/turns/{turn}", route("GET /api/sessions/{ses}/turns/{turn}", ""), want("200", "404", "200", "404", "403", "403", "401", "401", "200")},
+	{"POST /api/sessions/{ses}/turns/{turn}/cancel", route("POST /api/sessions/{ses}/turns/{turn}/cancel", ""), want("202", "404", "202", "404", "403", "403", "401", "401", "202")},
+	{"GET /api/sessions/{ses}/events", route("GET /api/sessions/{ses}/events", ""), want("200", "404", "200", "404", "403", "403", "401", "401", "200")},
+	{"POST /api/jobs", route("POST /api/jobs", `{"prompt": "true", "agent": "command", "sandbox": "{sb}"}`), want("201", "404", "201", "404", "403", "201", "401", "401", "201")},
+	{"GET /api/jobs", restList("GET /api/jobs", "{job}"), want("200", "200, hidden", "200", "200, hidden", "403", "200", "401", "401", "200")},
+	{"GET /api/jobs/{job}", route("GET /api/jobs/{job}", ""), want("200", "404", "200", "404", "403", "200", "401", "401", "200")},
+	{"POST /api/jobs/{job}/cancel", route("POST /api/jobs/{job}/cancel", ""), want("202", "404", "202", "404", "403", "202", "401", "401", "202")},
+	{"GET /api/jobs/{job}/events", route("GET /api/jobs/{job}/events", ""), want("200", "404", "200", "404", "403", "200", "401", "401", "200")},
 	{"MCP exec", tool("exec", `{"sandbox": "{sb}", "command": "true"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
 	{"MCP exec, streamed", tool("exec", `{"sandbox": "{sb}", "command": "true", "stream": true}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
 	{"MCP process start", tool("process", `{"action": "start", "sandbox": "{sb}", "command": "true"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
@@ -151,6 +165,10 @@ var placeholders = []struct{ name, doc string }{
 	{"{fproc}", "a background process of the owner token's, started for this cell"},
 	{"{term}", "a terminal the owner token opened in {sb} over MCP"},
 	{"{fterm}", "a terminal of the owner token's, opened for this cell"},
+	{"{ses}", "ada's session in {sb}, with one turn that has ended"},
+	{"{turn}", "that turn"},
+	{"{fses}", "a session of ada's in {sb}, made for this cell"},
+	{"{job}", "a job ada's jobs token started in {sb}"},
 }
 
 // mcpEras are the protocol revisions every MCP row is called over: each must give the row's
@@ -260,6 +278,8 @@ func (w *world) prepare(t *testing.T, r row, col int, era string) *cell {
 			id := w.openTerminal(t, era)
 			c.vars[ph.name] = id
 			c.cleanup = append(c.cleanup, func() { w.do(t, "DELETE", "/api/sandboxes/ada-box/processes/"+id, owner, "") })
+		case "{ses}", "{turn}", "{fses}", "{job}":
+			c.vars[ph.name] = w.turnsPlaceholder(t, ph.name) // sessions_test.go
 		}
 	}
 	return c

@@ -29,6 +29,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/turns"
 )
 
 // hangarBin is a static hangar binary, run as the local sandboxes' daemon and mounted into
@@ -55,6 +56,7 @@ type env struct {
 	maxBytes       int64 // 0: the default
 
 	store      store.Store
+	turns      *turns.Service
 	withMCP    bool // serve /mcp too
 	maxStreams int  // 0: 4 per token, 6 in all; else this many of each
 	maxProcs   int  // 0: 3 background processes per token
@@ -172,8 +174,11 @@ func newEnv(t *testing.T, opts ...option) *env {
 	if e.withMCP {
 		mcpHandler = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs})
 	}
+	e.turns = turns.New(turns.Config{Store: s, Sandboxes: turns.FromManager(sandboxes), HarnessBinary: turns.HarnessBinaries(hangarBin),
+		RunRoot: filepath.Join(e.dir, "turns"), PollInterval: 20 * time.Millisecond, Follow: true})
+	t.Cleanup(e.turns.Close)
 	cfg := rest.Config{Auth: a, Store: s, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: e.reg, MaxBodyBytes: 4096, Now: e.clock,
-		Logger: slog.New(slog.NewTextHandler(&e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+		Logger: slog.New(slog.NewTextHandler(&e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Turns: e.turns}
 	if mcpHandler != nil {
 		cfg.MCP = mcpHandler
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/turns"
 )
 
 // Config configures the REST server.
@@ -36,6 +37,8 @@ type Config struct {
 	Streams *stream.Registry
 	// Processes serves the background processes under /api/sandboxes/{ref}/processes. Required.
 	Processes *process.Manager
+	// Turns, when set, serves /api/sessions and /api/jobs.
+	Turns *turns.Service
 	// MCP, when set, is served at /mcp (it does its own bearer-token auth).
 	MCP http.Handler
 	// Registry is served at /metrics; the server adds its HTTP metrics to it. Required.
@@ -106,6 +109,9 @@ func New(cfg Config) *Server {
 		r.Get("/tokens", a.listTokens)
 		r.Delete("/tokens/{id}", a.revokeToken)
 		r.Route("/sandboxes", a.sandboxRoutes)
+		if cfg.Turns != nil {
+			r.Group(a.turnsRoutes)
+		}
 	})
 	s.srv = &http.Server{
 		Handler:           r,

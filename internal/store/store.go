@@ -58,6 +58,8 @@ type Store interface {
 	// DeleteEndedProcesses forgets the processes that ended before the given time, and says
 	// how many. A running process's record is never deleted.
 	DeleteEndedProcesses(ctx context.Context, before time.Time) (int, error)
+
+	TurnStore
 }
 
 // Process is a stored background process: who started it where, and what binds the record to

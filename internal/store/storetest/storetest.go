@@ -30,6 +30,11 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SandboxRoundTrip", testSandboxRoundTrip},
 		{"SandboxNames", testSandboxNames},
 		{"ProcessLifecycle", testProcessLifecycle},
+		{"Sessions", testSessions},
+		{"TurnLifecycle", testTurnLifecycle},
+		{"Jobs", testJobs},
+		{"Events", testEvents},
+		{"EventSeqConcurrent", testEventSeqConcurrent},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hangar-dev/hangar/internal/harness"
+)
+
+const harnessSummary = `Runs one turn of an agent: hangar harness [flags] -- AGENT [ARG...]
+Sets no_new_privs, leaves its parent's session (the turn outlives whoever started it), runs the
+agent with every argument "{prompt}" replaced by the prompt, appends the agent's stdout to the run
+log line by line, and writes the status file (exit code, signal, duration, summary) at the end.
+The agent gets the harness's environment. With --detach (first), the turn starts in a new session
+and the command exits at once, printing the turn's pid (its process group); the turn's own errors
+go to harness.err beside the status file. The harness exits with the agent's exit code (128+N
+after signal N). Its settings are flags only: its environment is the agent's.`
+
+// runHarness runs `hangar harness`.
+func runHarness(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var agent []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, agent = args[:i], args[i+1:]
+	}
+	var runLog, statusFile, prompt, promptFile, dir string
+	uid, gid := -1, -1
+	// --detach is taken out before the settings are parsed (they all take a value).
+	detach := slices.Contains(args, "--detach")
+	args = slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == "--detach" })
+	settings := []setting{
+		{"run-log", "FILE", "the run log: the agent's stdout is appended to it", stringValue{&runLog, nonEmpty}},
+		{"status-file", "FILE", "written atomically when the agent has ended", stringValue{&statusFile, nonEmpty}},
+		{"prompt", "TEXT", "the prompt", stringValue{&prompt, nil}},
+		{"prompt-file", "FILE", "read the prompt from this file (instead of --prompt)", stringValue{&promptFile, nil}},
+		{"dir", "DIR", "the agent's working directory; none: the harness's", stringValue{&dir, nil}},
+		{"split-uid", "UID", "run the agent as this uid (the harness must be root); the run log and status file's directory must not be writable by it", intValue{&uid, 0, math.MaxInt32}},
+		{"split-gid", "GID", "the agent's gid with --split-uid", intValue{&gid, 0, math.MaxInt32}},
+	}
+	noEnv := func(string) (string, bool) { return "", false }
+	if err := parseSettings("hangar harness", harnessSummary, "HANGAR_HARNESS_", settings, args, noEnv, stdout); err != nil {
+		return err
+	}
+	switch {
+	case runLog == "" || statusFile == "":
+		return errors.New("--run-log and --status-file are required")
+	case len(agent) == 0:
+		return errors.New("no agent command: give it after --")
+	case (uid >= 0) != (gid >= 0):
+		return errors.New("--split-uid and --split-gid go together")
+	case prompt != "" && promptFile != "":
+		return errors.New("give --prompt or --prompt-file, not both")
+	}
+	if detach {
+		return detachHarness(args, agent, statusFile, stdout)
+	}
+	if promptFile != "" {
+		b, err := os.ReadFile(promptFile)
+		if err != nil {
+			return fmt.Errorf("read --prompt-file: %w", err)
+		}
+		prompt = string(b)
+	}
+	// The harness handles SIGTERM and SIGINT itself (passing them to the agent and waiting for
+	// it): the verb's context, which they end, must not end the turn early.
+	cfg := harness.Config{
+		Argv: agent, Prompt: prompt, RunLog: runLog, StatusFile: statusFile, Dir: dir,
+		Split: uid >= 0, UID: uint32(uid), GID: uint32(gid), Stderr: stderr, StartLeave: true,
+	}
+	if os.Getenv(readyFDEnv) == "3" {
+		os.Unsetenv(readyFDEnv) // not the agent's
+		cfg.Ready = os.NewFile(3, "ready")
+	}
+	st, err := harness.Run(context.WithoutCancel(ctx), cfg)
+	if err != nil {
+		return err
+	}
+	if st.Error != "" {
+		return errors.New(st.Error)
+	}
+	if st.Signal != "" {
+		return exitCode(128 + int(unix.SignalNum(st.Signal)))
+	}
+	if st.ExitCode != 0 {
+		return exitCode(st.ExitCode)
+	}
+	return nil
+}
+
+// exitCode is an error that makes hangar exit with that code and say nothing more (the harness
+// mirrors its agent's exit code).
+type exitCode int
+
+func (c exitCode) Error() string { return fmt.Sprintf("exit code %d", int(c)) }
+
+// readyFDEnv tells a detached harness that fd 3 is its ready pipe.
+const readyFDEnv = "HANGAR_HARNESS_READY_FD"
+
+// detachHarness starts this same harness again without --detach, in a new session (so it is
+// its own process group's leader and outlives whoever ran this), and prints its pid.
+func detachHarness(args, agent []string, statusFile string, stdout io.Writer) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find hangar: %w", err)
+	}
+	errFile, err := os.OpenFile(filepath.Join(filepath.Dir(statusFile), "harness.err"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open harness.err: %w", err)
+	}
+	defer errFile.Close()
+	cmd := exec.Command(exe, append(append(append([]string{"harness"}, args...), "--"), agent...)...)
+	cmd.Stderr = errFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// The turn closes fd 3 once it catches SIGTERM: only then is its pid given out, so a
+	// cancel that comes at once still ends it with a status file.
+	ready, readyW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("start harness: %w", err)
+	}
+	defer ready.Close()
+	cmd.ExtraFiles = []*os.File{readyW}
+	cmd.Env = append(os.Environ(), readyFDEnv+"=3")
+	err = cmd.Start()
+	readyW.Close()
+	if err != nil {
+		return fmt.Errorf("start harness: %w", err)
+	}
+	if _, err := ready.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("wait for the harness to start: %v", err)
+	}
+	fmt.Fprintln(stdout, cmd.Process.Pid)
+	return cmd.Process.Release()
+}

@@ -1,0 +1,312 @@
+// Package harness runs one turn of an agent inside a sandbox: `hangar harness`. It sets
+// no_new_privs, leaves its parent's session so the turn outlives whoever started it, runs the
+// agent with the prompt, copies the agent's stdout line by line into hangar's own run log, and
+// at the end writes a status file atomically. In a split sandbox the agent runs under another
+// uid, and the run log and status file live where that uid cannot write: the turn's outcome
+// comes from the status file, never from what the agent printed.
+package harness
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hangar-dev/hangar/internal/turns"
+)
+
+// PromptArg is the argument of the agent's command line that the prompt replaces.
+const PromptArg = turns.PromptArg
+
+// KillGrace is how long the agent has to exit after the harness passes on a SIGTERM, before
+// its process group gets SIGKILL.
+const KillGrace = 3 * time.Second
+
+// Config is one turn.
+type Config struct {
+	// Argv is the agent's command line; each argument equal to PromptArg becomes Prompt.
+	Argv   []string
+	Prompt string
+	// RunLog is the file the agent's stdout is appended to (created 0644 if missing).
+	RunLog string
+	// StatusFile is written once, atomically, when the agent has ended (0644).
+	StatusFile string
+	// Split, when set, runs the agent as UID:GID with no supplementary groups. The harness
+	// must be root then.
+	Split      bool
+	UID, GID   uint32
+	Dir        string    // the agent's working directory; "": the harness's
+	Env        []string  // the agent's environment; nil: the harness's own
+	Stderr     io.Writer // the agent's stderr; nil: discarded
+	StartLeave bool      // leave the parent's session (setsid) before starting: `hangar harness` sets it
+	// Ready, when set, is closed once the harness catches SIGTERM and SIGINT and the run log
+	// exists: from then on a cancel is passed on to the agent and the status file written, and
+	// the log can be followed (`hangar harness --detach` waits for it before it answers).
+	Ready *os.File
+}
+
+// Status is what the status file holds.
+type Status struct {
+	// ExitCode is the agent's exit code; -1 when a signal ended it or it never started.
+	ExitCode   int           `json:"exit_code"`
+	Signal     string        `json:"signal,omitempty"` // the signal that ended it (SIGTERM, ...)
+	Error      string        `json:"error,omitempty"`  // why it could not run, for a person
+	StartedAt  time.Time     `json:"started_at"`
+	EndedAt    time.Time     `json:"ended_at"`
+	DurationMS int64         `json:"duration_ms"`
+	Summary    turns.Summary `json:"summary"`
+}
+
+// Run runs the turn until the agent ends, writes the status file and returns the status.
+// Cancelling ctx, or a SIGTERM/SIGINT to the harness, passes SIGTERM to the agent's process
+// group and SIGKILL KillGrace later. The error is non-nil only when the status file could not be
+// written.
+func Run(ctx context.Context, cfg Config) (Status, error) {
+	st := Status{ExitCode: -1, StartedAt: time.Now().UTC()}
+	err := run(ctx, cfg, &st)
+	if err != nil {
+		st.Error = err.Error()
+	}
+	st.EndedAt = time.Now().UTC()
+	st.DurationMS = st.EndedAt.Sub(st.StartedAt).Milliseconds()
+	data, merr := json.Marshal(st)
+	if merr != nil {
+		return st, fmt.Errorf("encode status: %w", merr)
+	}
+	if werr := writeFileAtomic(cfg.StatusFile, append(data, '\n')); werr != nil {
+		return st, fmt.Errorf("write status file %s: %w", cfg.StatusFile, werr)
+	}
+	return st, nil
+}
+
+func run(ctx context.Context, cfg Config, st *Status) error {
+	if len(cfg.Argv) == 0 {
+		return errors.New("no agent command")
+	}
+	// Termination is caught from the start: one that comes before the agent has started is
+	// passed on as soon as it has, and the status file is still written.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	if cfg.StartLeave {
+		// EPERM: already a process group leader (its starter made it one); it is then out of
+		// its starter's group, which is what matters for surviving it.
+		if _, err := unix.Setsid(); err != nil && !errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("leave the parent's session: %w", err)
+		}
+		signal.Ignore(syscall.SIGHUP)
+	}
+	log, err := os.OpenFile(cfg.RunLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open run log: %w", err)
+	}
+	defer log.Close()
+	if cfg.Ready != nil {
+		cfg.Ready.Close() // the run log exists: a follower can open it
+	}
+
+	cmd := command(cfg)
+	// The agent writes into a pipe of our own rather than one os/exec copies from: the read
+	// end then stays ours to close when the agent has ended but something it left behind still
+	// holds the write end.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("start agent: %w", err)
+	}
+	defer pr.Close()
+	cmd.Stdout = pw
+	err = startNoNewPrivs(cmd)
+	pw.Close()
+	if err != nil {
+		return fmt.Errorf("start agent %s: %w", cfg.Argv[0], err)
+	}
+	pgid := cmd.Process.Pid
+	exited, copied := make(chan struct{}), make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
+	reaped := make(chan struct{})
+	go func() {
+		defer close(reaped)
+		forwardTermination(ctx, pgid, sigs, exited)
+		reap(pgid, pr, copied)
+	}()
+	copyErr := copyLines(log, pr, &st.Summary)
+	close(copied)
+	<-exited
+	<-reaped
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		st.Signal = unix.SignalName(ws.Signal())
+	} else {
+		st.ExitCode = cmd.ProcessState.ExitCode()
+	}
+	if copyErr != nil {
+		return fmt.Errorf("copy the agent's output to the run log: %w", copyErr)
+	}
+	var exitErr *exec.ExitError
+	if waitErr != nil && !errors.As(waitErr, &exitErr) {
+		return fmt.Errorf("wait for agent: %w", waitErr)
+	}
+	return nil
+}
+
+func command(cfg Config) *exec.Cmd {
+	argv := make([]string, len(cfg.Argv))
+	for i, a := range cfg.Argv {
+		if a == PromptArg {
+			a = cfg.Prompt
+		}
+		argv[i] = a
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env, cmd.Stderr = cfg.Dir, cfg.Env, cfg.Stderr
+	// The agent gets its own process group, so a cancel reaches everything it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if cfg.Split {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: cfg.UID, Gid: cfg.GID, Groups: []uint32{}}
+	}
+	return cmd
+}
+
+// startNoNewPrivs starts cmd from a thread with no_new_privs set. The flag is per thread and
+// inherited by a child, and os/exec forks from the calling goroutine's thread: so the goroutine
+// is locked to its thread, and the thread is never handed back (it ends with the goroutine),
+// keeping the flag from leaking into other goroutines' work.
+func startNoNewPrivs(cmd *exec.Cmd) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			errc <- fmt.Errorf("set no_new_privs: %w", err)
+			return
+		}
+		errc <- cmd.Start()
+	}()
+	return <-errc
+}
+
+// forwardTermination passes a SIGTERM or SIGINT of the harness, or ctx's end, on to the agent's
+// process group as SIGTERM; it returns when the agent has ended, or KillGrace after passing
+// a termination on.
+func forwardTermination(ctx context.Context, pgid int, sigs <-chan os.Signal, exited <-chan struct{}) {
+	select {
+	case <-exited:
+		return
+	case <-ctx.Done():
+	case <-sigs:
+	}
+	unix.Kill(-pgid, unix.SIGTERM)
+	t := time.NewTimer(KillGrace)
+	defer t.Stop()
+	select {
+	case <-exited:
+	case <-t.C:
+	}
+}
+
+// reap ends what the agent leaves behind. Once the agent's process group gets SIGKILL (at
+// once after a termination; KillGrace after a normal end, so its output can finish): nothing it
+// started stays. If its output is still open KillGrace after that (a process that left the
+// group holds it), the read end is closed, which ends copying.
+func reap(pgid int, out *os.File, copied <-chan struct{}) {
+	t := time.NewTimer(KillGrace)
+	defer t.Stop()
+	select {
+	case <-copied:
+	case <-t.C:
+	}
+	unix.Kill(-pgid, unix.SIGKILL)
+	t.Reset(KillGrace)
+	select {
+	case <-copied:
+	case <-t.C:
+		out.Close()
+	}
+}
+
+// copyLines appends r to log a line at a time, classifying each line into sum. A line longer
+// than the reader's buffer is written in pieces as it comes; a last line without a newline
+// gets one.
+func copyLines(log io.Writer, r io.Reader, sum *turns.Summary) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var (
+		line  []byte // the current line's first turns.MaxLineBytes+1 bytes, for the summary
+		total int    // the current line's length so far
+	)
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(chunk) > 0 {
+			if _, werr := log.Write(chunk); werr != nil {
+				return werr
+			}
+			total += len(chunk)
+			if room := turns.MaxLineBytes + 1 - len(line); room > 0 {
+				line = append(line, chunk[:min(room, len(chunk))]...)
+			}
+			if chunk[len(chunk)-1] == '\n' {
+				if total <= turns.MaxLineBytes+1 {
+					line = line[:len(line)-1] // the whole line is kept: drop its newline
+				} // else: more than MaxLineBytes kept, so Classify cuts and flags it
+				sum.Add(turns.Classify(line))
+				line, total = line[:0], 0
+			}
+		}
+		switch {
+		case err == nil, errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF), errors.Is(err, os.ErrClosed):
+			if len(line) > 0 {
+				if _, werr := log.Write([]byte{'\n'}); werr != nil {
+					return werr
+				}
+				sum.Add(turns.Classify(line))
+			}
+			return nil
+		default:
+			return err
+		}
+	}
+}
+
+// writeFileAtomic writes data to a temporary file next to path and renames it over path, so a
+// reader sees either nothing or all of it.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	_, werr := tmp.Write(data)
+	serr := tmp.Sync()
+	cerr := tmp.Close()
+	if err := errors.Join(werr, serr, cerr, os.Chmod(tmp.Name(), 0o644)); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
+}
+
+// ParseStatus reads a status file's content.
+func ParseStatus(data []byte) (Status, error) {
+	var st Status
+	if err := json.Unmarshal(data, &st); err != nil {
+		return Status{}, fmt.Errorf("decode status file: %w", err)
+	}
+	return st, nil
+}

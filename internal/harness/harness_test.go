@@ -1,0 +1,388 @@
+package harness_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/hangar-dev/hangar/internal/harness"
+)
+
+// hangarBin is the hangar binary the tests run, built once in TestMain.
+var hangarBin string
+
+// testTimeout bounds each test's waits.
+const testTimeout = 60 * time.Second
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "harness-test-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Chmod(dir, 0o755) // the split test's agent runs the fixture replay from here
+	hangarBin = filepath.Join(dir, "hangar")
+	if out, err := exec.Command("go", "build", "-o", hangarBin, "../../cmd/hangar").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build hangar: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// runlogDir is the shared fixture logs (see internal/turns's test helper of the same name).
+func runlogDir(t *testing.T) string {
+	t.Helper()
+	dir, _ := filepath.Abs(filepath.Join("..", "..", "..", "shared", "fixtures", "runlogs"))
+	if _, err := os.Stat(filepath.Join(dir, "SOURCES.md")); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("fixture logs missing at %s: CI must check out ../shared beside the repository", dir)
+		}
+		t.Skipf("SKIPPING: fixture logs not found at %s (%v)", dir, err)
+	}
+	return dir
+}
+
+// replay is a command agent's prompt that prints a fixture log a line every 2 ms.
+func replay(path string) string {
+	return fmt.Sprintf(`while IFS= read -r l || [ -n "$l" ]; do printf '%%s\n' "$l"; sleep 0.002; done < %q`, path)
+}
+
+type turn struct {
+	dir, runLog, statusFile string
+}
+
+func newTurn(t *testing.T) turn {
+	dir := t.TempDir()
+	return turn{dir: dir, runLog: filepath.Join(dir, "run.log"), statusFile: filepath.Join(dir, "status.json")}
+}
+
+// harnessCmd is `hangar harness` running prompt as a bash command agent.
+func (tu turn) harnessCmd(ctx context.Context, prompt string, extra ...string) *exec.Cmd {
+	args := append([]string{"harness", "--run-log", tu.runLog, "--status-file", tu.statusFile, "--prompt", prompt}, extra...)
+	args = append(args, "--", "bash", "-c", harness.PromptArg)
+	return exec.CommandContext(ctx, hangarBin, args...)
+}
+
+func (tu turn) status(t *testing.T) harness.Status {
+	t.Helper()
+	data, err := os.ReadFile(tu.statusFile)
+	if err != nil {
+		t.Fatalf("read status file: %v", err)
+	}
+	st, err := harness.ParseStatus(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestReplayFixtures(t *testing.T) {
+	dir := runlogDir(t)
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if len(files) < 7 {
+		t.Fatalf("found %d fixture logs in %s, want 7", len(files), dir)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			tu := newTurn(t)
+			if out, err := tu.harnessCmd(ctx, replay(f)).CombinedOutput(); err != nil {
+				t.Fatalf("harness: %v\n%s", err, out)
+			}
+			want, _ := os.ReadFile(f)
+			got, err := os.ReadFile(tu.runLog)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("run log (%d bytes, %v) differs from the fixture (%d bytes)", len(got), err, len(want))
+			}
+			st := tu.status(t)
+			wantLines := bytes.Count(want, []byte("\n"))
+			if st.ExitCode != 0 || st.Signal != "" || st.Error != "" || st.Summary.Lines != wantLines || st.Summary.Results < 1 ||
+				st.EndedAt.Before(st.StartedAt) || st.DurationMS < 0 {
+				t.Errorf("status = %+v; want exit 0 and a summary of %d lines with a result", st, wantLines)
+			}
+		})
+	}
+}
+
+func TestAgentProcess(t *testing.T) {
+	cases := []struct {
+		name   string
+		prompt string
+		env    []string
+		exit   int // the harness's exit code, mirroring the agent's
+		check  func(t *testing.T, st harness.Status, log string)
+	}{
+		{"no_new_privs is set", `printf '{"nnp":"%s"}\n' "$(awk '/^NoNewPrivs/{print $2}' /proc/self/status)"`, nil, 0,
+			func(t *testing.T, st harness.Status, log string) {
+				if log != `{"nnp":"1"}`+"\n" {
+					t.Errorf("agent saw %q, want no_new_privs 1", log)
+				}
+			}},
+		{"env is passed", `printf '{"key":"%s"}\n' "$AGENT_API_KEY"`, []string{"AGENT_API_KEY=sk-123"}, 0,
+			func(t *testing.T, st harness.Status, log string) {
+				if log != `{"key":"sk-123"}`+"\n" {
+					t.Errorf("agent saw %q, want its env", log)
+				}
+			}},
+		{"exit code", `echo '{"type":"x"}'; exit 3`, nil, 3,
+			func(t *testing.T, st harness.Status, log string) {
+				if st.ExitCode != 3 || st.Signal != "" {
+					t.Errorf("status = %+v, want exit 3", st)
+				}
+			}},
+		{"signal", `kill -KILL $$`, nil, 128 + 9,
+			func(t *testing.T, st harness.Status, log string) {
+				if st.ExitCode != -1 || st.Signal != "SIGKILL" {
+					t.Errorf("status = %+v, want SIGKILL", st)
+				}
+			}},
+		{"last line without newline, and not JSON", `printf '{"a":1}\nplain text'`, nil, 0,
+			func(t *testing.T, st harness.Status, log string) {
+				if log != "{\"a\":1}\nplain text\n" || st.Summary.Lines != 2 || st.Summary.Invalid != 1 {
+					t.Errorf("log %q, summary %+v; want 2 lines, 1 invalid", log, st.Summary)
+				}
+			}},
+		{"line over 1 MiB", `head -c 1100000 /dev/zero | tr '\0' a; echo`, nil, 0,
+			func(t *testing.T, st harness.Status, log string) {
+				if len(log) != 1100001 || st.Summary.Lines != 1 || st.Summary.Truncated != 1 {
+					t.Errorf("log %d bytes, summary %+v; want the whole line kept, counted truncated", len(log), st.Summary)
+				}
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			tu := newTurn(t)
+			cmd := tu.harnessCmd(ctx, c.prompt)
+			cmd.Env = append(os.Environ(), c.env...)
+			err := cmd.Run()
+			var exitErr *exec.ExitError
+			if code := 0; errors.As(err, &exitErr) {
+				code = exitErr.ExitCode()
+				if code != c.exit {
+					t.Errorf("harness exit code %d, want %d", code, c.exit)
+				}
+			} else if err != nil || c.exit != 0 {
+				t.Fatalf("harness: %v, want exit %d", err, c.exit)
+			}
+			log, _ := os.ReadFile(tu.runLog)
+			c.check(t, tu.status(t), string(log))
+		})
+	}
+}
+
+// waitFor polls cond until it holds or the test's deadline passes.
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func exists(path string) bool { _, err := os.Stat(path); return err == nil }
+
+// TestSurvivesParent kills the harness's starter (a shell, with its whole process group) while
+// the agent runs: the turn carries on to its end and writes its status.
+func TestSurvivesParent(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	tu := newTurn(t)
+	gate := filepath.Join(tu.dir, "gate")
+	prompt := fmt.Sprintf(`echo '{"type":"started"}'; while [ ! -e %q ]; do sleep 0.01; done; echo '{"type":"done"}'`, gate)
+	h := tu.harnessCmd(ctx, prompt)
+	parent := exec.CommandContext(ctx, "bash", "-c", `"$@" & wait`, "bash")
+	parent.Args = append(parent.Args, h.Args...)
+	parent.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the agent to start", func() bool { b, _ := os.ReadFile(tu.runLog); return len(b) > 0 })
+	syscall.Kill(-parent.Process.Pid, syscall.SIGKILL)
+	parent.Wait()
+	os.WriteFile(gate, nil, 0o644)
+	waitFor(t, ctx, "the status file", func() bool { return exists(tu.statusFile) })
+	if st := tu.status(t); st.ExitCode != 0 || st.Summary.Lines != 2 {
+		t.Errorf("status after the parent died = %+v, want exit 0 after 2 lines", st)
+	}
+}
+
+// TestCancel sends SIGTERM to the harness's process group, as a turn's cancel does: the agent
+// and everything it started go, and the status says so.
+func TestCancel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	tu := newTurn(t)
+	// The agent's child ignores SIGTERM and holds the agent's output open.
+	h := tu.harnessCmd(ctx, `bash -c 'trap "" TERM; sleep 600' & printf '{"pgid":%d}\n' $$; wait`)
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var agent struct{ PGID int }
+	waitFor(t, ctx, "the agent's pid", func() bool { b, _ := os.ReadFile(tu.runLog); return json.Unmarshal(b, &agent) == nil })
+	// The harness left its starter's session: its process group is its own pid.
+	if pgid, err := syscall.Getpgid(h.Process.Pid); err != nil || pgid != h.Process.Pid {
+		t.Fatalf("harness pgid = %d, %v; want its pid %d", pgid, err, h.Process.Pid)
+	}
+	syscall.Kill(-h.Process.Pid, syscall.SIGTERM)
+	err := h.Wait()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 128+15 {
+		t.Errorf("harness ended with %v, want exit 143", err)
+	}
+	if st := tu.status(t); st.Signal != "SIGTERM" {
+		t.Errorf("status = %+v, want SIGTERM", st)
+	}
+	// SIGKILL went to the group before the harness ended; wait for the kernel to finish them.
+	waitFor(t, ctx, "the agent's process group to be gone", func() bool { return len(liveInGroup(agent.PGID)) == 0 })
+}
+
+// liveInGroup lists the processes of a process group that are not zombies.
+func liveInGroup(pgid int) []string {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var live []string
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces, so split after its ')'.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			live = append(live, p)
+		}
+	}
+	return live
+}
+
+// TestSplitAgentCannotWriteStatus runs the agent as nobody with the run log and status file in
+// a root-owned directory: its attempts to overwrite, replace or remove them fail, and the status
+// is the harness's.
+func TestSplitAgentCannotWriteStatus(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI runs as root: the split test must run")
+		}
+		t.Skip("SKIPPING: the split test needs root")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	// A root-owned directory the agent can reach (t.TempDir's parent is 0700).
+	dir, err := os.MkdirTemp("", "harness-split-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	tu := turn{dir: dir, runLog: filepath.Join(dir, "run.log"), statusFile: filepath.Join(dir, "status.json")}
+	os.WriteFile(tu.statusFile, []byte(`{"exit_code":0,"summary":{"result":"old"}}`), 0o644)
+	attack := fmt.Sprintf(`cd %[1]q
+try() { if eval "$1" 2>/dev/null; then r=ok; else r=refused; fi; printf '{"try":"%%s","got":"%%s"}\n' "$1" "$r"; }
+try 'echo "{\"exit_code\":0}" > status.json'
+try 'echo forged >> run.log'
+try 'echo x > status.tmp && mv status.tmp status.json'
+try 'rm -f status.json'
+try 'ln -sf /dev/null status.json'
+printf '{"type":"result","subtype":"success","is_error":false,"result":"all good"}\n'
+exit 7`, tu.dir)
+	var out []byte
+	out, err = tu.harnessCmd(ctx, attack, "--split-uid", "65534", "--split-gid", "65534", "--dir", "/").CombinedOutput()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 7 {
+		t.Fatalf("harness: %v, want exit 7\n%s", err, out)
+	}
+	log, _ := os.ReadFile(tu.runLog)
+	for _, line := range strings.Split(strings.TrimSpace(string(log)), "\n") {
+		var r struct{ Try, Got string }
+		if json.Unmarshal([]byte(line), &r) == nil && r.Try != "" && r.Got != "refused" {
+			t.Errorf("the agent's %q: %s, want refused", r.Try, r.Got)
+		}
+	}
+	if strings.Contains(string(log), "\nforged\n") {
+		t.Error("the agent wrote into the run log")
+	}
+	st := tu.status(t)
+	if st.ExitCode != 7 || st.Summary.Lines != 6 || st.Summary.Result != "all good" {
+		t.Errorf("status = %+v, want the harness's: exit 7 after 6 lines", st)
+	}
+	if fi, err := os.Stat(tu.statusFile); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Errorf("status file owner: %v", err)
+	}
+}
+
+// TestLeftoverHoldingOutput: the agent exits, leaving behind a process that holds its output
+// open. The turn still ends (after harness.KillGrace), with the leftover killed.
+func TestLeftoverHoldingOutput(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	tu := newTurn(t)
+	out, err := tu.harnessCmd(ctx, `sleep 600 & printf '{"pgid":%d}\n' $$`).CombinedOutput()
+	if err != nil {
+		t.Fatalf("harness: %v\n%s", err, out)
+	}
+	var agent struct{ PGID int }
+	b, _ := os.ReadFile(tu.runLog)
+	if err := json.Unmarshal(b, &agent); err != nil {
+		t.Fatalf("run log %q: %v", b, err)
+	}
+	if st := tu.status(t); st.ExitCode != 0 || st.Summary.Lines != 1 {
+		t.Errorf("status = %+v, want exit 0 after 1 line", st)
+	}
+	waitFor(t, ctx, "the leftover to be gone", func() bool { return len(liveInGroup(agent.PGID)) == 0 })
+}
+
+// TestDetach: `hangar harness --detach` prints the turn's pid and returns while the turn runs
+// on in its own session (pid = its process group).
+func TestDetach(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	tu := newTurn(t)
+	gate := filepath.Join(tu.dir, "gate")
+	h := tu.harnessCmd(ctx, fmt.Sprintf(`echo '{"type":"started"}'; while [ ! -e %q ]; do sleep 0.01; done`, gate), "--detach")
+	out, err := h.Output()
+	if err != nil {
+		t.Fatalf("harness --detach: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		t.Fatalf("harness --detach printed %q, want a pid", out)
+	}
+	if exists(tu.statusFile) {
+		t.Fatal("status file written before the agent ended")
+	}
+	if pgid, err := syscall.Getpgid(pid); err != nil || pgid != pid {
+		t.Errorf("detached harness pgid = %d, %v; want its pid %d", pgid, err, pid)
+	}
+	os.WriteFile(gate, nil, 0o644)
+	waitFor(t, ctx, "the status file", func() bool { return exists(tu.statusFile) })
+	if st := tu.status(t); st.ExitCode != 0 || st.Summary.Lines != 1 {
+		t.Errorf("status = %+v", st)
+	}
+}

@@ -1,0 +1,395 @@
+package rest
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/turns"
+)
+
+// turnsRoutes mounts /api/sessions (user scope) and /api/jobs (user or jobs scope).
+func (a *api) turnsRoutes(r chi.Router) {
+	r.Route("/sessions", func(r chi.Router) {
+		r.Use(a.requireScope(auth.ScopeUser))
+		r.Post("/", a.createSession)
+		r.Get("/", a.listSessions)
+		r.Route("/{ref}", func(r chi.Router) {
+			r.Get("/", a.getSession)
+			r.Delete("/", a.deleteSession)
+			r.Post("/turns", a.startTurn)
+			r.Get("/turns", a.listTurns)
+			r.Get("/turns/{id}", a.getTurn)
+			r.Post("/turns/{id}/cancel", a.cancelTurn)
+			r.Get("/events", a.sessionEvents)
+		})
+	})
+	r.Route("/jobs", func(r chi.Router) {
+		r.Use(a.requireAnyScope(auth.ScopeUser, auth.ScopeJobs))
+		r.Post("/", a.createJob)
+		r.Get("/", a.listJobs)
+		r.Get("/{id}", a.getJob)
+		r.Post("/{id}/cancel", a.cancelJob)
+		r.Get("/{id}/events", a.jobEvents)
+	})
+}
+
+// requireAnyScope refuses tokens with none of the scopes (admins have every scope).
+func (a *api) requireAnyScope(scopes ...auth.Scope) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p := principal(r)
+			if !slices.ContainsFunc(scopes, p.Has) {
+				a.writeError(w, r, newError(CodeForbidden, "This token lacks the scope this needs.", nil))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// turnsError gives the turns domain's errors their REST form; others pass through to classify.
+func turnsError(err error) error {
+	switch {
+	case errors.Is(err, turns.ErrNotFound):
+		return newError(CodeNotFound, "There is no such session, turn or job, or it is not yours.", err)
+	case errors.Is(err, turns.ErrConflict):
+		return newError(CodeConflict, "That conflicts with the session's state: a turn is running, or the name is taken.", err)
+	case errors.Is(err, turns.ErrInvalid):
+		return newError(CodeBadRequest, "The request is not valid.", err)
+	}
+	return err
+}
+
+type sessionJSON struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Sandbox   string     `json:"sandbox"`
+	Agent     string     `json:"agent"`
+	Owner     string     `json:"owner"`
+	Job       string     `json:"job,omitempty"`
+	EnvKeys   []string   `json:"env_keys"` // the names only: the values are secrets
+	LastSeq   int64      `json:"last_seq"`
+	CreatedAt *timestamp `json:"created_at"`
+}
+
+func toSession(se store.Session) sessionJSON {
+	keys := []string{}
+	for k := range se.Env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return sessionJSON{ID: se.ID, Name: se.Name, Sandbox: se.Sandbox, Agent: se.Agent, Owner: se.Owner, Job: se.JobID,
+		EnvKeys: keys, LastSeq: se.LastSeq, CreatedAt: stamp(se.CreatedAt)}
+}
+
+type turnJSON struct {
+	ID        string          `json:"id"`
+	Session   string          `json:"session"`
+	Job       string          `json:"job,omitempty"`
+	State     string          `json:"state"`
+	Prompt    string          `json:"prompt"`
+	ExitCode  *int            `json:"exit_code"`
+	Signal    string          `json:"signal,omitempty"`
+	Summary   json.RawMessage `json:"summary,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	CreatedAt *timestamp      `json:"created_at"`
+	StartedAt *timestamp      `json:"started_at,omitempty"`
+	EndedAt   *timestamp      `json:"ended_at,omitempty"`
+}
+
+func toTurn(t store.Turn) turnJSON {
+	out := turnJSON{ID: t.ID, Session: t.SessionID, Job: t.JobID, State: t.State, Prompt: t.Prompt, ExitCode: t.ExitCode,
+		Signal: t.Signal, Reason: t.Reason, CreatedAt: stamp(t.CreatedAt)}
+	if t.Summary != "" && json.Valid([]byte(t.Summary)) {
+		out.Summary = json.RawMessage(t.Summary)
+	}
+	if !t.StartedAt.IsZero() {
+		out.StartedAt = stamp(t.StartedAt)
+	}
+	if !t.EndedAt.IsZero() {
+		out.EndedAt = stamp(t.EndedAt)
+	}
+	return out
+}
+
+type createSessionRequest struct {
+	Name    string            `json:"name"`
+	Sandbox string            `json:"sandbox"`
+	Agent   string            `json:"agent"`
+	Env     map[string]string `json:"env"`
+}
+
+func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
+	var req createSessionRequest
+	if err := decodeJSON(r, &req); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	se, err := a.Turns.CreateSession(r.Context(), principal(r), turns.CreateSessionRequest{Name: req.Name, Sandbox: req.Sandbox, Agent: req.Agent, Env: req.Env})
+	if err != nil {
+		a.writeError(w, r, turnsError(err))
+		return
+	}
+	writeJSON(w, http.StatusCreated, toSession(se))
+}
+
+func (a *api) listSessions(w http.ResponseWriter, r *http.Request) {
+	ss, err := a.Turns.ListSessions(r.Context(), principal(r))
+	if err != nil {
+		a.writeError(w, r, turnsError(err))
+		return
+	}
+	out := []sessionJSON{}
+	for _, se := range ss {
+		out = append(out, toSession(se))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": out})
+}
+
+func (a *api) getSession(w http.ResponseWriter, r *http.Request) {
+	se, err := a.Turns.GetSession(r.Context(), principal(r), chi.URLParam(r, "ref"))
+	if err != nil {
+		a.writeError(w, r, turnsError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, toSession(se))
+}
+
+func (a *api) deleteSession(w http.ResponseWriter, r *http.Request) {
+	if err := a.Turns.DeleteSession(r.Context(), principal(r), chi.URLParam(r, "ref")); err != nil {
+		a.writeError(w, r, turnsError(err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type startTurnRequest struct {
+	Prompt string `json:"prompt"`
+}
+
+// startTurn answers at once with the queued turn: {id, state, ...}.
+func (a *api) startTurn(w http.ResponseWriter, r *http.Request) {
+	var req startTurnRequest
+	if err := decodeJSON(r, &req); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	t, err := a.Turns.StartTurn(r.Context(), principal(r), chi.URLParam(r, "ref"), req.Prompt)
+	if err != nil {
+		a.writeError(w, r, turnsError(err))
+		return
+	}
+	writeJSON(w, http.StatusAccepted, toTurn(t))
+}
+
+func (a *api) listTurns(w http.ResponseWriter, r *http.Request) {
+	ts, err := a.Turns.ListTurns(r.Context(), principal(r), chi.URLParam(r, "ref"))
+	if err != nil {
+		a.writeError(w, r, turnsError(err))
+		return
+	}
+	out := []turnJSON{}
+	for _, t := range ts {
+		out = append(out, toTurn(t))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"turns": out})
+}
+
+func (a *api) getTurn(w http.ResponseWriter, r *http.Request) {
+	t, err := a.Turns.GetTurn(r.Context(), principal(r), chi.URLParam(r, "ref"), chi.URLParam(r, "id"))
+	if err != nil {
+		a.writeError(w, r, turnsError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, toTurn(t))
+}
+
+func (a *api) cancelTurn(w http.ResponseWriter, r *http.Request) {
+	t, err := a.Turns.CancelTurn(r.Context(), principal(r), chi.URLParam(r, "ref"), chi.URLParam(r, "id"))
+	if err != nil {
+		a.writeError(w, r, turnsError(err))
+		return
+	}
+	writeJSON(w, http.StatusAccepted, toTurn(t))
+}
+
+// eventJSON is one event as the API shows it; data is the run-log line as written (a JSON
+// string for a line that was not JSON, flagged invalid).
+type eventJSON struct {
+	Seq       int64           `json:"seq"`
+	JobSeq    int64           `json:"job_seq,omitempty"`
+	Turn      string          `json:"turn"`
+	TS        *timestamp      `json:"ts"`
+	Type      string          `json:"type"`
+	Data      json.RawMessage `json:"data"`
+	Invalid   bool            `json:"invalid,omitempty"`
+	Truncated bool            `json:"truncated,omitempty"`
+}
+
+func toEvent(e store.Event) eventJSON {
+	return eventJSON{Seq: e.Seq, JobSeq: e.JobSeq, Turn: e.TurnID, TS: stamp(e.TS), Type: e.Type, Data: json.RawMessage(e.Data),
+		Invalid: e.Invalid, Truncated: e.Truncated}
+}
+
+// defaultEventsPage is how many events a page holds without ?limit=.
+const defaultEventsPage = 100
+
+// eventsPage reads ?since= (a seq, default 0) and ?limit= (default 100, at most
+// turns.MaxEventsPage).
+func eventsPage(r *http.Request) (int64, int, error) {
+	q := r.URL.Query()
+	var since int64
+	if v := q.Get("since"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return 0, 0, newError(CodeBadRequest, "since must be an event's seq: a whole number, 0 or more.", errors.New(v))
+		}
+		since = n
+	}
+	limit := defaultEventsPage
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > turns.MaxEventsPage {
+			return 0, 0, newError(CodeBadRequest, "limit must be a whole number from 1 to "+strconv.Itoa(turns.MaxEventsPage)+".", errors.New(v))
+		}
+		limit = n
+	}
+	return since, limit, nil
+}
+
+// writeEvents writes a page: the events and next, the since of the next page.
+func writeEvents(w http.ResponseWriter, evs []store.Event, since int64, jobSeq bool) {
+	out := []eventJSON{}
+	next := since
+	for _, e := range evs {
+		out = append(out, toEvent(e))
+		next = e.Seq
+		if jobSeq {
+			next = e.JobSeq
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": out, "next": next})
+}
+
+func (a *api) sessionEvents(w http.ResponseWriter, r *http.Request) {
+	since, limit, err := eventsPage(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	evs, err := a.Turns.ListEvents(r.Context(), principal(r), chi.URLParam(r, "ref"), since, limit)
+	if err != nil {
+		a.writeError(w, r, turnsError(err))
+		return
+	}
+	writeEvents(w, evs, since, false)
+}
+
+type jobJSON struct {
+	ID             string     `json:"id"`
+	Sandbox        string     `json:"sandbox"`
+	SandboxCreated bool       `json:"sandbox_created"`
+	Session        string     `json:"session"`
+	State          string     `json:"state"`
+	Turn           *turnJSON  `json:"turn,omitempty"`
+	CreatedAt      *timestamp `json:"created_at"`
+}
+
+func (a *api) toJob(r *http.Request, j store.Job) jobJSON {
+	out := jobJSON{ID: j.ID, Sandbox: j.Sandbox, SandboxCreated: j.SandboxCreated, Session: j.SessionID, State: store.TurnQueued, CreatedAt: stamp(j.CreatedAt)}
+	if t, err := a.Turns.JobTurn(r.Context(), j); err == nil {
+		tj := toTurn(t)
+		out.Turn, out.State = &tj, t.State
+	}
+	return out
+}
+
+// createJobRequest is POST /api/jobs: sandbox is a name, or an object (a sandbox spec, as
+// POST /api/sandboxes takes) to make one for the job.
+type createJobRequest struct {
+	Prompt  string            `json:"prompt"`
+	Agent   string            `json:"agent"`
+	Sandbox json.RawMessage   `json:"sandbox"`
+	Env     map[string]string `json:"env"`
+}
+
+func (a *api) createJob(w http.ResponseWriter, r *http.Request) {
+	var req createJobRequest
+	if err := decodeJSON(r, &req); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	jr := turns.JobRequest{Prompt: req.Prompt, Agent: req.Agent, Env: req.Env}
+	if err := json.Unmarshal(req.Sandbox, &jr.Sandbox); err != nil {
+		var spec createSandboxRequest
+		if err := json.Unmarshal(req.Sandbox, &spec); err != nil || len(req.Sandbox) == 0 {
+			a.writeError(w, r, newError(CodeBadRequest, "sandbox must be a sandbox's name or a sandbox spec (an object as POST /api/sandboxes takes).", err))
+			return
+		}
+		jr.SandboxSpec = &sandbox.CreateRequest{Name: spec.Name, Provider: spec.Provider, Image: spec.Image, Template: spec.Template,
+			Workdir: spec.Workdir, Env: spec.Env, Daemon: spec.Daemon}
+	}
+	j, err := a.Turns.CreateJob(r.Context(), principal(r), jr)
+	if err != nil {
+		a.writeError(w, r, turnsError(err))
+		return
+	}
+	writeJSON(w, http.StatusCreated, a.toJob(r, j))
+}
+
+func (a *api) listJobs(w http.ResponseWriter, r *http.Request) {
+	js, err := a.Turns.ListJobs(r.Context(), principal(r))
+	if err != nil {
+		a.writeError(w, r, turnsError(err))
+		return
+	}
+	out := []jobJSON{}
+	for _, j := range js {
+		out = append(out, a.toJob(r, j))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": out})
+}
+
+func (a *api) getJob(w http.ResponseWriter, r *http.Request) {
+	j, err := a.Turns.GetJob(r.Context(), principal(r), chi.URLParam(r, "id"))
+	if err != nil {
+		a.writeError(w, r, turnsError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, a.toJob(r, j))
+}
+
+func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) {
+	if _, err := a.Turns.CancelJob(r.Context(), principal(r), chi.URLParam(r, "id")); err != nil {
+		a.writeError(w, r, turnsError(err))
+		return
+	}
+	j, err := a.Turns.GetJob(r.Context(), principal(r), chi.URLParam(r, "id"))
+	if err != nil {
+		a.writeError(w, r, turnsError(err))
+		return
+	}
+	writeJSON(w, http.StatusAccepted, a.toJob(r, j))
+}
+
+func (a *api) jobEvents(w http.ResponseWriter, r *http.Request) {
+	since, limit, err := eventsPage(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	evs, err := a.Turns.ListJobEvents(r.Context(), principal(r), chi.URLParam(r, "id"), since, limit)
+	if err != nil {
+		a.writeError(w, r, turnsError(err))
+		return
+	}
+	writeEvents(w, evs, since, true)
+}

@@ -1,0 +1,291 @@
+package rest_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
+)
+
+const sessionsTimeout = 60 * time.Second
+
+// fixtureLog is a shared fixture run log (../shared beside the repository), skipped loudly
+// outside CI when absent.
+func fixtureLog(t *testing.T, name string) string {
+	t.Helper()
+	p, _ := filepath.Abs(filepath.Join("..", "..", "..", "shared", "fixtures", "runlogs", name))
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("fixture log missing: %v", err)
+		}
+		t.Skipf("SKIPPING: fixture log not found: %v", err)
+	}
+	return p
+}
+
+func jsonBody(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// waitState polls GET path until its state (or turn's state) is an end state.
+func (e *env) waitEnded(t *testing.T, path, tok string) response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), sessionsTimeout)
+	defer cancel()
+	for {
+		r := e.do(t, "GET", path, tok, "")
+		if st, _ := r.body["state"].(string); st == "done" || st == "failed" || st == "cancelled" {
+			return r
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("GET %s still %v at the deadline", path, r.body["state"])
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// allEvents pages through events with since and limit.
+func (e *env) allEvents(t *testing.T, path, tok string, limit int) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	since := 0.0
+	for {
+		r := e.do(t, "GET", path+"?since="+strconv.Itoa(int(since))+"&limit="+strconv.Itoa(limit), tok, "")
+		if r.status != http.StatusOK {
+			t.Fatalf("GET %s = %d %s", path, r.status, r.raw)
+		}
+		evs, _ := r.body["events"].([]any)
+		for _, ev := range evs {
+			out = append(out, ev.(map[string]any))
+		}
+		next := r.body["next"].(float64)
+		if len(evs) == 0 {
+			return out
+		}
+		since = next
+	}
+}
+
+func TestSessionTurnEventsOverREST(t *testing.T) {
+	log := fixtureLog(t, "codex_exec_edit_file-change_failed-command.jsonl")
+	e := newEnv(t)
+	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
+	e.sandbox(t, ada, "box", "")
+	r := e.do(t, "POST", "/api/sessions", ada, `{"name": "s1", "sandbox": "box", "agent": "command", "env": {"API_KEY": "sk-secret"}}`)
+	if r.status != http.StatusCreated || strings.Contains(r.raw, "sk-secret") {
+		t.Fatalf("POST /api/sessions = %d %s (the env's value must never come back)", r.status, r.raw)
+	}
+	// The turn waits for the gate until the bad input below has been tried (the 409 needs it
+	// running).
+	gate := filepath.Join(t.TempDir(), "gate")
+	prompt := `printf '{"type":"key","set":%s}\n' "${API_KEY:+true}"; while [ ! -e ` + gate + ` ]; do sleep 0.01; done; ` +
+		`while IFS= read -r l; do printf '%s\n' "$l"; sleep 0.002; done < ` + log
+	r = e.do(t, "POST", "/api/sessions/s1/turns", ada, jsonBody(map[string]string{"prompt": prompt}))
+	if r.status != http.StatusAccepted || r.body["state"] != "queued" || r.body["id"] == "" {
+		t.Fatalf("POST turns = %d %s; want 202 with the queued turn", r.status, r.raw)
+	}
+	turn := r.body["id"].(string)
+	// Bad input, each with its status.
+	for _, c := range []struct {
+		method, path, body string
+		want               int
+	}{
+		{"POST", "/api/sessions/s1/turns", `{"prompt": "true"}`, http.StatusConflict},
+		{"POST", "/api/sessions/nope/turns", `{"prompt": "true"}`, http.StatusNotFound},
+		{"GET", "/api/sessions/nope/events", "", http.StatusNotFound},
+		{"POST", "/api/sessions", `{"name": "s2", "sandbox": "box", "agent": "gpt-9"}`, http.StatusBadRequest},
+		{"GET", "/api/sessions/s1/events?since=abc", "", http.StatusBadRequest},
+		{"GET", "/api/sessions/s1/events?limit=0", "", http.StatusBadRequest},
+		{"GET", "/api/sessions/s1/turns/turn_nope", "", http.StatusNotFound},
+	} {
+		if got := e.do(t, c.method, c.path, ada, c.body); got.status != c.want {
+			t.Errorf("%s %s %s = %d %s, want %d", c.method, c.path, c.body, got.status, got.raw, c.want)
+		}
+	}
+	os.WriteFile(gate, nil, 0o644)
+	end := e.waitEnded(t, "/api/sessions/s1/turns/"+turn, ada)
+	if end.body["state"] != "done" || end.body["exit_code"] != 0.0 {
+		t.Errorf("turn ended %s, want done with exit code 0", end.raw)
+	}
+	if got := e.do(t, "POST", "/api/sessions/s1/turns", ada, `{"prompt": "  "}`); got.status != http.StatusBadRequest {
+		t.Errorf("empty prompt = %d %s, want 400", got.status, got.raw)
+	}
+	evs := e.allEvents(t, "/api/sessions/s1/events", ada, 7)
+	want, _ := os.ReadFile(log)
+	lines := bytes.Split(bytes.TrimSuffix(want, []byte("\n")), []byte("\n"))
+	if len(evs) != len(lines)+3 { // turn.started, the env line, the log, turn.finished
+		t.Fatalf("%d events, want %d", len(evs), len(lines)+3)
+	}
+	for i, ev := range evs {
+		if ev["seq"] != float64(i+1) {
+			t.Fatalf("event %d has seq %v", i, ev["seq"])
+		}
+	}
+	if evs[0]["type"] != "turn.started" || evs[len(evs)-1]["type"] != "turn.finished" {
+		t.Errorf("first %v, last %v", evs[0]["type"], evs[len(evs)-1]["type"])
+	}
+	if d, _ := json.Marshal(evs[1]["data"]); string(d) != `{"set":true,"type":"key"}` {
+		t.Errorf("the agent did not get its env: %s", d)
+	}
+	for i, l := range lines {
+		var got, exp any
+		d, _ := json.Marshal(evs[i+2]["data"])
+		json.Unmarshal(d, &got)
+		json.Unmarshal(l, &exp)
+		if jsonBody(got) != jsonBody(exp) {
+			t.Fatalf("event %d = %s, want line %d %s", i+3, d, i+1, l)
+		}
+	}
+}
+
+func TestJobsOverREST(t *testing.T) {
+	e := newEnv(t)
+	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
+	_, jobs := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["jobs"]}`)
+	_, jobs2 := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["jobs"]}`)
+	r := e.do(t, "POST", "/api/jobs", jobs, `{"prompt": "echo '{\"type\":\"hi\"}'", "agent": "command", "sandbox": {"name": "jobbox"}}`)
+	if r.status != http.StatusCreated || r.body["sandbox_created"] != true {
+		t.Fatalf("POST /api/jobs = %d %s", r.status, r.raw)
+	}
+	id := r.body["id"].(string)
+	end := e.waitEnded(t, "/api/jobs/"+id, jobs)
+	if end.body["state"] != "done" {
+		t.Errorf("job ended %s", end.raw)
+	}
+	evs := e.allEvents(t, "/api/jobs/"+id+"/events", jobs, 100)
+	if len(evs) != 3 || evs[1]["job_seq"] != 2.0 || evs[1]["type"] != "hi" {
+		t.Errorf("job events = %v", evs)
+	}
+	for _, c := range []struct {
+		tok, path string
+		want      int
+	}{
+		{jobs2, "/api/jobs/" + id, http.StatusNotFound},
+		{jobs2, "/api/jobs/" + id + "/events", http.StatusNotFound},
+		{jobs, "/api/sessions", http.StatusForbidden},
+		{jobs, "/api/sandboxes", http.StatusForbidden},
+		{ada, "/api/jobs/" + id, http.StatusOK},
+	} {
+		if got := e.do(t, "GET", c.path, c.tok, ""); got.status != c.want {
+			t.Errorf("GET %s = %d %s, want %d", c.path, got.status, got.raw, c.want)
+		}
+	}
+	if r := e.do(t, "GET", "/api/jobs", jobs2, ""); r.status != http.StatusOK || strings.Contains(r.raw, id) {
+		t.Errorf("another jobs token's list = %d %s; want 200 without %s", r.status, r.raw, id)
+	}
+}
+
+// turnsFixtures are the isolation matrix's session, turn and job, made once per world.
+var turnsFixtures = map[*world]map[string]string{}
+
+// turnsPlaceholder makes (or returns) the isolation matrix's {ses}, {turn}, {job}, and a fresh
+// {fses} each time.
+func (w *world) turnsPlaceholder(t *testing.T, name string) string {
+	t.Helper()
+	owner := w.tokens[ownerCol]
+	if name == "{fses}" {
+		n := w.name("ses")
+		if r := w.e.do(t, "POST", "/api/sessions", owner, `{"name": "`+n+`", "sandbox": "ada-box", "agent": "command"}`); r.status != http.StatusCreated {
+			t.Fatalf("create session = %d %s", r.status, r.raw)
+		}
+		return n
+	}
+	fx := turnsFixtures[w]
+	if fx == nil {
+		fx = map[string]string{"{ses}": "ada-ses"}
+		if r := w.e.do(t, "POST", "/api/sessions", owner, `{"name": "ada-ses", "sandbox": "ada-box", "agent": "command"}`); r.status != http.StatusCreated {
+			t.Fatalf("create session = %d %s", r.status, r.raw)
+		}
+		r := w.e.do(t, "POST", "/api/sessions/ada-ses/turns", owner, `{"prompt": "echo '{}'"}`)
+		if r.status != http.StatusAccepted {
+			t.Fatalf("start turn = %d %s", r.status, r.raw)
+		}
+		fx["{turn}"] = r.body["id"].(string)
+		w.e.waitEnded(t, "/api/sessions/ada-ses/turns/"+fx["{turn}"], owner)
+		r = w.e.do(t, "POST", "/api/jobs", w.tokens[jobsOnlyCol], `{"prompt": "true", "agent": "command", "sandbox": "ada-box"}`)
+		if r.status != http.StatusCreated {
+			t.Fatalf("start job = %d %s", r.status, r.raw)
+		}
+		fx["{job}"] = r.body["id"].(string)
+		turnsFixtures[w] = fx
+		w.top.Cleanup(func() { delete(turnsFixtures, w) })
+	}
+	return fx[name]
+}
+
+// shellQuote makes a single-quoted shell word.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// TestTurnInDocker runs a turn in a Docker sandbox (the mounted hangar as the harness, the
+// run log followed through the container's daemon): a fixture log replayed line by line is
+// recorded once and in order.
+func TestTurnInDocker(t *testing.T) {
+	needDocker(t)
+	log := fixtureLog(t, "codex_exec_one-command_completed.jsonl")
+	image, err := dockertest.EnsureImage(context.Background(), dockertest.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile(log)
+	lines := bytes.Split(bytes.TrimSuffix(want, []byte("\n")), []byte("\n"))
+	var prompt strings.Builder
+	for _, l := range lines {
+		prompt.WriteString("printf '%s\\n' " + shellQuote(string(l)) + "; sleep 0.05\n")
+	}
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "dock", `, "provider": "docker", "image": "`+image+`"`)
+	if r := e.do(t, "POST", "/api/sessions", e.admin, `{"name": "d1", "sandbox": "dock", "agent": "command"}`); r.status != http.StatusCreated {
+		t.Fatalf("POST /api/sessions = %d %s", r.status, r.raw)
+	}
+	r := e.do(t, "POST", "/api/sessions/d1/turns", e.admin, jsonBody(map[string]string{"prompt": prompt.String()}))
+	if r.status != http.StatusAccepted {
+		t.Fatalf("POST turns = %d %s", r.status, r.raw)
+	}
+	end := e.waitEnded(t, "/api/sessions/d1/turns/"+r.body["id"].(string), e.admin)
+	if end.body["state"] != "done" {
+		t.Fatalf("turn ended %s", end.raw)
+	}
+	evs := e.allEvents(t, "/api/sessions/d1/events", e.admin, 100)
+	if len(evs) != len(lines)+2 {
+		t.Fatalf("%d events, want %d", len(evs), len(lines)+2)
+	}
+	for i, l := range lines {
+		var exp any
+		json.Unmarshal(l, &exp)
+		if jsonBody(evs[i+1]["data"]) != jsonBody(exp) {
+			t.Errorf("event %d = %v, want %s", i+2, evs[i+1]["data"], l)
+		}
+	}
+}
+
+// TestTurnWithoutDaemon: a sandbox without a daemon runs the harness through the provider's
+// exec and its run log is polled (following needs a daemon).
+func TestTurnWithoutDaemon(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "plain", `, "daemon": false`)
+	if r := e.do(t, "POST", "/api/sessions", e.admin, `{"name": "p1", "sandbox": "plain", "agent": "command"}`); r.status != http.StatusCreated {
+		t.Fatalf("POST /api/sessions = %d %s", r.status, r.raw)
+	}
+	r := e.do(t, "POST", "/api/sessions/p1/turns", e.admin, jsonBody(map[string]string{"prompt": `for i in 1 2 3; do printf '{"type":"n","i":%d}\n' $i; done; exit 4`}))
+	if r.status != http.StatusAccepted {
+		t.Fatalf("POST turns = %d %s", r.status, r.raw)
+	}
+	end := e.waitEnded(t, "/api/sessions/p1/turns/"+r.body["id"].(string), e.admin)
+	if end.body["state"] != "failed" || end.body["exit_code"] != 4.0 {
+		t.Errorf("turn ended %s, want failed with exit code 4", end.raw)
+	}
+	evs := e.allEvents(t, "/api/sessions/p1/events", e.admin, 100)
+	if len(evs) != 5 || jsonBody(evs[3]["data"]) != `{"i":3,"type":"n"}` {
+		t.Errorf("events = %v", evs)
+	}
+}

@@ -1,0 +1,168 @@
+package turns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+// MaxEventsPage is the most events one page holds.
+const MaxEventsPage = 1000
+
+// ListEvents returns the session's events after seq since, at most limit (1..MaxEventsPage).
+func (s *Service) ListEvents(ctx context.Context, p auth.Principal, ref string, since int64, limit int) ([]store.Event, error) {
+	se, err := s.GetSession(ctx, p, ref)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPage(since, limit); err != nil {
+		return nil, err
+	}
+	return s.cfg.Store.ListEvents(ctx, se.ID, since, limit)
+}
+
+func checkPage(since int64, limit int) error {
+	if since < 0 {
+		return fmt.Errorf("%w: since must be 0 or more", ErrInvalid)
+	}
+	if limit < 1 || limit > MaxEventsPage {
+		return fmt.Errorf("%w: limit must be from 1 to %d", ErrInvalid, MaxEventsPage)
+	}
+	return nil
+}
+
+// JobRequest is what a job is made from: a prompt for an agent in a sandbox p may see, or in
+// one made for it from SandboxSpec.
+type JobRequest struct {
+	Prompt      string
+	Agent       string
+	Sandbox     string
+	SandboxSpec *sandbox.CreateRequest // when set (and Sandbox ""), the job makes this sandbox
+	Env         map[string]string
+}
+
+// jobVisible reports whether p may see j: an admin every job; a jobs-only token the jobs it
+// created; any other its user's.
+func jobVisible(p auth.Principal, j store.Job) bool {
+	switch {
+	case p.IsAdmin():
+		return true
+	case jobsOnly(p):
+		return j.TokenID == p.TokenID
+	default:
+		return j.Owner == p.User && (p.Sandbox == "" || j.Sandbox == p.Sandbox)
+	}
+}
+
+// CreateJob makes what a job needs (a session in the sandbox, one turn) and starts the turn.
+func (s *Service) CreateJob(ctx context.Context, p auth.Principal, req JobRequest) (store.Job, error) {
+	if _, ok := s.cfg.Agents[req.Agent]; !ok {
+		return store.Job{}, fmt.Errorf("%w: unknown agent %q", ErrInvalid, req.Agent)
+	}
+	if strings.TrimSpace(req.Prompt) == "" {
+		return store.Job{}, fmt.Errorf("%w: the prompt is empty", ErrInvalid)
+	}
+	created := false
+	switch {
+	case req.SandboxSpec != nil && req.Sandbox == "":
+		sb, err := s.cfg.Sandboxes.Create(ctx, p, *req.SandboxSpec)
+		if err != nil {
+			return store.Job{}, err
+		}
+		req.Sandbox, created = sb.Name, true
+	case req.SandboxSpec != nil:
+		return store.Job{}, fmt.Errorf("%w: give sandbox as a name or as a spec, not both", ErrInvalid)
+	default:
+		if _, err := s.cfg.Sandboxes.Get(ctx, p, req.Sandbox); err != nil {
+			return store.Job{}, err
+		}
+	}
+	id := newID("job_")
+	se := store.Session{ID: newID("ses_"), Name: "job-" + id[len("job_"):], Owner: p.User, TokenID: p.TokenID,
+		Sandbox: req.Sandbox, Agent: req.Agent, Env: req.Env, JobID: id, CreatedAt: time.Now().UTC()}
+	if err := s.cfg.Store.CreateSession(ctx, se); err != nil {
+		return store.Job{}, err
+	}
+	// The job row, naming its turn, exists before the turn starts, so the turn's first events
+	// get job seqs.
+	j := store.Job{ID: id, TokenID: p.TokenID, Owner: p.User, Sandbox: req.Sandbox, SandboxCreated: created, SessionID: se.ID,
+		TurnID: newID("turn_"), CreatedAt: se.CreatedAt}
+	if err := s.cfg.Store.CreateJob(ctx, j); err != nil {
+		return store.Job{}, err
+	}
+	if _, err := s.startTurn(ctx, se, j.ID, j.TurnID, req.Prompt); err != nil {
+		return store.Job{}, err
+	}
+	return j, nil
+}
+
+// GetJob returns the job id if p may see it.
+func (s *Service) GetJob(ctx context.Context, p auth.Principal, id string) (store.Job, error) {
+	j, err := s.cfg.Store.GetJob(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !jobVisible(p, j)) {
+		return store.Job{}, fmt.Errorf("%w: no job %s", ErrNotFound, id)
+	}
+	return j, err
+}
+
+// ListJobs lists the jobs p may see.
+func (s *Service) ListJobs(ctx context.Context, p auth.Principal) ([]store.Job, error) {
+	var (
+		js  []store.Job
+		err error
+	)
+	switch {
+	case p.IsAdmin():
+		js, err = s.cfg.Store.ListJobs(ctx, "", "")
+	case jobsOnly(p):
+		js, err = s.cfg.Store.ListJobs(ctx, p.TokenID, "")
+	default:
+		js, err = s.cfg.Store.ListJobs(ctx, "", p.User)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Job
+	for _, j := range js {
+		if jobVisible(p, j) {
+			out = append(out, j)
+		}
+	}
+	return out, nil
+}
+
+// JobTurn returns the job's turn.
+func (s *Service) JobTurn(ctx context.Context, j store.Job) (store.Turn, error) {
+	return s.cfg.Store.GetTurn(ctx, j.TurnID)
+}
+
+// CancelJob cancels the job's turn.
+func (s *Service) CancelJob(ctx context.Context, p auth.Principal, id string) (store.Turn, error) {
+	j, err := s.GetJob(ctx, p, id)
+	if err != nil {
+		return store.Turn{}, err
+	}
+	t, err := s.cfg.Store.GetTurn(ctx, j.TurnID)
+	if err != nil {
+		return store.Turn{}, err
+	}
+	return s.cancelTurn(ctx, t)
+}
+
+// ListJobEvents returns the job's events after job seq since, at most limit.
+func (s *Service) ListJobEvents(ctx context.Context, p auth.Principal, id string, since int64, limit int) ([]store.Event, error) {
+	j, err := s.GetJob(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPage(since, limit); err != nil {
+		return nil, err
+	}
+	return s.cfg.Store.ListJobEvents(ctx, j.ID, since, limit)
+}

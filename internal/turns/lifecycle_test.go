@@ -1,0 +1,235 @@
+package turns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+// gatedPrompt prints a line, waits for the gate file, then prints another.
+func gatedPrompt(gate string) string {
+	return fmt.Sprintf(`echo '{"type":"one"}'; while [ ! -e %q ]; do sleep 0.01; done; echo '{"type":"two"}'`, gate)
+}
+
+// waitEvents polls until the session has at least n events.
+func waitEvents(t *testing.T, ctx context.Context, st store.Store, sessionID string, n int) {
+	t.Helper()
+	waitFor(t, ctx, fmt.Sprintf("%d events", n), func() bool {
+		evs, _ := st.ListEvents(ctx, sessionID, 0, 1000)
+		return len(evs) >= n
+	})
+}
+
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-timeAfter10ms():
+		}
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	s := f.service(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	defer os.WriteFile(gate, nil, 0o644)
+	if _, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.StartTurn(ctx, ada, "s1", gatedPrompt(gate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"unknown session", func() error { _, err := s.StartTurn(ctx, ada, "nope", "echo"); return err }, ErrNotFound},
+		{"another user's session", func() error { _, err := s.GetSession(ctx, bob, "s1"); return err }, ErrNotFound},
+		{"a jobs token's sessions", func() error { _, err := s.GetSession(ctx, adaJobs, "s1"); return err }, ErrNotFound},
+		{"second turn while one runs", func() error { _, err := s.StartTurn(ctx, ada, "s1", "echo"); return err }, ErrConflict},
+		{"empty prompt", func() error { _, err := s.StartTurn(ctx, ada, "s1", "  "); return err }, ErrInvalid},
+		{"unknown agent", func() error {
+			_, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s2", Sandbox: "box", Agent: "gpt"})
+			return err
+		}, ErrInvalid},
+		{"taken name", func() error {
+			_, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
+			return err
+		}, ErrConflict},
+		{"another user's sandbox", func() error {
+			_, err := s.CreateSession(ctx, bob, CreateSessionRequest{Name: "s3", Sandbox: "box", Agent: "command"})
+			return err
+		}, ErrNotFound},
+		{"delete while a turn runs", func() error { return s.DeleteSession(ctx, ada, "s1") }, ErrConflict},
+		{"negative since", func() error { _, err := s.ListEvents(ctx, ada, "s1", -1, 10); return err }, ErrInvalid},
+	}
+	for _, c := range cases {
+		if err := c.call(); !errors.Is(err, c.want) {
+			t.Errorf("%s: error %v, want %v", c.name, err, c.want)
+		}
+	}
+	os.WriteFile(gate, nil, 0o644)
+	waitTurn(t, ctx, f.st, first.ID)
+	if err := s.DeleteSession(ctx, ada, "s1"); err != nil {
+		t.Errorf("DeleteSession after the turn: %v", err)
+	}
+}
+
+// TestRestartMidTurn closes the service while a turn runs and starts another on the same
+// store: every line is recorded once, in order.
+func TestRestartMidTurn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	s1 := New(f.cfg) // no clock driver: it records only its first poll
+	se, err := s1.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := filepath.Join(t.TempDir(), "gate")
+	tu, err := s1.StartTurn(ctx, ada, "s1", gatedPrompt(gate)+`; echo '{"type":"three"}'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Let the first poll record turn.started and "one": wait for the watcher to wait.
+	waitEvents(t, ctx, f.st, se.ID, 1)
+	waitFor(t, ctx, "the first line recorded", func() bool {
+		tt, _ := f.st.GetTurn(ctx, tu.ID)
+		if tt.ReadPos > 0 {
+			return true
+		}
+		f.clock.Advance(f.cfg.PollInterval) // the first poll may have come before the line
+		return false
+	})
+	s1.Close()
+	os.WriteFile(gate, nil, 0o644)
+
+	s2 := f.service(t)
+	if err := s2.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitTurn(t, ctx, f.st, tu.ID)
+	checkEvents(t, ctx, f.st, se.ID, []byte("{\"type\":\"one\"}\n{\"type\":\"two\"}\n{\"type\":\"three\"}\n"))
+}
+
+// TestCancelRunningTurn cancels a running turn: it ends cancelled, its agent gone.
+func TestCancelRunningTurn(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	s := f.service(t)
+	if _, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"}); err != nil {
+		t.Fatal(err)
+	}
+	tu, err := s.StartTurn(ctx, ada, "s1", `echo '{"type":"started"}'; sleep 600`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the turn to run", func() bool {
+		tt, _ := f.st.GetTurn(ctx, tu.ID)
+		return tt.State == store.TurnRunning
+	})
+	if _, err := s.CancelTurn(ctx, ada, "s1", tu.ID); err != nil {
+		t.Fatal(err)
+	}
+	end := waitTurn(t, ctx, f.st, tu.ID)
+	if end.State != store.TurnCancelled || end.Signal != "SIGTERM" {
+		t.Errorf("turn = %+v, want cancelled by SIGTERM", end)
+	}
+	// Forward only: a cancelled turn stays so.
+	if again, err := s.CancelTurn(ctx, ada, "s1", tu.ID); err != nil || again.State != store.TurnCancelled {
+		t.Errorf("cancel again = %+v, %v", again, err)
+	}
+}
+
+// TestJobsTokenIsolation: a job started with a jobs token is seen by that token only.
+func TestJobsTokenIsolation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	s := f.service(t)
+	j, err := s.CreateJob(ctx, adaJobs, JobRequest{Prompt: `echo '{"type":"hello"}'`, Agent: "command", Sandbox: "box"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTurn(t, ctx, f.st, j.TurnID)
+	if _, err := s.GetJob(ctx, adaJobs, j.ID); err != nil {
+		t.Errorf("GetJob by its token: %v", err)
+	}
+	for _, p := range []struct {
+		name string
+		err  error
+	}{{"another jobs token", func() error { _, err := s.GetJob(ctx, adaJob2, j.ID); return err }()},
+		{"another user", func() error { _, err := s.GetJob(ctx, bob, j.ID); return err }()},
+		{"cancel by another jobs token", func() error { _, err := s.CancelJob(ctx, adaJob2, j.ID); return err }()},
+		{"events by another jobs token", func() error { _, err := s.ListJobEvents(ctx, adaJob2, j.ID, 0, 10); return err }()}} {
+		if !errors.Is(p.err, ErrNotFound) {
+			t.Errorf("%s: %v, want ErrNotFound", p.name, p.err)
+		}
+	}
+	if js, err := s.ListJobs(ctx, adaJob2); err != nil || len(js) != 0 {
+		t.Errorf("ListJobs by another jobs token = %v, %v; want none", js, err)
+	}
+	if ss, err := s.ListSessions(ctx, adaJobs); err != nil || len(ss) != 0 {
+		t.Errorf("ListSessions by a jobs token = %v, %v; want none", ss, err)
+	}
+	evs, err := s.ListJobEvents(ctx, adaJobs, j.ID, 0, 10)
+	if err != nil || len(evs) != 3 || evs[1].JobSeq != 2 || string(evs[1].Data) != `{"type":"hello"}` {
+		t.Errorf("ListJobEvents = %+v, %v; want started, hello, finished", evs, err)
+	}
+}
+
+// TestOddLinesRecorded: a line that is not JSON and a line over 1 MiB (read in several pieces)
+// are recorded flagged, and the lines around them intact, with following off and on.
+func TestOddLinesRecorded(t *testing.T) {
+	for _, follow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("follow=%v", follow), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			f := newFixture(t)
+			f.cfg.Follow = follow
+			s := f.service(t)
+			se, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			prompt := `echo '{"type":"before"}'; echo 'Error: not json'; printf '{"type":"big","x":"'; head -c 1200000 /dev/zero | tr '\0' a; echo '"}'; echo '{"type":"after"}'`
+			tu, err := s.StartTurn(ctx, ada, "s1", prompt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitTurn(t, ctx, f.st, tu.ID)
+			evs, err := f.st.ListEvents(ctx, se.ID, 0, 100)
+			if err != nil || len(evs) != 6 {
+				t.Fatalf("%d events, %v; want 6", len(evs), err)
+			}
+			if e := evs[1]; e.Type != "before" || e.Invalid || e.Truncated {
+				t.Errorf("event 2 = %s %s", e.Type, e.Data)
+			}
+			if e := evs[2]; e.Type != TypeInvalid || !e.Invalid || string(e.Data) != `"Error: not json"` {
+				t.Errorf("event 3 = %s %s invalid=%v", e.Type, e.Data, e.Invalid)
+			}
+			if e := evs[3]; e.Type != "big" || !e.Truncated || len(e.Data) < MaxLineBytes || len(e.Data) > MaxLineBytes+64 { // quoted: its quotes escaped
+				t.Errorf("event 4 = type %s truncated=%v, %d bytes; want the big line cut to 1 MiB", e.Type, e.Truncated, len(e.Data))
+			}
+			if e := evs[4]; e.Type != "after" || string(e.Data) != `{"type":"after"}` {
+				t.Errorf("event 5 = %s %.80s", e.Type, e.Data)
+			}
+			if end, _ := f.st.GetTurn(ctx, tu.ID); end.ReadPos != int64(len(`{"type":"before"}`)+1+len("Error: not json")+1+len(`{"type":"big","x":"`)+1200000+3+len(`{"type":"after"}`)+1) {
+				t.Errorf("read position %d", end.ReadPos)
+			}
+		})
+	}
+}

@@ -1,0 +1,237 @@
+package turns
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/quartz"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/provider"
+	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+// Errors of this package, to be tested with errors.Is. Transports map each to a status once.
+var (
+	// ErrNotFound means no session, turn or job of that name is visible to the caller.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means a session name is taken, or a turn runs already in the session.
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid means the request is malformed: empty prompt, unknown agent, bad name.
+	ErrInvalid = errors.New("invalid request")
+	// ErrCannotFollow means a sandbox's output cannot be followed (it has no daemon): its turns'
+	// run logs are polled.
+	ErrCannotFollow = errors.New("cannot follow without a daemon")
+)
+
+// Sandboxes is what the turns need of the sandbox domain: who may see a sandbox, and running a
+// short command in one (through its daemon, or the provider's exec without one).
+type Sandboxes interface {
+	// Get returns the sandbox ref if p may see it; an error wrapping sandbox.ErrNotFound if not.
+	Get(ctx context.Context, p auth.Principal, ref string) (store.Sandbox, error)
+	// Follow runs command in sb through its daemon until it ends or ctx does, passing its
+	// output to out ("stdout" or "stderr") as it is printed. ErrCannotFollow when sb has no
+	// daemon. out may block: the command then waits.
+	Follow(ctx context.Context, sb store.Sandbox, command string, out func(stream string, data []byte)) error
+	// Create makes a sandbox for p (a job given a spec).
+	Create(ctx context.Context, p auth.Principal, req sandbox.CreateRequest) (store.Sandbox, error)
+	// Run runs command (bash) in sb to its end with env added, and returns its stdout and exit
+	// code. env holds secrets: it must not be logged.
+	Run(ctx context.Context, sb store.Sandbox, command string, env map[string]string) (stdout []byte, exitCode int, err error)
+}
+
+// Config configures a Service. Zero values are defaults.
+type Config struct {
+	// Store keeps sessions, turns, jobs and events. Required.
+	Store store.Store
+	// Sandboxes runs the harness and reads the run logs. Required.
+	Sandboxes Sandboxes
+	// Agents by name. Default DefaultAgents().
+	Agents map[string]Agent
+	// HarnessBinary is the path of the hangar binary inside sb, run as `hangar harness`.
+	// Required: local sandboxes run the host's binary; Docker mounts it at /opt/hangar/bin/hangar.
+	HarnessBinary func(sb store.Sandbox) string
+	// RunRoot is the directory in a sandbox that holds each turn's directory (run log, status
+	// file, prompt). Default /tmp/hangar-turns.
+	RunRoot string
+	// PollInterval is how often a running turn's run log is read (session_poll_seconds).
+	// Default 5s.
+	PollInterval time.Duration
+	// ReadBytes bounds one read of a run log. Default 4 MiB (more than a longest line).
+	ReadBytes int
+	// Follow makes a running turn's watcher follow its run log through the sandbox's daemon
+	// (tail -F), recording each line as it is written; polling takes over whenever following
+	// isn't possible. Off: polling only (HANGAR_STREAM_TURN_LOGS=false).
+	Follow bool
+	// FollowMaxBytes caps what one turn's log is followed for (HANGAR_STREAM_MAX_BYTES); past
+	// it polling's bounded reads carry on. Default 64 MiB.
+	FollowMaxBytes int64
+	// EventRetention is how long events are kept (the retention setting); 0 keeps them.
+	EventRetention time.Duration
+	// Clock drives polling and retention. Default the real clock.
+	Clock quartz.Clock
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Service is the sessions, turns and jobs domain. It owns one watcher goroutine per running
+// turn; Close stops them (the turns themselves run on in their sandboxes).
+type Service struct {
+	cfg Config
+	log *slog.Logger
+
+	ctx    context.Context // ends at Close: the watchers' lifetime
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex          // guards watching and cancelled
+	watching  map[string]bool     // turn ids with a watcher
+	cancelled map[string]struct{} // turns a caller cancelled: their end is "cancelled"
+}
+
+// New returns a Service. Call Resume to watch the turns a previous control plane left running.
+func New(cfg Config) *Service {
+	if cfg.Agents == nil {
+		cfg.Agents = DefaultAgents()
+	}
+	if cfg.RunRoot == "" {
+		cfg.RunRoot = "/tmp/hangar-turns"
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 5 * time.Second
+	}
+	if cfg.ReadBytes <= 0 {
+		cfg.ReadBytes = 4 << 20
+	}
+	if cfg.FollowMaxBytes <= 0 {
+		cfg.FollowMaxBytes = 64 << 20
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = quartz.NewReal()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Service{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, watching: map[string]bool{}, cancelled: map[string]struct{}{}}
+}
+
+// Close stops watching and waits for the watchers to return. Turns keep running in their
+// sandboxes; a new Service's Resume picks them up where the store says they were.
+func (s *Service) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// newID returns a prefixed random id: lowercase, safe in a path and a shell word.
+func newID(prefix string) string {
+	return prefix + strings.ToLower(rand.Text()[:16])
+}
+
+// jobsOnly reports whether p may only see its own jobs: a jobs token without the user scope.
+func jobsOnly(p auth.Principal) bool {
+	return !p.Has(auth.ScopeUser) && p.Has(auth.ScopeJobs)
+}
+
+// sessionVisible reports whether p may see se: an admin every one; a user token its user's (a
+// bound token only those in its sandbox); a jobs-only token none (it reaches its jobs' sessions
+// through the jobs).
+func sessionVisible(p auth.Principal, se store.Session) bool {
+	if p.IsAdmin() {
+		return true
+	}
+	if jobsOnly(p) {
+		return false
+	}
+	return se.Owner == p.User && (p.Sandbox == "" || se.Sandbox == p.Sandbox)
+}
+
+// CreateSessionRequest is what a session is made from.
+type CreateSessionRequest struct {
+	Name    string
+	Sandbox string
+	Agent   string
+	Env     map[string]string // the agent's env (API keys): passed to it, never returned
+}
+
+// CreateSession makes a session in a sandbox p may see.
+func (s *Service) CreateSession(ctx context.Context, p auth.Principal, req CreateSessionRequest) (store.Session, error) {
+	if jobsOnly(p) {
+		return store.Session{}, fmt.Errorf("%w: a jobs token can only start jobs", ErrNotFound)
+	}
+	if err := provider.CheckName(req.Name); err != nil {
+		return store.Session{}, fmt.Errorf("%w: session name: %v", ErrInvalid, err)
+	}
+	if _, ok := s.cfg.Agents[req.Agent]; !ok {
+		return store.Session{}, fmt.Errorf("%w: unknown agent %q (known: %s)", ErrInvalid, req.Agent, strings.Join(agentNames(s.cfg.Agents), ", "))
+	}
+	if _, err := s.cfg.Sandboxes.Get(ctx, p, req.Sandbox); err != nil {
+		return store.Session{}, err
+	}
+	se := store.Session{ID: newID("ses_"), Name: req.Name, Owner: p.User, TokenID: p.TokenID, Sandbox: req.Sandbox,
+		Agent: req.Agent, Env: req.Env, CreatedAt: time.Now().UTC()}
+	if err := s.cfg.Store.CreateSession(ctx, se); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return store.Session{}, fmt.Errorf("%w: a session named %s exists", ErrConflict, req.Name)
+		}
+		return store.Session{}, err
+	}
+	return se, nil
+}
+
+// GetSession returns the session ref (its name or id) if p may see it.
+func (s *Service) GetSession(ctx context.Context, p auth.Principal, ref string) (store.Session, error) {
+	se, err := s.cfg.Store.GetSession(ctx, ref)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !sessionVisible(p, se)) {
+		return store.Session{}, fmt.Errorf("%w: no session %s", ErrNotFound, ref)
+	}
+	return se, err
+}
+
+// ListSessions lists the sessions p may see.
+func (s *Service) ListSessions(ctx context.Context, p auth.Principal) ([]store.Session, error) {
+	if jobsOnly(p) {
+		return nil, nil
+	}
+	owner := p.User
+	if p.IsAdmin() {
+		owner = ""
+	}
+	all, err := s.cfg.Store.ListSessions(ctx, owner)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Session
+	for _, se := range all {
+		if sessionVisible(p, se) {
+			out = append(out, se)
+		}
+	}
+	return out, nil
+}
+
+// DeleteSession forgets a session, its turns and events. A session with a turn running is
+// ErrConflict: cancel the turn first.
+func (s *Service) DeleteSession(ctx context.Context, p auth.Principal, ref string) error {
+	se, err := s.GetSession(ctx, p, ref)
+	if err != nil {
+		return err
+	}
+	ts, err := s.cfg.Store.ListTurns(ctx, se.ID)
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if !store.TurnEnded(t.State) {
+			return fmt.Errorf("%w: session %s has turn %s %s; cancel it first", ErrConflict, se.Name, t.ID, t.State)
+		}
+	}
+	return s.cfg.Store.DeleteSession(ctx, se.ID)
+}

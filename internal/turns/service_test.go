@@ -1,0 +1,279 @@
+package turns
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/quartz"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/store/sqlite"
+)
+
+const testTimeout = 60 * time.Second
+
+// hostSandboxes runs commands on the host with bash, as the local provider does; a sandbox is
+// visible to its owner (and to admins).
+type hostSandboxes struct {
+	st store.Store
+	mu sync.Mutex
+	// envs records every env a Run got, to check secrets never land in a command line.
+	cmds []string
+	// follows, when set, gets each follow's command once it runs.
+	follows chan string
+	// breakAfter, when set, makes a follow end after its first chunk of output, as a broken
+	// stream does, as many times as it holds.
+	breakAfter int
+}
+
+func (h *hostSandboxes) Get(ctx context.Context, p auth.Principal, ref string) (store.Sandbox, error) {
+	sb, err := h.st.GetSandbox(ctx, ref)
+	if err != nil || (!p.IsAdmin() && sb.Owner != p.User) {
+		return store.Sandbox{}, fmt.Errorf("%w: sandbox %s", ErrNotFound, ref)
+	}
+	return sb, nil
+}
+
+func (h *hostSandboxes) Create(ctx context.Context, p auth.Principal, req sandbox.CreateRequest) (store.Sandbox, error) {
+	now := time.Now()
+	sb := store.Sandbox{Name: req.Name, Owner: p.User, Provider: "local", State: "running", CreatedAt: now, UpdatedAt: now}
+	return sb, h.st.CreateSandbox(ctx, sb)
+}
+
+// Follow runs command on the host, passing its output as it comes.
+func (h *hostSandboxes) Follow(ctx context.Context, sb store.Sandbox, command string, out func(stream string, data []byte)) error {
+	h.mu.Lock()
+	h.cmds = append(h.cmds, command)
+	follows := h.follows
+	h.mu.Unlock()
+	cmd := exec.CommandContext(ctx, "bash", "-c", command)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if follows != nil {
+		follows <- command
+	}
+	h.mu.Lock()
+	breaks := h.breakAfter > 0
+	if breaks {
+		h.breakAfter--
+	}
+	h.mu.Unlock()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := stdout.Read(buf)
+		if n > 0 {
+			out("stdout", buf[:n])
+			if breaks {
+				cmd.Process.Kill()
+				cmd.Wait()
+				return errors.New("stream broke")
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	return cmd.Wait()
+}
+
+func (h *hostSandboxes) Run(ctx context.Context, sb store.Sandbox, command string, env map[string]string) ([]byte, int, error) {
+	h.mu.Lock()
+	h.cmds = append(h.cmds, command)
+	h.mu.Unlock()
+	cmd := exec.CommandContext(ctx, "bash", "-c", command)
+	cmd.Env = os.Environ()
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.Output()
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		return out, exitErr.ExitCode(), nil
+	}
+	return out, 0, err
+}
+
+type fixture struct {
+	st    store.Store
+	sbs   *hostSandboxes
+	clock *quartz.Mock
+	cfg   Config
+}
+
+var (
+	ada     = auth.Principal{TokenID: "tok_ada", User: "ada", Scopes: []auth.Scope{auth.ScopeUser}}
+	bob     = auth.Principal{TokenID: "tok_bob", User: "bob", Scopes: []auth.Scope{auth.ScopeUser}}
+	adaJobs = auth.Principal{TokenID: "tok_adajobs", User: "ada", Scopes: []auth.Scope{auth.ScopeJobs}}
+	adaJob2 = auth.Principal{TokenID: "tok_adajobs2", User: "ada", Scopes: []auth.Scope{auth.ScopeJobs}}
+)
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	now := time.Now()
+	if err := st.CreateSandbox(context.Background(), store.Sandbox{Name: "box", Owner: "ada", Provider: "local", State: "running", CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{st: st, sbs: &hostSandboxes{st: st}, clock: quartz.NewMock(t)}
+	f.cfg = Config{Store: st, Sandboxes: f.sbs, HarnessBinary: func(store.Sandbox) string { return hangarBin },
+		RunRoot: t.TempDir(), PollInterval: 5 * time.Second, Clock: f.clock}
+	return f
+}
+
+// service starts a Service and a driver that moves the mock clock on each time a watcher
+// waits for its next poll, so polling runs as fast as the machine allows without a sleep.
+func (f *fixture) service(t *testing.T) *Service {
+	t.Helper()
+	s := New(f.cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	trap := f.clock.Trap().NewTimer("turns")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			call, err := trap.Wait(ctx)
+			if err != nil {
+				return
+			}
+			if call.Release(ctx) != nil {
+				return
+			}
+			if f.clock.Advance(f.cfg.PollInterval).Wait(ctx) != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		s.Close()
+		cancel()
+		trap.Close()
+		<-done
+	})
+	return s
+}
+
+func replayPrompt(path string) string {
+	return fmt.Sprintf(`while IFS= read -r l || [ -n "$l" ]; do printf '%%s\n' "$l"; sleep 0.002; done < %q`, path)
+}
+
+// waitTurn polls the store until the turn has ended and its turn.finished is recorded (the
+// state is stored first).
+func waitTurn(t *testing.T, ctx context.Context, st store.Store, id string) store.Turn {
+	t.Helper()
+	for {
+		tu, err := st.GetTurn(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if store.TurnEnded(tu.State) {
+			evs, err := st.ListEvents(ctx, tu.SessionID, 0, 100000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range evs {
+				if e.TurnID == id && e.Type == TypeTurnFinished {
+					return tu
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("turn %s still %s at the deadline", id, tu.State)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// checkEvents checks the session's events: turn.started, each line of want once and in order,
+// turn.finished; seqs gapless from 1.
+func checkEvents(t *testing.T, ctx context.Context, st store.Store, sessionID string, want []byte) []store.Event {
+	t.Helper()
+	evs, err := st.ListEvents(ctx, sessionID, 0, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSuffix(want, []byte("\n")), []byte("\n"))
+	if len(evs) != len(lines)+2 {
+		t.Fatalf("%d events, want %d lines + turn.started + turn.finished", len(evs), len(lines))
+	}
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i, e.Seq)
+		}
+	}
+	if evs[0].Type != TypeTurnStarted || evs[len(evs)-1].Type != TypeTurnFinished {
+		t.Errorf("first event %s, last %s; want turn.started, turn.finished", evs[0].Type, evs[len(evs)-1].Type)
+	}
+	for i, l := range lines {
+		if e := evs[i+1]; !bytes.Equal(e.Data, l) || e.Invalid || e.Truncated {
+			t.Fatalf("event %d = %.100s, want line %d as written: %.100s", e.Seq, e.Data, i+1, l)
+		}
+	}
+	return evs
+}
+
+func TestTurnReplaysFixtures(t *testing.T) {
+	dir := runlogDir(t)
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			f := newFixture(t)
+			s := f.service(t)
+			se, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "replay", Sandbox: "box", Agent: "command", Env: map[string]string{"SECRET_KEY": "sk-123"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tu, err := s.StartTurn(ctx, ada, "replay", replayPrompt(file))
+			if err != nil || tu.State != store.TurnQueued {
+				t.Fatalf("StartTurn = %+v, %v; want queued", tu, err)
+			}
+			end := waitTurn(t, ctx, f.st, tu.ID)
+			if end.State != store.TurnDone || end.ExitCode == nil || *end.ExitCode != 0 {
+				t.Errorf("turn ended %+v, want done with exit 0", end)
+			}
+			want, _ := os.ReadFile(file)
+			evs := checkEvents(t, ctx, f.st, se.ID, want)
+			var fin struct {
+				Status  string
+				Summary Summary
+			}
+			json.Unmarshal(evs[len(evs)-1].Data, &fin)
+			if fin.Status != store.TurnDone || fin.Summary.Lines != len(evs)-2 {
+				t.Errorf("turn.finished = %s", evs[len(evs)-1].Data)
+			}
+			if end.ReadPos != int64(len(want)) {
+				t.Errorf("read position %d, want the log's length %d", end.ReadPos, len(want))
+			}
+			for _, c := range f.sbs.cmds {
+				if bytes.Contains([]byte(c), []byte("sk-123")) {
+					t.Errorf("the agent's env is in a command line: %.100s", c)
+				}
+			}
+		})
+	}
+}
+
+func timeAfter10ms() <-chan time.Time { return time.After(10 * time.Millisecond) }

@@ -1,0 +1,270 @@
+package turns
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+// Event types hangar adds to a session's events around each turn's run-log lines.
+const (
+	TypeTurnStarted  = "turn.started"
+	TypeTurnFinished = "turn.finished"
+)
+
+// StartTurn queues a turn in the session ref and starts it: it returns the turn at once
+// (queued), while the harness is started in the sandbox and the run log watched. One turn at a
+// time per session: ErrConflict while one is queued or running.
+func (s *Service) StartTurn(ctx context.Context, p auth.Principal, ref, prompt string) (store.Turn, error) {
+	se, err := s.GetSession(ctx, p, ref)
+	if err != nil {
+		return store.Turn{}, err
+	}
+	return s.startTurn(ctx, se, "", newID("turn_"), prompt)
+}
+
+func (s *Service) startTurn(ctx context.Context, se store.Session, jobID, turnID, prompt string) (store.Turn, error) {
+	if strings.TrimSpace(prompt) == "" {
+		return store.Turn{}, fmt.Errorf("%w: the prompt is empty", ErrInvalid)
+	}
+	t := store.Turn{ID: turnID, SessionID: se.ID, JobID: jobID, Prompt: prompt, State: store.TurnQueued, CreatedAt: time.Now().UTC()}
+	if err := s.cfg.Store.CreateTurn(ctx, t); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return store.Turn{}, fmt.Errorf("%w: session %s has a turn running; wait for it or cancel it", ErrConflict, se.Name)
+		}
+		return store.Turn{}, err
+	}
+	s.mu.Lock()
+	s.watching[t.ID] = true
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.run(s.ctx, se, t)
+	}()
+	return t, nil
+}
+
+// GetTurn returns a turn of the session ref.
+func (s *Service) GetTurn(ctx context.Context, p auth.Principal, ref, turnID string) (store.Turn, error) {
+	se, err := s.GetSession(ctx, p, ref)
+	if err != nil {
+		return store.Turn{}, err
+	}
+	t, err := s.cfg.Store.GetTurn(ctx, turnID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && t.SessionID != se.ID) {
+		return store.Turn{}, fmt.Errorf("%w: no turn %s in session %s", ErrNotFound, turnID, se.Name)
+	}
+	return t, err
+}
+
+// ListTurns lists the session's turns, oldest first.
+func (s *Service) ListTurns(ctx context.Context, p auth.Principal, ref string) ([]store.Turn, error) {
+	se, err := s.GetSession(ctx, p, ref)
+	if err != nil {
+		return nil, err
+	}
+	return s.cfg.Store.ListTurns(ctx, se.ID)
+}
+
+// CancelTurn cancels a turn: a queued one ends at once; a running one's harness gets SIGTERM
+// (passed on to the agent's process group, SIGKILL after the harness's grace) and the turn
+// ends cancelled when its status file says it ended. An ended turn is left as it is.
+func (s *Service) CancelTurn(ctx context.Context, p auth.Principal, ref, turnID string) (store.Turn, error) {
+	t, err := s.GetTurn(ctx, p, ref, turnID)
+	if err != nil {
+		return store.Turn{}, err
+	}
+	return s.cancelTurn(ctx, t)
+}
+
+func (s *Service) cancelTurn(ctx context.Context, t store.Turn) (store.Turn, error) {
+	if store.TurnEnded(t.State) {
+		return t, nil
+	}
+	s.mu.Lock()
+	s.cancelled[t.ID] = struct{}{}
+	s.mu.Unlock()
+	if t.State == store.TurnQueued {
+		now := time.Now().UTC()
+		err := s.cfg.Store.UpdateTurn(ctx, store.TurnUpdate{ID: t.ID, State: store.TurnCancelled, Reason: "cancelled before it started", StartedAt: now, EndedAt: now})
+		if err == nil || !errors.Is(err, store.ErrConflict) {
+			return s.cfg.Store.GetTurn(ctx, t.ID)
+		}
+		// It started meanwhile: kill it below.
+		if t, err = s.cfg.Store.GetTurn(ctx, t.ID); err != nil {
+			return t, err
+		}
+	}
+	if t.State == store.TurnRunning && t.ProcessPID > 0 {
+		_, sb, err := s.sandboxOf(ctx, t)
+		if err != nil {
+			return t, err
+		}
+		// The harness leads its own process group (it runs in a session of its own).
+		if _, _, err := s.cfg.Sandboxes.Run(ctx, sb, fmt.Sprintf("kill -TERM -- -%d 2>/dev/null || true", t.ProcessPID), nil); err != nil {
+			return t, fmt.Errorf("cancel turn %s: %w", t.ID, err)
+		}
+	}
+	return s.cfg.Store.GetTurn(ctx, t.ID)
+}
+
+// sandboxOf returns a turn's session and sandbox, as the control plane (not a caller) sees them.
+func (s *Service) sandboxOf(ctx context.Context, t store.Turn) (store.Session, store.Sandbox, error) {
+	se, err := s.cfg.Store.GetSession(ctx, t.SessionID)
+	if err != nil {
+		return se, store.Sandbox{}, err
+	}
+	sb, err := s.cfg.Store.GetSandbox(ctx, se.Sandbox)
+	return se, sb, err
+}
+
+// turnDir is a turn's directory in its sandbox.
+func (s *Service) turnDir(t store.Turn) string { return path.Join(s.cfg.RunRoot, t.ID) }
+
+// shellQuote makes a single-quoted shell word.
+func shellQuote(v string) string { return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'" }
+
+// launch starts the harness for t in sb, detached, and returns its pid (its process group).
+func (s *Service) launch(ctx context.Context, se store.Session, sb store.Sandbox, t store.Turn, dir string) (int, error) {
+	agent, ok := s.cfg.Agents[se.Agent]
+	if !ok {
+		return 0, fmt.Errorf("unknown agent %q", se.Agent)
+	}
+	bin := s.cfg.HarnessBinary(sb)
+	if bin == "" {
+		return 0, fmt.Errorf("no hangar harness in %s sandboxes yet", sb.Provider)
+	}
+	var argv []string
+	for _, a := range agent.Argv {
+		argv = append(argv, shellQuote(a))
+	}
+	// The prompt travels base64-encoded into a file: no shell ever reads it, and its size is
+	// not bound by a command line's.
+	cmd := fmt.Sprintf(`set -e; umask 022; d=%s; mkdir -p "$d"; printf '%%s' %s | base64 -d > "$d/prompt"; `+
+		`%s harness --detach --run-log "$d/run.log" --status-file "$d/status.json" --prompt-file "$d/prompt" -- %s`,
+		shellQuote(dir), shellQuote(base64.StdEncoding.EncodeToString([]byte(t.Prompt))),
+		shellQuote(bin), strings.Join(argv, " "))
+	out, code, err := s.cfg.Sandboxes.Run(ctx, sb, cmd, se.Env)
+	if err != nil {
+		return 0, err
+	}
+	if code != 0 {
+		return 0, fmt.Errorf("the harness did not start (exit code %d)", code)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("the harness printed %q, not its pid", out)
+	}
+	return pid, nil
+}
+
+// run takes a queued turn through its life: start the harness, record turn.started, watch
+// the run log until the status file appears, record turn.finished.
+func (s *Service) run(ctx context.Context, se store.Session, t store.Turn) {
+	defer s.forget(t.ID)
+	sb, err := s.cfg.Store.GetSandbox(ctx, se.Sandbox)
+	if err != nil {
+		s.fail(ctx, se, t, fmt.Sprintf("sandbox %s: %v", se.Sandbox, err))
+		return
+	}
+	dir := s.turnDir(t)
+	pid, err := s.launch(ctx, se, sb, t, dir)
+	if err != nil {
+		s.fail(ctx, se, t, "start the harness: "+err.Error())
+		return
+	}
+	now := time.Now().UTC()
+	err = s.cfg.Store.UpdateTurn(ctx, store.TurnUpdate{ID: t.ID, State: store.TurnRunning, Dir: dir, ProcessPID: uint32(pid), StartedAt: now})
+	if err != nil {
+		// Cancelled while it started: stop what was started.
+		s.log.Info("turn ended while its harness started", "turn", t.ID, "err", err)
+		s.cfg.Sandboxes.Run(ctx, sb, fmt.Sprintf("kill -TERM -- -%d 2>/dev/null || true", pid), nil)
+		return
+	}
+	data, _ := json.Marshal(map[string]any{"type": TypeTurnStarted, "turn": t.ID, "agent": se.Agent})
+	if _, err := s.cfg.Store.AppendEvents(ctx, store.EventAppend{SessionID: se.ID, JobID: t.JobID, TurnID: t.ID, ReadPos: -1,
+		Events: []store.Event{{TS: now, Type: TypeTurnStarted, Data: data}}}); err != nil {
+		s.log.Error("record turn.started", "turn", t.ID, "err", err)
+	}
+	t.State, t.Dir, t.ProcessPID, t.StartedAt = store.TurnRunning, dir, uint32(pid), now
+	s.watch(ctx, se, sb, t)
+}
+
+// fail ends a turn that could not run.
+func (s *Service) fail(ctx context.Context, se store.Session, t store.Turn, reason string) {
+	s.log.Warn("turn failed", "turn", t.ID, "session", se.Name, "reason", reason)
+	now := time.Now().UTC()
+	if err := s.cfg.Store.UpdateTurn(ctx, store.TurnUpdate{ID: t.ID, State: store.TurnFailed, Reason: reason, StartedAt: now, EndedAt: now}); err != nil {
+		return // ended already (cancelled)
+	}
+	s.recordFinished(ctx, se, t, store.TurnFailed, nil, "", "", reason)
+}
+
+// recordFinished adds hangar's turn.finished event.
+func (s *Service) recordFinished(ctx context.Context, se store.Session, t store.Turn, state string, code *int, signal, summary, reason string) {
+	ev := map[string]any{"type": TypeTurnFinished, "turn": t.ID, "status": state, "exit_code": code}
+	if signal != "" {
+		ev["signal"] = signal
+	}
+	if summary != "" {
+		ev["summary"] = json.RawMessage(summary)
+	}
+	if reason != "" {
+		ev["reason"] = reason
+	}
+	data, _ := json.Marshal(ev)
+	if _, err := s.cfg.Store.AppendEvents(ctx, store.EventAppend{SessionID: se.ID, JobID: t.JobID, TurnID: t.ID, ReadPos: -1,
+		Events: []store.Event{{TS: time.Now().UTC(), Type: TypeTurnFinished, Data: data}}}); err != nil {
+		s.log.Error("record turn.finished", "turn", t.ID, "err", err)
+	}
+}
+
+func (s *Service) forget(turnID string) {
+	s.mu.Lock()
+	delete(s.watching, turnID)
+	s.mu.Unlock()
+}
+
+// Resume watches the turns the store says are running (a control plane restarted while they
+// ran), from their saved read positions. A turn still queued never got its harness: it fails.
+func (s *Service) Resume(ctx context.Context) error {
+	ts, err := s.cfg.Store.ListActiveTurns(ctx)
+	if err != nil {
+		return fmt.Errorf("resume turns: %w", err)
+	}
+	for _, t := range ts {
+		se, sb, err := s.sandboxOf(ctx, t)
+		if err != nil {
+			s.log.Warn("resume turn", "turn", t.ID, "err", err)
+			continue
+		}
+		if t.State == store.TurnQueued {
+			s.fail(ctx, se, t, "the control plane restarted before the turn started")
+			continue
+		}
+		s.mu.Lock()
+		if s.watching[t.ID] {
+			s.mu.Unlock()
+			continue
+		}
+		s.watching[t.ID] = true
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer s.forget(t.ID)
+			s.watch(s.ctx, se, sb, t)
+		}()
+	}
+	return nil
+}

@@ -1,0 +1,273 @@
+package turns
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+// maxReadBytes bounds one read of a run log: an exec's output keeps at most 256 KiB
+// (provider.MaxExecOutput), so a read asks for no more.
+const maxReadBytes = 256 << 10
+
+// harnessStatus is the part of the harness's status file a turn's end is made of (the
+// harness package writes it; it imports this one, so the shape is restated here).
+type harnessStatus struct {
+	ExitCode int             `json:"exit_code"`
+	Signal   string          `json:"signal"`
+	Error    string          `json:"error"`
+	Summary  json.RawMessage `json:"summary"`
+}
+
+// logReader reads a run log forward through the sandbox. pos is how far its events are
+// recorded (saved with the turn); lines.readAt is how far it has read, past pos by a line not
+// yet complete.
+type logReader struct {
+	s     *Service
+	sb    store.Sandbox
+	se    store.Session
+	t     store.Turn
+	pos   int64
+	lines lineSplitter
+	// followed counts the bytes following delivered; past Config.FollowMaxBytes the turn is
+	// only polled.
+	followed int64
+}
+
+// lineSplitter cuts bytes read from a log, chunk after chunk, into lines. readAt is the log
+// offset after the bytes fed so far; pending holds the incomplete line's first MaxLineBytes+1
+// bytes (enough for Classify to see it is too long and cut it).
+type lineSplitter struct {
+	readAt  int64
+	pending []byte
+}
+
+// feed takes the next chunk and calls emit for each line it completes (without its newline),
+// with the log offset just past the line's newline. emit must not keep line.
+func (l *lineSplitter) feed(chunk []byte, emit func(line []byte, end int64)) {
+	for len(chunk) > 0 {
+		i := bytes.IndexByte(chunk, '\n')
+		part := chunk
+		if i >= 0 {
+			part = chunk[:i]
+		}
+		if room := MaxLineBytes + 1 - len(l.pending); room > 0 {
+			l.pending = append(l.pending, part[:min(room, len(part))]...)
+		}
+		l.readAt += int64(len(part))
+		if i < 0 {
+			return
+		}
+		l.readAt++ // the newline
+		emit(l.pending, l.readAt)
+		l.pending = l.pending[:0]
+		chunk = chunk[i+1:]
+	}
+}
+
+// watch polls a running turn's run log every PollInterval, recording each complete line as an
+// event and moving the turn's read position with it, until the status file says the turn ended.
+func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox, t store.Turn) {
+	r := &logReader{s: s, sb: sb, se: se, t: t, pos: t.ReadPos, lines: lineSplitter{readAt: t.ReadPos}}
+	for {
+		// The status first, then the log: the harness writes the status only after the last
+		// line, so a status seen before a read that reaches the end means nothing is left.
+		st, ended, err := s.readStatus(ctx, sb, t)
+		if err == nil {
+			err = r.drain(ctx)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.log.Warn("read turn run log", "turn", t.ID, "err", err)
+		case ended:
+			s.finish(ctx, se, t, st)
+			return
+		}
+		if s.cfg.Follow && err == nil && r.followed < s.cfg.FollowMaxBytes && r.follow(ctx) {
+			continue // the status file is there: read what is left and finish
+		}
+		// Polling: following is off, impossible, or just broke (it is tried again after this).
+		timer := s.cfg.Clock.NewTimer(s.cfg.PollInterval, "turns", "poll")
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// readStatus reads the turn's status file: ended is false while there is none and the
+// harness runs. A harness gone without a status file (killed before it could write one) ends
+// the turn too, with an error that says so.
+func (s *Service) readStatus(ctx context.Context, sb store.Sandbox, t store.Turn) (harnessStatus, bool, error) {
+	status := shellQuote(path.Join(t.Dir, "status.json"))
+	// The status is read again after the liveness check: the harness may write it and exit
+	// between the two.
+	cmd := fmt.Sprintf("cat %[1]s 2>/dev/null && exit 0; kill -0 -- -%[2]d 2>/dev/null && exit 3; cat %[1]s 2>/dev/null && exit 0; exit 4", status, t.ProcessPID)
+	out, code, err := s.cfg.Sandboxes.Run(ctx, sb, cmd, nil)
+	switch {
+	case err != nil:
+		return harnessStatus{}, false, fmt.Errorf("read status file: %w", err)
+	case code == 3:
+		return harnessStatus{}, false, nil
+	case code == 4:
+		return harnessStatus{ExitCode: -1, Error: "the harness ended without writing its status file"}, true, nil
+	case code != 0:
+		return harnessStatus{}, false, fmt.Errorf("read status file: exit code %d", code)
+	}
+	var st harnessStatus
+	if err := json.Unmarshal(out, &st); err != nil {
+		return harnessStatus{}, false, fmt.Errorf("decode status file: %w", err)
+	}
+	return st, true, nil
+}
+
+// drain reads the log until a read comes back short, recording what it finds.
+func (r *logReader) drain(ctx context.Context) error {
+	for {
+		cmd := fmt.Sprintf("tail -c +%d %s 2>/dev/null | head -c %d", r.lines.readAt+1, shellQuote(path.Join(r.t.Dir, "run.log")), maxReadBytes)
+		out, _, err := r.s.cfg.Sandboxes.Run(ctx, r.sb, cmd, nil)
+		if err != nil {
+			return fmt.Errorf("read run log: %w", err)
+		}
+		if err := r.take(ctx, out); err != nil {
+			return err
+		}
+		if len(out) < maxReadBytes {
+			return nil
+		}
+	}
+}
+
+// take records the complete lines of chunk (read at readAt) as events, in one append that
+// moves the turn's read position past them.
+func (r *logReader) take(ctx context.Context, chunk []byte) error {
+	var evs []store.Event
+	end := r.pos
+	r.lines.feed(chunk, func(line []byte, lineEnd int64) {
+		l := Classify(line)
+		evs = append(evs, store.Event{TS: time.Now().UTC(), Type: l.Type, Data: l.Data, Invalid: l.Invalid, Truncated: l.Truncated})
+		end = lineEnd
+	})
+	if len(evs) == 0 {
+		return nil
+	}
+	_, err := r.s.cfg.Store.AppendEvents(ctx, store.EventAppend{SessionID: r.se.ID, JobID: r.t.JobID, TurnID: r.t.ID,
+		FromPos: r.pos, ReadPos: end, Events: evs})
+	if errors.Is(err, store.ErrConflict) {
+		// Another watcher recorded these: carry on from where the store says it got to.
+		t, gerr := r.s.cfg.Store.GetTurn(ctx, r.t.ID)
+		if gerr != nil {
+			return gerr
+		}
+		r.pos, r.lines = t.ReadPos, lineSplitter{readAt: t.ReadPos}
+		return nil
+	}
+	if err != nil {
+		r.lines = lineSplitter{readAt: r.pos} // nothing recorded: read these lines again
+		return fmt.Errorf("record events: %w", err)
+	}
+	r.pos = end
+	return nil
+}
+
+// finish ends the turn as its status file says.
+func (s *Service) finish(ctx context.Context, se store.Session, t store.Turn, st harnessStatus) {
+	state := store.TurnDone
+	if st.ExitCode != 0 || st.Signal != "" || st.Error != "" {
+		state = store.TurnFailed
+	}
+	s.mu.Lock()
+	if _, ok := s.cancelled[t.ID]; ok {
+		state = store.TurnCancelled
+		delete(s.cancelled, t.ID)
+	}
+	s.mu.Unlock()
+	var code *int
+	if st.Signal == "" && st.ExitCode >= 0 {
+		c := st.ExitCode
+		code = &c
+	}
+	summary := string(st.Summary)
+	err := s.cfg.Store.UpdateTurn(ctx, store.TurnUpdate{ID: t.ID, State: state, ExitCode: code, Signal: st.Signal,
+		Summary: summary, Reason: st.Error, EndedAt: time.Now().UTC()})
+	if err != nil {
+		s.log.Warn("end turn", "turn", t.ID, "err", err)
+		return
+	}
+	s.recordFinished(ctx, se, t, state, code, st.Signal, summary, st.Error)
+}
+
+// followQueue bounds the chunks a follower has read and the watcher not yet recorded; past it
+// the follower waits (and the daemon holds the output back).
+const followQueue = 64
+
+// follow follows the run log from readAt through the daemon (tail -F), recording lines as
+// they come and checking the status file every PollInterval. It returns true once the status
+// file is there, false when following is impossible or breaks (no daemon, the log truncated or
+// replaced: tail says so on stderr, the stream ending) or ctx ends. Either way the follower is
+// stopped and what it read past the last recorded line is left to the next read from readAt.
+func (r *logReader) follow(ctx context.Context) bool {
+	fctx, cancel := context.WithCancel(ctx)
+	chunks := make(chan []byte, followQueue)
+	go func() {
+		defer close(chunks)
+		cmd := fmt.Sprintf("exec tail -F -s 0.1 -c +%d %s", r.lines.readAt+1, shellQuote(path.Join(r.t.Dir, "run.log")))
+		err := r.s.cfg.Sandboxes.Follow(fctx, r.sb, cmd, func(stream string, data []byte) {
+			if stream != "stdout" {
+				cancel() // truncated, replaced, unreadable: polling takes over
+				return
+			}
+			select {
+			case chunks <- bytes.Clone(data):
+			case <-fctx.Done():
+			}
+		})
+		if err != nil && !errors.Is(err, ErrCannotFollow) && fctx.Err() == nil {
+			r.s.log.Info("following a run log broke; polling", "turn", r.t.ID, "err", err)
+		}
+	}()
+	stop := func() {
+		cancel()
+		for range chunks { // unrecorded: read again from readAt
+		}
+	}
+	for {
+		timer := r.s.cfg.Clock.NewTimer(r.s.cfg.PollInterval, "turns", "follow")
+		select {
+		case c, ok := <-chunks:
+			timer.Stop()
+			if !ok {
+				cancel()
+				return false
+			}
+			if err := r.take(ctx, c); err != nil {
+				r.s.log.Warn("record followed lines", "turn", r.t.ID, "err", err)
+				stop()
+				return false
+			}
+			if r.followed += int64(len(c)); r.followed >= r.s.cfg.FollowMaxBytes {
+				stop() // the cap: polling carries on
+				return false
+			}
+		case <-timer.C:
+			if _, ended, err := r.s.readStatus(ctx, r.sb, r.t); err == nil && ended {
+				stop()
+				return true
+			}
+		case <-ctx.Done():
+			timer.Stop()
+			stop()
+			return false
+		}
+	}
+}
