@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	mcpauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/auth"
@@ -332,25 +331,6 @@ func TestStaticTokensFileErrors(t *testing.T) {
 				t.Fatalf("auth.New = %v, want an error naming the line", err)
 			}
 		})
-	}
-}
-
-func TestVerifyMCP(t *testing.T) {
-	f := newFixture(t, "")
-	ctx := context.Background()
-	withMCP, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeMCP}})
-	withoutMCP, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeJobs}})
-	info, err := f.a.VerifyMCP(ctx, withMCP.Secret, nil)
-	if err != nil {
-		t.Fatalf("VerifyMCP: %v", err)
-	}
-	if p, ok := auth.PrincipalFromTokenInfo(info); !ok || p.User != "ada" {
-		t.Errorf("principal from token info = %+v, %v", p, ok)
-	}
-	for _, secret := range []string{withoutMCP.Secret, "hgr_nope"} {
-		if _, err := f.a.VerifyMCP(ctx, secret, nil); !errors.Is(err, mcpauth.ErrInvalidToken) {
-			t.Errorf("VerifyMCP = %v, want ErrInvalidToken", err)
-		}
 	}
 }
 

@@ -73,18 +73,6 @@ func FuzzTailBuffer(f *testing.F) {
 	})
 }
 
-func TestCheckName(t *testing.T) {
-	for name, ok := range map[string]bool{
-		"a": true, "dev-1": true, "0abc": true, "": false, "-a": false, "a-": false, "A": false,
-		"a_b": false, "../x": false, "a.b": false, string(bytes.Repeat([]byte("a"), 64)): false,
-		string(bytes.Repeat([]byte("a"), 63)): true,
-	} {
-		if err := CheckName(name); (err == nil) != ok {
-			t.Errorf("CheckName(%q) = %v, want ok=%v", name, err, ok)
-		}
-	}
-}
-
 // TestShellArgv: the command reaches the shell unquoted and unchanged, and the daemon's token
 // does not reach it.
 func TestShellArgv(t *testing.T) {

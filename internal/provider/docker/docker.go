@@ -27,6 +27,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/docker/go-connections/nat"
 
+	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/provider"
 )
 
@@ -159,7 +160,7 @@ func (p *Provider) containerName(sandbox string) string {
 // Create makes and starts the sandbox's container, and with spec.Daemon waits until its daemon
 // answers /health.
 func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.Sandbox, error) {
-	if err := provider.CheckName(spec.Name); err != nil {
+	if err := names.CheckSandbox(spec.Name); err != nil {
 		return provider.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
 	image := spec.Image
