@@ -26,7 +26,37 @@ import (
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if built.dir != "" {
+			os.RemoveAll(built.dir)
+		}
+		os.Exit(code)
+	}))
+}
+
+// built is the hangar binary the tests that run local sandboxes (with daemons) share: built on
+// first use, once for the package, and removed by TestMain.
+var built struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// hangarBinary returns the path of the shared hangar binary, building it on first use.
+func hangarBinary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "hangar-test-bin-"); built.err == nil {
+			built.path, built.err = providertest.BuildHangar(built.dir)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.path
+}
 
 // waitTimeout bounds every wait in these tests.
 const waitTimeout = 20 * time.Second
@@ -71,18 +101,15 @@ func startServe(t *testing.T, cfg config.Config) *testServer {
 		stdout: &syncBuffer{}, stderr: &syncBuffer{}, cfg: cfg}
 	go func() { ts.done <- serve(ctx, cfg, ln, ts.stdout, ts.stderr) }()
 	t.Cleanup(func() { ts.stop(t) })
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		resp, err := http.Get(ts.url + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			return ts
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not answer /healthz: %v\n%s", err, ts.stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	// ln listens already, so this request waits in its backlog until serve accepts it, which
+	// it does once it is ready; a serve that fails closes ln, which ends the request at once.
+	client := &http.Client{Timeout: waitTimeout}
+	resp, err := client.Get(ts.url + "/healthz")
+	if err != nil {
+		t.Fatalf("server did not answer /healthz: %v\n%s", err, ts.stderr.String())
 	}
+	resp.Body.Close()
+	return ts
 }
 
 func (ts *testServer) stop(t *testing.T) error {
@@ -114,6 +141,7 @@ func adminToken(t *testing.T, ts *testServer) string {
 }
 
 func TestFirstStartMakesAdminToken(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t)
 	ts := startServe(t, cfg)
 	tok := adminToken(t, ts)
@@ -156,6 +184,7 @@ func TestFirstStartMakesAdminToken(t *testing.T) {
 }
 
 func TestReadyzAndMetrics(t *testing.T) {
+	t.Parallel()
 	ts := startServe(t, testConfig(t))
 	for path, want := range map[string]string{
 		"/readyz":  `"ready"`,
@@ -188,6 +217,7 @@ func TestReadyzAndMetrics(t *testing.T) {
 // TestGracefulShutdown: a request in flight when the signal comes finishes; a request that
 // starts afterwards gets 503; serve returns nil.
 func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	ts := startServe(t, testConfig(t))
 	tok := adminToken(t, ts)
 
@@ -300,10 +330,8 @@ func (ts *testServer) api(t *testing.T, method, path, token, body string) (int, 
 // TestSandboxesSurviveRestart: a local sandbox's daemon outlives the control plane, which finds
 // it again at start; one whose daemon died meanwhile is marked failed, with the reason.
 func TestSandboxesSurviveRestart(t *testing.T) {
-	bin, err := providertest.BuildHangar(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Parallel()
+	bin := hangarBinary(t)
 	cfg := testConfig(t)
 	cfg.Providers.DaemonBinary = bin
 	ts := startServe(t, cfg)
@@ -346,10 +374,8 @@ func TestSandboxesSurviveRestart(t *testing.T) {
 // the control plane restarts; its token finds it again (adopted, output from then on), another
 // token does not, and a process with a forged hangar tag is never adopted.
 func TestProcessesAdoptedAfterRestart(t *testing.T) {
-	bin, err := providertest.BuildHangar(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Parallel()
+	bin := hangarBinary(t)
 	cfg := testConfig(t)
 	cfg.Providers.DaemonBinary = bin
 	ts := startServe(t, cfg)
@@ -446,10 +472,7 @@ func startTagged(t *testing.T, cfg config.Config, name, tag string) {
 // process, stops serve, and returns what is needed to start it again.
 func restartWithProcess(t *testing.T) (cfg config.Config, admin, tok, tokID, id string) {
 	t.Helper()
-	bin, err := providertest.BuildHangar(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := hangarBinary(t)
 	cfg = testConfig(t)
 	cfg.Providers.DaemonBinary = bin
 	cfg.Stream.RecheckSeconds = 1
@@ -532,6 +555,7 @@ func waitGone(t *testing.T, c *envd.Client, id, why string) {
 // the same tag. The restarted control plane does not adopt it (the record's pid is not its), and
 // the original is reported gone, not running.
 func TestImpostorWithCopiedTagNotAdopted(t *testing.T) {
+	t.Parallel()
 	cfg, admin, tok, _, id := restartWithProcess(t)
 	c := agentDaemon(t, cfg, "box")
 	tag, pid := daemonTag(t, c, id)
@@ -570,6 +594,7 @@ func TestImpostorWithCopiedTagNotAdopted(t *testing.T) {
 // TestRevokedAfterRestartKillsProcess: a process started before a restart is followed again at
 // start, before anyone lists it, so revoking its token kills it; the admin then sees why it ended.
 func TestRevokedAfterRestartKillsProcess(t *testing.T) {
+	t.Parallel()
 	cfg, admin, _, tokID, id := restartWithProcess(t)
 	c := agentDaemon(t, cfg, "box")
 	ts := startServe(t, cfg)
@@ -589,6 +614,7 @@ func TestRevokedAfterRestartKillsProcess(t *testing.T) {
 
 // TestAdminKillsAnyProcess: an admin kills another token's process.
 func TestAdminKillsAnyProcess(t *testing.T) {
+	t.Parallel()
 	cfg, admin, _, _, id := restartWithProcess(t)
 	c := agentDaemon(t, cfg, "box")
 	ts := startServe(t, cfg)
@@ -605,6 +631,7 @@ func TestAdminKillsAnyProcess(t *testing.T) {
 // hangar is down, a command in the sandbox starts another under its tag. The restarted control
 // plane does not adopt it: the record says the process ended.
 func TestEndedProcessNeverAdopted(t *testing.T) {
+	t.Parallel()
 	cfg, _, tok, _, id := restartWithProcess(t)
 	ts := startServe(t, cfg)
 	c := agentDaemon(t, cfg, "box")
