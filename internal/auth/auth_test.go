@@ -79,6 +79,7 @@ func (f *fixture) create(t *testing.T, by auth.Principal, req auth.NewToken) (au
 }
 
 func TestBootstrapOnlyOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	if !f.admin.IsAdmin() || f.admin.User != auth.AdminUser {
 		t.Fatalf("bootstrap principal = %+v, want the admin user with the admin scope", f.admin)
@@ -89,6 +90,7 @@ func TestBootstrapOnlyOnce(t *testing.T) {
 }
 
 func TestAuthenticateRefusals(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	ctx := context.Background()
 	expiring, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser}, ExpiresAt: f.clock.t.Add(time.Hour)})
@@ -115,6 +117,7 @@ func TestAuthenticateRefusals(t *testing.T) {
 }
 
 func TestTokenShape(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	f.sandbox(t, "api-refactor", "ada", "running")
 	c, p := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}, Sandbox: "api-refactor"})
@@ -131,6 +134,7 @@ func TestTokenShape(t *testing.T) {
 }
 
 func TestSecretNowhereOnDisk(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	c, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser}})
 	entries, err := os.ReadDir(f.dir)
@@ -154,6 +158,7 @@ func TestSecretNowhereOnDisk(t *testing.T) {
 }
 
 func TestCreateTokenRules(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	ctx := context.Background()
 	f.sandbox(t, "box", "ada", "running")
@@ -218,6 +223,7 @@ func TestCreateTokenRules(t *testing.T) {
 }
 
 func TestListAndRevoke(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	ctx := context.Background()
 	adaTok, ada := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser}})
@@ -263,6 +269,7 @@ func TestListAndRevoke(t *testing.T) {
 }
 
 func TestCheckExpiry(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	_, p := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser}, ExpiresAt: f.clock.t.Add(time.Minute)})
 	if err := f.a.Check(context.Background(), p); err != nil {
@@ -277,6 +284,7 @@ func TestCheckExpiry(t *testing.T) {
 const staticSecret = "static-secret-0123456789abcdef0123456789"
 
 func TestStaticTokens(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tokens")
 	write := func(content string) {
 		t.Helper()
@@ -312,6 +320,7 @@ func TestStaticTokens(t *testing.T) {
 }
 
 func TestStaticTokensFileErrors(t *testing.T) {
+	t.Parallel()
 	for name, content := range map[string]string{
 		"short token":   "short ci user\n",
 		"unknown scope": staticSecret + " ci root\n",
@@ -337,6 +346,7 @@ func TestStaticTokensFileErrors(t *testing.T) {
 // TestNarrowTokensSeeLittle: an agent's token (bound to a sandbox) sees and revokes only its
 // user's tokens bound to the same sandbox; mcp- or jobs-only tokens manage no tokens at all.
 func TestNarrowTokensSeeLittle(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	ctx := context.Background()
 	f.sandbox(t, "box", "ada", "running")
@@ -377,6 +387,7 @@ func TestNarrowTokensSeeLittle(t *testing.T) {
 // TestBoundIsNeverAdmin: a bound principal is confined to its sandbox whatever its scopes (a
 // tokens-file line may give one the admin scope; the API refuses to).
 func TestBoundIsNeverAdmin(t *testing.T) {
+	t.Parallel()
 	p := auth.Principal{User: "ada", Scopes: []auth.Scope{auth.ScopeAdmin}, Sandbox: "box"}
 	if p.IsAdmin() {
 		t.Error("a principal bound to a sandbox acts as an admin")
