@@ -11,6 +11,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestTailBuffer(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		max    int
@@ -46,6 +47,7 @@ func TestTailBuffer(t *testing.T) {
 }
 
 func TestTailBufferDefault(t *testing.T) {
+	t.Parallel()
 	var b TailBuffer
 	b.Write(bytes.Repeat([]byte("x"), MaxExecOutput+10))
 	if len(b.Bytes()) != MaxExecOutput {
@@ -76,6 +78,7 @@ func FuzzTailBuffer(f *testing.F) {
 // TestShellArgv: the command reaches the shell unquoted and unchanged, and the daemon's token
 // does not reach it.
 func TestShellArgv(t *testing.T) {
+	t.Parallel()
 	argv := ShellArgv(`printf '%s|' "$1" 'a b' "$HANGAR_ENVD_ACCESS_TOKEN"; echo "$0"`)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HANGAR_ENVD_ACCESS_TOKEN=secret"}

@@ -72,6 +72,7 @@ func ready(st *corev1.PodStatus) {
 }
 
 func TestCreateWithDaemon(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	kube := fake.NewClientset()
@@ -159,6 +160,7 @@ func TestCreateWithDaemon(t *testing.T) {
 }
 
 func TestCreateVariants(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name        string
 		cfg         func(*Config)
@@ -215,6 +217,7 @@ func TestCreateVariants(t *testing.T) {
 // TestCreateFails: a pod that cannot start makes Create fail with a clear error, and is deleted
 // with its secret.
 func TestCreateFails(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		status  func(*corev1.PodStatus)
@@ -279,6 +282,7 @@ func TestCreateFails(t *testing.T) {
 // TestRestartAndDestroy: a new provider over the same cluster finds the sandbox (List, Get, with
 // its token), sees only its own instance's, and Destroy deletes the pod and its secret.
 func TestRestartAndDestroy(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	kube := fake.NewClientset()
@@ -325,6 +329,7 @@ func TestRestartAndDestroy(t *testing.T) {
 
 // TestGetStates: what Get reports as the pod's status changes.
 func TestGetStates(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		status func(*corev1.PodStatus)
@@ -376,6 +381,7 @@ func TestGetStates(t *testing.T) {
 }
 
 func TestUnsupported(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := newTestProvider(fake.NewClientset(), nil)
 	sb := provider.Sandbox{Name: "x", ID: "hangar-x"}
@@ -396,6 +402,7 @@ func TestUnsupported(t *testing.T) {
 
 // TestEnvScript: the exec wrapper sets the folder and the environment, then runs the command.
 func TestEnvScript(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	argv := append([]string{"/bin/sh", "-c", envScript, "hangar-env", dir, "A=1 2", "B=x", "--"},
 		provider.ShellArgv(`printf '%s|%s|%s' "$A" "$B" "$(pwd)"`)...)

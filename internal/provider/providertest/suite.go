@@ -41,17 +41,25 @@ type Options struct {
 	NoPauseWithoutDaemon bool
 }
 
-// Run runs the suite. newProvider returns a new provider value over the same backing state (data
+// Run runs the suite, its cases in parallel (each makes sandboxes of its own names).
+// newProvider returns a new provider value over the same backing state (data
 // dir, engine, API) each time it is called: the second call stands for a restarted control plane.
 func Run(t *testing.T, newProvider func(t *testing.T) provider.Provider, opts Options) {
 	t.Helper()
 	if opts.Daemon {
-		t.Run("daemon", func(t *testing.T) { lifecycle(t, newProvider, opts, true) })
+		t.Run("daemon", func(t *testing.T) {
+			t.Parallel()
+			lifecycle(t, newProvider, opts, true)
+		})
 	}
 	if opts.NoDaemon {
-		t.Run("no-daemon", func(t *testing.T) { lifecycle(t, newProvider, opts, false) })
+		t.Run("no-daemon", func(t *testing.T) {
+			t.Parallel()
+			lifecycle(t, newProvider, opts, false)
+		})
 	}
 	t.Run("bad-name", func(t *testing.T) {
+		t.Parallel()
 		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 		defer cancel()
 		p := newProvider(t)
@@ -65,6 +73,7 @@ func Run(t *testing.T, newProvider func(t *testing.T) provider.Provider, opts Op
 		}
 	})
 	t.Run("destroy-unknown", func(t *testing.T) {
+		t.Parallel()
 		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 		defer cancel()
 		p := newProvider(t)
