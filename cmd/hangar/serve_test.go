@@ -26,20 +26,12 @@ import (
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		if built.dir != "" {
-			os.RemoveAll(built.dir)
-		}
-		os.Exit(code)
-	}))
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// built is the hangar binary the tests that run local sandboxes (with daemons) share: built on
-// first use, once for the package, and removed by TestMain.
+// built is the hangar binary the tests that run local sandboxes (with daemons) share: built
+// (providertest.SharedHangar) on first use, once for the package.
 var built struct {
 	once sync.Once
-	dir  string
 	path string
 	err  error
 }
@@ -47,11 +39,7 @@ var built struct {
 // hangarBinary returns the path of the shared hangar binary, building it on first use.
 func hangarBinary(t *testing.T) string {
 	t.Helper()
-	built.once.Do(func() {
-		if built.dir, built.err = os.MkdirTemp("", "hangar-test-bin-"); built.err == nil {
-			built.path, built.err = providertest.BuildHangar(built.dir)
-		}
-	})
+	built.once.Do(func() { built.path, built.err = providertest.SharedHangar() })
 	if built.err != nil {
 		t.Fatal(built.err)
 	}
