@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -523,18 +524,32 @@ func daemonTag(t *testing.T, c *envd.Client, id string) (tag string, pid uint32)
 	return "", 0
 }
 
-// waitGone polls the daemon until it no longer runs process id.
+// waitGone waits until the daemon no longer runs process id: it attaches to the process and
+// waits for its end.
 func waitGone(t *testing.T, c *envd.Client, id, why string) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
+	tag, _ := daemonTag(t, c, id)
+	if tag == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	s, err := c.Connect(ctx, envd.ByTag(tag))
+	if errors.Is(err, envd.ErrNotFound) {
+		return // it ended more than the daemon remembers ago
+	}
+	if err != nil {
+		t.Fatalf("attach to process %s: %v", id, err)
+	}
+	defer s.Close()
 	for {
-		if tag, _ := daemonTag(t, c, id); tag == "" {
+		ev, err := s.Next()
+		if errors.Is(err, io.EOF) || (err == nil && ev.Kind == envd.EventEnd) {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %s still runs: %s", id, why)
+		if err != nil {
+			t.Fatalf("process %s still runs (%v): %s", id, err, why)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
