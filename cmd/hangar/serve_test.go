@@ -203,22 +203,18 @@ func TestReadyzAndMetrics(t *testing.T) {
 	}
 }
 
-// TestGracefulShutdown: a request in flight when the signal comes finishes; a request that
-// starts afterwards gets 503; serve returns nil.
-func TestGracefulShutdown(t *testing.T) {
-	t.Parallel()
-	ts := startServe(t, testConfig(t))
-	tok := adminToken(t, ts)
+// result is how a request ended.
+type result struct {
+	status int
+	body   string
+	err    error
+}
 
-	// A connection opened before the shutdown, on which a request is sent after it began.
-	late, err := net.Dial("tcp", ts.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer late.Close()
-
-	// The in-flight request: its handler is reading the body when the shutdown starts. The
-	// server's 100 Continue proves the handler is running.
+// inFlight sends a POST /api/tokens whose body stops halfway, and returns once its handler is
+// reading the body (the server's 100 Continue proves it runs). The test writes the rest to pw;
+// results gets the answer.
+func inFlight(t *testing.T, ts *testServer, tok string) (*io.PipeWriter, <-chan result) {
+	t.Helper()
 	pr, pw := io.Pipe()
 	req, _ := http.NewRequest("POST", ts.url+"/api/tokens", pr)
 	req.Header.Set("Authorization", "Bearer "+tok)
@@ -228,12 +224,7 @@ func TestGracefulShutdown(t *testing.T) {
 		Got100Continue: func() { close(reading) },
 	}))
 	client := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: waitTimeout}}
-	defer client.CloseIdleConnections()
-	type result struct {
-		status int
-		body   string
-		err    error
-	}
+	t.Cleanup(client.CloseIdleConnections)
 	results := make(chan result, 1)
 	go func() {
 		resp, err := client.Do(req)
@@ -251,6 +242,25 @@ func TestGracefulShutdown(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("the request never reached its handler")
 	}
+	return pw, results
+}
+
+// TestGracefulShutdown: a request in flight when the signal comes finishes; a request that
+// starts afterwards gets 503; serve returns nil.
+func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
+	ts := startServe(t, testConfig(t))
+	tok := adminToken(t, ts)
+
+	// A connection opened before the shutdown, on which a request is sent after it began.
+	late, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+
+	// The in-flight request: its handler is reading the body when the shutdown starts.
+	pw, results := inFlight(t, ts, tok)
 
 	ts.cancel() // as SIGTERM does
 	// Once new connections are refused, the shutdown has begun.
