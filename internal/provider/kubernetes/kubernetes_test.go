@@ -105,6 +105,14 @@ func TestCreateWithDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkDaemonPod(t, pod, token)
+}
+
+// checkDaemonPod checks the pod of sandbox box, with a daemon whose token is token: no service
+// account token, never restarted, the hangar binary copied in by an init container and mounted
+// read-only, the token only in the environment (from its secret), a readiness probe on /health.
+func checkDaemonPod(t *testing.T, pod *corev1.Pod, token string) {
+	t.Helper()
 	if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
 		t.Error("the pod mounts a service account token")
 	}
