@@ -169,30 +169,11 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	go func() { streams.Run(rechecks); close(recheckDone) }()
 	defer func() { stopRechecks(); <-recheckDone }()
 
-	sandboxes, closeSandboxes, err := newSandboxes(cfg, st, streams, log)
+	sandboxes, processes, closeDomain, err := startDomain(ctx, cfg, st, streams, log)
 	if err != nil {
 		return err
 	}
-	defer closeSandboxes()
-	rctx, rcancel := context.WithTimeout(ctx, reconcileTimeout)
-	sandboxes.Reconcile(rctx)
-	rcancel()
-
-	secret, err := loadSecret(cfg)
-	if err != nil {
-		return err
-	}
-	processes, err := process.New(process.Config{Sandboxes: sandboxes, Streams: streams, Secret: secret, Store: st,
-		MaxPerToken: cfg.Stream.BackgroundMaxPerToken, Logger: log})
-	if err != nil {
-		return err
-	}
-	defer processes.Close() // after the shutdown below ended the streams: the followers return
-	// Every process the records say runs is followed again now, not when its owner next asks:
-	// so revoking its token kills it, and admins see it, across restarts.
-	actx, acancel := context.WithTimeout(ctx, reconcileTimeout)
-	processes.AdoptAll(actx)
-	acancel()
+	defer closeDomain() // after the shutdown below ended the streams: the followers return
 
 	mcpHandler := mcp.New(mcp.Config{Auth: authn, Sandboxes: sandboxes, Streams: streams, Processes: processes, Logger: log, Version: version,
 		SessionIdle: time.Duration(cfg.MCP.SessionIdleSeconds) * time.Second, SessionsPerToken: cfg.MCP.SessionsPerToken,
@@ -218,6 +199,45 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	return shutdown(ctx, cfg, log, streams, mcpHandler, srv, served)
+}
+
+// startDomain sets up the sandboxes and the processes in them, and brings both up to date with
+// the world: sandboxes are reconciled with their providers, and every process the records say
+// runs is followed again now, not when its owner next asks (so revoking its token kills it, and
+// admins see it, across restarts). close closes the processes, then the sandboxes.
+func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams *stream.Registry, log *slog.Logger) (
+	sandboxes *sandbox.Manager, processes *process.Manager, close func(), err error) {
+	sandboxes, closeSandboxes, err := newSandboxes(cfg, st, streams, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rctx, rcancel := context.WithTimeout(ctx, reconcileTimeout)
+	sandboxes.Reconcile(rctx)
+	rcancel()
+
+	secret, err := loadSecret(cfg)
+	if err != nil {
+		closeSandboxes()
+		return nil, nil, nil, err
+	}
+	processes, err = process.New(process.Config{Sandboxes: sandboxes, Streams: streams, Secret: secret, Store: st,
+		MaxPerToken: cfg.Stream.BackgroundMaxPerToken, Logger: log})
+	if err != nil {
+		closeSandboxes()
+		return nil, nil, nil, err
+	}
+	actx, acancel := context.WithTimeout(ctx, reconcileTimeout)
+	processes.AdoptAll(actx)
+	acancel()
+	return sandboxes, processes, func() { processes.Close(); closeSandboxes() }, nil
+}
+
+// shutdown ends a serve whose ctx ended: streams end at once, new requests get 503, and the
+// requests in flight have cfg.ShutdownGrace to finish (MCP's exec calls first, so they can
+// send their results, then the HTTP server's). served is the HTTP server's Serve result.
+func shutdown(ctx context.Context, cfg config.Config, log *slog.Logger, streams *stream.Registry,
+	mcpHandler *mcp.Handler, srv *rest.Server, served <-chan error) error {
 	log.Info("shutting down: streams end now, new requests get 503, in-flight ones may finish", "grace", cfg.ShutdownGrace)
 	streams.Shutdown()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)

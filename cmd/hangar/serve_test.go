@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -27,6 +28,24 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// built is the hangar binary the tests that run local sandboxes (with daemons) share: built
+// (providertest.SharedHangar) on first use, once for the package.
+var built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// hangarBinary returns the path of the shared hangar binary, building it on first use.
+func hangarBinary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() { built.path, built.err = providertest.SharedHangar() })
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.path
+}
 
 // waitTimeout bounds every wait in these tests.
 const waitTimeout = 20 * time.Second
@@ -71,18 +90,15 @@ func startServe(t *testing.T, cfg config.Config) *testServer {
 		stdout: &syncBuffer{}, stderr: &syncBuffer{}, cfg: cfg}
 	go func() { ts.done <- serve(ctx, cfg, ln, ts.stdout, ts.stderr) }()
 	t.Cleanup(func() { ts.stop(t) })
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		resp, err := http.Get(ts.url + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			return ts
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not answer /healthz: %v\n%s", err, ts.stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	// ln listens already, so this request waits in its backlog until serve accepts it, which
+	// it does once it is ready; a serve that fails closes ln, which ends the request at once.
+	client := &http.Client{Timeout: waitTimeout}
+	resp, err := client.Get(ts.url + "/healthz")
+	if err != nil {
+		t.Fatalf("server did not answer /healthz: %v\n%s", err, ts.stderr.String())
 	}
+	resp.Body.Close()
+	return ts
 }
 
 func (ts *testServer) stop(t *testing.T) error {
@@ -114,6 +130,7 @@ func adminToken(t *testing.T, ts *testServer) string {
 }
 
 func TestFirstStartMakesAdminToken(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t)
 	ts := startServe(t, cfg)
 	tok := adminToken(t, ts)
@@ -156,6 +173,7 @@ func TestFirstStartMakesAdminToken(t *testing.T) {
 }
 
 func TestReadyzAndMetrics(t *testing.T) {
+	t.Parallel()
 	ts := startServe(t, testConfig(t))
 	for path, want := range map[string]string{
 		"/readyz":  `"ready"`,
@@ -185,21 +203,18 @@ func TestReadyzAndMetrics(t *testing.T) {
 	}
 }
 
-// TestGracefulShutdown: a request in flight when the signal comes finishes; a request that
-// starts afterwards gets 503; serve returns nil.
-func TestGracefulShutdown(t *testing.T) {
-	ts := startServe(t, testConfig(t))
-	tok := adminToken(t, ts)
+// result is how a request ended.
+type result struct {
+	status int
+	body   string
+	err    error
+}
 
-	// A connection opened before the shutdown, on which a request is sent after it began.
-	late, err := net.Dial("tcp", ts.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer late.Close()
-
-	// The in-flight request: its handler is reading the body when the shutdown starts. The
-	// server's 100 Continue proves the handler is running.
+// inFlight sends a POST /api/tokens whose body stops halfway, and returns once its handler is
+// reading the body (the server's 100 Continue proves it runs). The test writes the rest to pw;
+// results gets the answer.
+func inFlight(t *testing.T, ts *testServer, tok string) (*io.PipeWriter, <-chan result) {
+	t.Helper()
 	pr, pw := io.Pipe()
 	req, _ := http.NewRequest("POST", ts.url+"/api/tokens", pr)
 	req.Header.Set("Authorization", "Bearer "+tok)
@@ -209,12 +224,7 @@ func TestGracefulShutdown(t *testing.T) {
 		Got100Continue: func() { close(reading) },
 	}))
 	client := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: waitTimeout}}
-	defer client.CloseIdleConnections()
-	type result struct {
-		status int
-		body   string
-		err    error
-	}
+	t.Cleanup(client.CloseIdleConnections)
 	results := make(chan result, 1)
 	go func() {
 		resp, err := client.Do(req)
@@ -232,6 +242,25 @@ func TestGracefulShutdown(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("the request never reached its handler")
 	}
+	return pw, results
+}
+
+// TestGracefulShutdown: a request in flight when the signal comes finishes; a request that
+// starts afterwards gets 503; serve returns nil.
+func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
+	ts := startServe(t, testConfig(t))
+	tok := adminToken(t, ts)
+
+	// A connection opened before the shutdown, on which a request is sent after it began.
+	late, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+
+	// The in-flight request: its handler is reading the body when the shutdown starts.
+	pw, results := inFlight(t, ts, tok)
 
 	ts.cancel() // as SIGTERM does
 	// Once new connections are refused, the shutdown has begun.
@@ -300,10 +329,8 @@ func (ts *testServer) api(t *testing.T, method, path, token, body string) (int, 
 // TestSandboxesSurviveRestart: a local sandbox's daemon outlives the control plane, which finds
 // it again at start; one whose daemon died meanwhile is marked failed, with the reason.
 func TestSandboxesSurviveRestart(t *testing.T) {
-	bin, err := providertest.BuildHangar(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Parallel()
+	bin := hangarBinary(t)
 	cfg := testConfig(t)
 	cfg.Providers.DaemonBinary = bin
 	ts := startServe(t, cfg)
@@ -346,10 +373,8 @@ func TestSandboxesSurviveRestart(t *testing.T) {
 // the control plane restarts; its token finds it again (adopted, output from then on), another
 // token does not, and a process with a forged hangar tag is never adopted.
 func TestProcessesAdoptedAfterRestart(t *testing.T) {
-	bin, err := providertest.BuildHangar(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Parallel()
+	bin := hangarBinary(t)
 	cfg := testConfig(t)
 	cfg.Providers.DaemonBinary = bin
 	ts := startServe(t, cfg)
@@ -446,10 +471,7 @@ func startTagged(t *testing.T, cfg config.Config, name, tag string) {
 // process, stops serve, and returns what is needed to start it again.
 func restartWithProcess(t *testing.T) (cfg config.Config, admin, tok, tokID, id string) {
 	t.Helper()
-	bin, err := providertest.BuildHangar(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := hangarBinary(t)
 	cfg = testConfig(t)
 	cfg.Providers.DaemonBinary = bin
 	cfg.Stream.RecheckSeconds = 1
@@ -512,18 +534,49 @@ func daemonTag(t *testing.T, c *envd.Client, id string) (tag string, pid uint32)
 	return "", 0
 }
 
-// waitGone polls the daemon until it no longer runs process id.
+// waitEnded waits until hangar has recorded process id's end: its SSE stream sends the end
+// and closes then (at once for a process that ended already).
+func (ts *testServer) waitEnded(t *testing.T, token, id string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", ts.url+"/api/sandboxes/box/processes/"+id+"/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := (&http.Client{Timeout: waitTimeout}).Do(req)
+	if err != nil {
+		t.Fatalf("stream of process %s: %v", id, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 || !strings.Contains(string(body), "event: end") {
+		t.Fatalf("stream of process %s = %d, %v, want its end:\n%s", id, resp.StatusCode, err, body)
+	}
+}
+
+// waitGone waits until the daemon no longer runs process id: it attaches to the process and
+// waits for its end.
 func waitGone(t *testing.T, c *envd.Client, id, why string) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
+	tag, _ := daemonTag(t, c, id)
+	if tag == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	s, err := c.Connect(ctx, envd.ByTag(tag))
+	if errors.Is(err, envd.ErrNotFound) {
+		return // it ended more than the daemon remembers ago
+	}
+	if err != nil {
+		t.Fatalf("attach to process %s: %v", id, err)
+	}
+	defer s.Close()
 	for {
-		if tag, _ := daemonTag(t, c, id); tag == "" {
+		ev, err := s.Next()
+		if errors.Is(err, io.EOF) || (err == nil && ev.Kind == envd.EventEnd) {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %s still runs: %s", id, why)
+		if err != nil {
+			t.Fatalf("process %s still runs (%v): %s", id, err, why)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -532,6 +585,7 @@ func waitGone(t *testing.T, c *envd.Client, id, why string) {
 // the same tag. The restarted control plane does not adopt it (the record's pid is not its), and
 // the original is reported gone, not running.
 func TestImpostorWithCopiedTagNotAdopted(t *testing.T) {
+	t.Parallel()
 	cfg, admin, tok, _, id := restartWithProcess(t)
 	c := agentDaemon(t, cfg, "box")
 	tag, pid := daemonTag(t, c, id)
@@ -570,6 +624,7 @@ func TestImpostorWithCopiedTagNotAdopted(t *testing.T) {
 // TestRevokedAfterRestartKillsProcess: a process started before a restart is followed again at
 // start, before anyone lists it, so revoking its token kills it; the admin then sees why it ended.
 func TestRevokedAfterRestartKillsProcess(t *testing.T) {
+	t.Parallel()
 	cfg, admin, _, tokID, id := restartWithProcess(t)
 	c := agentDaemon(t, cfg, "box")
 	ts := startServe(t, cfg)
@@ -577,6 +632,7 @@ func TestRevokedAfterRestartKillsProcess(t *testing.T) {
 		t.Fatalf("revoke = %d %v", code, body)
 	}
 	waitGone(t, c, id, "its token was revoked")
+	ts.waitEnded(t, admin, id) // the daemon's end reaches hangar's record a moment later
 	code, body := ts.api(t, "GET", "/api/sandboxes/box/processes/"+id, admin, "")
 	p, _ := body["process"].(map[string]any)
 	if code != 200 || p["owner"] != tokID || p["state"] != "exited" || !strings.Contains(fmt.Sprint(p["status"]), "revoked") {
@@ -589,6 +645,7 @@ func TestRevokedAfterRestartKillsProcess(t *testing.T) {
 
 // TestAdminKillsAnyProcess: an admin kills another token's process.
 func TestAdminKillsAnyProcess(t *testing.T) {
+	t.Parallel()
 	cfg, admin, _, _, id := restartWithProcess(t)
 	c := agentDaemon(t, cfg, "box")
 	ts := startServe(t, cfg)
@@ -605,6 +662,7 @@ func TestAdminKillsAnyProcess(t *testing.T) {
 // hangar is down, a command in the sandbox starts another under its tag. The restarted control
 // plane does not adopt it: the record says the process ended.
 func TestEndedProcessNeverAdopted(t *testing.T) {
+	t.Parallel()
 	cfg, _, tok, _, id := restartWithProcess(t)
 	ts := startServe(t, cfg)
 	c := agentDaemon(t, cfg, "box")
@@ -612,17 +670,7 @@ func TestEndedProcessNeverAdopted(t *testing.T) {
 	if code, body := ts.api(t, "DELETE", "/api/sandboxes/box/processes/"+id, tok, ""); code != 202 {
 		t.Fatalf("kill = %d %v", code, body)
 	}
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		_, body := ts.api(t, "GET", "/api/sandboxes/box/processes/"+id, tok, "")
-		if p, _ := body["process"].(map[string]any); p["state"] == "exited" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the killed process did not end")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	ts.waitEnded(t, tok, id)
 	if err := ts.stop(t); err != nil {
 		t.Fatal(err)
 	}

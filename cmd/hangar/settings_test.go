@@ -18,6 +18,7 @@ func env(m map[string]string) func(string) (string, bool) {
 }
 
 func TestServeConfigDefaults(t *testing.T) {
+	t.Parallel()
 	got, err := loadServeConfig(nil, env(nil), &bytes.Buffer{})
 	if err != nil {
 		t.Fatalf("loadServeConfig: %v", err)
@@ -37,6 +38,7 @@ func TestServeConfigDefaults(t *testing.T) {
 }
 
 func TestServeConfigOverrides(t *testing.T) {
+	t.Parallel()
 	e := env(map[string]string{
 		"HANGAR_LISTEN":                  "0.0.0.0:9090",
 		"HANGAR_STREAM_MAX_PER_TOKEN":    "4",
@@ -66,6 +68,7 @@ func TestServeConfigOverrides(t *testing.T) {
 // -shutdown-grace), the value and the reason. Exact text: a substring match let the flag's
 // "---" through once.
 func TestServeConfigInvalid(t *testing.T) {
+	t.Parallel()
 	const (
 		positiveBytes = "must be a number of bytes from %s to %s, like 1048576 or 1MiB (KiB, MiB and GiB are understood)"
 		wholeNumber   = "must be a whole number from %d to %d"
@@ -121,6 +124,7 @@ func TestServeConfigInvalid(t *testing.T) {
 
 // TestServeFlagErrors: the flag package's own errors, in the help's "--name".
 func TestServeFlagErrors(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		args []string
 		want string
@@ -144,6 +148,7 @@ func TestServeFlagErrors(t *testing.T) {
 }
 
 func TestServeHelpListsEverySetting(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	_, err := loadServeConfig([]string{"--help"}, env(nil), &out)
 	if !errors.Is(err, flag.ErrHelp) {
@@ -164,6 +169,7 @@ func TestServeHelpListsEverySetting(t *testing.T) {
 }
 
 func TestEveryVerbHasHelp(t *testing.T) {
+	t.Parallel()
 	for _, v := range verbs() {
 		t.Run(v.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
@@ -179,6 +185,7 @@ func TestEveryVerbHasHelp(t *testing.T) {
 
 // TestConfigurationDocListsEverySetting keeps docs/configuration.md in step with the flags.
 func TestConfigurationDocListsEverySetting(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)

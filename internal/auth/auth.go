@@ -9,15 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
-	mcpauth "github.com/modelcontextprotocol/go-sdk/auth"
-
-	"github.com/hangar-dev/hangar/internal/provider"
+	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -156,36 +153,6 @@ func (a *Authenticator) Check(ctx context.Context, p Principal) error {
 		return fmt.Errorf("look up token %s: %w", p.TokenID, err)
 	}
 	return usable(t, now)
-}
-
-// VerifyMCP fits go-sdk's auth.TokenVerifier: it authenticates the token and requires the mcp
-// scope. The principal travels in TokenInfo.Extra["principal"] and the token id in UserID, so a
-// session cannot be taken over by another token.
-func (a *Authenticator) VerifyMCP(ctx context.Context, token string, _ *http.Request) (*mcpauth.TokenInfo, error) {
-	p, err := a.Authenticate(ctx, token)
-	if err != nil {
-		if errors.Is(err, ErrNoToken) || errors.Is(err, ErrUnknownToken) || errors.Is(err, ErrRevoked) || errors.Is(err, ErrExpired) {
-			return nil, fmt.Errorf("%w: %v", mcpauth.ErrInvalidToken, err)
-		}
-		return nil, err
-	}
-	if !p.Has(ScopeMCP) {
-		return nil, fmt.Errorf("%w: the token lacks the mcp scope", mcpauth.ErrInvalidToken)
-	}
-	info := &mcpauth.TokenInfo{UserID: p.TokenID, Expiration: p.ExpiresAt, Extra: map[string]any{"principal": p}}
-	for _, s := range p.Scopes {
-		info.Scopes = append(info.Scopes, string(s))
-	}
-	return info, nil
-}
-
-// PrincipalFromTokenInfo returns the principal VerifyMCP put into info.
-func PrincipalFromTokenInfo(info *mcpauth.TokenInfo) (Principal, bool) {
-	if info == nil {
-		return Principal{}, false
-	}
-	p, ok := info.Extra["principal"].(Principal)
-	return p, ok
 }
 
 // NewToken is a request to make a token.
@@ -330,6 +297,10 @@ func narrower(by Principal, req *NewToken) error {
 	return nil
 }
 
+// stateDestroyed is provider.StateDestroyed as the store keeps it (auth does not import the
+// provider package, which sits beside it).
+const stateDestroyed = "destroyed"
+
 // bind checks a binding to a sandbox: the sandbox must exist (not destroyed) and the token must
 // belong to its owner, so that a bound token only ever reaches a sandbox of its own user (the
 // sandbox package checks that again on every request, since a name can change hands). A user
@@ -340,7 +311,7 @@ func (a *Authenticator) bind(ctx context.Context, by Principal, req *NewToken) e
 	if req.Sandbox == "" {
 		return nil
 	}
-	if err := provider.CheckName(req.Sandbox); err != nil {
+	if err := names.CheckSandbox(req.Sandbox); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if slices.Contains(req.Scopes, ScopeAdmin) {
@@ -350,7 +321,7 @@ func (a *Authenticator) bind(ctx context.Context, by Principal, req *NewToken) e
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("look up sandbox %s: %w", req.Sandbox, err)
 	}
-	if err != nil || sb.State == string(provider.StateDestroyed) || (!by.IsAdmin() && sb.Owner != by.User) {
+	if err != nil || sb.State == stateDestroyed || (!by.IsAdmin() && sb.Owner != by.User) {
 		return fmt.Errorf("%w: %s (a token can only be bound to an existing sandbox of its own user)", ErrNoSandbox, req.Sandbox)
 	}
 	switch {

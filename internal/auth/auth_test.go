@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	mcpauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/auth"
@@ -80,6 +79,7 @@ func (f *fixture) create(t *testing.T, by auth.Principal, req auth.NewToken) (au
 }
 
 func TestBootstrapOnlyOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	if !f.admin.IsAdmin() || f.admin.User != auth.AdminUser {
 		t.Fatalf("bootstrap principal = %+v, want the admin user with the admin scope", f.admin)
@@ -90,6 +90,7 @@ func TestBootstrapOnlyOnce(t *testing.T) {
 }
 
 func TestAuthenticateRefusals(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	ctx := context.Background()
 	expiring, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser}, ExpiresAt: f.clock.t.Add(time.Hour)})
@@ -116,6 +117,7 @@ func TestAuthenticateRefusals(t *testing.T) {
 }
 
 func TestTokenShape(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	f.sandbox(t, "api-refactor", "ada", "running")
 	c, p := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}, Sandbox: "api-refactor"})
@@ -132,6 +134,7 @@ func TestTokenShape(t *testing.T) {
 }
 
 func TestSecretNowhereOnDisk(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	c, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser}})
 	entries, err := os.ReadDir(f.dir)
@@ -155,6 +158,7 @@ func TestSecretNowhereOnDisk(t *testing.T) {
 }
 
 func TestCreateTokenRules(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	ctx := context.Background()
 	f.sandbox(t, "box", "ada", "running")
@@ -219,6 +223,7 @@ func TestCreateTokenRules(t *testing.T) {
 }
 
 func TestListAndRevoke(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	ctx := context.Background()
 	adaTok, ada := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser}})
@@ -264,6 +269,7 @@ func TestListAndRevoke(t *testing.T) {
 }
 
 func TestCheckExpiry(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	_, p := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser}, ExpiresAt: f.clock.t.Add(time.Minute)})
 	if err := f.a.Check(context.Background(), p); err != nil {
@@ -278,6 +284,7 @@ func TestCheckExpiry(t *testing.T) {
 const staticSecret = "static-secret-0123456789abcdef0123456789"
 
 func TestStaticTokens(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tokens")
 	write := func(content string) {
 		t.Helper()
@@ -313,6 +320,7 @@ func TestStaticTokens(t *testing.T) {
 }
 
 func TestStaticTokensFileErrors(t *testing.T) {
+	t.Parallel()
 	for name, content := range map[string]string{
 		"short token":   "short ci user\n",
 		"unknown scope": staticSecret + " ci root\n",
@@ -335,28 +343,10 @@ func TestStaticTokensFileErrors(t *testing.T) {
 	}
 }
 
-func TestVerifyMCP(t *testing.T) {
-	f := newFixture(t, "")
-	ctx := context.Background()
-	withMCP, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeMCP}})
-	withoutMCP, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeJobs}})
-	info, err := f.a.VerifyMCP(ctx, withMCP.Secret, nil)
-	if err != nil {
-		t.Fatalf("VerifyMCP: %v", err)
-	}
-	if p, ok := auth.PrincipalFromTokenInfo(info); !ok || p.User != "ada" {
-		t.Errorf("principal from token info = %+v, %v", p, ok)
-	}
-	for _, secret := range []string{withoutMCP.Secret, "hgr_nope"} {
-		if _, err := f.a.VerifyMCP(ctx, secret, nil); !errors.Is(err, mcpauth.ErrInvalidToken) {
-			t.Errorf("VerifyMCP = %v, want ErrInvalidToken", err)
-		}
-	}
-}
-
 // TestNarrowTokensSeeLittle: an agent's token (bound to a sandbox) sees and revokes only its
 // user's tokens bound to the same sandbox; mcp- or jobs-only tokens manage no tokens at all.
 func TestNarrowTokensSeeLittle(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "")
 	ctx := context.Background()
 	f.sandbox(t, "box", "ada", "running")
@@ -397,6 +387,7 @@ func TestNarrowTokensSeeLittle(t *testing.T) {
 // TestBoundIsNeverAdmin: a bound principal is confined to its sandbox whatever its scopes (a
 // tokens-file line may give one the admin scope; the API refuses to).
 func TestBoundIsNeverAdmin(t *testing.T) {
+	t.Parallel()
 	p := auth.Principal{User: "ada", Scopes: []auth.Scope{auth.ScopeAdmin}, Sandbox: "box"}
 	if p.IsAdmin() {
 		t.Error("a principal bound to a sandbox acts as an admin")

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hangar-dev/hangar/internal/provider"
+	"github.com/hangar-dev/hangar/internal/names"
 )
 
 // minStaticTokenLen is the shortest static token accepted: as many characters as a generated
@@ -74,7 +74,7 @@ func parseStaticTokens(path string, data []byte) (map[string]Principal, error) {
 		}
 		p := Principal{User: f[1], Scopes: scopes, Static: true}
 		if len(f) == 4 {
-			if err := provider.CheckName(f[3]); err != nil {
+			if err := names.CheckSandbox(f[3]); err != nil {
 				return nil, fmt.Errorf("%s line %d: %w", path, n, err)
 			}
 			p.Sandbox = f[3]

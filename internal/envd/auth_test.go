@@ -15,6 +15,7 @@ import (
 
 // TestAuth checks that a daemon with a token refuses requests without it, except /health.
 func TestAuth(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, tcp, daemon.Config{AccessToken: "s3cret"})
 	ctx := testCtx(t, shortWait)
 	for _, token := range []string{"", "wrong"} {
@@ -43,6 +44,7 @@ func TestAuth(t *testing.T) {
 
 // TestInit checks POST /init sets a token on a daemon that had none.
 func TestInit(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, tcp, daemon.Config{})
 	ctx := testCtx(t, shortWait)
 	open := newClient(t, td, envd.Config{})
@@ -79,6 +81,7 @@ func TestInit(t *testing.T) {
 
 // TestUser checks the user named by basic auth: root is accepted, an unknown user refused.
 func TestUser(t *testing.T) {
+	t.Parallel()
 	if syscall.Getuid() != 0 {
 		t.Fatal("this test needs to run as root (it checks switching users); the suite runs as root")
 	}
@@ -103,6 +106,7 @@ func TestUser(t *testing.T) {
 // TestUnavailable checks a daemon that is not there is ErrUnavailable, and cancellation is
 // the context's error.
 func TestUnavailable(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t, shortWait)
 	c, err := envd.New(envd.Config{URL: "http://" + freeAddr(t)})
 	if err != nil {
@@ -129,6 +133,7 @@ func TestUnavailable(t *testing.T) {
 
 // TestShutdown checks stopping the daemon ends open streams and kills its processes.
 func TestShutdown(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, tcp, daemon.Config{})
 	c := newClient(t, td, envd.Config{})
 	ctx := testCtx(t, shortWait)
@@ -155,6 +160,7 @@ func TestShutdown(t *testing.T) {
 
 // TestCancelStream checks cancelling Start's context ends the stream but not the process.
 func TestCancelStream(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, tcp, daemon.Config{})
 	c := newClient(t, td, envd.Config{})
 	ctx := testCtx(t, shortWait)

@@ -17,6 +17,7 @@ import (
 
 // TestFiles round-trips a file through /files and exercises the filesystem service.
 func TestFiles(t *testing.T) {
+	t.Parallel()
 	for _, n := range networks {
 		t.Run(string(n), func(t *testing.T) {
 			workdir := t.TempDir()
@@ -93,6 +94,7 @@ func TestFiles(t *testing.T) {
 
 // TestUploadMultipart checks the multipart form E2B's SDKs send.
 func TestUploadMultipart(t *testing.T) {
+	t.Parallel()
 	workdir := t.TempDir()
 	td := startDaemon(t, tcp, daemon.Config{Workdir: workdir})
 	body := "--XYZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"notes.txt\"\r\nContent-Type: application/octet-stream\r\n\r\nhello\xff\r\n--XYZ--\r\n"
@@ -116,6 +118,7 @@ func TestUploadMultipart(t *testing.T) {
 
 // TestWatch checks WatchDir's events, recursive and not.
 func TestWatch(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	td := startDaemon(t, unix, daemon.Config{})
 	c := newClient(t, td, envd.Config{})
@@ -195,6 +198,7 @@ func TestWatch(t *testing.T) {
 
 // TestWatchKeepalive checks a silent watch sends keepalives.
 func TestWatchKeepalive(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, tcp, daemon.Config{})
 	c := newClient(t, td, envd.Config{KeepaliveInterval: 1e9})
 	ctx := testCtx(t, shortWait)

@@ -21,6 +21,7 @@ import (
 // random bytes (invalid UTF-8 included) through stdout and through stderr, over TCP and a unix
 // socket, with both codecs.
 func TestOutputIsExact(t *testing.T) {
+	t.Parallel()
 	payload := make([]byte, 10<<20)
 	if _, err := rand.Read(payload); err != nil {
 		t.Fatal(err)
@@ -37,6 +38,7 @@ func TestOutputIsExact(t *testing.T) {
 	for _, tc := range cases {
 		n, json := tc.n, tc.json
 		t.Run(fmt.Sprintf("%s/json=%v", n, json), func(t *testing.T) {
+			t.Parallel()
 			td := startDaemon(t, n, daemon.Config{})
 			c := newClient(t, td, envd.Config{JSON: json})
 			ctx := testCtx(t, longWait)
@@ -73,6 +75,7 @@ func commonPrefix(a, b []byte) int {
 
 // TestStdoutAndStderrApart checks the two streams are kept apart and each keeps its order.
 func TestStdoutAndStderrApart(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, tcp, daemon.Config{})
 	c := newClient(t, td, envd.Config{})
 	ctx := testCtx(t, shortWait)
@@ -88,6 +91,7 @@ func TestStdoutAndStderrApart(t *testing.T) {
 
 // TestEnvAndCwd checks envs, cwd and the default working directory.
 func TestEnvAndCwd(t *testing.T) {
+	t.Parallel()
 	workdir := t.TempDir()
 	other := t.TempDir()
 	td := startDaemon(t, tcp, daemon.Config{Workdir: workdir})
@@ -106,6 +110,7 @@ func TestEnvAndCwd(t *testing.T) {
 
 // TestExitStatus covers exit codes and deaths by signal.
 func TestExitStatus(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, tcp, daemon.Config{})
 	c := newClient(t, td, envd.Config{})
 	ctx := testCtx(t, shortWait)
@@ -131,6 +136,7 @@ func TestExitStatus(t *testing.T) {
 
 // TestStartErrors checks bad requests get the right typed errors.
 func TestStartErrors(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, tcp, daemon.Config{})
 	c := newClient(t, td, envd.Config{})
 	ctx := testCtx(t, shortWait)
@@ -185,6 +191,7 @@ func TestStartErrors(t *testing.T) {
 
 // TestStdin covers SendInput, CloseStdin, StreamInput and stdin off.
 func TestStdin(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, tcp, daemon.Config{})
 	c := newClient(t, td, envd.Config{})
 	ctx := testCtx(t, shortWait)
@@ -244,6 +251,7 @@ func TestStdin(t *testing.T) {
 
 // TestPTY runs a shell on a pty, reads its size, resizes it and reads it again.
 func TestPTY(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, tcp, daemon.Config{})
 	c := newClient(t, td, envd.Config{})
 	ctx := testCtx(t, shortWait)
@@ -305,6 +313,7 @@ func TestPTY(t *testing.T) {
 // TestConnect attaches to a running process by tag, sees output from then on and its end,
 // and checks that a process that just ended answers start then end.
 func TestConnect(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, unix, daemon.Config{})
 	c := newClient(t, td, envd.Config{})
 	ctx := testCtx(t, shortWait)
@@ -366,6 +375,7 @@ func TestConnect(t *testing.T) {
 
 // TestKeepalive checks a silent stream gets keepalive events at the requested interval.
 func TestKeepalive(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, tcp, daemon.Config{})
 	c := newClient(t, td, envd.Config{KeepaliveInterval: 1e9})
 	ctx := testCtx(t, shortWait)
@@ -394,6 +404,7 @@ func TestKeepalive(t *testing.T) {
 // TestLifetime checks Connect-Timeout-Ms kills the process and, as on E2B's envd, the Start
 // stream ends with ErrDeadlineExceeded after the output; an attached stream gets the end.
 func TestLifetime(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, tcp, daemon.Config{})
 	c := newClient(t, td, envd.Config{})
 	ctx := testCtx(t, shortWait)
@@ -432,8 +443,10 @@ func TestLifetime(t *testing.T) {
 // TestGroupKill checks a signal reaches the whole process group: a child that would outlive
 // its parent dies with it.
 func TestGroupKill(t *testing.T) {
+	t.Parallel()
 	for _, sig := range []envd.Signal{envd.SIGTERM, envd.SIGKILL} {
 		t.Run(strconv.Itoa(int(sig)), func(t *testing.T) {
+			t.Parallel()
 			td := startDaemon(t, tcp, daemon.Config{})
 			c := newClient(t, td, envd.Config{})
 			ctx := testCtx(t, shortWait)
@@ -483,6 +496,7 @@ func alive(pid int) bool {
 // process nor loses output silently: the process ends, and the slow stream ends with
 // ErrSlowSubscriber.
 func TestSlowSubscriber(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, tcp, daemon.Config{SubscriberQueueBytes: 256 << 10})
 	c := newClient(t, td, envd.Config{})
 	ctx := testCtx(t, longWait)
@@ -526,6 +540,7 @@ func TestSlowSubscriber(t *testing.T) {
 // TestStarterSlowsProcess checks the starter is the process's terminal: one that reads slower
 // than the process prints slows the process down and gets every byte.
 func TestStarterSlowsProcess(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, tcp, daemon.Config{SubscriberQueueBytes: 64 << 10})
 	c := newClient(t, td, envd.Config{})
 	ctx := testCtx(t, longWait)
@@ -560,6 +575,7 @@ func TestStarterSlowsProcess(t *testing.T) {
 // TestStalledStarter checks a starter that takes nothing for StarterStall is ended, and the
 // process then runs to its end.
 func TestStalledStarter(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, tcp, daemon.Config{SubscriberQueueBytes: 64 << 10, StarterStall: 200 * time.Millisecond})
 	c := newClient(t, td, envd.Config{})
 	ctx := testCtx(t, longWait)
@@ -589,6 +605,7 @@ func TestStalledStarter(t *testing.T) {
 // TestKillGrace checks a killed process's stream ends even when a descendant that left the
 // process group (setsid) still holds its stdout.
 func TestKillGrace(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, tcp, daemon.Config{KillGrace: 200e6})
 	c := newClient(t, td, envd.Config{})
 	ctx := testCtx(t, shortWait)
@@ -620,6 +637,7 @@ func TestKillGrace(t *testing.T) {
 // TestTagsAreUnique checks a running process's tag cannot be given to another process (hangar
 // finds its background processes by tag), and is free again once the process ended.
 func TestTagsAreUnique(t *testing.T) {
+	t.Parallel()
 	td := startDaemon(t, tcp, daemon.Config{})
 	c := newClient(t, td, envd.Config{})
 	ctx := testCtx(t, longWait)

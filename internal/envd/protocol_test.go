@@ -62,6 +62,7 @@ func e2bLike(d *daemon.Daemon) http.Handler {
 // HTTP/1.1 to a daemon that serves only HTTP/1.1 in cleartext, as E2B's envd does; each
 // stream, call and upload works with either.
 func TestProtocolNegotiation(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name      string
 		hangar    bool // the daemon says it is hangar's on /health

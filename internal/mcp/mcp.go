@@ -171,7 +171,7 @@ func New(cfg Config) *Handler {
 	h.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		PropagateRequestCancellation: true, Logger: quieter(cfg.Logger), SessionTimeout: cfg.SessionIdle,
 	})
-	h.authed = sdkauth.RequireBearerToken(cfg.Auth.VerifyMCP, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(http.HandlerFunc(h.serve))
+	h.authed = sdkauth.RequireBearerToken(verifier(cfg.Auth), &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(http.HandlerFunc(h.serve))
 	return h
 }
 
@@ -211,7 +211,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 // newSession serves a 2025-era request that opens a session (an initialize), within the
 // token's cap on sessions.
 func (h *Handler) newSession(w http.ResponseWriter, r *http.Request) {
-	p, _ := auth.PrincipalFromTokenInfo(sdkauth.TokenInfoFromContext(r.Context()))
+	p, _ := principalFromTokenInfo(sdkauth.TokenInfoFromContext(r.Context()))
 	if !h.sessions.reserve(p, h.liveSessions()) {
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(h.cfg.SessionIdle.Seconds()))))
 		writeError(w, http.StatusTooManyRequests, codeTooManySessions, fmt.Sprintf("This token already has %d MCP sessions open, "+
@@ -266,7 +266,7 @@ func principal(ctx context.Context, req *mcp.CallToolRequest) (auth.Principal, b
 	if info == nil {
 		info = sdkauth.TokenInfoFromContext(ctx)
 	}
-	return auth.PrincipalFromTokenInfo(info)
+	return principalFromTokenInfo(info)
 }
 
 // quieter is log for the SDK, which logs every session's start and end at info: only its

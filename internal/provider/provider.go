@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/names"
 )
 
 // State is where a sandbox is in its life. It only moves forward, except running <-> paused.
@@ -170,22 +172,9 @@ func ShellArgv(command string) []string {
 	return []string{"/bin/sh", "-c", ShellScript, "hangar-exec", command}
 }
 
-// CheckName reports whether name can name a sandbox: a lowercase DNS label (RFC 1123) of at most
-// 63 characters, so every provider can use it in folder, container and pod names.
-func CheckName(name string) error {
-	if name == "" || len(name) > 63 {
-		return fmt.Errorf("sandbox name %q: must be 1 to 63 characters", name)
-	}
-	for i, c := range name {
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
-		case c == '-' && i > 0 && i < len(name)-1:
-		default:
-			return fmt.Errorf("sandbox name %q: must be lowercase letters, digits and inner dashes", name)
-		}
-	}
-	return nil
-}
+// CheckName reports whether name can name a sandbox: names.CheckSandbox, kept here for the
+// callers that already hold the provider package.
+func CheckName(name string) error { return names.CheckSandbox(name) }
 
 // NewAccessToken returns a new daemon access token: 32 random bytes, hex-encoded.
 func NewAccessToken() (string, error) {

@@ -11,6 +11,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestTailBuffer(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		max    int
@@ -46,6 +47,7 @@ func TestTailBuffer(t *testing.T) {
 }
 
 func TestTailBufferDefault(t *testing.T) {
+	t.Parallel()
 	var b TailBuffer
 	b.Write(bytes.Repeat([]byte("x"), MaxExecOutput+10))
 	if len(b.Bytes()) != MaxExecOutput {
@@ -73,21 +75,10 @@ func FuzzTailBuffer(f *testing.F) {
 	})
 }
 
-func TestCheckName(t *testing.T) {
-	for name, ok := range map[string]bool{
-		"a": true, "dev-1": true, "0abc": true, "": false, "-a": false, "a-": false, "A": false,
-		"a_b": false, "../x": false, "a.b": false, string(bytes.Repeat([]byte("a"), 64)): false,
-		string(bytes.Repeat([]byte("a"), 63)): true,
-	} {
-		if err := CheckName(name); (err == nil) != ok {
-			t.Errorf("CheckName(%q) = %v, want ok=%v", name, err, ok)
-		}
-	}
-}
-
 // TestShellArgv: the command reaches the shell unquoted and unchanged, and the daemon's token
 // does not reach it.
 func TestShellArgv(t *testing.T) {
+	t.Parallel()
 	argv := ShellArgv(`printf '%s|' "$1" 'a b' "$HANGAR_ENVD_ACCESS_TOKEN"; echo "$0"`)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HANGAR_ENVD_ACCESS_TOKEN=secret"}

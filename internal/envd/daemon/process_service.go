@@ -104,13 +104,9 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[rpc.Sta
 	if cfg.GetCmd() == "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("start needs process.cmd, the program to run"))
 	}
-	set := s.d.auth.get()
-	cwd, err := s.d.resolvePath(id, cfg.GetCwd())
+	cmd, err := s.d.command(id, cfg, req.Msg.GetPty() != nil)
 	if err != nil {
-		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("cwd: %w", err))
-	}
-	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
-		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("the working directory %q does not exist or is not a directory", cwd))
+		return err
 	}
 	lifetime, _ := ctx.Value(lifetimeKey).(time.Duration)
 	release, err := s.d.procs.reserveTag(req.Msg.GetTag())
@@ -124,19 +120,6 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[rpc.Sta
 		}
 	}()
 
-	cmd := exec.Command(cfg.GetCmd(), cfg.GetArgs()...)
-	cmd.Dir = cwd
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + id.home, "USER=" + id.name, "LOGNAME=" + id.name}
-	if req.Msg.GetPty() != nil {
-		cmd.Env = append(cmd.Env, "TERM=xterm-256color")
-	}
-	for _, k := range slices.Sorted(maps.Keys(set.envs)) {
-		cmd.Env = append(cmd.Env, k+"="+set.envs[k])
-	}
-	for _, k := range slices.Sorted(maps.Keys(cfg.GetEnvs())) {
-		cmd.Env = append(cmd.Env, k+"="+cfg.GetEnvs()[k])
-	}
-
 	p := &process{
 		tag:    req.Msg.Tag,
 		config: cfg,
@@ -149,48 +132,12 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[rpc.Sta
 	q, _ := p.subscribe(newBlockingQueue[*rpc.ProcessEvent](s.d.cfg.SubscriberQueueBytes, s.d.cfg.StarterStall, s.d.cfg.Clock))
 
 	if size := req.Msg.GetPty(); size != nil {
-		ws := &pty.Winsize{Cols: uint16(min(size.GetSize().GetCols(), 65535)), Rows: uint16(min(size.GetSize().GetRows(), 65535))}
-		if ws.Cols == 0 || ws.Rows == 0 {
-			ws.Cols, ws.Rows = 80, 24
-		}
-		// Setsid makes the process the leader of a new session, hence of its own process group.
-		tty, err := pty.StartWithAttrs(cmd, ws, &syscall.SysProcAttr{Setsid: true, Setctty: true, Credential: id.credential()})
-		if err != nil {
-			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("start %q on a pty: %w", cfg.GetCmd(), err))
-		}
-		p.tty = tty
+		err = startOnPTY(p, size.GetSize(), id)
 	} else {
-		outR, outW, err := os.Pipe()
-		if err != nil {
-			return connect.NewError(connect.CodeInternal, fmt.Errorf("create stdout pipe: %w", err))
-		}
-		errR, errW, err := os.Pipe()
-		if err != nil {
-			outR.Close()
-			outW.Close()
-			return connect.NewError(connect.CodeInternal, fmt.Errorf("create stderr pipe: %w", err))
-		}
-		cmd.Stdout, cmd.Stderr = outW, errW
-		if req.Msg.Stdin == nil || req.Msg.GetStdin() {
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				return connect.NewError(connect.CodeInternal, fmt.Errorf("create stdin pipe: %w", err))
-			}
-			p.stdin = stdin
-		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: id.credential()}
-		err = cmd.Start()
-		outW.Close()
-		errW.Close()
-		if err != nil {
-			outR.Close()
-			errR.Close()
-			if p.stdin != nil {
-				p.stdin.Close()
-			}
-			return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("start %q: %w", cfg.GetCmd(), err))
-		}
-		p.pipes = []*os.File{outR, errR}
+		err = startOnPipes(p, req.Msg.Stdin == nil || req.Msg.GetStdin(), id)
+	}
+	if err != nil {
+		return err
 	}
 	p.pid = uint32(cmd.Process.Pid)
 	// The start event is queued before the output readers exist, so it is always first.
@@ -212,6 +159,86 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[rpc.Sta
 			return stream.Send(&rpc.StartResponse{Event: ev})
 		},
 		func() error { return stream.Send(&rpc.StartResponse{Event: keepaliveEvent()}) })
+}
+
+// command is the command a Start request asks for, as id: in its working directory (which must
+// exist), with a small fixed environment (PATH, HOME, USER, LOGNAME; TERM on a pty), then the
+// daemon's default envs, then the request's, each in name order.
+func (d *Daemon) command(id *identity, cfg *rpc.ProcessConfig, onPTY bool) (*exec.Cmd, error) {
+	cwd, err := d.resolvePath(id, cfg.GetCwd())
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("cwd: %w", err))
+	}
+	if fi, err := os.Stat(cwd); err != nil || !fi.IsDir() {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("the working directory %q does not exist or is not a directory", cwd))
+	}
+	set := d.auth.get()
+	cmd := exec.Command(cfg.GetCmd(), cfg.GetArgs()...)
+	cmd.Dir = cwd
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + id.home, "USER=" + id.name, "LOGNAME=" + id.name}
+	if onPTY {
+		cmd.Env = append(cmd.Env, "TERM=xterm-256color")
+	}
+	for _, k := range slices.Sorted(maps.Keys(set.envs)) {
+		cmd.Env = append(cmd.Env, k+"="+set.envs[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(cfg.GetEnvs())) {
+		cmd.Env = append(cmd.Env, k+"="+cfg.GetEnvs()[k])
+	}
+	return cmd, nil
+}
+
+// startOnPTY starts p.cmd as id on a new pseudo-terminal of size (80x24 when a side is 0), the
+// leader of a new session and so of its own process group.
+func startOnPTY(p *process, size *rpc.PTY_Size, id *identity) error {
+	ws := &pty.Winsize{Cols: uint16(min(size.GetCols(), 65535)), Rows: uint16(min(size.GetRows(), 65535))}
+	if ws.Cols == 0 || ws.Rows == 0 {
+		ws.Cols, ws.Rows = 80, 24
+	}
+	tty, err := pty.StartWithAttrs(p.cmd, ws, &syscall.SysProcAttr{Setsid: true, Setctty: true, Credential: id.credential()})
+	if err != nil {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("start %q on a pty: %w", p.config.GetCmd(), err))
+	}
+	p.tty = tty
+	return nil
+}
+
+// startOnPipes starts p.cmd as id in its own process group, its stdout and stderr on pipes
+// (p.pipes) and, when withStdin, its stdin on p.stdin. On failure nothing stays open.
+func startOnPipes(p *process, withStdin bool, id *identity) error {
+	cmd := p.cmd
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return connect.NewError(connect.CodeInternal, fmt.Errorf("create stdout pipe: %w", err))
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return connect.NewError(connect.CodeInternal, fmt.Errorf("create stderr pipe: %w", err))
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	if withStdin {
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return connect.NewError(connect.CodeInternal, fmt.Errorf("create stdin pipe: %w", err))
+		}
+		p.stdin = stdin
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: id.credential()}
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if p.stdin != nil {
+			p.stdin.Close()
+		}
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("start %q: %w", p.config.GetCmd(), err))
+	}
+	p.pipes = []*os.File{outR, errR}
+	return nil
 }
 
 func keepaliveEvent() *rpc.ProcessEvent {

@@ -27,6 +27,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/docker/go-connections/nat"
 
+	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/provider"
 )
 
@@ -159,7 +160,7 @@ func (p *Provider) containerName(sandbox string) string {
 // Create makes and starts the sandbox's container, and with spec.Daemon waits until its daemon
 // answers /health.
 func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.Sandbox, error) {
-	if err := provider.CheckName(spec.Name); err != nil {
+	if err := names.CheckSandbox(spec.Name); err != nil {
 		return provider.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
 	image := spec.Image
@@ -182,7 +183,28 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.San
 		}
 		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: inspect image %s: %w", spec.Name, image, engineErr(err))
 	}
+	cfg, host, err := p.containerConfig(spec, image, workdir)
+	if err != nil {
+		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: %w", spec.Name, err)
+	}
+	info, err := p.startContainer(ctx, spec.Name, cfg, host)
+	if err != nil {
+		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: %w", spec.Name, err)
+	}
+	sb := p.sandbox(info)
+	if !spec.Daemon {
+		if sb.State != provider.StateRunning {
+			sb = p.withLogs(ctx, sb)
+		}
+		return sb, nil
+	}
+	return p.readyDaemon(ctx, sb, info.ID), nil
+}
 
+// containerConfig is the container of a sandbox of spec: labelled with what Find and List read
+// back, and running either hangar's daemon (spec.Daemon: the hangar binary mounted read-only,
+// its port published on 127.0.0.1 only) or an idle shell.
+func (p *Provider) containerConfig(spec provider.Spec, image, workdir string) (*container.Config, *container.HostConfig, error) {
 	env := make([]string, 0, len(spec.Env)+1)
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, k+"="+spec.Env[k])
@@ -200,64 +222,69 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.San
 		},
 	}
 	host := &container.HostConfig{Init: ptr(!p.cfg.NoInit)}
-	if spec.Daemon {
-		// A bind mount of a missing file would make the engine create a folder in its place.
-		if st, err := os.Stat(p.cfg.HangarBinary); err != nil || !st.Mode().IsRegular() {
-			return provider.Sandbox{}, fmt.Errorf("create sandbox %s: the hangar binary to mount, %s, is not a file (%v)", spec.Name, p.cfg.HangarBinary, err)
-		}
-		token, err := provider.NewAccessToken()
-		if err != nil {
-			return provider.Sandbox{}, fmt.Errorf("create sandbox %s: %w", spec.Name, err)
-		}
-		port := nat.Port(strconv.Itoa(DaemonPort) + "/tcp")
-		// The daemon starts without its token and gets it through /init once it answers: in
-		// its environment, every command in the container could read it (/proc/1/environ).
-		// A label is kept on the host (docker inspect), never inside the container.
-		cfg.Labels[labelToken] = token
-		cfg.Entrypoint = []string{binaryPath, "envd", "--listen", "0.0.0.0:" + strconv.Itoa(DaemonPort), "--workdir", workdir}
-		cfg.Cmd = []string{}
-		cfg.ExposedPorts = nat.PortSet{port: {}}
-		host.Binds = []string{p.cfg.HangarBinary + ":" + binaryPath + ":ro"}
-		// 127.0.0.1 only, on a port the engine picks: the daemon is never on the network.
-		host.PortBindings = nat.PortMap{port: {{HostIP: "127.0.0.1", HostPort: ""}}}
-	} else {
+	if !spec.Daemon {
 		cfg.Entrypoint = []string{"/bin/sh", "-c", idleScript}
 		cfg.Cmd = []string{}
+		return cfg, host, nil
 	}
-
-	created, err := p.cli.ContainerCreate(ctx, cfg, host, nil, nil, p.containerName(spec.Name))
+	// A bind mount of a missing file would make the engine create a folder in its place.
+	if st, err := os.Stat(p.cfg.HangarBinary); err != nil || !st.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("the hangar binary to mount, %s, is not a file (%v)", p.cfg.HangarBinary, err)
+	}
+	token, err := provider.NewAccessToken()
 	if err != nil {
-		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: create container: %w", spec.Name, engineErr(err))
+		return nil, nil, err
+	}
+	port := nat.Port(strconv.Itoa(DaemonPort) + "/tcp")
+	// The daemon starts without its token and gets it through /init once it answers: in
+	// its environment, every command in the container could read it (/proc/1/environ).
+	// A label is kept on the host (docker inspect), never inside the container.
+	cfg.Labels[labelToken] = token
+	cfg.Entrypoint = []string{binaryPath, "envd", "--listen", "0.0.0.0:" + strconv.Itoa(DaemonPort), "--workdir", workdir}
+	cfg.Cmd = []string{}
+	cfg.ExposedPorts = nat.PortSet{port: {}}
+	host.Binds = []string{p.cfg.HangarBinary + ":" + binaryPath + ":ro"}
+	// 127.0.0.1 only, on a port the engine picks: the daemon is never on the network.
+	host.PortBindings = nat.PortMap{port: {{HostIP: "127.0.0.1", HostPort: ""}}}
+	return cfg, host, nil
+}
+
+// startContainer creates and starts the container of sandbox name and returns what the engine
+// says of it then. A container that cannot be started or inspected is removed.
+func (p *Provider) startContainer(ctx context.Context, name string, cfg *container.Config, host *container.HostConfig) (container.InspectResponse, error) {
+	created, err := p.cli.ContainerCreate(ctx, cfg, host, nil, nil, p.containerName(name))
+	if err != nil {
+		return container.InspectResponse{}, fmt.Errorf("create container: %w", engineErr(err))
 	}
 	if err := p.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		p.remove(created.ID)
-		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: start container: %w", spec.Name, engineErr(err))
+		return container.InspectResponse{}, fmt.Errorf("start container: %w", engineErr(err))
 	}
 	info, err := p.cli.ContainerInspect(ctx, created.ID)
 	if err != nil {
 		p.remove(created.ID)
-		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: inspect container: %w", spec.Name, engineErr(err))
+		return container.InspectResponse{}, fmt.Errorf("inspect container: %w", engineErr(err))
 	}
-	sb := p.sandbox(info)
-	if !spec.Daemon {
-		if sb.State != provider.StateRunning {
-			sb = p.withLogs(ctx, sb)
-		}
-		return sb, nil
-	}
+	return info, nil
+}
+
+// readyDaemon waits for the daemon of the just-started sb (in container containerID) to answer
+// and gives it its token. A daemon that does not come up makes sb failed, with the reason and
+// the container's logs.
+func (p *Provider) readyDaemon(ctx context.Context, sb provider.Sandbox, containerID string) provider.Sandbox {
 	if sb.State != provider.StateRunning {
-		return p.withLogs(ctx, failed(sb, "the sandbox's daemon did not start")), nil
+		return p.withLogs(ctx, failed(sb, "the sandbox's daemon did not start"))
 	}
 	if sb.Daemon == nil {
-		return p.withLogs(ctx, failed(sb, "the container publishes no daemon port")), nil
+		return p.withLogs(ctx, failed(sb, "the container publishes no daemon port"))
 	}
-	if err := p.waitHealthy(ctx, info.ID, sb.Daemon.URL); err != nil {
-		return p.withLogs(ctx, failed(sb, fmt.Sprintf("the daemon at %s did not answer: %v", sb.Daemon.URL, err))), nil
+	if err := p.waitHealthy(ctx, containerID, sb.Daemon.URL); err != nil {
+		return p.withLogs(ctx, failed(sb, fmt.Sprintf("the daemon at %s did not answer: %v", sb.Daemon.URL, err)))
 	}
 	if err := provider.InitDaemon(ctx, p.health, sb.Daemon.URL, sb.Daemon.AccessToken); err != nil {
-		return p.withLogs(ctx, failed(sb, fmt.Sprintf("the daemon at %s could not be given its token: %v", sb.Daemon.URL, err))), nil
+		return p.withLogs(ctx, failed(sb, fmt.Sprintf("the daemon at %s could not be given its token: %v", sb.Daemon.URL, err)))
 	}
-	return sb, nil
+	return sb
 }
 
 // remove force-removes a container that Create could not finish; a failure is only logged,

@@ -45,6 +45,7 @@ func newProvider(t *testing.T, instance string, mod func(*Config)) *Provider {
 }
 
 func TestSuite(t *testing.T) {
+	t.Parallel()
 	instance := providertest.UniqueName("test")
 	providertest.Run(t, func(t *testing.T) provider.Provider {
 		return newProvider(t, instance, nil)
@@ -53,6 +54,7 @@ func TestSuite(t *testing.T) {
 
 // TestSuiteWithoutBash runs the suite on an image that has no bash: commands go through sh -c.
 func TestSuiteWithoutBash(t *testing.T) {
+	t.Parallel()
 	instance := providertest.UniqueName("test")
 	cli := dockertest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
@@ -68,6 +70,7 @@ func TestSuiteWithoutBash(t *testing.T) {
 
 // TestShell: bash runs commands where the image has it, sh where it has not.
 func TestShell(t *testing.T) {
+	t.Parallel()
 	cli := dockertest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -104,6 +107,7 @@ func TestShell(t *testing.T) {
 // read-only, the port published on 127.0.0.1 only, the token given through /init: not in argv,
 // nor in any process's environment.
 func TestDaemonContainer(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	p := newProvider(t, providertest.UniqueName("test"), nil)
@@ -165,6 +169,7 @@ func TestDaemonContainer(t *testing.T) {
 }
 
 func TestImageMissing(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	p := newProvider(t, providertest.UniqueName("test"), nil)
@@ -180,6 +185,7 @@ func TestImageMissing(t *testing.T) {
 }
 
 func TestEngineDown(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	p, err := New(Config{Host: "unix://" + t.TempDir() + "/no-engine.sock", HangarBinary: hangarBin})
@@ -201,6 +207,7 @@ func TestEngineDown(t *testing.T) {
 // TestDaemonUnreachable: a container whose daemon never answers comes back failed, with a
 // reason that quotes its output.
 func TestDaemonUnreachable(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	// busybox has no "envd" applet: the "daemon" exits at once with a message.
@@ -228,6 +235,7 @@ func TestDaemonUnreachable(t *testing.T) {
 
 // TestOtherInstance: a provider sees only its own instance's containers.
 func TestOtherInstance(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	p := newProvider(t, providertest.UniqueName("test"), nil)

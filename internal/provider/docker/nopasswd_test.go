@@ -28,6 +28,7 @@ func noPasswdProvider(t *testing.T) *Provider {
 // TestDaemonWithoutPasswd: in an image without /etc/passwd the daemon runs commands (as uid
 // 0, the container's user) and serves files.
 func TestDaemonWithoutPasswd(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	p := noPasswdProvider(t)
@@ -75,6 +76,7 @@ func TestDaemonWithoutPasswd(t *testing.T) {
 // TestDaemonFailsAtStart: a daemon that cannot serve (here its default user does not exist)
 // exits at start, and Create gives a failed sandbox whose reason says why.
 func TestDaemonFailsAtStart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	p := noPasswdProvider(t)

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/provider"
 )
 
@@ -155,7 +156,7 @@ type apiError struct {
 // Create starts an E2B sandbox from the spec's template and waits for its envd. The sandbox
 // always has a daemon (E2B's envd), whatever spec.Daemon says.
 func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.Sandbox, error) {
-	if err := provider.CheckName(spec.Name); err != nil {
+	if err := names.CheckSandbox(spec.Name); err != nil {
 		return provider.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
 	template := spec.Template

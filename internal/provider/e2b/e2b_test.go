@@ -45,6 +45,7 @@ func newTestProvider(t *testing.T, f *fakeE2B, mod func(*Config)) *Provider {
 }
 
 func TestSuite(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	providertest.Run(t, func(t *testing.T) provider.Provider {
 		return newTestProvider(t, f, nil)
@@ -52,6 +53,7 @@ func TestSuite(t *testing.T) {
 }
 
 func TestNewNeedsAPIKey(t *testing.T) {
+	t.Parallel()
 	if _, err := New(Config{}); err == nil {
 		t.Fatal("New without an API key succeeded")
 	}
@@ -59,6 +61,7 @@ func TestNewNeedsAPIKey(t *testing.T) {
 
 // TestCreateRequest: what the provider asks E2B for, and what it makes of the answer.
 func TestCreateRequest(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFake(t)
@@ -95,6 +98,7 @@ func TestCreateRequest(t *testing.T) {
 }
 
 func TestDaemonURLPattern(t *testing.T) {
+	t.Parallel()
 	p, err := New(Config{APIKey: "k"})
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +115,7 @@ func TestDaemonURLPattern(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFake(t)
@@ -164,6 +169,7 @@ func TestErrors(t *testing.T) {
 
 // TestListPages: List follows X-Next-Token over several pages and keeps to its instance.
 func TestListPages(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFake(t)
@@ -201,6 +207,7 @@ func TestListPages(t *testing.T) {
 
 // TestDeadDaemon: a sandbox E2B lists as running whose envd does not answer is failed.
 func TestDeadDaemon(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFake(t)

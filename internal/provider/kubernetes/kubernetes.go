@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/provider"
 )
 
@@ -161,7 +162,7 @@ func (p *Provider) podName(sandbox string) string {
 // is Ready. A pod that cannot start (its image cannot be pulled, it crashes, it is not Ready in
 // ReadyTimeout) is deleted and Create returns an error saying why.
 func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.Sandbox, error) {
-	if err := provider.CheckName(spec.Name); err != nil {
+	if err := names.CheckSandbox(spec.Name); err != nil {
 		return provider.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
 	workdir := spec.Workdir

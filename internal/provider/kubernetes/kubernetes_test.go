@@ -72,6 +72,7 @@ func ready(st *corev1.PodStatus) {
 }
 
 func TestCreateWithDaemon(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	kube := fake.NewClientset()
@@ -104,6 +105,14 @@ func TestCreateWithDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkDaemonPod(t, pod, token)
+}
+
+// checkDaemonPod checks the pod of sandbox box, with a daemon whose token is token: no service
+// account token, never restarted, the hangar binary copied in by an init container and mounted
+// read-only, the token only in the environment (from its secret), a readiness probe on /health.
+func checkDaemonPod(t *testing.T, pod *corev1.Pod, token string) {
+	t.Helper()
 	if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
 		t.Error("the pod mounts a service account token")
 	}
@@ -159,6 +168,7 @@ func TestCreateWithDaemon(t *testing.T) {
 }
 
 func TestCreateVariants(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name        string
 		cfg         func(*Config)
@@ -215,6 +225,7 @@ func TestCreateVariants(t *testing.T) {
 // TestCreateFails: a pod that cannot start makes Create fail with a clear error, and is deleted
 // with its secret.
 func TestCreateFails(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		status  func(*corev1.PodStatus)
@@ -279,6 +290,7 @@ func TestCreateFails(t *testing.T) {
 // TestRestartAndDestroy: a new provider over the same cluster finds the sandbox (List, Get, with
 // its token), sees only its own instance's, and Destroy deletes the pod and its secret.
 func TestRestartAndDestroy(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	kube := fake.NewClientset()
@@ -325,6 +337,7 @@ func TestRestartAndDestroy(t *testing.T) {
 
 // TestGetStates: what Get reports as the pod's status changes.
 func TestGetStates(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		status func(*corev1.PodStatus)
@@ -376,6 +389,7 @@ func TestGetStates(t *testing.T) {
 }
 
 func TestUnsupported(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := newTestProvider(fake.NewClientset(), nil)
 	sb := provider.Sandbox{Name: "x", ID: "hangar-x"}
@@ -396,6 +410,7 @@ func TestUnsupported(t *testing.T) {
 
 // TestEnvScript: the exec wrapper sets the folder and the environment, then runs the command.
 func TestEnvScript(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	argv := append([]string{"/bin/sh", "-c", envScript, "hangar-env", dir, "A=1 2", "B=x", "--"},
 		provider.ShellArgv(`printf '%s|%s|%s' "$A" "$B" "$(pwd)"`)...)

@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/provider"
 )
 
@@ -143,7 +144,7 @@ const (
 // Create makes the sandbox's folder and, with spec.Daemon, starts its daemon and waits until it
 // answers /health.
 func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.Sandbox, error) {
-	if err := provider.CheckName(spec.Name); err != nil {
+	if err := names.CheckSandbox(spec.Name); err != nil {
 		return provider.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
 	dir := p.dir(spec.Name)
@@ -459,7 +460,7 @@ func (p *Provider) sandbox(ctx context.Context, dir string, rec *record) provide
 
 func (p *Provider) dir(name string) string {
 	// A name that is not a DNS label never reaches the file system: it could hold "../".
-	if provider.CheckName(name) != nil {
+	if names.CheckSandbox(name) != nil {
 		return filepath.Join(p.root, "invalid-name")
 	}
 	return filepath.Join(p.root, name)

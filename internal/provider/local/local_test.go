@@ -58,6 +58,7 @@ func newProvider(t *testing.T, dataDir string, mod func(*Config)) (*Provider, *l
 }
 
 func TestSuite(t *testing.T) {
+	t.Parallel()
 	dataDir := t.TempDir()
 	providertest.Run(t, func(t *testing.T) provider.Provider {
 		p, _ := newProvider(t, dataDir, nil)
@@ -66,12 +67,14 @@ func TestSuite(t *testing.T) {
 }
 
 func TestNewNeedsDataDir(t *testing.T) {
+	t.Parallel()
 	if _, err := New(Config{}); err == nil {
 		t.Fatal("New without a data dir succeeded")
 	}
 }
 
 func TestCreateWarnsNoIsolation(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	p, logs := newProvider(t, t.TempDir(), nil)
@@ -86,6 +89,7 @@ func TestCreateWarnsNoIsolation(t *testing.T) {
 }
 
 func TestWorkdirStaysInside(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	data := t.TempDir()
@@ -107,6 +111,7 @@ func TestWorkdirStaysInside(t *testing.T) {
 // TestDeadDaemon: a daemon that dies leaves its sandbox failed, with a reason; Destroy still
 // cleans up.
 func TestDeadDaemon(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	p, _ := newProvider(t, t.TempDir(), nil)
@@ -137,6 +142,7 @@ func TestDeadDaemon(t *testing.T) {
 // TestDaemonThatCannotStart: a daemon that exits at once comes back as a failed sandbox whose
 // reason quotes its log.
 func TestDaemonThatCannotStart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	bin := filepath.Join(t.TempDir(), "broken")
@@ -213,6 +219,7 @@ func waitState(t *testing.T, p provider.Provider, sb provider.Sandbox, ok func(p
 
 // TestPauseStopsDaemon: Pause stops the daemon's processes, Resume continues them.
 func TestPauseStopsDaemon(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	p, _ := newProvider(t, t.TempDir(), nil)

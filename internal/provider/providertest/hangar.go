@@ -1,6 +1,8 @@
 package providertest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -42,17 +44,30 @@ func moduleRoot() (string, error) {
 	return filepath.Dir(gomod), nil
 }
 
-// MainWithHangar is a TestMain for packages whose tests run the hangar binary: it builds it
-// into a temporary folder, sets *bin, runs the tests, checks for leaked goroutines (goleak),
-// removes the folder and returns the exit code for os.Exit.
-func MainWithHangar(m *testing.M, bin *string) int {
-	dir, err := os.MkdirTemp("", "hangar-test-bin-")
+// SharedHangar builds the hangar binary, as BuildHangar does, into a folder of the system's
+// temporary directory that belongs to this checkout of the module (named by a hash of its path),
+// and returns its path. The folder is kept: the next build finds the binary up to date (go build
+// relinks only when a source changed), which saves a link of the whole binary per test package.
+// Concurrent builds of one checkout are safe: go build renames the new binary into place.
+func SharedHangar() (string, error) {
+	root, err := moduleRoot()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return "", fmt.Errorf("build hangar: %w", err)
 	}
-	defer os.RemoveAll(dir)
-	if *bin, err = BuildHangar(dir); err != nil {
+	sum := sha256.Sum256([]byte(root))
+	dir := filepath.Join(os.TempDir(), "hangar-test-bin-"+hex.EncodeToString(sum[:6]))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("build hangar: %w", err)
+	}
+	return BuildHangar(dir)
+}
+
+// MainWithHangar is a TestMain for packages whose tests run the hangar binary: it builds it
+// (SharedHangar), sets *bin, runs the tests, checks for leaked goroutines (goleak) and returns
+// the exit code for os.Exit.
+func MainWithHangar(m *testing.M, bin *string) int {
+	var err error
+	if *bin, err = SharedHangar(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

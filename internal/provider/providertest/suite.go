@@ -41,17 +41,25 @@ type Options struct {
 	NoPauseWithoutDaemon bool
 }
 
-// Run runs the suite. newProvider returns a new provider value over the same backing state (data
+// Run runs the suite, its cases in parallel (each makes sandboxes of its own names).
+// newProvider returns a new provider value over the same backing state (data
 // dir, engine, API) each time it is called: the second call stands for a restarted control plane.
 func Run(t *testing.T, newProvider func(t *testing.T) provider.Provider, opts Options) {
 	t.Helper()
 	if opts.Daemon {
-		t.Run("daemon", func(t *testing.T) { lifecycle(t, newProvider, opts, true) })
+		t.Run("daemon", func(t *testing.T) {
+			t.Parallel()
+			lifecycle(t, newProvider, opts, true)
+		})
 	}
 	if opts.NoDaemon {
-		t.Run("no-daemon", func(t *testing.T) { lifecycle(t, newProvider, opts, false) })
+		t.Run("no-daemon", func(t *testing.T) {
+			t.Parallel()
+			lifecycle(t, newProvider, opts, false)
+		})
 	}
 	t.Run("bad-name", func(t *testing.T) {
+		t.Parallel()
 		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 		defer cancel()
 		p := newProvider(t)
@@ -65,6 +73,7 @@ func Run(t *testing.T, newProvider func(t *testing.T) provider.Provider, opts Op
 		}
 	})
 	t.Run("destroy-unknown", func(t *testing.T) {
+		t.Parallel()
 		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 		defer cancel()
 		p := newProvider(t)
@@ -132,100 +141,110 @@ func lifecycle(t *testing.T, newProvider func(t *testing.T) provider.Provider, o
 	}
 
 	pausable := !opts.NoPause && (daemon || !opts.NoPauseWithoutDaemon)
-	t.Run("pause-resume", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
-		defer cancel()
-		paused, err := p.Pause(ctx, sb)
-		if !pausable {
-			if !errors.Is(err, provider.ErrUnsupported) {
-				t.Fatalf("Pause error = %v, want ErrUnsupported", err)
-			}
-			return
-		}
-		if err != nil {
-			t.Fatalf("Pause: %v", err)
-		}
-		if paused.State != provider.StatePaused {
-			t.Errorf("Pause: state %s (%s), want paused", paused.State, paused.Reason)
-		}
-		if got, err := p.Get(ctx, sb); err != nil || got.State != provider.StatePaused {
-			t.Errorf("Get after Pause = %s (%s), %v; want paused", got.State, got.Reason, err)
-		}
-		resumed, err := p.Resume(ctx, paused)
-		if err != nil {
-			t.Fatalf("Resume: %v", err)
-		}
-		if resumed.State != provider.StateRunning {
-			t.Errorf("Resume: state %s (%s), want running", resumed.State, resumed.Reason)
-		}
-		sb = resumed
-		if daemon {
-			checkDaemon(t, sb)
-		}
-		if !opts.NoExec {
-			res, err := p.Exec(ctx, sb, provider.ExecRequest{Command: "echo back"})
-			if err != nil || string(res.Stdout) != "back\n" {
-				t.Errorf("Exec after Resume = %q, %v; want \"back\\n\"", res.Stdout, err)
-			}
-		}
-	})
+	t.Run("pause-resume", func(t *testing.T) { checkPauseResume(t, p, &sb, opts, daemon, pausable) })
 
-	t.Run("restart", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
-		defer cancel()
-		p2 := newProvider(t)
-		list, err := p2.List(ctx)
-		if err != nil {
-			t.Fatalf("List after restart: %v", err)
-		}
-		i := slices.IndexFunc(list, func(s provider.Sandbox) bool { return s.Name == sb.Name })
-		if i < 0 {
-			t.Fatalf("List after restart: %s missing from %d sandboxes", sb.Name, len(list))
-		}
-		if list[i].ID != sb.ID || list[i].State != provider.StateRunning {
-			t.Errorf("List after restart: %+v, want id %s, running", list[i], sb.ID)
-		}
-		if daemon && (list[i].Daemon == nil || *list[i].Daemon != *sb.Daemon) {
-			t.Errorf("List after restart: daemon %+v, want %+v", list[i].Daemon, sb.Daemon)
-		}
-		got, err := p2.Get(ctx, sb)
-		if err != nil || got.State != provider.StateRunning {
-			t.Fatalf("Get after restart = %s (%s), %v; want running", got.State, got.Reason, err)
-		}
-		if daemon {
-			checkDaemon(t, got)
-		}
-		if !opts.NoExec {
-			res, err := p2.Exec(ctx, got, provider.ExecRequest{Command: "echo $HANGAR_TEST_SPEC"})
-			if err != nil || string(res.Stdout) != "from-spec\n" {
-				t.Errorf("Exec after restart = %q, %v; want \"from-spec\\n\"", res.Stdout, err)
-			}
-		}
-	})
+	t.Run("restart", func(t *testing.T) { checkRestart(t, newProvider, sb, opts, daemon) })
 
-	t.Run("destroy", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
-		defer cancel()
-		if err := p.Destroy(ctx, sb); err != nil {
-			t.Fatalf("Destroy: %v", err)
+	t.Run("destroy", func(t *testing.T) { checkDestroy(t, p, sb, daemon) })
+}
+
+// checkPauseResume pauses and resumes *sb (or checks the provider cannot, when !pausable); *sb
+// becomes the resumed sandbox.
+func checkPauseResume(t *testing.T, p provider.Provider, sb *provider.Sandbox, opts Options, daemon, pausable bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	paused, err := p.Pause(ctx, *sb)
+	if !pausable {
+		if !errors.Is(err, provider.ErrUnsupported) {
+			t.Fatalf("Pause error = %v, want ErrUnsupported", err)
 		}
-		if got, err := p.Get(ctx, sb); !errors.Is(err, provider.ErrNotFound) {
-			t.Errorf("Get after Destroy = %s, %v; want ErrNotFound", got.State, err)
+		return
+	}
+	if err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	if paused.State != provider.StatePaused {
+		t.Errorf("Pause: state %s (%s), want paused", paused.State, paused.Reason)
+	}
+	if got, err := p.Get(ctx, *sb); err != nil || got.State != provider.StatePaused {
+		t.Errorf("Get after Pause = %s (%s), %v; want paused", got.State, got.Reason, err)
+	}
+	resumed, err := p.Resume(ctx, paused)
+	if err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if resumed.State != provider.StateRunning {
+		t.Errorf("Resume: state %s (%s), want running", resumed.State, resumed.Reason)
+	}
+	*sb = resumed
+	if daemon {
+		checkDaemon(t, *sb)
+	}
+	if !opts.NoExec {
+		res, err := p.Exec(ctx, *sb, provider.ExecRequest{Command: "echo back"})
+		if err != nil || string(res.Stdout) != "back\n" {
+			t.Errorf("Exec after Resume = %q, %v; want \"back\\n\"", res.Stdout, err)
 		}
-		list, err := p.List(ctx)
-		if err != nil {
-			t.Fatalf("List after Destroy: %v", err)
+	}
+}
+
+// checkRestart finds sb again from a new provider value, as a restarted control plane would.
+func checkRestart(t *testing.T, newProvider func(t *testing.T) provider.Provider, sb provider.Sandbox, opts Options, daemon bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	p2 := newProvider(t)
+	list, err := p2.List(ctx)
+	if err != nil {
+		t.Fatalf("List after restart: %v", err)
+	}
+	i := slices.IndexFunc(list, func(s provider.Sandbox) bool { return s.Name == sb.Name })
+	if i < 0 {
+		t.Fatalf("List after restart: %s missing from %d sandboxes", sb.Name, len(list))
+	}
+	if list[i].ID != sb.ID || list[i].State != provider.StateRunning {
+		t.Errorf("List after restart: %+v, want id %s, running", list[i], sb.ID)
+	}
+	if daemon && (list[i].Daemon == nil || *list[i].Daemon != *sb.Daemon) {
+		t.Errorf("List after restart: daemon %+v, want %+v", list[i].Daemon, sb.Daemon)
+	}
+	got, err := p2.Get(ctx, sb)
+	if err != nil || got.State != provider.StateRunning {
+		t.Fatalf("Get after restart = %s (%s), %v; want running", got.State, got.Reason, err)
+	}
+	if daemon {
+		checkDaemon(t, got)
+	}
+	if !opts.NoExec {
+		res, err := p2.Exec(ctx, got, provider.ExecRequest{Command: "echo $HANGAR_TEST_SPEC"})
+		if err != nil || string(res.Stdout) != "from-spec\n" {
+			t.Errorf("Exec after restart = %q, %v; want \"from-spec\\n\"", res.Stdout, err)
 		}
-		if slices.ContainsFunc(list, func(s provider.Sandbox) bool { return s.Name == sb.Name }) {
-			t.Errorf("List after Destroy still has %s", sb.Name)
+	}
+}
+
+// checkDestroy destroys sb and checks nothing of it is left, its daemon included.
+func checkDestroy(t *testing.T, p provider.Provider, sb provider.Sandbox, daemon bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
+	if err := p.Destroy(ctx, sb); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	if got, err := p.Get(ctx, sb); !errors.Is(err, provider.ErrNotFound) {
+		t.Errorf("Get after Destroy = %s, %v; want ErrNotFound", got.State, err)
+	}
+	list, err := p.List(ctx)
+	if err != nil {
+		t.Fatalf("List after Destroy: %v", err)
+	}
+	if slices.ContainsFunc(list, func(s provider.Sandbox) bool { return s.Name == sb.Name }) {
+		t.Errorf("List after Destroy still has %s", sb.Name)
+	}
+	if daemon {
+		// The daemon is gone with its sandbox.
+		if err := healthOnce(ctx, sb.Daemon.URL); err == nil {
+			t.Errorf("GET %s/health still answers after Destroy", sb.Daemon.URL)
 		}
-		if daemon {
-			// The daemon is gone with its sandbox.
-			if err := healthOnce(ctx, sb.Daemon.URL); err == nil {
-				t.Errorf("GET %s/health still answers after Destroy", sb.Daemon.URL)
-			}
-		}
-	})
+	}
 }
 
 func checkExec(t *testing.T, p provider.Provider, sb provider.Sandbox) {

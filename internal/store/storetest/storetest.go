@@ -14,7 +14,8 @@ import (
 // testTimeout bounds each case's database calls.
 const testTimeout = 30 * time.Second
 
-// Run runs the suite. open returns a new, empty, migrated store; Run closes it.
+// Run runs the suite, its cases in parallel. open returns a new, empty, migrated store, one per
+// case (so it must be safe to call from parallel tests); Run closes it.
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	cases := []struct {
 		name string
@@ -38,6 +39,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
 			s := open(t)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -22,9 +24,15 @@ func TestTinyRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Chdir(root) // the program builds ./cmd/hangar and reads git from the repo
+	t.Chdir(root) // the program reads git from the repo
+	// The binary the other test packages share, not one the program builds (as make bench has
+	// it do): a link of hangar less.
+	bin, err := providertest.SharedHangar()
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := t.TempDir()
-	c := config{providers: []string{"local"}, runs: 1, lines: 3, interval: 20 * time.Millisecond, scale: []int{2},
+	c := config{hangar: bin, providers: []string{"local"}, runs: 1, lines: 3, interval: 20 * time.Millisecond, scale: []int{2},
 		scaleSeconds: 1, paceBytes: 64 << 10, throughputMiB: 1, outDir: out, readme: filepath.Join(out, "README.md"), date: "2026-01-01"}
 	var log bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

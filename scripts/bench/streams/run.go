@@ -170,30 +170,7 @@ func runProvider(ctx context.Context, c config, provider, work string, out io.Wr
 		return nil, err
 	}
 
-	cmd := stampedCommand(c.lines, c.interval)
-	wait := time.Duration(c.lines) * c.interval
-	for _, m := range modes {
-		if m.docker && provider != "docker" {
-			continue
-		}
-		var runs []run
-		var note string
-		for i := 0; i < c.runs; i++ {
-			rctx, cancel := context.WithTimeout(ctx, wait+time.Minute)
-			rr, err := m.run(b, rctx, cmd, wait)
-			cancel()
-			if err != nil {
-				note = err.Error()
-				break
-			}
-			runs = append(runs, rr)
-		}
-		st := summarise(runs, c.lines)
-		st.Note = note
-		r.Modes[m.name] = st
-		fmt.Fprintf(out, "%-8s %-20s first line %8.1f / %8.1f ms  overhead %7.2f / %7.2f ms  per line %7.2f / %7.2f ms %s\n",
-			provider, m.name, st.FirstLineP50Ms, st.FirstLineP95Ms, st.FirstOverheadP50Ms, st.FirstOverheadP95Ms, st.DelayP50Ms, st.DelayP95Ms, note)
-	}
+	runModes(ctx, c, b, provider, r, out)
 	for _, n := range c.scale {
 		s := b.scale(ctx, n, c.scaleSeconds)
 		r.Scale = append(r.Scale, s)
@@ -221,6 +198,36 @@ func runProvider(ctx context.Context, c config, provider, work string, out io.Wr
 		}
 	}
 	return r, nil
+}
+
+// runModes measures each mode (REST, MCP, the raw daemon...) the provider has: c.runs runs of
+// the stamped command each, summarised into r.Modes. A run that fails ends its mode, with the
+// error as the mode's note.
+func runModes(ctx context.Context, c config, b *bench, provider string, r *report, out io.Writer) {
+	cmd := stampedCommand(c.lines, c.interval)
+	wait := time.Duration(c.lines) * c.interval
+	for _, m := range modes {
+		if m.docker && provider != "docker" {
+			continue
+		}
+		var runs []run
+		var note string
+		for i := 0; i < c.runs; i++ {
+			rctx, cancel := context.WithTimeout(ctx, wait+time.Minute)
+			rr, err := m.run(b, rctx, cmd, wait)
+			cancel()
+			if err != nil {
+				note = err.Error()
+				break
+			}
+			runs = append(runs, rr)
+		}
+		st := summarise(runs, c.lines)
+		st.Note = note
+		r.Modes[m.name] = st
+		fmt.Fprintf(out, "%-8s %-20s first line %8.1f / %8.1f ms  overhead %7.2f / %7.2f ms  per line %7.2f / %7.2f ms %s\n",
+			provider, m.name, st.FirstLineP50Ms, st.FirstLineP95Ms, st.FirstOverheadP50Ms, st.FirstOverheadP95Ms, st.DelayP50Ms, st.DelayP95Ms, note)
+	}
 }
 
 // unpaced measures one SSE stream with pacing and the cap out of the way, on its own server.
