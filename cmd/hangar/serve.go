@@ -34,6 +34,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/store/postgres"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/turns"
 )
 
 // adminTokenFile is the file in the data dir that holds the first admin token.
@@ -169,20 +170,20 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	go func() { streams.Run(rechecks); close(recheckDone) }()
 	defer func() { stopRechecks(); <-recheckDone }()
 
-	sandboxes, processes, closeDomain, err := startDomain(ctx, cfg, st, streams, log)
+	d, closeDomain, err := startDomain(ctx, cfg, st, streams, clock, log)
 	if err != nil {
 		return err
 	}
 	defer closeDomain() // after the shutdown below ended the streams: the followers return
 
-	mcpHandler := mcp.New(mcp.Config{Auth: authn, Sandboxes: sandboxes, Streams: streams, Processes: processes, Logger: log, Version: version,
+	mcpHandler := mcp.New(mcp.Config{Auth: authn, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Logger: log, Version: version,
 		SessionIdle: time.Duration(cfg.MCP.SessionIdleSeconds) * time.Second, SessionsPerToken: cfg.MCP.SessionsPerToken,
 		Recheck: time.Duration(cfg.Stream.RecheckSeconds) * time.Second})
 	mcpRechecked := make(chan struct{})
 	go func() { mcpHandler.Run(rechecks); close(mcpRechecked) }()
 	defer func() { stopRechecks(); <-mcpRechecked }()
 
-	srv := rest.New(rest.Config{Auth: authn, Store: st, Sandboxes: sandboxes, Streams: streams, Processes: processes, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MCP: mcpHandler})
+	srv := rest.New(rest.Config{Auth: authn, Store: st, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MCP: mcpHandler})
 	if cfg.PprofListen != "" {
 		stopPprof, err := servePprof(cfg.PprofListen, log)
 		if err != nil {
@@ -202,15 +203,23 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	return shutdown(ctx, cfg, log, streams, mcpHandler, srv, served)
 }
 
-// startDomain sets up the sandboxes and the processes in them, and brings both up to date with
-// the world: sandboxes are reconciled with their providers, and every process the records say
-// runs is followed again now, not when its owner next asks (so revoking its token kills it, and
-// admins see it, across restarts). close closes the processes, then the sandboxes.
-func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams *stream.Registry, log *slog.Logger) (
-	sandboxes *sandbox.Manager, processes *process.Manager, close func(), err error) {
+// domain is what the transports serve: the sandboxes, the processes and the sessions' turns.
+type domain struct {
+	sandboxes *sandbox.Manager
+	processes *process.Manager
+	turns     *turns.Service
+}
+
+// startDomain sets up the sandboxes, the processes in them and the sessions' turns, and brings
+// them up to date with the world: sandboxes are reconciled with their providers, every process
+// the records say runs is followed again now, not when its owner next asks (so revoking its
+// token kills it, and admins see it, across restarts), and every running turn is watched again.
+// close stops the turns' watchers, closes the processes, then the sandboxes.
+func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams *stream.Registry, clock quartz.Clock, log *slog.Logger) (
+	d domain, close func(), err error) {
 	sandboxes, closeSandboxes, err := newSandboxes(cfg, st, streams, log)
 	if err != nil {
-		return nil, nil, nil, err
+		return d, nil, err
 	}
 	rctx, rcancel := context.WithTimeout(ctx, reconcileTimeout)
 	sandboxes.Reconcile(rctx)
@@ -219,18 +228,56 @@ func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams
 	secret, err := loadSecret(cfg)
 	if err != nil {
 		closeSandboxes()
-		return nil, nil, nil, err
+		return d, nil, err
 	}
-	processes, err = process.New(process.Config{Sandboxes: sandboxes, Streams: streams, Secret: secret, Store: st,
+	processes, err := process.New(process.Config{Sandboxes: sandboxes, Streams: streams, Secret: secret, Store: st,
 		MaxPerToken: cfg.Stream.BackgroundMaxPerToken, Logger: log})
 	if err != nil {
 		closeSandboxes()
-		return nil, nil, nil, err
+		return d, nil, err
 	}
 	actx, acancel := context.WithTimeout(ctx, reconcileTimeout)
 	processes.AdoptAll(actx)
 	acancel()
-	return sandboxes, processes, func() { processes.Close(); closeSandboxes() }, nil
+
+	ts, stopTurns, err := startTurns(ctx, cfg, st, sandboxes, clock, log)
+	if err != nil {
+		processes.Close()
+		closeSandboxes()
+		return d, nil, err
+	}
+	return domain{sandboxes, processes, ts}, func() { stopTurns(); processes.Close(); closeSandboxes() }, nil
+}
+
+// startTurns starts the sessions' turns service: running turns are watched again, and old
+// events are deleted hourly. stop ends both.
+func startTurns(ctx context.Context, cfg config.Config, st store.Store, sandboxes *sandbox.Manager, clock quartz.Clock, log *slog.Logger) (
+	*turns.Service, func(), error) {
+	host := cfg.Providers.DaemonBinary
+	if host == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, nil, fmt.Errorf("find this executable, the local sandboxes' harness: %w", err)
+		}
+		host = exe
+	}
+	ts := turns.New(turns.Config{
+		Store: st, Sandboxes: turns.FromManager(sandboxes), HarnessBinary: turns.HarnessBinaries(host),
+		PollInterval: time.Duration(cfg.Turns.PollSeconds) * time.Second, Follow: cfg.Turns.FollowLogs,
+		FollowMaxBytes: cfg.Stream.MaxBytes, EventRetention: time.Duration(cfg.Turns.EventRetentionDays) * 24 * time.Hour,
+		Clock: clock, Logger: log,
+	})
+	rctx, rcancel := context.WithTimeout(ctx, reconcileTimeout)
+	err := ts.Resume(rctx)
+	rcancel()
+	if err != nil {
+		ts.Close()
+		return nil, nil, err
+	}
+	retention, stopRetention := context.WithCancel(context.WithoutCancel(ctx))
+	retained := make(chan struct{})
+	go func() { ts.RunRetention(retention); close(retained) }()
+	return ts, func() { stopRetention(); <-retained; ts.Close() }, nil
 }
 
 // shutdown ends a serve whose ctx ended: streams end at once, new requests get 503, and the

@@ -250,6 +250,28 @@ func (v intValue) Set(s string) error {
 	return nil
 }
 
+// boolValue is true or false (also 1/0, t/f, as strconv.ParseBool takes them).
+type boolValue struct{ p *bool }
+
+func (v boolValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return strconv.FormatBool(*v.p)
+}
+
+func (v boolValue) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("must be true or false")
+	}
+	*v.p = b
+	return nil
+}
+
+// IsBoolFlag lets the flag be given alone (--stream-turn-logs means true).
+func (v boolValue) IsBoolFlag() bool { return true }
+
 // sizeValue is a byte count from min to max: a whole number, optionally with KiB, MiB or GiB
 // after it.
 type sizeValue struct {

@@ -136,7 +136,7 @@ func TestServeFlagErrors(t *testing.T) {
 		// Settings of features hangar does not have yet are not accepted (each comes with its
 		// feature).
 		{[]string{"--watch-max-per-token=8"}, "unknown flag --watch-max-per-token (run 'hangar serve --help' for the flags)"},
-		{[]string{"--stream-turn-logs=false"}, "unknown flag --stream-turn-logs (run 'hangar serve --help' for the flags)"},
+		{[]string{"--stream-turn-logs=maybe"}, `invalid --stream-turn-logs="maybe": must be true or false`},
 		{[]string{"--stream-max-hours=12"}, "unknown flag --stream-max-hours (run 'hangar serve --help' for the flags)"},
 	}
 	for _, c := range cases {

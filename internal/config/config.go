@@ -38,6 +38,7 @@ type Config struct {
 	Stream    Stream
 	Providers Providers
 	MCP       MCP
+	Turns     Turns
 }
 
 // MCP bounds the 2025-era MCP sessions (initialize, Mcp-Session-Id) on /mcp.
@@ -105,6 +106,19 @@ type Stream struct {
 	QueueBytes int64
 }
 
+// Turns configures sessions' turns: how their run logs are read and how long events are kept.
+type Turns struct {
+	// PollSeconds is how often a running turn's run log is read when it is not followed
+	// (session_poll_seconds). Default 5.
+	PollSeconds int
+	// FollowLogs follows running turns' logs through the daemon (HANGAR_STREAM_TURN_LOGS).
+	// Default true.
+	FollowLogs bool
+	// EventRetentionDays is how long sessions' and jobs' events are kept; 0 keeps them.
+	// Default 30.
+	EventRetentionDays int
+}
+
 // Default returns the documented defaults.
 func Default() Config {
 	return Config{
@@ -114,6 +128,7 @@ func Default() Config {
 		LogLevel:      "info",
 		ShutdownGrace: 30 * time.Second,
 		MaxBodyBytes:  1 << 20,
+		Turns:         Turns{PollSeconds: 5, FollowLogs: true, EventRetentionDays: 30},
 		Stream: Stream{
 			MaxPerToken:           16,
 			MaxTotal:              512,
