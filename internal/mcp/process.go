@@ -159,16 +159,7 @@ func (h *Handler) attach(ctx context.Context, req *mcp.CallToolRequest, p auth.P
 		notes = append(notes, fmt.Sprintf("wait_seconds is at most 600: this call waited up to 600 s, not %g.", in.WaitSeconds))
 	}
 	token := req.Params.GetProgressToken()
-	var sk *sink
-	if req.Extra != nil {
-		sk = h.sinkOf(req.Extra.Header)
-	}
-	if sk != nil {
-		// In flight until its response is written, so that a shutdown can wait for it.
-		h.running.add()
-		sk.whenClosed(h.running.done)
-		sk.startStream()
-	}
+	sk := h.startCall(req)
 	att, err := h.cfg.Processes.Attach(ctx, p, ref, in.ProcessID, in.Since)
 	if err != nil {
 		return attachOutput{}, classify(h.log, "process attach", err)
@@ -186,17 +177,8 @@ func (h *Handler) attach(ctx context.Context, req *mcp.CallToolRequest, p auth.P
 	deadline := time.Now().Add(wait)
 
 	// A 2025-era call's context does not end when its HTTP request does: watch the request too.
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := watchClient(ctx, sk)
 	defer cancel()
-	if sk != nil {
-		go func() {
-			select {
-			case <-sk.gone():
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-	}
 	var tail []byte
 	out.TailFrom = out.Next
 	notify := func(params *mcp.ProgressNotificationParams) error {
