@@ -60,12 +60,8 @@ func (a *api) execStream(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, sandbox.ErrClientGone):
 		return // nobody to tell
 	case err != nil: // the stream is open, so the error travels as an event
-		e := classify(err)
-		if e.code == CodeInternal {
-			a.log.Error("exec stream", "sandbox", chi.URLParam(r, "ref"), "err", err)
-			e.detail = "" // the cause stays in the log, as writeError does
-		}
-		sse.event("error", "", map[string]any{"code": e.code, "message": e.message, "detail": e.detail})
+		e := a.classify(r, err)
+		sse.event("error", "", map[string]any{"code": e.Code, "message": e.Message, "detail": e.Detail})
 		sse.flush()
 		return
 	}
