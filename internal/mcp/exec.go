@@ -150,10 +150,10 @@ func watchClient(ctx context.Context, sk *sink) (context.Context, context.Cancel
 	return ctx, cancel
 }
 
-// pump sends what the stream gives as progress notifications, in order, until the stream
-// finishes (ReasonDone) or ends, and returns why.
+// pump renders the stream as progress notifications, in order, until the stream finishes
+// (ReasonDone) or ends, and returns why.
 func (h *Handler) pump(ctx context.Context, req *mcp.CallToolRequest, st *stream.Stream, sk *sink, token any) stream.Reason {
-	var sent int64 // bytes of output sent: the progress value
+	p := &progress{req: req, token: token, sk: sk, st: st}
 	for {
 		items, err := st.Next(ctx, 0)
 		var ended *stream.Ended
@@ -167,29 +167,7 @@ func (h *Handler) pump(ctx context.Context, req *mcp.CallToolRequest, st *stream
 			return stream.ReasonClient
 		}
 		for _, it := range items {
-			params := &mcp.ProgressNotificationParams{ProgressToken: token}
-			if it.Event == stream.EventCapped {
-				// Counting what was not sent keeps progress rising; the notice says why.
-				_, dropped := st.Capped()
-				params.Progress, params.Message = float64(sent+max(dropped, 1)), cappedNotice
-			} else {
-				sent += int64(len(it.Data))
-				var enc string
-				params.Progress = float64(sent)
-				params.Message, enc = text(it.Data)
-				params.Meta = mcp.Meta{metaStream: it.Event}
-				if enc != "" {
-					params.Meta[metaEncoding] = enc
-				}
-			}
-			if err := req.Session.NotifyProgress(ctx, params); err != nil {
-				reason := stream.ReasonClient
-				if sk != nil {
-					if _, slow := sk.failed(); slow {
-						reason = stream.ReasonSlow
-					}
-				}
-				st.End(reason)
+			if err := p.item(ctx, it); err != nil {
 				return st.Reason()
 			}
 		}

@@ -2,7 +2,6 @@ package rest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -51,6 +49,7 @@ func (a *api) execStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sse, err := startSSE(w)
+	defer sse.release()
 	if err != nil {
 		ex.Wait(r.Context(), stream.ReasonClient)
 		return
@@ -62,7 +61,7 @@ func (a *api) execStream(w http.ResponseWriter, r *http.Request) {
 	case err != nil: // the stream is open, so the error travels as an event
 		e := a.classify(r, err)
 		sse.event("error", "", map[string]any{"code": e.Code, "message": e.Message, "detail": e.Detail})
-		sse.flush()
+		sse.send()
 		return
 	}
 	out := streamResultJSON{execResultJSON: toExecResultJSON(o.Result), Closed: string(o.Closed), Capped: o.Capped}
@@ -70,11 +69,14 @@ func (a *api) execStream(w http.ResponseWriter, r *http.Request) {
 		out.ExitCode = &o.Result.ExitCode
 	}
 	sse.event("result", "", out)
-	sse.flush()
+	sse.send()
 }
 
-// pump is the stream's one writer: it sends what the stream gives as SSE events, with a
-// keep-alive comment when idle, until the stream finishes (ReasonDone) or ends, and returns why.
+// pump is the stream's one writer, the one SSE renderer of every kind of stream: it sends what
+// the stream gives as SSE events, a batch per write, with a keep-alive comment when idle, until
+// the stream finishes (ReasonDone) or ends, and returns why. An item is output (data: its text,
+// or base64) or, marked JSON, an event whose data it is; the stream's own capped notice says
+// how much was not sent. The item's ID is the event's id, what Last-Event-ID resumes from.
 func (a *api) pump(ctx context.Context, st *stream.Stream, sse *sseWriter) stream.Reason {
 	for {
 		items, err := st.Next(ctx, keepAliveInterval)
@@ -88,29 +90,20 @@ func (a *api) pump(ctx context.Context, st *stream.Stream, sse *sseWriter) strea
 			st.End(stream.ReasonClient)
 			return stream.ReasonClient
 		case len(items) == 0:
-			if err := sse.comment("keep-alive"); err != nil {
-				return a.clientFailed(st, err)
-			}
-			continue
+			sse.comment("keep-alive")
 		}
 		for _, it := range items {
-			var err error
-			switch it.Event {
-			case stream.EventCapped:
+			switch {
+			case it.Event == stream.EventCapped:
 				_, dropped := st.Capped()
-				err = sse.event("capped", "", map[string]any{"message": "this stream reached HANGAR_STREAM_MAX_BYTES; nothing more is sent until the end", "dropped": dropped})
-			case process.EventGap, process.EventEnd: // already JSON
-				err = sse.event(it.Event, it.ID, json.RawMessage(it.Data))
+				sse.event("capped", "", map[string]any{"message": "this stream reached HANGAR_STREAM_MAX_BYTES; nothing more is sent until the end", "dropped": dropped})
+			case it.JSON:
+				sse.rawEvent(it.Event, it.ID, it.Data)
 			default:
-				var o outputJSON
-				o.Data, o.Encoding = text(it.Data)
-				err = sse.event(it.Event, it.ID, o)
-			}
-			if err != nil {
-				return a.clientFailed(st, err)
+				sse.outputEvent(it.Event, it.ID, it.Data)
 			}
 		}
-		if err := sse.flush(); err != nil {
+		if err := sse.send(); err != nil {
 			return a.clientFailed(st, err)
 		}
 	}
