@@ -2,12 +2,9 @@ package mcp
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 
-	"github.com/hangar-dev/hangar/internal/process"
-	"github.com/hangar-dev/hangar/internal/sandbox"
-	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/problem"
 )
 
 // Which failures are which, following MCP's convention:
@@ -36,46 +33,17 @@ func (e *toolError) Error() string {
 // errorf makes a tool error from a sentence.
 func errorf(message string) error { return &toolError{message: message} }
 
-// classify maps an error from the domain packages to a tool error. Errors it does not know are
-// hangar's: the caller gets a generic sentence, the log gets the cause.
+// classify is err as a tool error: the problem table's sentence, with its detail when it adds
+// something. Hangar's own failures get a general sentence; the log gets the cause.
 func classify(log *slog.Logger, op string, err error) error {
 	var te *toolError
-	var limit *stream.LimitError
-	var bgLimit *process.LimitError
-	var died *sandbox.DiedError
-	msg := ""
-	switch {
-	case errors.As(err, &te):
+	if errors.As(err, &te) {
 		return te
-	case errors.As(err, &limit):
-		return &toolError{message: limit.Error() + "."} // the message names the setting
-	case errors.As(err, &bgLimit):
-		return &toolError{message: fmt.Sprintf("This token already has %d background processes running, the most it may (HANGAR_BACKGROUND_MAX_PER_TOKEN); kill one first.", bgLimit.Max)}
-	case errors.Is(err, process.ErrNotFound):
-		msg = "There is no such process in that sandbox, or it was not started by this token."
-	case errors.Is(err, process.ErrExited):
-		msg = "The process has exited, so it takes no more input."
-	case errors.Is(err, process.ErrNeedsDaemon):
-		msg = "This needs the sandbox's daemon, which it does not have."
-	case errors.Is(err, process.ErrInvalid):
-		msg = "The process request is not valid."
-	case errors.Is(err, stream.ErrShuttingDown):
-		msg = "hangar is shutting down; try again in a moment."
-	case errors.Is(err, sandbox.ErrNotFound):
-		msg = "There is no such sandbox, or this token may not use it."
-	case errors.Is(err, sandbox.ErrInvalid):
-		msg = "The request is not valid."
-	case errors.Is(err, sandbox.ErrForbidden):
-		msg = "This token is not allowed to do that."
-	case errors.Is(err, sandbox.ErrState):
-		msg = "The sandbox is not in a state that allows this."
-	case errors.As(err, &died):
-		return &toolError{message: died.Message()} // the cause (an address) stays in the log
-	case errors.Is(err, sandbox.ErrUnavailable):
-		msg = "The sandbox's provider or daemon does not answer."
-	default:
-		log.Error("mcp tool failed", "op", op, "err", err)
-		return errorf("Something went wrong inside hangar; the server log has the details.")
 	}
-	return &toolError{message: msg, detail: err.Error()}
+	p := problem.Of(err)
+	if p.Code == problem.CodeInternal {
+		log.Error("mcp tool failed", "op", op, "err", err)
+		return errorf(p.Message)
+	}
+	return &toolError{message: p.Message, detail: p.Detail}
 }

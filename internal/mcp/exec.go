@@ -13,7 +13,6 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/sandbox"
-	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
@@ -52,13 +51,6 @@ const (
 
 // cappedNotice is the progress message sent once when a stream reaches its byte cap.
 const cappedNotice = "[hangar: this stream reached HANGAR_STREAM_MAX_BYTES; nothing more is sent until the result]"
-
-// errKill ends a streamed command's context so that the command is killed.
-var errKill = errors.New("the stream's client is gone")
-
-// detaches says which endings let the command run on (spec: shutdown, a destroyed or paused
-// sandbox); every other early end kills it.
-var detaches = map[stream.Reason]bool{stream.ReasonShutdown: true, stream.ReasonDestroyed: true, stream.ReasonPaused: true}
 
 func (h *Handler) addExec() {
 	mcp.AddTool(h.server, &mcp.Tool{
@@ -103,84 +95,49 @@ func (h *Handler) exec(ctx context.Context, req *mcp.CallToolRequest, in execArg
 		}
 		return result(res, true, "", false)
 	}
-	sb, err := h.cfg.Sandboxes.Runnable(ctx, p, ref)
-	if err != nil {
-		return nil, execOutput{}, classify(h.log, "exec", err)
-	}
-	return h.execStream(ctx, req, p, sb, ereq, token)
-}
-
-type execOutcome struct {
-	res sandbox.ExecResult
-	err error
+	return h.execStream(ctx, req, p, ref, ereq, token)
 }
 
 // execStream runs a command whose output goes to the caller as progress notifications. This
-// goroutine (the tool handler's) is the call's one writer: the command's output is queued in a
-// registry stream, and pump takes it from there.
-func (h *Handler) execStream(ctx context.Context, req *mcp.CallToolRequest, p auth.Principal, sb store.Sandbox, ereq sandbox.ExecRequest, token any) (*mcp.CallToolResult, execOutput, error) {
-	var sk *sink
-	if req.Extra != nil {
-		sk = h.sinkOf(req.Extra.Header)
+// goroutine (the tool handler's) is the call's one writer: it renders the exec's stream.
+func (h *Handler) execStream(ctx context.Context, req *mcp.CallToolRequest, p auth.Principal, ref string, ereq sandbox.ExecRequest, token any) (*mcp.CallToolResult, execOutput, error) {
+	ex, err := h.cfg.Sandboxes.StreamExec(ctx, p, ref, ereq)
+	if err != nil {
+		return nil, execOutput{}, classify(h.log, "exec", err)
 	}
+	sk := h.startCall(req)
+	// A 2025-era call's context does not end when its HTTP request does: watch the request too.
+	ctx, cancel := watchClient(ctx, sk)
+	defer cancel()
+	o, err := ex.Wait(ctx, h.pump(ctx, req, ex.Stream, sk, token))
+	switch {
+	case errors.Is(err, sandbox.ErrClientGone):
+		return nil, execOutput{}, errorf("The client went away; the command was killed.")
+	case err != nil:
+		return nil, execOutput{}, classify(h.log, "exec", err)
+	}
+	return result(o.Result, o.Ended, string(o.Closed), o.Capped)
+}
+
+// startCall readies a streaming call's response: the call counts as in flight until its
+// response is written, so that a shutdown can wait for it, and the stream's headers go out at
+// once. It returns the call's sink, or nil when it has none (a test's in-memory transport).
+func (h *Handler) startCall(req *mcp.CallToolRequest) *sink {
+	if req.Extra == nil {
+		return nil
+	}
+	sk := h.sinkOf(req.Extra.Header)
 	if sk != nil {
-		// The call counts as in flight until its response is written, so that a shutdown
-		// can wait for it.
 		h.running.add()
 		sk.whenClosed(h.running.done)
 		sk.startStream()
 	}
-	st, err := h.cfg.Streams.Open(ctx, stream.Options{Kind: stream.KindExec, Principal: p, Sandbox: sb.Name})
-	if err != nil {
-		return nil, execOutput{}, classify(h.log, "exec", err)
-	}
-	defer st.Close()
-
-	// The command's context is not the call's: the command may outlive the call (a shutdown
-	// lets it run on), and when it must die it is cancelled with errKill.
-	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer cancel(errKill)
-	outcome := make(chan execOutcome, 1)
-	go func() {
-		res, err := h.cfg.Sandboxes.ExecStream(cctx, sb, ereq, func(name string, data []byte) {
-			st.SendWait(cctx, stream.Item{Event: name, Data: data}) // a command printing faster than the pace waits
-		})
-		st.Finish()
-		outcome <- execOutcome{res, err}
-	}()
-
-	reason := h.pump(ctx, req, st, sk, token)
-	switch {
-	case reason == stream.ReasonClient || reason == stream.ReasonSlow:
-		cancel(errKill)
-		<-outcome // nobody to tell
-		return nil, execOutput{}, errorf("The client went away; the command was killed.")
-	case detaches[reason]:
-		cancel(sandbox.ErrDetach)
-	case reason == stream.ReasonRevoked:
-		cancel(errKill)
-	}
-	o := <-outcome
-	// A stream ended early reports what the command printed until then, whatever became of
-	// the command (killed, let go, or cut off with its sandbox).
-	early := reason != stream.ReasonDone
-	if o.err != nil && !early {
-		return nil, execOutput{}, classify(h.log, "exec", o.err)
-	}
-	closed := ""
-	if early {
-		closed = string(reason)
-	}
-	capped, _ := st.Capped()
-	return result(o.res, o.err == nil && !o.res.Detached, closed, capped)
+	return sk
 }
 
-// pump sends what the stream gives as progress notifications, in order, until the stream
-// finishes (ReasonDone) or ends, and returns why.
-func (h *Handler) pump(ctx context.Context, req *mcp.CallToolRequest, st *stream.Stream, sk *sink, token any) stream.Reason {
-	// A 2025-era call's context does not end when its HTTP request does: watch the request too.
+// watchClient returns ctx, ended also when the call's HTTP request ends (sk nil: ctx alone).
+func watchClient(ctx context.Context, sk *sink) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	if sk != nil {
 		go func() {
 			select {
@@ -190,7 +147,13 @@ func (h *Handler) pump(ctx context.Context, req *mcp.CallToolRequest, st *stream
 			}
 		}()
 	}
-	var sent int64 // bytes of output sent: the progress value
+	return ctx, cancel
+}
+
+// pump renders the stream as progress notifications, in order, until the stream finishes
+// (ReasonDone) or ends, and returns why.
+func (h *Handler) pump(ctx context.Context, req *mcp.CallToolRequest, st *stream.Stream, sk *sink, token any) stream.Reason {
+	p := &progress{req: req, token: token, sk: sk, st: st}
 	for {
 		items, err := st.Next(ctx, 0)
 		var ended *stream.Ended
@@ -204,29 +167,7 @@ func (h *Handler) pump(ctx context.Context, req *mcp.CallToolRequest, st *stream
 			return stream.ReasonClient
 		}
 		for _, it := range items {
-			params := &mcp.ProgressNotificationParams{ProgressToken: token}
-			if it.Event == stream.EventCapped {
-				// Counting what was not sent keeps progress rising; the notice says why.
-				_, dropped := st.Capped()
-				params.Progress, params.Message = float64(sent+max(dropped, 1)), cappedNotice
-			} else {
-				sent += int64(len(it.Data))
-				var enc string
-				params.Progress = float64(sent)
-				params.Message, enc = text(it.Data)
-				params.Meta = mcp.Meta{metaStream: it.Event}
-				if enc != "" {
-					params.Meta[metaEncoding] = enc
-				}
-			}
-			if err := req.Session.NotifyProgress(ctx, params); err != nil {
-				reason := stream.ReasonClient
-				if sk != nil {
-					if _, slow := sk.failed(); slow {
-						reason = stream.ReasonSlow
-					}
-				}
-				st.End(reason)
+			if err := p.item(ctx, it); err != nil {
 				return st.Reason()
 			}
 		}

@@ -263,6 +263,10 @@ func TestExecRevokedKillsCommand(t *testing.T) {
 			if out["closed"] != "revoked" || out["exit_code"] != nil || out["stdout"] != "started\n" {
 				t.Errorf("result = %v, want closed: revoked, exit_code null, the output so far", out)
 			}
+			// The same words as REST's (issue 10 left MCP saying the client was gone).
+			if out["status"] != "killed: the stream's token was revoked or expired" {
+				t.Errorf("status = %v, want killed because the token was revoked", out["status"])
+			}
 			waitDead(t, pid)
 		})
 	}

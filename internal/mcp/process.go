@@ -141,157 +141,142 @@ func (h *Handler) process(ctx context.Context, req *mcp.CallToolRequest, in proc
 	}
 }
 
-// attach attaches to a process, sends what its stream gives as progress notifications (this
-// goroutine, the tool handler's, is the call's one writer) and returns the tail. It reads the
-// replay (the kept output from since) whatever wait_seconds is, then waits for more until
-// wait_seconds passed or the process ended.
+// attach attaches to a process, renders its stream as progress notifications (this goroutine,
+// the tool handler's, is the call's one writer) and returns the tail. It reads the replay (the
+// kept output from since) whatever wait_seconds is, then waits for more until wait_seconds
+// passed or the process ended.
 func (h *Handler) attach(ctx context.Context, req *mcp.CallToolRequest, p auth.Principal, ref string, in processArgs) (attachOutput, error) {
-	if in.Since < 0 {
-		return attachOutput{}, errorf("since must be a byte offset, 0 or more: the next of the previous attach, or 0 for all the output still kept.")
-	}
-	if in.WaitSeconds < 0 {
-		return attachOutput{}, errorf("wait_seconds must be a number of seconds, 0 or more (at most 600).")
-	}
-	var notes []string
-	wait := time.Duration(in.WaitSeconds * float64(time.Second))
-	if in.WaitSeconds > maxWait.Seconds() {
-		wait = maxWait
-		notes = append(notes, fmt.Sprintf("wait_seconds is at most 600: this call waited up to 600 s, not %g.", in.WaitSeconds))
+	wait, notes, err := attachWait(in)
+	if err != nil {
+		return attachOutput{}, err
 	}
 	token := req.Params.GetProgressToken()
-	var sk *sink
-	if req.Extra != nil {
-		sk = h.sinkOf(req.Extra.Header)
-	}
-	if sk != nil {
-		// In flight until its response is written, so that a shutdown can wait for it.
-		h.running.add()
-		sk.whenClosed(h.running.done)
-		sk.startStream()
-	}
+	sk := h.startCall(req)
 	att, err := h.cfg.Processes.Attach(ctx, p, ref, in.ProcessID, in.Since)
 	if err != nil {
 		return attachOutput{}, classify(h.log, "process attach", err)
 	}
 	defer att.Close()
-	st, info := att.Stream, att.Info
-	out := attachOutput{ProcessID: info.ID, State: info.State, ExitCode: info.ExitCode, Status: info.Status,
-		Next: min(in.Since, info.OutputEnd), Streamed: token != nil}
+	info := att.Info
+	a := &attaching{out: attachOutput{ProcessID: info.ID, State: info.State, ExitCode: info.ExitCode, Status: info.Status,
+		Next: min(in.Since, info.OutputEnd), Streamed: token != nil}, notes: notes}
+	a.out.TailFrom = a.out.Next
 	if in.Since > info.OutputEnd {
-		notes = append(notes, fmt.Sprintf("since %d is past the end of the output (%d so far): nothing was there to read, and next is the end.", in.Since, info.OutputEnd))
+		a.notes = append(a.notes, fmt.Sprintf("since %d is past the end of the output (%d so far): nothing was there to read, and next is the end.", in.Since, info.OutputEnd))
 	}
-	// The replay ends at the output's end when attached; an exited process's stream ends
-	// after it, with its end item.
-	replayEnd, exited := info.OutputEnd, info.State == process.StateExited
-	deadline := time.Now().Add(wait)
-
 	// A 2025-era call's context does not end when its HTTP request does: watch the request too.
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := watchClient(ctx, sk)
 	defer cancel()
-	if sk != nil {
-		go func() {
-			select {
-			case <-sk.gone():
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+	// The replay ends at the output's end when attached; an exited process's stream ends after
+	// it, with its end item.
+	pr := &progress{req: req, token: token, sk: sk, st: att.Stream}
+	if err := a.follow(ctx, pr, info.OutputEnd, info.State == process.StateExited, time.Now().Add(wait)); err != nil {
+		return attachOutput{}, err
 	}
-	var tail []byte
-	out.TailFrom = out.Next
-	notify := func(params *mcp.ProgressNotificationParams) error {
-		if token == nil {
-			return nil
-		}
-		params.ProgressToken = token
-		if err := req.Session.NotifyProgress(ctx, params); err != nil {
-			reason := stream.ReasonClient
-			if sk != nil {
-				if _, slow := sk.failed(); slow {
-					reason = stream.ReasonSlow
-				}
-			}
-			st.End(reason)
-			return errorf("The client went away.")
-		}
-		return nil
+	return a.result(), nil
+}
+
+// attachWait checks an attach's since and wait_seconds, and returns how long to wait and the
+// notes a clamped wait needs.
+func attachWait(in processArgs) (time.Duration, []string, error) {
+	if in.Since < 0 {
+		return 0, nil, errorf("since must be a byte offset, 0 or more: the next of the previous attach, or 0 for all the output still kept.")
 	}
-loop:
+	if in.WaitSeconds < 0 {
+		return 0, nil, errorf("wait_seconds must be a number of seconds, 0 or more (at most 600).")
+	}
+	if in.WaitSeconds > maxWait.Seconds() {
+		return maxWait, []string{fmt.Sprintf("wait_seconds is at most 600: this call waited up to 600 s, not %g.", in.WaitSeconds)}, nil
+	}
+	return time.Duration(in.WaitSeconds * float64(time.Second)), nil, nil
+}
+
+// attaching is one attach's account of what it saw: the result so far and the last 64 KiB.
+type attaching struct {
+	out   attachOutput
+	notes []string
+	tail  []byte
+}
+
+// follow takes the stream's items until the replay was read and then until deadline passed,
+// the process ended or the stream ended, rendering each and keeping its account.
+func (a *attaching) follow(ctx context.Context, pr *progress, replayEnd int64, exited bool, deadline time.Time) error {
+	st := pr.st
 	for {
 		var idle time.Duration // 0: wait for the next item however long (the replay, an exited process's end)
-		if out.Next >= replayEnd && !exited {
+		if a.out.Next >= replayEnd && !exited {
 			if idle = time.Until(deadline); idle <= 0 {
-				break
+				return nil
 			}
 		}
 		items, err := st.Next(ctx, idle)
 		var ended *stream.Ended
 		switch {
 		case errors.Is(err, io.EOF):
-			break loop
+			return nil
 		case errors.As(err, &ended):
-			out.Closed = string(ended.Reason)
-			break loop
+			a.out.Closed = string(ended.Reason)
+			return nil
 		case err != nil:
 			st.End(stream.ReasonClient)
-			return attachOutput{}, errorf("The call was cancelled.")
+			return errorf("The call was cancelled.")
 		}
 		for _, it := range items {
-			switch it.Event {
-			case process.EventGap:
-				var g process.Gap
-				if json.Unmarshal(it.Data, &g) != nil {
-					continue
-				}
-				out.Gap, out.Next = &g, g.To
-				tail, out.TailFrom = nil, g.To
-				msg := gapNote(g)
-				notes = append(notes, msg)
-				if err := notify(&mcp.ProgressNotificationParams{Progress: float64(g.To), Message: msg, Meta: mcp.Meta{metaStream: process.EventGap}}); err != nil {
-					return attachOutput{}, err
-				}
-			case process.EventOutput:
-				off, err := strconv.ParseInt(it.ID, 10, 64)
-				if err != nil {
-					continue
-				}
-				tail = append(tail, it.Data...)
-				if cut := len(tail) - tailBytes; cut > 0 {
-					tail = append(tail[:0:0], tail[cut:]...)
-				}
-				out.Next, out.TailFrom = off, off-int64(len(tail))
-				params := &mcp.ProgressNotificationParams{Progress: float64(off), Meta: mcp.Meta{metaStream: process.EventOutput}}
-				var enc string
-				if params.Message, enc = text(it.Data); enc != "" {
-					params.Meta[metaEncoding] = enc
-				}
-				if err := notify(params); err != nil {
-					return attachOutput{}, err
-				}
-			case process.EventEnd:
-				var end process.Info
-				if json.Unmarshal(it.Data, &end) == nil {
-					out.State, out.ExitCode, out.Status = end.State, end.ExitCode, end.Status
-				}
-			case stream.EventCapped:
-				out.Capped = true
-				notes = append(notes, fmt.Sprintf("This attach reached HANGAR_STREAM_MAX_BYTES and sent nothing more: attach again from next (%d).", out.Next))
-				if err := notify(&mcp.ProgressNotificationParams{Progress: float64(out.Next) + 0.5, Message: cappedNotice}); err != nil {
-					return attachOutput{}, err
-				}
+			if err := a.take(ctx, pr, it); err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// take accounts for one item and renders it.
+func (a *attaching) take(ctx context.Context, pr *progress, it stream.Item) error {
+	switch it.Event {
+	case process.EventGap:
+		var g process.Gap
+		if json.Unmarshal(it.Data, &g) != nil {
+			return nil
+		}
+		a.out.Gap, a.out.Next = &g, g.To
+		a.tail, a.out.TailFrom = nil, g.To
+		msg := gapNote(g)
+		a.notes = append(a.notes, msg)
+		return pr.note(ctx, process.EventGap, msg, float64(g.To))
+	case process.EventOutput:
+		off, err := strconv.ParseInt(it.ID, 10, 64)
+		if err != nil {
+			return nil
+		}
+		a.tail = append(a.tail, it.Data...)
+		if cut := len(a.tail) - tailBytes; cut > 0 {
+			a.tail = append(a.tail[:0:0], a.tail[cut:]...)
+		}
+		a.out.Next, a.out.TailFrom = off, off-int64(len(a.tail))
+	case process.EventEnd:
+		var end process.Info
+		if json.Unmarshal(it.Data, &end) == nil {
+			a.out.State, a.out.ExitCode, a.out.Status = end.State, end.ExitCode, end.Status
+		}
+	case stream.EventCapped:
+		a.out.Capped = true
+		a.notes = append(a.notes, fmt.Sprintf("This attach reached HANGAR_STREAM_MAX_BYTES and sent nothing more: attach again from next (%d).", a.out.Next))
+	}
+	return pr.item(ctx, it)
+}
+
+// result is the attach's answer: the tail, cut to start on a whole character, and the notes.
+func (a *attaching) result() attachOutput {
+	out, tail := a.out, a.tail
 	// A tail cut at 64 KiB may start inside a character: start it at the next one.
 	for i := 0; i < utf8.UTFMax-1 && out.TailFrom > 0 && len(tail) == tailBytes && len(tail) > 0 && !utf8.RuneStart(tail[0]); i++ {
 		tail, out.TailFrom = tail[1:], out.TailFrom+1
 	}
 	out.Tail, out.TailEncoding = text(tail)
 	if out.Closed != "" {
-		notes = append(notes, fmt.Sprintf("The attachment ended early (%s); the process may still be running: attach again from next.", out.Closed))
+		a.notes = append(a.notes, fmt.Sprintf("The attachment ended early (%s); the process may still be running: attach again from next.", out.Closed))
 	}
-	out.Notes = notes
-	return out, nil
+	out.Notes = a.notes
+	return out
 }
 
 // gapNote says that output is gone.

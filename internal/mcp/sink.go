@@ -33,6 +33,7 @@ type sink struct {
 	err         error     // the first failed write
 	closed      bool
 	onClose     []func()
+	deadline    time.Time // the connection's write deadline, as armLocked last set it
 
 	stop chan struct{} // closed by close: the keep-alive goroutine ends
 	done chan struct{} // closed when the keep-alive goroutine has ended
@@ -80,7 +81,7 @@ func (s *sink) Write(b []byte) (int, error) {
 	if !s.wroteHeader {
 		s.writeHeaderLocked(http.StatusOK)
 	}
-	s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	s.armLocked()
 	n, err := s.w.Write(b)
 	s.noteLocked(err)
 	return n, err
@@ -100,10 +101,22 @@ func (s *sink) flushLocked() error {
 	if !s.wroteHeader {
 		s.writeHeaderLocked(http.StatusOK)
 	}
-	s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	s.armLocked()
 	err := s.rc.Flush()
 	s.noteLocked(err)
 	return err
+}
+
+// armLocked gives the next write a deadline writeTimeout from now, give or take a thirtieth of
+// it: the deadline is moved on only once that much of it has passed, so that a stream of small
+// writes (an event's Write and Flush, many times a second) does not reset the connection's
+// timer at each.
+func (s *sink) armLocked() {
+	d := time.Now().Add(s.writeTimeout)
+	if d.Sub(s.deadline) > s.writeTimeout/30 {
+		s.rc.SetWriteDeadline(d)
+		s.deadline = d
+	}
 }
 
 func (s *sink) noteLocked(err error) {
@@ -204,7 +217,7 @@ func (s *sink) tick() time.Duration {
 
 // commentLocked writes an SSE comment and flushes it.
 func (s *sink) commentLocked(c string) {
-	s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	s.armLocked()
 	_, err := s.w.Write([]byte(c))
 	s.noteLocked(err)
 	if err == nil {

@@ -90,7 +90,7 @@ func (m *Manager) Attach(ctx context.Context, p auth.Principal, ref, id string, 
 	pr.mu.Lock()
 	out := readLocked(pr, since)
 	if out.Gap != nil {
-		st.Send(stream.Item{Event: EventGap, Data: fmt.Appendf(nil, `{"from":%d,"to":%d}`, out.Gap.From, out.Gap.To)})
+		st.Send(stream.Item{Event: EventGap, JSON: true, Data: fmt.Appendf(nil, `{"from":%d,"to":%d}`, out.Gap.From, out.Gap.To)})
 	}
 	sendOutput(st, out.Data, out.Next-int64(len(out.Data)))
 	info := pr.infoLocked()

@@ -267,7 +267,7 @@ func (pr *proc) end(state State, exit *envd.Exit, now time.Time) {
 
 func endItem(i Info) stream.Item {
 	b, _ := json.Marshal(i)
-	return stream.Item{Event: EventEnd, ID: strconv.FormatInt(i.OutputEnd, 10), Data: b, Final: true}
+	return stream.Item{Event: EventEnd, ID: strconv.FormatInt(i.OutputEnd, 10), Data: b, JSON: true, Final: true}
 }
 
 func newID() string {

@@ -110,6 +110,7 @@ func (a *api) streamProcess(w http.ResponseWriter, r *http.Request) {
 	}
 	defer att.Close()
 	sse, err := startSSE(w)
+	defer sse.release()
 	if err != nil {
 		att.Stream.End(stream.ReasonClient)
 		return
@@ -117,7 +118,7 @@ func (a *api) streamProcess(w http.ResponseWriter, r *http.Request) {
 	reason := a.pump(r.Context(), att.Stream, sse)
 	if reason != stream.ReasonDone && reason != stream.ReasonClient && reason != stream.ReasonSlow {
 		sse.event("close", "", map[string]string{"reason": string(reason)})
-		sse.flush()
+		sse.send()
 	}
 }
 

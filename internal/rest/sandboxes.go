@@ -8,7 +8,6 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/sandbox"
-	"github.com/hangar-dev/hangar/internal/store"
 )
 
 // sandboxJSON is a sandbox as the API shows it. The daemon's address and access token stay
@@ -29,9 +28,9 @@ type sandboxJSON struct {
 	UpdatedAt  timestamp         `json:"updated_at"`
 }
 
-func toSandboxJSON(sb store.Sandbox) sandboxJSON {
+func toSandboxJSON(sb sandbox.Sandbox) sandboxJSON {
 	return sandboxJSON{Name: sb.Name, Owner: sb.Owner, Provider: sb.Provider, ProviderID: sb.ProviderID, State: sb.State,
-		Reason: sb.Reason, Image: sb.Image, Template: sb.Template, Workdir: sb.Workdir, Env: sb.Env, Daemon: sb.DaemonURL != "",
+		Reason: sb.Reason, Image: sb.Image, Template: sb.Template, Workdir: sb.Workdir, Env: sb.Env, Daemon: sb.HasDaemon,
 		CreatedAt: timestamp(sb.CreatedAt), UpdatedAt: timestamp(sb.UpdatedAt)}
 }
 
@@ -101,7 +100,7 @@ func (a *api) listSandboxes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) getSandbox(w http.ResponseWriter, r *http.Request) {
-	sb, err := a.Sandboxes.Get(r.Context(), principal(r), chi.URLParam(r, "ref"))
+	sb, err := a.Sandboxes.View(r.Context(), principal(r), chi.URLParam(r, "ref"))
 	if err != nil {
 		a.writeError(w, r, err)
 		return

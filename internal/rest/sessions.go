@@ -55,19 +55,6 @@ func (a *api) requireAnyScope(scopes ...auth.Scope) func(http.Handler) http.Hand
 	}
 }
 
-// turnsError gives the turns domain's errors their REST form; others pass through to classify.
-func turnsError(err error) error {
-	switch {
-	case errors.Is(err, turns.ErrNotFound):
-		return newError(CodeNotFound, "There is no such session, turn or job, or it is not yours.", err)
-	case errors.Is(err, turns.ErrConflict):
-		return newError(CodeConflict, "That conflicts with the session's state: a turn is running, or the name is taken.", err)
-	case errors.Is(err, turns.ErrInvalid):
-		return newError(CodeBadRequest, "The request is not valid.", err)
-	}
-	return err
-}
-
 type sessionJSON struct {
 	ID        string     `json:"id"`
 	Name      string     `json:"name"`
@@ -135,7 +122,7 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	se, err := a.Turns.CreateSession(r.Context(), principal(r), turns.CreateSessionRequest{Name: req.Name, Sandbox: req.Sandbox, Agent: req.Agent, Env: req.Env})
 	if err != nil {
-		a.writeError(w, r, turnsError(err))
+		a.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, toSession(se))
@@ -144,7 +131,7 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
 func (a *api) listSessions(w http.ResponseWriter, r *http.Request) {
 	ss, err := a.Turns.ListSessions(r.Context(), principal(r))
 	if err != nil {
-		a.writeError(w, r, turnsError(err))
+		a.writeError(w, r, err)
 		return
 	}
 	out := []sessionJSON{}
@@ -157,7 +144,7 @@ func (a *api) listSessions(w http.ResponseWriter, r *http.Request) {
 func (a *api) getSession(w http.ResponseWriter, r *http.Request) {
 	se, err := a.Turns.GetSession(r.Context(), principal(r), chi.URLParam(r, "ref"))
 	if err != nil {
-		a.writeError(w, r, turnsError(err))
+		a.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, toSession(se))
@@ -165,7 +152,7 @@ func (a *api) getSession(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) deleteSession(w http.ResponseWriter, r *http.Request) {
 	if err := a.Turns.DeleteSession(r.Context(), principal(r), chi.URLParam(r, "ref")); err != nil {
-		a.writeError(w, r, turnsError(err))
+		a.writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -184,7 +171,7 @@ func (a *api) startTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	t, err := a.Turns.StartTurn(r.Context(), principal(r), chi.URLParam(r, "ref"), req.Prompt)
 	if err != nil {
-		a.writeError(w, r, turnsError(err))
+		a.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, toTurn(t))
@@ -193,7 +180,7 @@ func (a *api) startTurn(w http.ResponseWriter, r *http.Request) {
 func (a *api) listTurns(w http.ResponseWriter, r *http.Request) {
 	ts, err := a.Turns.ListTurns(r.Context(), principal(r), chi.URLParam(r, "ref"))
 	if err != nil {
-		a.writeError(w, r, turnsError(err))
+		a.writeError(w, r, err)
 		return
 	}
 	out := []turnJSON{}
@@ -206,7 +193,7 @@ func (a *api) listTurns(w http.ResponseWriter, r *http.Request) {
 func (a *api) getTurn(w http.ResponseWriter, r *http.Request) {
 	t, err := a.Turns.GetTurn(r.Context(), principal(r), chi.URLParam(r, "ref"), chi.URLParam(r, "id"))
 	if err != nil {
-		a.writeError(w, r, turnsError(err))
+		a.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, toTurn(t))
@@ -215,7 +202,7 @@ func (a *api) getTurn(w http.ResponseWriter, r *http.Request) {
 func (a *api) cancelTurn(w http.ResponseWriter, r *http.Request) {
 	t, err := a.Turns.CancelTurn(r.Context(), principal(r), chi.URLParam(r, "ref"), chi.URLParam(r, "id"))
 	if err != nil {
-		a.writeError(w, r, turnsError(err))
+		a.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, toTurn(t))
@@ -287,7 +274,7 @@ func (a *api) sessionEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	evs, err := a.Turns.ListEvents(r.Context(), principal(r), chi.URLParam(r, "ref"), since, limit)
 	if err != nil {
-		a.writeError(w, r, turnsError(err))
+		a.writeError(w, r, err)
 		return
 	}
 	writeEvents(w, evs, since, false)
@@ -339,7 +326,7 @@ func (a *api) createJob(w http.ResponseWriter, r *http.Request) {
 	}
 	j, err := a.Turns.CreateJob(r.Context(), principal(r), jr)
 	if err != nil {
-		a.writeError(w, r, turnsError(err))
+		a.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, a.toJob(r, j))
@@ -348,7 +335,7 @@ func (a *api) createJob(w http.ResponseWriter, r *http.Request) {
 func (a *api) listJobs(w http.ResponseWriter, r *http.Request) {
 	js, err := a.Turns.ListJobs(r.Context(), principal(r))
 	if err != nil {
-		a.writeError(w, r, turnsError(err))
+		a.writeError(w, r, err)
 		return
 	}
 	out := []jobJSON{}
@@ -361,7 +348,7 @@ func (a *api) listJobs(w http.ResponseWriter, r *http.Request) {
 func (a *api) getJob(w http.ResponseWriter, r *http.Request) {
 	j, err := a.Turns.GetJob(r.Context(), principal(r), chi.URLParam(r, "id"))
 	if err != nil {
-		a.writeError(w, r, turnsError(err))
+		a.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, a.toJob(r, j))
@@ -369,12 +356,12 @@ func (a *api) getJob(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) cancelJob(w http.ResponseWriter, r *http.Request) {
 	if _, err := a.Turns.CancelJob(r.Context(), principal(r), chi.URLParam(r, "id")); err != nil {
-		a.writeError(w, r, turnsError(err))
+		a.writeError(w, r, err)
 		return
 	}
 	j, err := a.Turns.GetJob(r.Context(), principal(r), chi.URLParam(r, "id"))
 	if err != nil {
-		a.writeError(w, r, turnsError(err))
+		a.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, a.toJob(r, j))
@@ -388,7 +375,7 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	evs, err := a.Turns.ListJobEvents(r.Context(), principal(r), chi.URLParam(r, "id"), since, limit)
 	if err != nil {
-		a.writeError(w, r, turnsError(err))
+		a.writeError(w, r, err)
 		return
 	}
 	writeEvents(w, evs, since, true)

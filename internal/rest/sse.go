@@ -5,8 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"os"
-	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // keepAliveInterval is how often an idle SSE stream gets a comment, so proxies do not time the
@@ -17,61 +18,163 @@ const keepAliveInterval = 15 * time.Second
 // this long has stopped reading: it is dropped (stream.ReasonSlow) rather than held.
 const writeTimeout = 30 * time.Second
 
-// sseWriter writes Server-Sent Events. Only the handler's goroutine uses it.
+// sseWriter writes Server-Sent Events. Only the handler's goroutine uses it. Events are
+// gathered in buf and go out together with send: one write deadline, one write and one flush
+// per batch, however many events it holds.
 type sseWriter struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	w        http.ResponseWriter
+	rc       *http.ResponseController
+	buf      *[]byte   // from bufs; nil once released
+	deadline time.Time // the connection's write deadline, as send last set it
 }
 
+// bufs keeps batch buffers between responses, so a stream's events cost no allocation once its
+// buffer has grown to its usual batch.
+var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// maxKeptBuf is the largest buffer put back in bufs: a rare huge batch is not kept for good.
+const maxKeptBuf = 256 << 10
+
 // startSSE sends the stream's headers and flushes them, so the client sees the stream open at
-// once.
+// once. Call release when done.
 func startSSE(w http.ResponseWriter) (*sseWriter, error) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx and friends: do not buffer this response
 	w.WriteHeader(http.StatusOK)
-	s := &sseWriter{w: w, rc: http.NewResponseController(w)}
-	return s, s.flush()
+	s := &sseWriter{w: w, rc: http.NewResponseController(w), buf: bufs.Get().(*[]byte)}
+	return s, s.send()
 }
 
-// event writes one event; data is marshalled as one JSON line. Call flush to send.
-func (s *sseWriter) event(name, id string, data any) error {
-	b, err := json.Marshal(data)
+// release gives the writer's buffer back; the writer is not used after.
+func (s *sseWriter) release() {
+	if s.buf != nil && cap(*s.buf) <= maxKeptBuf {
+		*s.buf = (*s.buf)[:0]
+		bufs.Put(s.buf)
+	}
+	s.buf = nil
+}
+
+// event adds one event whose data is v marshalled as one JSON line. Call send to send it.
+func (s *sseWriter) event(name, id string, v any) error {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	var sb strings.Builder
+	s.rawEvent(name, id, b)
+	return nil
+}
+
+// rawEvent adds one event whose data is already one line of JSON.
+func (s *sseWriter) rawEvent(name, id string, data []byte) {
+	b := s.head(name, id)
+	b = append(b, data...)
+	*s.buf = append(b, "\n\n"...)
+}
+
+// outputEvent adds one output event: data is {"data": the text} or, for bytes that are not
+// UTF-8, {"data": base64, "encoding": "base64"} (outputJSON, written without reflection).
+func (s *sseWriter) outputEvent(name, id string, data []byte) {
+	b := append(s.head(name, id), `{"data":`...)
+	if utf8.Valid(data) {
+		b = appendJSONString(b, data)
+		b = append(b, '}')
+	} else {
+		b = append(b, '"')
+		b = append(b, base64Std(data)...)
+		b = append(b, `","encoding":"base64"}`...)
+	}
+	*s.buf = append(b, "\n\n"...)
+}
+
+func (s *sseWriter) head(name, id string) []byte {
+	b := *s.buf
 	if name != "" {
-		sb.WriteString("event: " + name + "\n")
+		b = append(append(append(b, "event: "...), name...), '\n')
 	}
 	if id != "" {
-		sb.WriteString("id: " + id + "\n")
+		b = append(append(append(b, "id: "...), id...), '\n')
 	}
-	sb.WriteString("data: ")
-	sb.Write(b)
-	sb.WriteString("\n\n")
-	return s.write(sb.String())
+	return append(b, "data: "...)
 }
 
-// comment writes an SSE comment (a keep-alive) and flushes it.
-func (s *sseWriter) comment(text string) error {
-	if err := s.write(": " + text + "\n\n"); err != nil {
-		return err
+// comment adds an SSE comment (a keep-alive).
+func (s *sseWriter) comment(text string) {
+	*s.buf = append(append(append(*s.buf, ": "...), text...), "\n\n"...)
+}
+
+// send writes and flushes what was added since the last send, under one write deadline:
+// writeTimeout from now, give or take a second (it is moved on only once a second of it has
+// passed, so that many small batches a second do not each reset the connection's timer).
+func (s *sseWriter) send() error {
+	if d := time.Now().Add(writeTimeout); d.Sub(s.deadline) > time.Second {
+		s.rc.SetWriteDeadline(d)
+		s.deadline = d
 	}
-	return s.flush()
-}
-
-func (s *sseWriter) write(text string) error {
-	s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-	_, err := s.w.Write([]byte(text))
-	return err
-}
-
-func (s *sseWriter) flush() error {
-	s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	b := *s.buf
+	*s.buf = b[:0]
+	if len(b) > 0 {
+		if _, err := s.w.Write(b); err != nil {
+			return err
+		}
+	}
 	return s.rc.Flush()
 }
 
 // timedOut reports whether a write failed because the client did not take it in time.
 func timedOut(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s, valid UTF-8, as a JSON string exactly as encoding/json writes it
+// (HTML-safe: <, > and & escaped; U+2028 and U+2029 escaped), so the wire does not change.
+func appendJSONString(b, s []byte) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(append(b, s[start:]...), '"')
+}

@@ -213,6 +213,8 @@ func execTag() string {
 // (which kills it at the timeout) before hangar kills it itself and stops waiting.
 const killGrace = 5 * time.Second
 
+// execDaemon runs a command through the sandbox's daemon: start it, then read its events to
+// its end.
 func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequest, out OutputFunc) (ExecResult, error) {
 	c, err := m.Daemon(sb)
 	if err != nil {
@@ -223,6 +225,18 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 		runCtx, cancel = context.WithTimeout(ctx, req.Timeout+killGrace)
 	}
 	defer cancel()
+	started := time.Now()
+	st, err := m.startDaemonExec(ctx, runCtx, c, sb, req)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	defer st.Close()
+	return m.readDaemonExec(ctx, c, sb, st, req, started, out)
+}
+
+// startDaemonExec starts the command in the daemon under a tag of its own, so that a command
+// whose caller left before its start event came back can still be found and killed.
+func (m *Manager) startDaemonExec(ctx, runCtx context.Context, c *envd.Client, sb store.Sandbox, req ExecRequest) (*envd.ProcessStream, error) {
 	argv := provider.ShellArgv(req.Command)
 	cwd := req.Cwd
 	if cwd == "" {
@@ -235,9 +249,6 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 	for k, v := range req.Env {
 		env[k] = v
 	}
-	started := time.Now()
-	// A tag of its own, so a command whose caller left before its start event came back can
-	// still be found and killed.
 	tag := execTag()
 	st, err := c.Start(runCtx, envd.StartRequest{Cmd: argv[0], Args: argv[1:], Envs: env, Cwd: cwd, Lifetime: req.Timeout, Tag: tag})
 	if err != nil && ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrDetach) {
@@ -245,22 +256,29 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 		c.Signal(kctx, envd.ByTag(tag), envd.SIGKILL)
 		kcancel()
 	}
-	if err != nil {
-		var de *envd.Error
-		if errors.As(err, &de) && errors.Is(err, envd.ErrInvalidArgument) {
-			// The daemon's words only: the client's operation names the shell hangar runs
-			// the command with, which is none of the caller's business.
-			return ExecResult{}, fmt.Errorf("%w: %s", ErrInvalid, de.Message)
-		}
-		if errors.Is(err, envd.ErrInvalidArgument) {
-			return ExecResult{}, fmt.Errorf("%w: %v", ErrInvalid, err)
-		}
-		if errors.Is(err, envd.ErrUnavailable) {
-			return ExecResult{}, m.died(ctx, sb, err)
-		}
-		return ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", sb.Name, err)
+	if err == nil {
+		return st, nil
 	}
-	defer st.Close()
+	var de *envd.Error
+	switch {
+	case errors.As(err, &de) && errors.Is(err, envd.ErrInvalidArgument):
+		// The daemon's words only: the client's operation names the shell hangar runs the
+		// command with, which is none of the caller's business.
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, de.Message)
+	case errors.Is(err, envd.ErrInvalidArgument):
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	case errors.Is(err, envd.ErrUnavailable):
+		return nil, m.died(ctx, sb, err)
+	default:
+		return nil, fmt.Errorf("exec in sandbox %s: %w", sb.Name, err)
+	}
+}
+
+// readDaemonExec reads a started command's events to its end, passing its output on to out
+// (when set) and keeping the last of it. When the daemon's stream breaks it tells apart a
+// detached caller (the command runs on), a caller gone or a timeout passed (the command is
+// killed) and a daemon that died.
+func (m *Manager) readDaemonExec(ctx context.Context, c *envd.Client, sb store.Sandbox, st *envd.ProcessStream, req ExecRequest, started time.Time, out OutputFunc) (ExecResult, error) {
 	res := ExecResult{Via: "daemon", Streamed: out != nil}
 	stdout, stderr := &provider.TailBuffer{}, &provider.TailBuffer{}
 	for {
@@ -269,9 +287,9 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 			break
 		}
 		if err != nil {
+			res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
 			if errors.Is(context.Cause(ctx), ErrDetach) {
 				res.Detached = true
-				res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
 				return res, nil
 			}
 			// The client went away or the timeout passed without an end: the command must
@@ -282,7 +300,6 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 			if ctx.Err() != nil {
 				// What it printed before it was killed, for a caller that can still say so.
 				res.ExitCode, res.Status = -1, "killed: "+context.Cause(ctx).Error()
-				res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
 				return res, ctx.Err()
 			}
 			if req.Timeout > 0 && time.Since(started) >= req.Timeout {
@@ -291,7 +308,6 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 			}
 			// The daemon, or the sandbox under it, died: the sandbox's failure, not hangar's.
 			res.ExitCode, res.Status = -1, "unknown: the daemon's stream broke"
-			res.Stdout, res.Stderr = stdout.Bytes(), stderr.Bytes()
 			return res, m.died(ctx, sb, err)
 		}
 		switch ev.Kind {

@@ -8,16 +8,12 @@ import (
 	"sync"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // States are compared as text (fmt.Sprint), whatever type the sandbox package gives them.
 

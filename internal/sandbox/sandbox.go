@@ -88,6 +88,31 @@ func New(cfg Config) *Manager {
 	return &Manager{cfg: cfg, log: cfg.Logger, daemons: map[daemonKey]*envd.Client{}}
 }
 
+// Sandbox is a sandbox as hangar's clients see it: the store's row without what stays inside
+// hangar (the daemon's address and access token, the provider's own facts).
+type Sandbox struct {
+	Name       string
+	Owner      string // the user who made it
+	Provider   string // local, docker, kubernetes, e2b
+	ProviderID string // the provider's own id
+	State      string // creating, running, paused, destroyed, failed
+	Reason     string // why it failed, for a person
+	Image      string
+	Template   string
+	Workdir    string
+	Env        map[string]string
+	HasDaemon  bool // it has a daemon that answers exec
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// view is the row as clients see it.
+func view(sb store.Sandbox) Sandbox {
+	return Sandbox{Name: sb.Name, Owner: sb.Owner, Provider: sb.Provider, ProviderID: sb.ProviderID, State: sb.State,
+		Reason: sb.Reason, Image: sb.Image, Template: sb.Template, Workdir: sb.Workdir, Env: sb.Env, HasDaemon: sb.DaemonURL != "",
+		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt}
+}
+
 // CreateRequest is what a sandbox is made from.
 type CreateRequest struct {
 	Name     string
@@ -110,7 +135,14 @@ func visible(p auth.Principal, sb store.Sandbox) bool {
 	return sb.Owner == p.User && (p.Sandbox == "" || sb.Name == p.Sandbox)
 }
 
-// Get returns the sandbox ref if p may see it.
+// View returns the sandbox ref if p may see it.
+func (m *Manager) View(ctx context.Context, p auth.Principal, ref string) (Sandbox, error) {
+	sb, err := m.Get(ctx, p, ref)
+	return view(sb), err
+}
+
+// Get returns the stored sandbox ref if p may see it, for the domain's own work on it (the
+// process manager); transports use View.
 func (m *Manager) Get(ctx context.Context, p auth.Principal, ref string) (store.Sandbox, error) {
 	sb, err := m.cfg.Store.GetSandbox(ctx, ref)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !visible(p, sb)) {
@@ -126,7 +158,7 @@ func (m *Manager) Lookup(ctx context.Context, name string) (store.Sandbox, error
 }
 
 // List returns the sandboxes p may see, destroyed ones left out unless all is set.
-func (m *Manager) List(ctx context.Context, p auth.Principal, all bool) ([]store.Sandbox, error) {
+func (m *Manager) List(ctx context.Context, p auth.Principal, all bool) ([]Sandbox, error) {
 	owner := p.User
 	if p.IsAdmin() {
 		owner = ""
@@ -135,15 +167,24 @@ func (m *Manager) List(ctx context.Context, p auth.Principal, all bool) ([]store
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(sbs, func(sb store.Sandbox) bool {
-		return !visible(p, sb) || (!all && sb.State == string(provider.StateDestroyed))
-	}), nil
+	var out []Sandbox
+	for _, sb := range sbs {
+		if visible(p, sb) && (all || sb.State != string(provider.StateDestroyed)) {
+			out = append(out, view(sb))
+		}
+	}
+	return out, nil
 }
 
 // Create makes a sandbox owned by p's user and waits until it runs. A sandbox the provider could
 // not make is kept as failed, with the reason, and the error says why; one it refused for the
 // request's fault (an image it does not have) is not listed at all (stored as destroyed).
-func (m *Manager) Create(ctx context.Context, p auth.Principal, req CreateRequest) (store.Sandbox, error) {
+func (m *Manager) Create(ctx context.Context, p auth.Principal, req CreateRequest) (Sandbox, error) {
+	sb, err := m.create(ctx, p, req)
+	return view(sb), err
+}
+
+func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateRequest) (store.Sandbox, error) {
 	if p.Sandbox != "" {
 		return store.Sandbox{}, fmt.Errorf("%w: this token is bound to sandbox %s and cannot make others", ErrForbidden, p.Sandbox)
 	}
@@ -293,7 +334,7 @@ func (m *Manager) Destroy(ctx context.Context, p auth.Principal, ref string) err
 }
 
 // Pause pauses a running sandbox; its streams end (their commands are not killed).
-func (m *Manager) Pause(ctx context.Context, p auth.Principal, ref string) (store.Sandbox, error) {
+func (m *Manager) Pause(ctx context.Context, p auth.Principal, ref string) (Sandbox, error) {
 	return m.transition(ctx, p, ref, provider.StateRunning, "pause", func(prov provider.Provider, ctx context.Context, sb provider.Sandbox) (provider.Sandbox, error) {
 		m.endStreams(sb.Name, stream.ReasonPaused)
 		return prov.Pause(ctx, sb)
@@ -307,29 +348,29 @@ func (m *Manager) endStreams(name string, reason stream.Reason) {
 }
 
 // Resume resumes a paused sandbox.
-func (m *Manager) Resume(ctx context.Context, p auth.Principal, ref string) (store.Sandbox, error) {
+func (m *Manager) Resume(ctx context.Context, p auth.Principal, ref string) (Sandbox, error) {
 	return m.transition(ctx, p, ref, provider.StatePaused, "resume", provider.Provider.Resume)
 }
 
 func (m *Manager) transition(ctx context.Context, p auth.Principal, ref string, from provider.State, verb string,
-	do func(provider.Provider, context.Context, provider.Sandbox) (provider.Sandbox, error)) (store.Sandbox, error) {
+	do func(provider.Provider, context.Context, provider.Sandbox) (provider.Sandbox, error)) (Sandbox, error) {
 	sb, err := m.Get(ctx, p, ref)
 	if err != nil {
-		return sb, err
+		return view(sb), err
 	}
 	if sb.State != string(from) {
-		return sb, fmt.Errorf("%w: sandbox %s is %s; only a %s sandbox can %s", ErrState, sb.Name, sb.State, from, verb)
+		return view(sb), fmt.Errorf("%w: sandbox %s is %s; only a %s sandbox can %s", ErrState, sb.Name, sb.State, from, verb)
 	}
 	prov, err := m.provider(sb)
 	if err != nil {
-		return sb, err
+		return view(sb), err
 	}
 	made, err := do(prov, ctx, providerView(sb))
 	if err != nil {
-		return sb, providerError(verb+" sandbox "+sb.Name, err)
+		return view(sb), providerError(verb+" sandbox "+sb.Name, err)
 	}
 	sb = merge(sb, made, m.cfg.Now())
-	return sb, m.save(context.WithoutCancel(ctx), sb)
+	return view(sb), m.save(context.WithoutCancel(ctx), sb)
 }
 
 // Reconcile asks each provider about every stored sandbox that should be alive, and records

@@ -19,6 +19,7 @@ type Item struct {
 	Event string // e.g. "stdout", "stderr"; EventCapped marks the byte cap
 	ID    string // a resumable position, when the stream has one
 	Data  []byte
+	JSON  bool // Data is one JSON value (an event such as a gap or an end), not output bytes
 	// Final marks the item that says how the stream's subject ended (a process's end): it
 	// passes the byte cap, so a capped stream still tells how it ended. Its bytes are not
 	// counted against the cap.

@@ -71,11 +71,11 @@ func (s *Service) CreateJob(ctx context.Context, p auth.Principal, req JobReques
 	created := false
 	switch {
 	case req.SandboxSpec != nil && req.Sandbox == "":
-		sb, err := s.cfg.Sandboxes.Create(ctx, p, *req.SandboxSpec)
+		name, err := s.cfg.Sandboxes.Create(ctx, p, *req.SandboxSpec)
 		if err != nil {
 			return store.Job{}, err
 		}
-		req.Sandbox, created = sb.Name, true
+		req.Sandbox, created = name, true
 	case req.SandboxSpec != nil:
 		return store.Job{}, fmt.Errorf("%w: give sandbox as a name or as a spec, not both", ErrInvalid)
 	default:

@@ -23,8 +23,9 @@ func (ms managerSandboxes) Get(ctx context.Context, p auth.Principal, ref string
 	return ms.m.Get(ctx, p, ref)
 }
 
-func (ms managerSandboxes) Create(ctx context.Context, p auth.Principal, req sandbox.CreateRequest) (store.Sandbox, error) {
-	return ms.m.Create(ctx, p, req)
+func (ms managerSandboxes) Create(ctx context.Context, p auth.Principal, req sandbox.CreateRequest) (string, error) {
+	sb, err := ms.m.Create(ctx, p, req)
+	return sb.Name, err
 }
 
 func (ms managerSandboxes) Follow(ctx context.Context, sb store.Sandbox, command string, out func(stream string, data []byte)) error {

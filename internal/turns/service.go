@@ -41,7 +41,7 @@ type Sandboxes interface {
 	// daemon. out may block: the command then waits.
 	Follow(ctx context.Context, sb store.Sandbox, command string, out func(stream string, data []byte)) error
 	// Create makes a sandbox for p (a job given a spec).
-	Create(ctx context.Context, p auth.Principal, req sandbox.CreateRequest) (store.Sandbox, error)
+	Create(ctx context.Context, p auth.Principal, req sandbox.CreateRequest) (name string, err error)
 	// Run runs command (bash) in sb to its end with env added, and returns its stdout and exit
 	// code. env holds secrets: it must not be logged.
 	Run(ctx context.Context, sb store.Sandbox, command string, env map[string]string) (stdout []byte, exitCode int, err error)

@@ -45,10 +45,10 @@ func (h *hostSandboxes) Get(ctx context.Context, p auth.Principal, ref string) (
 	return sb, nil
 }
 
-func (h *hostSandboxes) Create(ctx context.Context, p auth.Principal, req sandbox.CreateRequest) (store.Sandbox, error) {
+func (h *hostSandboxes) Create(ctx context.Context, p auth.Principal, req sandbox.CreateRequest) (string, error) {
 	now := time.Now()
 	sb := store.Sandbox{Name: req.Name, Owner: p.User, Provider: "local", State: "running", CreatedAt: now, UpdatedAt: now}
-	return sb, h.st.CreateSandbox(ctx, sb)
+	return sb.Name, h.st.CreateSandbox(ctx, sb)
 }
 
 // Follow runs command on the host, passing its output as it comes.

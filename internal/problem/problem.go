@@ -1,0 +1,165 @@
+// Package problem is hangar's one table of what a domain error means to a client: a code and a
+// sentence for a person. Transports render it in their own terms — REST as an HTTP status and a
+// JSON body, MCP as a tool error — and never classify domain errors themselves.
+package problem
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/process"
+	"github.com/hangar-dev/hangar/internal/provider"
+	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/turns"
+)
+
+// Code is the machine-readable kind of a problem (REST's error.code).
+type Code string
+
+// The codes. Each transport maps each to one form of its own (REST: one HTTP status).
+const (
+	CodeBadRequest   Code = "bad_request"
+	CodeUnauthorized Code = "unauthorized"
+	CodeForbidden    Code = "forbidden"
+	CodeNotFound     Code = "not_found"
+	CodeMethod       Code = "method_not_allowed"
+	CodeConflict     Code = "conflict"
+	CodeTooLarge     Code = "too_large"
+	CodeLimit        Code = "limit"
+	CodeUnavailable  Code = "unavailable"
+	CodeInternal     Code = "internal"
+)
+
+// Problem is an error on its way to a client: a code, a sentence for a person, and the
+// technical cause.
+type Problem struct {
+	Code    Code
+	Message string // a sentence for a person
+	Detail  string // the technical cause; "" when it adds nothing or must stay in the log
+	// RetryAfter is a hint for when to try again (limits); 0: none.
+	RetryAfter time.Duration
+}
+
+func (p *Problem) Error() string {
+	if p.Detail == "" {
+		return p.Message
+	}
+	return p.Message + ": " + p.Detail
+}
+
+// New is a problem a transport finds itself (a malformed request); cause, when set, is its
+// detail.
+func New(code Code, message string, cause error) *Problem {
+	p := &Problem{Code: code, Message: message}
+	if cause != nil {
+		p.Detail = cause.Error()
+	}
+	return p
+}
+
+// BackgroundRetryAfter is the Retry-After of a refused background process: a place frees only
+// when one of the token's processes ends, which hangar cannot foresee, so it is a polling hint.
+const BackgroundRetryAfter = 10 * time.Second
+
+// entry is one row of the table: the errors it matches, and what they mean.
+type entry struct {
+	match   func(error) bool
+	code    Code
+	message string
+	// say, when set, makes the problem from the error itself (a sentence that names a limit,
+	// a dead part of a sandbox); message is then unused.
+	say func(err error) *Problem
+}
+
+func is(target error) func(error) bool { return func(err error) bool { return errors.Is(err, target) } }
+
+func as[T error]() func(error) bool {
+	return func(err error) bool { var t T; return errors.As(err, &t) }
+}
+
+// table is read in order: the first match wins, so a more specific error comes first.
+var table = []entry{
+	{match: as[*http.MaxBytesError](), code: CodeTooLarge, message: "The request body is too large."},
+	{match: is(auth.ErrNoToken), code: CodeUnauthorized, message: "This request needs a token: send 'Authorization: Bearer <token>'."},
+	{match: is(auth.ErrUnknownToken), code: CodeUnauthorized, message: "The token is not one hangar knows."},
+	{match: is(auth.ErrRevoked), code: CodeUnauthorized, message: "The token was revoked."},
+	{match: is(auth.ErrExpired), code: CodeUnauthorized, message: "The token has expired."},
+	{match: is(auth.ErrForbidden), code: CodeForbidden, message: "The token is not allowed to do that."},
+	{match: is(auth.ErrInvalid), code: CodeBadRequest, message: "The token request is not valid."},
+	{match: is(auth.ErrNotFound), code: CodeNotFound, message: "There is no such token."},
+	{match: is(auth.ErrNoSandbox), code: CodeNotFound, message: "There is no such sandbox, or it is not yours."},
+	{match: is(auth.ErrStatic), code: CodeConflict, message: "That token comes from the tokens file and can only be changed there."},
+	{match: as[*stream.LimitError](), say: streamLimit},
+	{match: is(stream.ErrShuttingDown), code: CodeUnavailable, message: "hangar is shutting down; try again in a moment."},
+	{match: as[*process.LimitError](), say: backgroundLimit},
+	{match: is(process.ErrNotFound), code: CodeNotFound, message: "There is no such process in that sandbox, or it was not started by this token."},
+	{match: is(process.ErrExited), code: CodeConflict, message: "The process has exited."},
+	{match: is(process.ErrNeedsDaemon), code: CodeConflict, message: "This needs the sandbox's daemon, which it does not have."},
+	{match: is(process.ErrInvalid), code: CodeBadRequest, message: "The process request is not valid."},
+	{match: is(turns.ErrNotFound), code: CodeNotFound, message: "There is no such session, turn or job, or it is not yours."},
+	{match: is(turns.ErrConflict), code: CodeConflict, message: "That conflicts with the session's state: a turn is running, or the name is taken."},
+	{match: is(turns.ErrInvalid), code: CodeBadRequest, message: "The request is not valid."},
+	{match: is(sandbox.ErrNotFound), code: CodeNotFound, message: "There is no such sandbox, or this token may not use it."},
+	{match: is(sandbox.ErrConflict), code: CodeConflict, message: "That sandbox name is taken."},
+	{match: is(provider.ErrImageMissing), say: func(err error) *Problem { return New(CodeBadRequest, imageMissing(err), err) }},
+	{match: is(sandbox.ErrInvalid), code: CodeBadRequest, message: "The request is not valid."},
+	{match: is(sandbox.ErrForbidden), code: CodeForbidden, message: "The token is not allowed to do that."},
+	{match: is(sandbox.ErrState), code: CodeConflict, message: "The sandbox is not in a state that allows this."},
+	{match: as[*sandbox.DiedError](), say: died},
+	{match: is(sandbox.ErrUnavailable), code: CodeUnavailable, message: "The sandbox's provider or daemon does not answer."},
+}
+
+// Of is what err means to a client. A *Problem is itself. Errors the table does not know are
+// hangar's own failures: CodeInternal with a general sentence, and the cause as the detail,
+// which a transport logs and does not send.
+func Of(err error) *Problem {
+	var p *Problem
+	if errors.As(err, &p) {
+		return p
+	}
+	for _, e := range table {
+		if !e.match(err) {
+			continue
+		}
+		if e.say != nil {
+			return e.say(err)
+		}
+		return New(e.code, e.message, err)
+	}
+	return New(CodeInternal, "Something went wrong inside hangar; the server log has the details.", err)
+}
+
+// streamLimit names the limit that refused a stream, in its own sentence.
+func streamLimit(err error) *Problem {
+	var le *stream.LimitError
+	errors.As(err, &le)
+	return &Problem{Code: CodeLimit, Message: sentence(le.Error()), RetryAfter: le.RetryAfter}
+}
+
+func backgroundLimit(err error) *Problem {
+	var le *process.LimitError
+	errors.As(err, &le)
+	return &Problem{Code: CodeLimit, Message: sentence(le.Error()), RetryAfter: BackgroundRetryAfter}
+}
+
+// died says which part of a sandbox died; the cause (an address) stays in the log.
+func died(err error) *Problem {
+	var d *sandbox.DiedError
+	errors.As(err, &d)
+	return &Problem{Code: CodeUnavailable, Message: d.Message()}
+}
+
+// sentence starts s with a capital and ends it with a full stop.
+func sentence(s string) string {
+	if s == "" {
+		return s
+	}
+	r := []rune(s)
+	r[0] = unicode.ToUpper(r[0])
+	return strings.TrimSuffix(string(r), ".") + "."
+}

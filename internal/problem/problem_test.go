@@ -1,0 +1,73 @@
+package problem_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/problem"
+	"github.com/hangar-dev/hangar/internal/process"
+	"github.com/hangar-dev/hangar/internal/provider"
+	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/stream"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestOf: each domain error, however wrapped, has its one code, and a sentence that says what
+// it needs to (a limit names its setting; a dead sandbox names the part, not its address).
+func TestOf(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err        error
+		code       problem.Code
+		says       string
+		retryAfter bool
+		noDetail   bool
+	}{
+		{err: &http.MaxBytesError{Limit: 10}, code: problem.CodeTooLarge, says: "too large"},
+		{err: auth.ErrRevoked, code: problem.CodeUnauthorized, says: "revoked"},
+		{err: auth.ErrForbidden, code: problem.CodeForbidden, says: "not allowed"},
+		{err: &stream.LimitError{Setting: "HANGAR_STREAM_MAX_PER_TOKEN", Max: 16, RetryAfter: 5 * time.Second}, code: problem.CodeLimit, says: "HANGAR_STREAM_MAX_PER_TOKEN", retryAfter: true},
+		{err: &stream.LimitError{Setting: "HANGAR_STREAM_MAX_TOTAL", Max: 512, RetryAfter: 5 * time.Second}, code: problem.CodeLimit, says: "HANGAR_STREAM_MAX_TOTAL", retryAfter: true},
+		{err: stream.ErrShuttingDown, code: problem.CodeUnavailable, says: "shutting down"},
+		{err: &process.LimitError{Max: 4}, code: problem.CodeLimit, says: "HANGAR_BACKGROUND_MAX_PER_TOKEN", retryAfter: true},
+		{err: process.ErrNotFound, code: problem.CodeNotFound, says: "no such process"},
+		{err: process.ErrExited, code: problem.CodeConflict, says: "exited"},
+		{err: sandbox.ErrNotFound, code: problem.CodeNotFound, says: "no such sandbox"},
+		{err: sandbox.ErrConflict, code: problem.CodeConflict, says: "taken"},
+		{err: sandbox.ErrState, code: problem.CodeConflict, says: "state"},
+		{err: sandbox.ErrUnavailable, code: problem.CodeUnavailable, says: "does not answer"},
+		{err: fmt.Errorf("create: %w", fmt.Errorf("image foo:1 is not pulled; run docker pull foo:1: %w", provider.ErrImageMissing)),
+			code: problem.CodeBadRequest, says: "Image foo:1 is not pulled; run docker pull foo:1."},
+		{err: &sandbox.DiedError{Sandbox: "box", Part: sandbox.PartDaemon, State: "failed", Reason: "gone"},
+			code: problem.CodeUnavailable, says: "daemon of sandbox box", noDetail: true},
+		{err: errors.New("disk on fire"), code: problem.CodeInternal, says: "inside hangar"},
+	} {
+		p := problem.Of(fmt.Errorf("op: %w", tc.err))
+		if p.Code != tc.code || !strings.Contains(p.Message, tc.says) {
+			t.Errorf("%v: %s %q, want %s saying %q", tc.err, p.Code, p.Message, tc.code, tc.says)
+		}
+		if (p.RetryAfter > 0) != tc.retryAfter {
+			t.Errorf("%v: Retry-After %v, want one: %v", tc.err, p.RetryAfter, tc.retryAfter)
+		}
+		if tc.noDetail && p.Detail != "" {
+			t.Errorf("%v: detail %q, want none", tc.err, p.Detail)
+		}
+	}
+}
+
+// TestOfProblem: a problem a transport made itself is passed on as it is.
+func TestOfProblem(t *testing.T) {
+	t.Parallel()
+	want := problem.New(problem.CodeBadRequest, "timeout must be a number of seconds.", errors.New("-1"))
+	if got := problem.Of(fmt.Errorf("decode: %w", want)); got != want {
+		t.Errorf("Of = %+v, want %+v", got, want)
+	}
+}

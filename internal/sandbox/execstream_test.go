@@ -1,0 +1,183 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/envd/daemon"
+	"github.com/hangar-dev/hangar/internal/provider"
+	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/stream"
+)
+
+// waitTimeout bounds every wait of these tests.
+const waitTimeout = 20 * time.Second
+
+// runningProvider says every sandbox runs.
+type runningProvider struct{ provider.Provider }
+
+func (runningProvider) Name() string { return "local" }
+func (runningProvider) Get(_ context.Context, sb provider.Sandbox) (provider.Sandbox, error) {
+	return sb, nil
+}
+
+// execEnv is a Manager whose sandbox "box" has a real daemon on a loopback port.
+type execEnv struct {
+	m       *sandbox.Manager
+	streams *stream.Registry
+}
+
+func newExecEnv(t *testing.T) execEnv {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, stopDaemon := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() {
+		served <- daemon.New(daemon.Config{AccessToken: "secret", Workdir: t.TempDir()}).Serve(dctx, ln)
+	}()
+	t.Cleanup(func() { stopDaemon(); <-served })
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	now := time.Now()
+	if err := st.CreateSandbox(ctx, store.Sandbox{Name: "box", Owner: "ada", Provider: "local", State: "running", Daemon: true,
+		DaemonURL: "http://" + ln.Addr().String(), DaemonToken: "secret", CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	streams := stream.New(stream.Config{})
+	m := sandbox.New(sandbox.Config{Store: st, Streams: streams, Providers: map[string]provider.Provider{"local": runningProvider{}}})
+	t.Cleanup(m.Close)
+	return execEnv{m: m, streams: streams}
+}
+
+// render takes the stream's items until it finishes or ends, as a transport's writer does, and
+// returns the output and how the stream ended. stop, when set, is called once output arrived.
+func render(ctx context.Context, st *stream.Stream, stop func()) (string, stream.Reason) {
+	var out []byte
+	for {
+		items, err := st.Next(ctx, 0)
+		var ended *stream.Ended
+		switch {
+		case errors.Is(err, io.EOF):
+			return string(out), stream.ReasonDone
+		case errors.As(err, &ended):
+			return string(out), ended.Reason
+		case err != nil:
+			return string(out), stream.ReasonClient
+		}
+		for _, it := range items {
+			out = append(out, it.Data...)
+		}
+		if stop != nil && len(out) > 0 {
+			stop()
+			stop = nil
+		}
+	}
+}
+
+func TestStreamExecRunsToItsEnd(t *testing.T) {
+	t.Parallel()
+	e := newExecEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	ex, err := e.m.StreamExec(ctx, ada, "box", sandbox.ExecRequest{Command: "echo hi; echo oops >&2; exit 3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, reason := render(ctx, ex.Stream, nil)
+	o, err := ex.Wait(ctx, reason)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != "hi\noops\n" && out != "oops\nhi\n" {
+		t.Errorf("streamed %q, want hi and oops", out)
+	}
+	if !o.Ended || o.Result.ExitCode != 3 || o.Closed != "" || !o.Result.Streamed || string(o.Result.Stdout) != "hi\n" {
+		t.Errorf("outcome %+v, want ended with exit code 3, streamed, stdout hi", o)
+	}
+	if total, _ := e.streams.Count(""); total != 0 {
+		t.Errorf("%d streams still open after Wait, want 0", total)
+	}
+}
+
+// TestStreamExecEndings: how the stream ended decides the command's fate, the same for every
+// transport.
+func TestStreamExecEndings(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		end       func(e execEnv)
+		wantErr   error
+		wantClose stream.Reason
+		detached  bool
+		status    string
+	}{
+		{name: "revoked", end: func(e execEnv) { e.streams.EndToken(ada.TokenID) }, wantClose: stream.ReasonRevoked,
+			status: "killed: the stream's token was revoked or expired"},
+		{name: "shutdown", end: func(e execEnv) { e.streams.Shutdown() }, wantClose: stream.ReasonShutdown, detached: true},
+		{name: "destroyed", end: func(e execEnv) { e.streams.EndSandbox("box", stream.ReasonDestroyed) }, wantClose: stream.ReasonDestroyed, detached: true},
+		{name: "client", end: func(e execEnv) { e.streams.EndKind(stream.KindExec, stream.ReasonClient) }, wantErr: sandbox.ErrClientGone},
+		{name: "slow", end: func(e execEnv) { e.streams.EndKind(stream.KindExec, stream.ReasonSlow) }, wantErr: sandbox.ErrClientGone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newExecEnv(t)
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			defer cancel()
+			ex, err := e.m.StreamExec(ctx, ada, "box", sandbox.ExecRequest{Command: "echo started; exec sleep 600"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, reason := render(ctx, ex.Stream, func() { tc.end(e) })
+			o, err := ex.Wait(ctx, reason)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Wait: %v, want %v", err, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if out != "started\n" || string(o.Result.Stdout) != "started\n" {
+				t.Errorf("streamed %q, result's stdout %q, want started", out, o.Result.Stdout)
+			}
+			if o.Ended || o.Closed != tc.wantClose || o.Result.Detached != tc.detached {
+				t.Errorf("outcome %+v, want not ended, closed %s, detached %v", o, tc.wantClose, tc.detached)
+			}
+			if tc.status != "" && o.Result.Status != tc.status {
+				t.Errorf("status %q, want %q", o.Result.Status, tc.status)
+			}
+		})
+	}
+}
+
+// TestStreamExecClientGoesWhileItRunsOn: a stream that ended for a reason that neither kills
+// nor lets go of its command (here its lifetime) waits for the command; a client that goes
+// meanwhile kills it, rather than waiting for a command nobody will hear from.
+func TestStreamExecClientGoesWhileItRunsOn(t *testing.T) {
+	t.Parallel()
+	e := newExecEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	ex, err := e.m.StreamExec(ctx, ada, "box", sandbox.ExecRequest{Command: "echo started; exec sleep 600"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, reason := render(ctx, ex.Stream, func() { e.streams.EndKind(stream.KindExec, stream.ReasonLifetime) })
+	gone, leave := context.WithCancel(ctx)
+	leave()
+	if _, err := ex.Wait(gone, reason); !errors.Is(err, sandbox.ErrClientGone) {
+		t.Fatalf("Wait: %v, want ErrClientGone", err)
+	}
+}
