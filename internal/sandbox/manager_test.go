@@ -247,9 +247,9 @@ func TestCreateRefusesBadRequests(t *testing.T) {
 	}
 }
 
-// TestCreateFailureIsKept: a sandbox the provider could not make is kept as failed with the
-// provider's reason; the error maps the provider's sentinel to the package's.
-func TestCreateFailureIsKept(t *testing.T) {
+// TestCreateRefusedForImageIsNotListed: a sandbox refused for a missing image (the request's
+// fault: nothing was made) is not listed; the error maps the provider's sentinel to ErrInvalid.
+func TestCreateRefusedForImageIsNotListed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newFake("local")
@@ -259,8 +259,26 @@ func TestCreateFailureIsKept(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrInvalid) || !errors.Is(err, provider.ErrImageMissing) {
 		t.Fatalf("Create = %v, want ErrInvalid wrapping ErrImageMissing", err)
 	}
+	list, err := m.List(ctx, ada, false)
+	if err != nil || len(list) != 0 {
+		t.Fatalf("List = %+v, %v; want nothing", list, err)
+	}
+}
+
+// TestCreateFailureIsKept: a sandbox the provider could not make is kept as failed with the
+// provider's reason; the error maps the provider's sentinel to the package's.
+func TestCreateFailureIsKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFake("local")
+	m := newManager(t, newStore(t), f)
+	f.fail["Create"] = fmt.Errorf("engine x is not there: %w", provider.ErrUnavailable)
+	_, err := m.Create(ctx, ada, sandbox.CreateRequest{Name: "broken"})
+	if !errors.Is(err, sandbox.ErrUnavailable) || !errors.Is(err, provider.ErrUnavailable) {
+		t.Fatalf("Create = %v, want ErrUnavailable wrapping the provider's", err)
+	}
 	sb, err := m.Get(ctx, ada, "broken")
-	if err != nil || fmt.Sprint(sb.State) != string(provider.StateFailed) || !strings.Contains(sb.Reason, "image x") {
+	if err != nil || fmt.Sprint(sb.State) != string(provider.StateFailed) || !strings.Contains(sb.Reason, "engine x") {
 		t.Fatalf("the stored sandbox = %+v, %v; want failed with the provider's reason", sb, err)
 	}
 	// A failed sandbox can be destroyed without asking the provider (it never made it).
