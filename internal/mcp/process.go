@@ -180,9 +180,9 @@ func (h *Handler) attach(ctx context.Context, req *mcp.CallToolRequest, p auth.P
 	if in.Since > info.OutputEnd {
 		notes = append(notes, fmt.Sprintf("since %d is past the end of the output (%d so far): nothing was there to read, and next is the end.", in.Since, info.OutputEnd))
 	}
-	// The replay ends at the output's end when attached; an exited process's stream ends
-	// after it, with its end item.
-	replayEnd, exited := info.OutputEnd, info.State == process.StateExited
+	// The replay ends at the output's end when attached; the stream of a process that exited
+	// or is lost ends after it, with its end item.
+	replayEnd, exited := info.OutputEnd, info.State != process.StateRunning
 	deadline := time.Now().Add(wait)
 
 	// A 2025-era call's context does not end when its HTTP request does: watch the request too.
