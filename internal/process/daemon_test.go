@@ -2,98 +2,116 @@ package process
 
 import (
 	"context"
-	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
-	"github.com/hangar-dev/hangar/internal/auth"
-	"github.com/hangar-dev/hangar/internal/envd/daemon"
+	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/provider"
-	"github.com/hangar-dev/hangar/internal/sandbox"
-	"github.com/hangar-dev/hangar/internal/store"
-	"github.com/hangar-dev/hangar/internal/store/sqlite"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
-// waitTimeout bounds every wait of these tests.
-const waitTimeout = 20 * time.Second
-
-// cutListener is a listener whose accepted connections can all be cut at once: a network that
-// breaks between hangar and a daemon that keeps running.
-type cutListener struct {
-	net.Listener
+// endRecorder is an ender for a follower tested on its own: it ends pr and remembers how.
+type endRecorder struct {
+	pr    *proc
 	mu    sync.Mutex
-	conns []net.Conn
+	calls int
+	state State
+	exit  *envd.Exit
 }
 
-func (l *cutListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.mu.Lock()
-		l.conns = append(l.conns, c)
-		l.mu.Unlock()
+func (e *endRecorder) end(state State, exit *envd.Exit) {
+	e.mu.Lock()
+	e.calls++
+	e.state, e.exit = state, exit
+	e.mu.Unlock()
+	e.pr.end(state, exit, time.Now())
+}
+
+// TestDaemonFollower follows, on its own, a process started through a real daemon: its output
+// reaches the ring and an attachment, a character split across two of the daemon's chunks
+// arrives whole, and the exit is passed on once.
+func TestDaemonFollower(t *testing.T) {
+	h := newHarness(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	c := h.client(t)
+	argv := provider.ShellArgv(`printf 'caf\303'; sleep 0.2; printf '\251 ok\n'; exit 3`)
+	sctx, scancel := context.WithCancel(ctx)
+	st, err := c.Start(sctx, envd.StartRequest{Cmd: argv[0], Args: argv[1:], Tag: "t1"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return c, err
-}
-
-func (l *cutListener) cut() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, c := range l.conns {
-		c.Close()
+	pr := newProc(1 << 10)
+	pr.id, pr.sandbox, pr.tag, pr.pid = "p_1", "box", "t1", st.PID()
+	sub, err := h.streams.Open(ctx, stream.Options{Kind: stream.KindProcess, Principal: ada, Sandbox: "box"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	l.conns = nil
+	defer sub.Close()
+	pr.subs[sub] = struct{}{}
+	rec := &endRecorder{pr: pr}
+	f := &daemonFollower{sbs: h.sbs, log: h.m.log, pr: pr, end: rec.end, reconnectMin: time.Millisecond, reconnectMax: time.Millisecond,
+		st: st, cancel: scancel}
+	f.follow(ctx)
+
+	if rec.calls != 1 || rec.state != StateExited || rec.exit == nil || rec.exit.Code != 3 {
+		t.Fatalf("ended %d times, last %s %+v; want once, exited with 3", rec.calls, rec.state, rec.exit)
+	}
+	data, _, _ := pr.ring.read(0)
+	if string(data) != "café ok\n" {
+		t.Errorf("the ring holds %q", data)
+	}
+	items, _ := drainAttachment(ctx, t, &Attachment{Stream: sub, pr: pr})
+	for _, it := range items {
+		if !utf8.Valid(it.Data) {
+			t.Errorf("an output item is not whole UTF-8: %q", it.Data)
+		}
+	}
 }
 
-// runningProvider says every sandbox runs.
-type runningProvider struct{ provider.Provider }
-
-func (runningProvider) Name() string { return "local" }
-func (runningProvider) Get(_ context.Context, sb provider.Sandbox) (provider.Sandbox, error) {
-	return sb, nil
+// TestDaemonFollowerStopsWithContext: a follower whose context ends (the Manager closed)
+// returns without ending the process, which runs on.
+func TestDaemonFollowerStopsWithContext(t *testing.T) {
+	h := newHarness(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	c := h.client(t)
+	argv := provider.ShellArgv("sleep 100")
+	sctx, scancel := context.WithCancel(ctx)
+	st, err := c.Start(sctx, envd.StartRequest{Cmd: argv[0], Args: argv[1:], Tag: "t2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Signal(context.WithoutCancel(ctx), envd.ByTag("t2"), envd.SIGKILL)
+	pr := newProc(1 << 10)
+	pr.id, pr.sandbox, pr.tag, pr.pid = "p_2", "box", "t2", st.PID()
+	rec := &endRecorder{pr: pr}
+	f := &daemonFollower{sbs: h.sbs, log: h.m.log, pr: pr, end: rec.end, reconnectMin: time.Millisecond, reconnectMax: time.Millisecond,
+		st: st, cancel: scancel}
+	fctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); f.follow(fctx) }()
+	stop()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("the follower did not return when its context ended")
+	}
+	if rec.calls != 0 {
+		t.Errorf("the process was ended (%s) when only its follower stopped", rec.state)
+	}
 }
 
 // TestFollowerReconnectsByTag: the connection to the daemon breaks while the process runs on.
 // The process stays running (it is not marked exited), the follower reaches it again by its tag,
 // and its output after the break arrives.
 func TestFollowerReconnectsByTag(t *testing.T) {
+	h := newHarness(t, Config{ReconnectMin: time.Millisecond, ReconnectMax: 10 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	dctx, stopDaemon := context.WithCancel(context.Background())
-	raw, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := &cutListener{Listener: raw}
-	served := make(chan error, 1)
-	go func() {
-		served <- daemon.New(daemon.Config{AccessToken: "secret", Workdir: t.TempDir()}).Serve(dctx, ln)
-	}()
-	defer func() { stopDaemon(); <-served }()
-
-	st, err := sqlite.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	now := time.Now()
-	if err := st.CreateSandbox(ctx, store.Sandbox{Name: "box", Owner: "ada", Provider: "local", State: "running", Daemon: true,
-		DaemonURL: "http://" + raw.Addr().String(), DaemonToken: "secret", CreatedAt: now, UpdatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
-	sbs := sandbox.New(sandbox.Config{Store: st, Providers: map[string]provider.Provider{"local": runningProvider{}}})
-	defer sbs.Close()
-	streams := stream.New(stream.Config{})
-	m, err := New(Config{Sandboxes: sbs, Streams: streams, Store: st, Secret: []byte(strings.Repeat("k", 32)),
-		ReconnectMin: time.Millisecond, ReconnectMax: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { streams.Shutdown(); m.Close() }()
-
-	ada := auth.Principal{TokenID: "tok_ada", User: "ada", Scopes: []auth.Scope{auth.ScopeUser}}
+	m := h.m
 	info, err := m.Start(ctx, ada, "box", StartRequest{Command: "i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.05; done"})
 	if err != nil {
 		t.Fatal(err)
@@ -118,14 +136,18 @@ func TestFollowerReconnectsByTag(t *testing.T) {
 		}
 	}
 	first := waitOutput(0)
-	ln.cut()
+	h.ln.cut()
 	// Past what the process printed before the cut and what was in flight: new output came
 	// through a new stream.
 	before := waitOutput(first)
-	ln.cut()
+	h.ln.cut()
 	waitOutput(before + 20)
-	rec, err := st.GetProcess(ctx, info.ID)
+	rec, err := h.st.GetProcess(ctx, info.ID)
 	if err != nil || rec.State != "running" {
 		t.Errorf("the record after the breaks = %+v, %v; want running", rec, err)
 	}
+	if _, err := m.Kill(ctx, ada, "box", info.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.waitEnd(ctx, t, ada, info.ID)
 }
