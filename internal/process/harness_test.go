@@ -166,3 +166,10 @@ func drainAttachment(ctx context.Context, t *testing.T, a *Attachment) (out []st
 		}
 	}
 }
+
+// envdByTag selects the daemon's process of hangar's process id.
+func envdByTag(h *harness, id string) envd.Selector {
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	return envd.ByTag(h.m.procs[id].tag)
+}

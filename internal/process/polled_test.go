@@ -79,6 +79,13 @@ func TestPolledFollowerKill(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); f.follow(ctx) }()
+	// Once it printed, its group exists (setsid ran) and can be signalled.
+	for f.pr.info().OutputEnd == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("no output")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if err := f.signal(ctx, store.Sandbox{}, envd.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
