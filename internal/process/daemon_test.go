@@ -39,7 +39,7 @@ func TestDaemonFollower(t *testing.T) {
 	c := h.client(t)
 	argv := provider.ShellArgv(`printf 'caf\303'; sleep 0.2; printf '\251 ok\n'; exit 3`)
 	sctx, scancel := context.WithCancel(ctx)
-	st, err := c.Start(sctx, envd.StartRequest{Cmd: argv[0], Args: argv[1:], Tag: "t1"})
+	st, err := c.Start(sctx, envd.StartRequest{Cmd: argv[0], Args: argv[1:], Envs: map[string]string{"HOME": t.TempDir()}, Tag: "t1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestDaemonFollowerStopsWithContext(t *testing.T) {
 	c := h.client(t)
 	argv := provider.ShellArgv("sleep 100")
 	sctx, scancel := context.WithCancel(ctx)
-	st, err := c.Start(sctx, envd.StartRequest{Cmd: argv[0], Args: argv[1:], Tag: "t2"})
+	st, err := c.Start(sctx, envd.StartRequest{Cmd: argv[0], Args: argv[1:], Envs: map[string]string{"HOME": t.TempDir()}, Tag: "t2"})
 	if err != nil {
 		t.Fatal(err)
 	}

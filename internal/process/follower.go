@@ -67,7 +67,9 @@ func (m *Manager) watchFollower(ctx context.Context, cancel context.CancelFunc, 
 		return
 	case <-fst.Done():
 	}
-	defer cancel()
+	// The follower stops first, so that the end of a revoked token's process says why it ended
+	// rather than the signal's bare account.
+	cancel()
 	if fst.Reason() != stream.ReasonRevoked {
 		return
 	}

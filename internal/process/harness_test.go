@@ -104,8 +104,11 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	}
 	t.Cleanup(func() { st.Close() })
 	now := time.Now()
+	// A HOME of its own: the login shell that runs each command reads no profile of this
+	// machine's (one that does slow work, like rehashing shims under a shared lock).
+	env := map[string]string{"HOME": t.TempDir()}
 	if err := st.CreateSandbox(ctx, store.Sandbox{Name: "box", Owner: "ada", Provider: "local", State: "running", Daemon: true,
-		DaemonURL: url, DaemonToken: "secret", CreatedAt: now, UpdatedAt: now}); err != nil {
+		DaemonURL: url, DaemonToken: "secret", Env: env, CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
 	sbs := sandbox.New(sandbox.Config{Store: st, Providers: map[string]provider.Provider{"local": runningProvider{}}})
@@ -172,4 +175,23 @@ func envdByTag(h *harness, id string) envd.Selector {
 	h.m.mu.Lock()
 	defer h.m.mu.Unlock()
 	return envd.ByTag(h.m.procs[id].tag)
+}
+
+// waitRecordEnded waits until the record of process id says it ended (it is written just
+// after the process ends).
+func (h *harness) waitRecordEnded(ctx context.Context, t *testing.T, id string) {
+	t.Helper()
+	for {
+		rec, err := h.st.GetProcess(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.State != "running" {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the end of process %s was not recorded", id)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -35,7 +35,7 @@ func TestStartAttachEnd(t *testing.T) {
 	h := newHarness(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	info, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "read x; echo got $x; exit 2"})
+	info, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "cat; exit 2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestStartAttachEnd(t *testing.T) {
 	for _, it := range items {
 		out += string(it.Data)
 	}
-	if out != "got hi\n" || items[len(items)-1].ID != "7" {
+	if out != "hi\n" || items[len(items)-1].ID != "3" {
 		t.Errorf("output %q, last id %s", out, items[len(items)-1].ID)
 	}
 	var ended Info
@@ -65,10 +65,7 @@ func TestStartAttachEnd(t *testing.T) {
 	if err := h.m.Input(ctx, ada, "box", info.ID, []byte("more"), false); !errors.Is(err, ErrExited) {
 		t.Errorf("input after the end: %v, want ErrExited", err)
 	}
-	rec, err := h.st.GetProcess(ctx, info.ID)
-	if err != nil || rec.State == "running" {
-		t.Errorf("the record after the end: %+v, %v", rec, err)
-	}
+	h.waitRecordEnded(ctx, t, info.ID)
 }
 
 // TestOwnership: another token of the same user neither sees nor touches a process; an
@@ -228,14 +225,14 @@ func TestReadNext(t *testing.T) {
 	if err := h.m.Input(ctx, ada, "box", info.ID, []byte("one\n"), false); err != nil {
 		t.Fatal(err)
 	}
-	readUntil("one\r\n")
+	readUntil("one\r\none\r\n") // the echo, then cat's
 	if err := h.m.Resize(ctx, ada, "box", info.ID, PTYSize{Cols: 100, Rows: 30}); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.m.Input(ctx, ada, "box", info.ID, []byte("two\n"), false); err != nil {
 		t.Fatal(err)
 	}
-	if again := readUntil("two\r\n"); strings.Contains(again, "one") {
+	if again := readUntil("two\r\ntwo\r\n"); strings.Contains(again, "one") {
 		t.Errorf("a later read repeats earlier output: %q", again)
 	}
 	// The admin's position is its own: it reads from the start.
@@ -288,4 +285,83 @@ func TestCloseStopsKillTimers(t *testing.T) {
 	if err := c.Signal(ctx, envdByTag(h, info.ID), envd.SIGKILL); err != nil {
 		t.Errorf("kill it for good: %v", err)
 	}
+}
+
+// TestRevokedTokenKills: when the stream registry revokes the token that started a process,
+// its follower kills the process and ends it saying why.
+func TestRevokedTokenKills(t *testing.T) {
+	h := newHarness(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	info, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "sleep 100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.streams.EndToken(ada.TokenID)
+	end := h.waitEnd(ctx, t, ada, info.ID)
+	if end.State != StateExited || !strings.Contains(end.Status, "revoked") {
+		t.Errorf("after the revocation: %+v", end)
+	}
+	// The daemon has it ended (or has forgotten it already).
+	st, err := h.client(t).Connect(ctx, envdByTag(h, info.ID))
+	if err == nil {
+		defer st.Close()
+		for {
+			ev, err := st.Next()
+			if err != nil {
+				t.Fatalf("the daemon's stream of the killed process: %v", err)
+			}
+			if ev.Kind == envd.EventEnd {
+				break
+			}
+		}
+	} else if !errors.Is(err, envd.ErrNotFound) {
+		t.Fatal(err)
+	}
+}
+
+// TestAdoptAfterRestart: a Manager over the same records and daemon follows again a process
+// the previous one started (and stopped following when it closed), and sees it end.
+func TestAdoptAfterRestart(t *testing.T) {
+	h := newHarness(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	info, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "cat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.m.Close()
+	if rec, err := h.st.GetProcess(ctx, info.ID); err != nil || rec.State != "running" {
+		t.Fatalf("the record once the Manager closed: %+v, %v", rec, err)
+	}
+	m2, err := New(h.m.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	m2.AdoptAll(ctx)
+	got, err := m2.Get(ctx, ada, "box", info.ID)
+	if err != nil || !got.Adopted || got.State != StateRunning || got.PID != info.PID {
+		t.Fatalf("adopted: %+v, %v", got, err)
+	}
+	if err := m2.Input(ctx, ada, "box", info.ID, []byte("hi\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		out, pi, err := m2.Read(ctx, ada, "box", info.ID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pi.State == StateExited {
+			if string(out.Data) != "hi\n" {
+				t.Errorf("output after the adoption: %q", out.Data)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the adopted process did not end")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.waitRecordEnded(ctx, t, info.ID)
 }
