@@ -43,20 +43,35 @@ type ender func(state State, exit *envd.Exit)
 // first), or the Manager closes.
 func (m *Manager) run(pr *proc, f follower, fst *stream.Stream) {
 	ctx, cancel := context.WithCancel(m.ctx)
-	m.wg.Add(2)
-	go func() {
-		defer m.wg.Done()
+	follow := func() {
 		defer fst.Close()
 		defer cancel()
 		f.follow(ctx)
 		if pr.ended() {
 			fst.End(stream.ReasonDone)
 		}
-	}()
+	}
+	if !m.spawn(follow) {
+		follow() // the Manager closed: ctx has ended, so this only lets go of what f holds
+		return
+	}
+	m.spawn(func() { m.watchFollower(ctx, cancel, pr, f, fst) })
+}
+
+// spawn runs fn in a goroutine that Close waits for, unless the Manager is closed (then it
+// reports false and does not run fn).
+func (m *Manager) spawn(fn func()) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return false
+	}
+	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		m.watchFollower(ctx, cancel, pr, f, fst)
+		fn()
 	}()
+	return true
 }
 
 // watchFollower stops the follower when its stream ends, killing the process first when the
@@ -103,9 +118,7 @@ func (m *Manager) kill(ctx context.Context, sb store.Sandbox, pr *proc) error {
 	if err := pr.f.signal(ctx, sb, envd.SIGTERM); err != nil && !errors.Is(err, envd.ErrNotFound) {
 		return err
 	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
+	m.spawn(func() {
 		t := time.NewTimer(m.cfg.KillGrace)
 		defer t.Stop()
 		select {
@@ -120,6 +133,6 @@ func (m *Manager) kill(ctx context.Context, sb store.Sandbox, pr *proc) error {
 		if err := pr.f.signal(kctx, sb, envd.SIGKILL); err != nil && !errors.Is(err, envd.ErrNotFound) {
 			m.log.Warn("kill process", "process", pr.id, "err", err)
 		}
-	}()
+	})
 	return nil
 }

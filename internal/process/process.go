@@ -100,9 +100,10 @@ type Manager struct {
 	cfg Config
 	log *slog.Logger
 
-	mu       sync.Mutex // guards procs and starting
+	mu       sync.Mutex // guards procs, starting and closed, and orders wg.Add before Close's Wait
 	procs    map[string]*proc
 	starting map[string]int // per token: starts under way, counted against MaxPerToken
+	closed   bool           // Close was called: no goroutine starts any more (see spawn)
 
 	// ctx is the root of every follower's context and kill timer; Close cancels it.
 	ctx    context.Context
@@ -479,6 +480,7 @@ func followerOptions(p auth.Principal) stream.Options {
 // context of every follower and kill timer, and waits for them to return.
 func (m *Manager) Close() {
 	m.mu.Lock()
+	m.closed = true
 	for _, pr := range m.procs {
 		pr.mu.Lock()
 		for s := range pr.subs {
