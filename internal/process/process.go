@@ -1,9 +1,11 @@
 // Package process runs background processes in sandboxes and lets their owners attach to them
-// later. Each process has exactly one follower in hangar, holding the daemon's stream and a ring
+// later. Each process has exactly one follower in hangar (follower.go), which feeds a ring
 // buffer of the last output (stdout and stderr together, as a terminal shows them) addressed by
-// absolute byte offsets. Attaching replays from an offset and subscribes under one lock, so
-// nothing is missed or repeated; each attachment has its own stream from the registry, so one
-// slow client never holds up the process or another client.
+// absolute byte offsets: through the sandbox's daemon (daemon.go), or, without one, by polling
+// the process's output file (polled.go). Attaching replays from an offset and subscribes under
+// one lock, so nothing is missed or repeated; each attachment has its own stream from the
+// registry, so one slow client never holds up the process or another client. Every follower
+// runs under the Manager's root context, which Close cancels.
 package process
 
 import (
