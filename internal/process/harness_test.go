@@ -55,8 +55,17 @@ func (l *cutListener) cut() {
 	l.conns = nil
 }
 
-// runningProvider says every sandbox runs.
-type runningProvider struct{ provider.Provider }
+// runningProvider says every sandbox runs, and runs a provider's exec on this machine with
+// home as $HOME.
+type runningProvider struct {
+	provider.Provider
+	home string
+}
+
+func (p runningProvider) Exec(ctx context.Context, _ provider.Sandbox, req provider.ExecRequest) (provider.ExecResult, error) {
+	res, err := localExec(p.home)(ctx, req.Command)
+	return provider.ExecResult{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr}, err
+}
 
 func (runningProvider) Name() string { return "local" }
 func (runningProvider) Get(_ context.Context, sb provider.Sandbox) (provider.Sandbox, error) {
@@ -64,7 +73,7 @@ func (runningProvider) Get(_ context.Context, sb provider.Sandbox) (provider.San
 }
 
 // harness is a Manager over a real in-process daemon serving the sandbox "box", owned by ada,
-// with its records in SQLite.
+// with its records in SQLite; ada's sandbox "plain" has no daemon and runs on this machine.
 type harness struct {
 	m       *Manager
 	ln      *cutListener // the daemon's
@@ -111,7 +120,12 @@ func newHarness(t *testing.T, cfg Config) *harness {
 		DaemonURL: url, DaemonToken: "secret", Env: env, CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	sbs := sandbox.New(sandbox.Config{Store: st, Providers: map[string]provider.Provider{"local": runningProvider{}}})
+	// "plain" has no daemon: its processes are polled.
+	if err := st.CreateSandbox(ctx, store.Sandbox{Name: "plain", Owner: "ada", Provider: "local", State: "running",
+		CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	sbs := sandbox.New(sandbox.Config{Store: st, Providers: map[string]provider.Provider{"local": runningProvider{home: env["HOME"]}}})
 	t.Cleanup(sbs.Close)
 	streams := stream.New(stream.Config{})
 	cfg.Sandboxes, cfg.Streams, cfg.Store, cfg.Secret = sbs, streams, st, []byte(strings.Repeat("k", 32))
@@ -136,8 +150,14 @@ func (h *harness) client(t *testing.T) *envd.Client {
 // waitEnd waits until p's process id is no longer running and returns it.
 func (h *harness) waitEnd(ctx context.Context, t *testing.T, p auth.Principal, id string) Info {
 	t.Helper()
+	return h.waitEndIn(ctx, t, p, "box", id)
+}
+
+// waitEndIn waits until p's process id in sandbox sb is no longer running and returns it.
+func (h *harness) waitEndIn(ctx context.Context, t *testing.T, p auth.Principal, sb, id string) Info {
+	t.Helper()
 	for {
-		i, err := h.m.Get(ctx, p, "box", id)
+		i, err := h.m.Get(ctx, p, sb, id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -365,3 +365,49 @@ func TestAdoptAfterRestart(t *testing.T) {
 	}
 	h.waitRecordEnded(ctx, t, info.ID)
 }
+
+// TestPolledThroughManager: in a sandbox without a daemon the Manager follows a process by
+// polling, refuses input and terminals, and kills the process of a revoked token.
+func TestPolledThroughManager(t *testing.T) {
+	h := newHarness(t, Config{PollAttached: time.Millisecond, PollIdle: time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	info, err := h.m.Start(ctx, ada, "plain", StartRequest{Command: "echo polled; exit 4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Daemon {
+		t.Errorf("started: %+v, want no daemon", info)
+	}
+	end := h.waitEndIn(ctx, t, ada, "plain", info.ID)
+	if end.ExitCode == nil || *end.ExitCode != 4 {
+		t.Errorf("ended: %+v", end)
+	}
+	if out, _, err := h.m.Read(ctx, ada, "plain", info.ID, 0); err != nil || string(out.Data) != "polled\n" {
+		t.Errorf("output %q, %v", out.Data, err)
+	}
+	if _, err := h.m.Start(ctx, ada, "plain", StartRequest{Command: "sh", PTY: &PTYSize{Cols: 80, Rows: 24}}); !errors.Is(err, ErrNeedsDaemon) {
+		t.Errorf("a terminal without a daemon: %v", err)
+	}
+	long, err := h.m.Start(ctx, ada, "plain", StartRequest{Command: "echo up; sleep 100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.m.Input(ctx, ada, "plain", long.ID, []byte("x"), false); !errors.Is(err, ErrNeedsDaemon) {
+		t.Errorf("input without a daemon: %v", err)
+	}
+	for { // once it printed, its group exists and can be signalled
+		out, _, err := h.m.Read(ctx, ada, "plain", long.ID, 0)
+		if err != nil || ctx.Err() != nil {
+			t.Fatalf("no output: %v", err)
+		}
+		if len(out.Data) > 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.streams.EndToken(ada.TokenID)
+	if end := h.waitEndIn(ctx, t, ada, "plain", long.ID); !strings.Contains(end.Status, "revoked") {
+		t.Errorf("after the revocation: %+v", end)
+	}
+}
