@@ -167,10 +167,10 @@ func (h *Handler) attach(ctx context.Context, req *mcp.CallToolRequest, p auth.P
 	// A 2025-era call's context does not end when its HTTP request does: watch the request too.
 	ctx, cancel := watchClient(ctx, sk)
 	defer cancel()
-	// The replay ends at the output's end when attached; an exited process's stream ends after
-	// it, with its end item.
+	// The replay ends at the output's end when attached; the stream of a process that exited
+	// or is lost ends after it, with its end item.
 	pr := &progress{req: req, token: token, sk: sk, st: att.Stream}
-	if err := a.follow(ctx, pr, info.OutputEnd, info.State == process.StateExited, time.Now().Add(wait)); err != nil {
+	if err := a.follow(ctx, pr, info.OutputEnd, info.State != process.StateRunning, time.Now().Add(wait)); err != nil {
 		return attachOutput{}, err
 	}
 	return a.result(), nil

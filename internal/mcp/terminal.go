@@ -4,96 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hangar-dev/hangar/internal/auth"
-	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/process"
 )
 
 // Terminals for clients that poll: a terminal is a background process on a pseudo-terminal
 // (process.StartRequest.PTY), its terminal_id the process id. terminal_read returns what is new
-// since the last terminal_read of that terminal: the read position is kept here, per token and
-// terminal, since it is this API's notion (the process package serves any offset).
-
-// terminals are the terminals opened through this handler, with their read positions.
-type terminals struct {
-	mu sync.Mutex // guards m
-	m  map[termKey]*terminal
-}
-
-// termKey is a terminal of a token: another token's terminal_id finds nothing.
-type termKey struct{ token, id string }
-
-type terminal struct {
-	sandbox string
-
-	mu   sync.Mutex // guards next, and serialises reads so that none is returned twice
-	next int64      // where the next terminal_read starts
-}
-
-// get returns the caller's terminal id. A terminal this handler did not open (hangar was
-// restarted) is found again through sandbox, when given (or the token's one sandbox).
-func (ts *terminals) get(p auth.Principal, id, sandbox string) (*terminal, error) {
-	if id == "" {
-		return nil, errorf("Say which terminal (the terminal_id argument, as terminal_open gave it).")
-	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if t, ok := ts.m[termKey{p.TokenID, id}]; ok {
-		return t, nil
-	}
-	if sandbox == "" {
-		sandbox = p.Sandbox
-	}
-	if sandbox == "" {
-		return nil, errorf(fmt.Sprintf("There is no terminal %s of this token here; if hangar was restarted since it was opened, say which sandbox it is in (the sandbox argument).", id))
-	}
-	return &terminal{sandbox: sandbox}, nil // kept once a call to it succeeded (keep)
-}
-
-// keep remembers the caller's terminal id, unless it is known already.
-func (ts *terminals) keep(p auth.Principal, id string, t *terminal) {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if _, ok := ts.m[termKey{p.TokenID, id}]; !ok {
-		ts.m[termKey{p.TokenID, id}] = t
-	}
-}
-
-func (ts *terminals) put(p auth.Principal, id string, t *terminal) {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	ts.m[termKey{p.TokenID, id}] = t
-}
-
-func (ts *terminals) forget(p auth.Principal, id string) {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	delete(ts.m, termKey{p.TokenID, id})
-}
-
-// prune forgets the caller's terminals that the process package no longer knows (they exited
-// longer ago than its retention), so that the map stays as small as the token's processes.
-func (h *Handler) pruneTerminals(ctx context.Context, p auth.Principal) {
-	h.terms.mu.Lock()
-	var mine []termKey
-	sandboxes := map[termKey]string{}
-	for k, t := range h.terms.m {
-		if k.token == p.TokenID {
-			mine = append(mine, k)
-			sandboxes[k] = t.sandbox
-		}
-	}
-	h.terms.mu.Unlock()
-	for _, k := range mine {
-		if _, err := h.cfg.Processes.Get(ctx, p, sandboxes[k], k.id); errors.Is(err, process.ErrNotFound) {
-			h.terms.forget(p, k.id)
-		}
-	}
-}
+// since the last terminal_read of that terminal by this token: the process package keeps that
+// position (ReadNext), so this transport holds no state.
 
 type terminalOpenArgs struct {
 	Sandbox string `json:"sandbox,omitempty" jsonschema:"the sandbox; a token bound to one sandbox may leave it out"`
@@ -151,7 +72,6 @@ const defaultShell = "if command -v bash >/dev/null 2>&1; then exec bash -l; els
 const maxTermSize = 1000
 
 func (h *Handler) addTerminals() {
-	h.terms.m = map[termKey]*terminal{}
 	mcp.AddTool(h.server, &mcp.Tool{
 		Name:  "terminal_open",
 		Title: "Open a terminal in a sandbox",
@@ -197,7 +117,7 @@ func (h *Handler) terminalOpen(ctx context.Context, req *mcp.CallToolRequest, in
 	if in.Cols < 0 || in.Rows < 0 || in.Cols > maxTermSize || in.Rows > maxTermSize {
 		return nil, terminalOpenOutput{}, errorf(fmt.Sprintf("cols and rows must be between 1 and %d.", maxTermSize))
 	}
-	size := envd.PTYSize{Cols: 120, Rows: 40}
+	size := process.PTYSize{Cols: 120, Rows: 40}
 	if in.Cols > 0 {
 		size.Cols = uint32(in.Cols)
 	}
@@ -208,12 +128,10 @@ func (h *Handler) terminalOpen(ctx context.Context, req *mcp.CallToolRequest, in
 	if command == "" {
 		command = defaultShell
 	}
-	h.pruneTerminals(ctx, p)
 	info, err := h.cfg.Processes.Start(ctx, p, ref, process.StartRequest{Command: command, Cwd: in.Cwd, PTY: &size})
 	if err != nil {
 		return nil, terminalOpenOutput{}, classify(h.log, "terminal_open", err)
 	}
-	h.terms.put(p, info.ID, &terminal{sandbox: info.Sandbox})
 	return nil, terminalOpenOutput{TerminalID: info.ID, Sandbox: info.Sandbox, Command: command}, nil
 }
 
@@ -221,27 +139,24 @@ func (h *Handler) terminalWrite(ctx context.Context, req *mcp.CallToolRequest, i
 	if in.Input == "" {
 		return nil, terminalOKOutput{}, errorf("input is empty: say what to type.")
 	}
-	p, t, err := h.terminal(ctx, req, in.TerminalID, in.Sandbox)
+	p, sandbox, err := h.terminal(ctx, req, in.TerminalID, in.Sandbox)
 	if err != nil {
 		return nil, terminalOKOutput{}, err
 	}
-	if err := h.cfg.Processes.Input(ctx, p, t.sandbox, in.TerminalID, []byte(in.Input), false); err != nil {
-		return nil, terminalOKOutput{}, h.terminalError(p, in.TerminalID, "terminal_write", err)
+	if err := h.cfg.Processes.Input(ctx, p, sandbox, in.TerminalID, []byte(in.Input), false); err != nil {
+		return nil, terminalOKOutput{}, h.terminalError(in.TerminalID, "terminal_write", err)
 	}
-	h.terms.keep(p, in.TerminalID, t)
 	return nil, terminalOKOutput{TerminalID: in.TerminalID, State: string(process.StateRunning)}, nil
 }
 
 func (h *Handler) terminalRead(ctx context.Context, req *mcp.CallToolRequest, in terminalIDArgs) (*mcp.CallToolResult, terminalReadOutput, error) {
-	p, t, err := h.terminal(ctx, req, in.TerminalID, in.Sandbox)
+	p, sandbox, err := h.terminal(ctx, req, in.TerminalID, in.Sandbox)
 	if err != nil {
 		return nil, terminalReadOutput{}, err
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	o, info, err := h.cfg.Processes.Read(ctx, p, t.sandbox, in.TerminalID, t.next)
+	o, info, err := h.cfg.Processes.ReadNext(ctx, p, sandbox, in.TerminalID)
 	if err != nil {
-		return nil, terminalReadOutput{}, h.terminalError(p, in.TerminalID, "terminal_read", err)
+		return nil, terminalReadOutput{}, h.terminalError(in.TerminalID, "terminal_read", err)
 	}
 	if !info.PTY {
 		return nil, terminalReadOutput{}, errorf(fmt.Sprintf("%s is a background process, not a terminal: use the process tool's attach.", in.TerminalID))
@@ -252,8 +167,6 @@ func (h *Handler) terminalRead(ctx context.Context, req *mcp.CallToolRequest, in
 		out.Lost = o.Gap.To - o.Gap.From
 		out.Note = fmt.Sprintf("%d bytes the terminal printed since the last read are no longer kept (hangar keeps the last 256 KiB); the output starts after them.", out.Lost)
 	}
-	t.next = o.Next
-	h.terms.keep(p, in.TerminalID, t)
 	return nil, out, nil
 }
 
@@ -261,46 +174,55 @@ func (h *Handler) terminalResize(ctx context.Context, req *mcp.CallToolRequest, 
 	if in.Cols < 1 || in.Rows < 1 || in.Cols > maxTermSize || in.Rows > maxTermSize {
 		return nil, terminalOKOutput{}, errorf(fmt.Sprintf("cols and rows must be between 1 and %d.", maxTermSize))
 	}
-	p, t, err := h.terminal(ctx, req, in.TerminalID, in.Sandbox)
+	p, sandbox, err := h.terminal(ctx, req, in.TerminalID, in.Sandbox)
 	if err != nil {
 		return nil, terminalOKOutput{}, err
 	}
-	if err := h.cfg.Processes.Resize(ctx, p, t.sandbox, in.TerminalID, envd.PTYSize{Cols: uint32(in.Cols), Rows: uint32(in.Rows)}); err != nil {
-		return nil, terminalOKOutput{}, h.terminalError(p, in.TerminalID, "terminal_resize", err)
+	if err := h.cfg.Processes.Resize(ctx, p, sandbox, in.TerminalID, process.PTYSize{Cols: uint32(in.Cols), Rows: uint32(in.Rows)}); err != nil {
+		return nil, terminalOKOutput{}, h.terminalError(in.TerminalID, "terminal_resize", err)
 	}
-	h.terms.keep(p, in.TerminalID, t)
 	return nil, terminalOKOutput{TerminalID: in.TerminalID, State: string(process.StateRunning)}, nil
 }
 
 func (h *Handler) terminalClose(ctx context.Context, req *mcp.CallToolRequest, in terminalIDArgs) (*mcp.CallToolResult, terminalOKOutput, error) {
-	p, t, err := h.terminal(ctx, req, in.TerminalID, in.Sandbox)
+	p, sandbox, err := h.terminal(ctx, req, in.TerminalID, in.Sandbox)
 	if err != nil {
 		return nil, terminalOKOutput{}, err
 	}
-	info, err := h.cfg.Processes.Kill(ctx, p, t.sandbox, in.TerminalID)
+	info, err := h.cfg.Processes.CloseTerminal(ctx, p, sandbox, in.TerminalID)
 	if err != nil {
-		return nil, terminalOKOutput{}, h.terminalError(p, in.TerminalID, "terminal_close", err)
+		return nil, terminalOKOutput{}, h.terminalError(in.TerminalID, "terminal_close", err)
 	}
-	h.terms.forget(p, in.TerminalID)
 	return nil, terminalOKOutput{TerminalID: in.TerminalID, State: string(info.State)}, nil
 }
 
-// terminal returns the caller and its terminal id.
-func (h *Handler) terminal(ctx context.Context, req *mcp.CallToolRequest, id, sandbox string) (auth.Principal, *terminal, error) {
+// terminal returns the caller and the sandbox of its terminal id: the one hangar follows it in,
+// else (hangar was restarted since it was opened) sandbox, when given, or the token's one
+// sandbox.
+func (h *Handler) terminal(ctx context.Context, req *mcp.CallToolRequest, id, sandbox string) (auth.Principal, string, error) {
 	p, ok := principal(ctx, req)
 	if !ok {
-		return p, nil, errorf("This call carries no hangar token.")
+		return p, "", errorf("This call carries no hangar token.")
 	}
-	t, err := h.terms.get(p, id, sandbox)
-	return p, t, err
+	if id == "" {
+		return p, "", errorf("Say which terminal (the terminal_id argument, as terminal_open gave it).")
+	}
+	if sb, ok := h.cfg.Processes.Locate(p, id); ok {
+		return p, sb, nil
+	}
+	if sandbox == "" {
+		sandbox = p.Sandbox
+	}
+	if sandbox == "" {
+		return p, "", errorf(fmt.Sprintf("There is no terminal %s of this token here; if hangar was restarted since it was opened, say which sandbox it is in (the sandbox argument).", id))
+	}
+	return p, sandbox, nil
 }
 
-// terminalError is a terminal tool's failure; a terminal the process package no longer knows
-// is forgotten here too.
-func (h *Handler) terminalError(p auth.Principal, id, op string, err error) error {
+// terminalError is a terminal tool's failure.
+func (h *Handler) terminalError(id, op string, err error) error {
 	switch {
 	case errors.Is(err, process.ErrNotFound):
-		h.terms.forget(p, id)
 		return errorf(fmt.Sprintf("There is no terminal %s of this token (it was closed more than 10 minutes ago, or never was).", id))
 	case errors.Is(err, process.ErrExited):
 		return errorf(fmt.Sprintf("The terminal %s has exited: terminal_read shows how, terminal_open starts another.", id))

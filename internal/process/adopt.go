@@ -109,8 +109,9 @@ func (m *Manager) adoptRecords(ctx context.Context, sb store.Sandbox, recs []sto
 
 // adoptOne reaches the recorded process by its tag and follows it, or records that it ended.
 func (m *Manager) adoptOne(ctx context.Context, c *envd.Client, rec store.Process) error {
-	fctx, cancel := context.WithCancel(context.Background())
-	st, err := c.Connect(fctx, envd.ByTag(rec.Tag))
+	// The daemon's stream outlives this request: its context is the Manager's.
+	sctx, cancel := context.WithCancel(m.ctx)
+	st, err := c.Connect(sctx, envd.ByTag(rec.Tag))
 	if errors.Is(err, envd.ErrNotFound) {
 		cancel()
 		m.endRecord(rec.ID, &envd.Exit{Code: -1, Status: "unknown: it ended while hangar was not following it"})
@@ -134,10 +135,11 @@ func (m *Manager) adoptOne(ctx context.Context, c *envd.Client, rec store.Proces
 		cancel()
 		return fmt.Errorf("follow process %s: %w", rec.ID, err)
 	}
-	pr := &proc{id: rec.ID, owner: rec.TokenID, user: rec.User, sandbox: rec.Sandbox, tag: rec.Tag, command: rec.Command,
-		cwd: rec.Cwd, adopted: true, daemon: true, pty: rec.PTY, started: rec.StartedAt, pid: rec.PID,
-		ring: newRing(m.cfg.RingBytes), subs: map[*stream.Stream]struct{}{}, state: StateRunning,
-		exited: make(chan struct{}), wake: make(chan struct{}, 1)}
+	pr := newProc(m.cfg.RingBytes)
+	pr.id, pr.owner, pr.user, pr.sandbox, pr.tag = rec.ID, rec.TokenID, rec.User, rec.Sandbox, rec.Tag
+	pr.command, pr.cwd, pr.started, pr.pid = rec.Command, rec.Cwd, rec.StartedAt, rec.PID
+	pr.adopted, pr.daemon, pr.pty, pr.recorded = true, true, rec.PTY, true
+	pr.f = m.daemonFollower(pr, st, cancel)
 	m.mu.Lock()
 	if _, known := m.procs[rec.ID]; known { // adopted meanwhile by a concurrent request
 		m.mu.Unlock()
@@ -150,10 +152,6 @@ func (m *Manager) adoptOne(ctx context.Context, c *envd.Client, rec store.Proces
 	m.procs[rec.ID] = pr
 	m.mu.Unlock()
 	m.log.Info("adopted a background process", "process", rec.ID, "sandbox", rec.Sandbox, "pid", rec.PID)
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		m.follow(fctx, cancel, pr, st, fst)
-	}()
+	m.run(pr, pr.f, fst)
 	return nil
 }

@@ -2,13 +2,9 @@ package process
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/hangar-dev/hangar/internal/auth"
-	"github.com/hangar-dev/hangar/internal/envd"
-	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
@@ -52,6 +48,60 @@ func readLocked(pr *proc, since int64) Output {
 		out.Next = pr.ring.end
 	}
 	return out
+}
+
+// ReadNext returns the kept output from where the caller's last ReadNext of this process ended
+// (the first: from the oldest output kept), with the process, and moves the caller's position
+// past it: a client that polls reads each byte once. Positions are kept per token, with the
+// process; concurrent calls of one token return no output twice.
+func (m *Manager) ReadNext(ctx context.Context, p auth.Principal, ref, id string) (Output, Info, error) {
+	pr, _, err := m.find(ctx, p, ref, id)
+	if err != nil {
+		return Output{}, Info{}, err
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.closedBy[p.TokenID] {
+		return Output{}, Info{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	out := readLocked(pr, pr.cursors[p.TokenID])
+	pr.cursors[p.TokenID] = out.Next
+	return out, pr.infoLocked(), nil
+}
+
+// Locate returns the sandbox of the caller's process id, if this Manager follows it (a process
+// started before a restart and not adopted yet is found only with its sandbox).
+func (m *Manager) Locate(p auth.Principal, id string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pr, ok := m.procs[id]
+	if !ok || !mine(p, pr) {
+		return "", false
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if pr.closedBy[p.TokenID] {
+		return "", false
+	}
+	return pr.sandbox, true
+}
+
+// CloseTerminal kills the caller's process id (see Kill) and closes it for the caller's
+// ReadNext and Locate: they no longer find it (List and Attach still do, until it is forgotten).
+func (m *Manager) CloseTerminal(ctx context.Context, p auth.Principal, ref, id string) (Info, error) {
+	info, err := m.Kill(ctx, p, ref, id)
+	if err != nil {
+		return info, err
+	}
+	pr, _, err := m.find(ctx, p, ref, id)
+	if err != nil {
+		return info, nil // forgotten meanwhile
+	}
+	pr.mu.Lock()
+	delete(pr.cursors, p.TokenID)
+	pr.closedBy[p.TokenID] = true
+	pr.mu.Unlock()
+	return info, nil
 }
 
 // Attachment is an open attachment to a process: its stream carries a gap item if output
@@ -101,9 +151,7 @@ func (m *Manager) Attach(ctx context.Context, p auth.Principal, ref, id string, 
 		pr.subs[st] = struct{}{}
 	}
 	pr.mu.Unlock()
-	if !pr.daemon {
-		m.wakePoller(pr)
-	}
+	pr.f.attached()
 	return &Attachment{Stream: st, Info: info, pr: pr}, nil
 }
 
@@ -116,38 +164,7 @@ func (m *Manager) Input(ctx context.Context, p auth.Principal, ref, id string, d
 	if pr.info().State != StateRunning {
 		return fmt.Errorf("%w: %s takes no more input", ErrExited, id)
 	}
-	if !pr.daemon {
-		return fmt.Errorf("%w: input to a background process needs the sandbox's daemon, and %s has none", ErrNeedsDaemon, sb.Name)
-	}
-	c, err := m.cfg.Sandboxes.Daemon(sb)
-	if err != nil {
-		return err
-	}
-	if len(data) > 0 {
-		send := c.SendInput
-		if pr.pty {
-			send = c.SendPTYInput // typed into the terminal
-		}
-		if err := send(ctx, envd.ByTag(pr.tag), data); err != nil {
-			return m.inputError(ctx, sb, id, err)
-		}
-	}
-	if eof && pr.pty {
-		return fmt.Errorf("%w: a terminal has no end of input to close; type exit or kill it", ErrInvalid)
-	}
-	if eof {
-		if err := c.CloseStdin(ctx, envd.ByTag(pr.tag)); err != nil {
-			return m.inputError(ctx, sb, id, err)
-		}
-	}
-	return nil
-}
-
-func (m *Manager) inputError(ctx context.Context, sb store.Sandbox, id string, err error) error {
-	if errors.Is(err, envd.ErrNotFound) || errors.Is(err, envd.ErrFailedPrecondition) {
-		return fmt.Errorf("%w: %s: %v", ErrExited, id, err)
-	}
-	return m.daemonError(ctx, sb, "input to process "+id, err)
+	return pr.f.input(ctx, sb, data, eof)
 }
 
 // Kill sends SIGTERM to the process's group, and SIGKILL KillGrace later if it still runs.
@@ -169,45 +186,18 @@ func (m *Manager) Kill(ctx context.Context, p auth.Principal, ref, id string) (I
 	if already {
 		return pr.info(), nil
 	}
-	// A kill that could not be sent may be tried again.
-	failed := func(err error) (Info, error) {
+	if err := m.kill(ctx, sb, pr); err != nil {
+		// A kill that could not be sent may be tried again.
 		pr.mu.Lock()
 		pr.killed = false
 		pr.mu.Unlock()
 		return Info{}, err
 	}
-	if !pr.daemon {
-		if err := m.killPolled(ctx, sb, pr); err != nil {
-			return failed(err)
-		}
-		return pr.info(), nil
-	}
-	c, err := m.cfg.Sandboxes.Daemon(sb)
-	if err != nil {
-		return failed(err)
-	}
-	if err := c.Signal(ctx, envd.ByTag(pr.tag), envd.SIGTERM); err != nil && !errors.Is(err, envd.ErrNotFound) {
-		return failed(m.daemonError(ctx, sb, "kill process "+id, err))
-	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		t := time.NewTimer(m.cfg.KillGrace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-pr.exited:
-			return
-		}
-		kctx, cancel := context.WithTimeout(context.Background(), m.cfg.KillGrace)
-		defer cancel()
-		c.Signal(kctx, envd.ByTag(pr.tag), envd.SIGKILL)
-	}()
 	return pr.info(), nil
 }
 
 // Resize changes a terminal's size.
-func (m *Manager) Resize(ctx context.Context, p auth.Principal, ref, id string, size envd.PTYSize) error {
+func (m *Manager) Resize(ctx context.Context, p auth.Principal, ref, id string, size PTYSize) error {
 	pr, sb, err := m.find(ctx, p, ref, id)
 	if err != nil {
 		return err
@@ -215,12 +205,5 @@ func (m *Manager) Resize(ctx context.Context, p auth.Principal, ref, id string, 
 	if !pr.pty {
 		return fmt.Errorf("%w: %s is not a terminal", ErrInvalid, id)
 	}
-	c, err := m.cfg.Sandboxes.Daemon(sb)
-	if err != nil {
-		return err
-	}
-	if err := c.ResizePTY(ctx, envd.ByTag(pr.tag), size); err != nil {
-		return m.inputError(ctx, sb, id, err)
-	}
-	return nil
+	return pr.f.resize(ctx, sb, size)
 }

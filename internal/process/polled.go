@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -25,131 +26,146 @@ const pollChunk = 128 << 10
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-func (m *Manager) providerExec(ctx context.Context, sb store.Sandbox, script string) (sandbox.ExecResult, error) {
-	return m.cfg.Sandboxes.ExecStream(ctx, sb, sandbox.ExecRequest{Command: script, Timeout: time.Minute}, nil)
+// execFunc runs a shell script in the process's sandbox through its provider and returns its
+// result (an error: it could not be run).
+type execFunc func(ctx context.Context, script string) (sandbox.ExecResult, error)
+
+// polledFollower follows a process in a sandbox without a daemon: it reads the process's
+// output file every pollAttached while someone is attached and every pollIdle otherwise, until
+// the process ends. It takes no input.
+type polledFollower struct {
+	exec execFunc
+	log  *slog.Logger
+	pr   *proc
+	end  ender
+	// pollAttached and pollIdle are how often the output is read, with and without attachments.
+	pollAttached, pollIdle time.Duration
+
+	wake chan struct{} // capacity 1: poll now
+	// read is how much of the output file was read: the ring's end, plus the start of a
+	// character whose end is not read yet (held back by runes). follow's.
+	read  int64
+	runes stream.Runes
 }
 
-func (m *Manager) startPolled(ctx context.Context, sb store.Sandbox, pr *proc, fst *stream.Stream) error {
+// startPolled starts pr in sb through its provider and returns its follower, not yet following.
+func (m *Manager) startPolled(ctx context.Context, sb store.Sandbox, pr *proc) (follower, error) {
+	exec := func(ctx context.Context, script string) (sandbox.ExecResult, error) {
+		return m.cfg.Sandboxes.ExecStream(ctx, sb, sandbox.ExecRequest{Command: script, Timeout: time.Minute}, nil)
+	}
+	f := &polledFollower{exec: exec, log: m.log, pr: pr, end: m.ender(pr), pollAttached: m.cfg.PollAttached, pollIdle: m.cfg.PollIdle,
+		wake: make(chan struct{}, 1)}
+	if err := f.start(ctx); err != nil {
+		return nil, fmt.Errorf("start process in sandbox %s: %w", sb.Name, err)
+	}
+	return f, nil
+}
+
+// start starts the process, detached, and learns its pid.
+func (f *polledFollower) start(ctx context.Context) error {
+	pr := f.pr
 	script := `d="$HOME/.hangar/bg"; mkdir -p "$d" || exit 1; cd ` + shellQuote(pr.cwd) + ` || exit 1
 setsid sh -c 'if command -v bash >/dev/null 2>&1; then bash -lc "$1"; else sh -c "$1"; fi; echo $? > "$2.exit"' hangar-bg ` +
 		shellQuote(pr.command) + ` "$d/` + pr.id + `" > "$d/` + pr.id + `.out" 2>&1 < /dev/null &
 echo $!`
-	res, err := m.providerExec(ctx, sb, script)
+	res, err := f.exec(ctx, script)
 	if err != nil {
-		return fmt.Errorf("start process in sandbox %s: %w", sb.Name, err)
+		return err
 	}
 	pid, err := strconv.ParseUint(strings.TrimSpace(string(res.Stdout)), 10, 32)
 	if res.ExitCode != 0 || err != nil {
 		return fmt.Errorf("%w: could not start it in %s (exit %d): %s", ErrInvalid, pr.cwd, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}
 	pr.pid = uint32(pid)
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		m.poll(sb, pr, fst)
-	}()
 	return nil
 }
 
-func (m *Manager) wakePoller(pr *proc) {
+func (f *polledFollower) attached() {
 	select {
-	case pr.wake <- struct{}{}:
+	case f.wake <- struct{}{}:
 	default: // a wake-up is pending
 	}
 }
 
-// poll is a daemon-less process's follower: it reads new output every PollAttached while
-// someone is attached and every PollIdle otherwise, until the process ends or the follower's
-// stream ends (killing the process when its token was revoked).
-func (m *Manager) poll(sb store.Sandbox, pr *proc, fst *stream.Stream) {
-	defer fst.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+func (f *polledFollower) follow(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
 	for {
-		pr.mu.Lock()
-		every := m.cfg.PollIdle
-		if len(pr.subs) > 0 {
-			every = m.cfg.PollAttached
-		}
-		pr.mu.Unlock()
-		t := time.NewTimer(every)
 		select {
-		case <-fst.Done():
-			t.Stop()
-			if fst.Reason() == stream.ReasonRevoked {
-				m.signalPolled(ctx, sb, pr, "KILL")
-			}
+		case <-ctx.Done():
 			return
-		case <-pr.wake:
+		case <-f.wake:
 		case <-t.C:
 		}
-		t.Stop()
-		if done := m.pollOnce(ctx, sb, pr); done {
-			fst.End(stream.ReasonDone)
+		if f.pollOnce(ctx) {
 			return
 		}
+		every := f.pollIdle
+		if f.pr.attachments() > 0 {
+			every = f.pollAttached
+		}
+		t.Reset(every)
 	}
 }
 
-// pollOnce reads what is new; it reports true once the process has ended and all its output
-// was read.
-func (m *Manager) pollOnce(ctx context.Context, sb store.Sandbox, pr *proc) bool {
-	pr.mu.Lock()
-	off := pr.ring.end
-	pr.mu.Unlock()
+// pollOnce reads what is new; it reports true once the process has ended (and it ended it)
+// and all its output was read.
+func (f *polledFollower) pollOnce(ctx context.Context) bool {
+	pr := f.pr
 	file := `"$HOME/.hangar/bg/` + pr.id
 	// The exit status goes to stderr (>&2 first, so cat's own complaints go to /dev/null).
 	// A group killed by a signal writes no status: then the leader is simply gone.
-	script := `cat ` + file + `.exit" >&2 2>/dev/null || kill -0 ` + strconv.FormatUint(uint64(pr.pid), 10) + ` 2>/dev/null || echo gone >&2; tail -c +` + strconv.FormatInt(off+1, 10) + ` ` + file + `.out" 2>/dev/null | head -c ` + strconv.Itoa(pollChunk)
-	res, err := m.providerExec(ctx, sb, script)
+	script := `cat ` + file + `.exit" >&2 2>/dev/null || kill -0 ` + strconv.FormatUint(uint64(pr.pid), 10) + ` 2>/dev/null || echo gone >&2; tail -c +` + strconv.FormatInt(f.read+1, 10) + ` ` + file + `.out" 2>/dev/null | head -c ` + strconv.Itoa(pollChunk)
+	res, err := f.exec(ctx, script)
 	if errors.Is(err, provider.ErrNotFound) { // the sandbox is gone, and the process with it
-		pr.finish(&envd.Exit{Code: -1, Status: "unknown: " + err.Error()}, m.cfg.Now())
+		f.output(f.runes.Flush())
+		f.end(StateExited, &envd.Exit{Code: -1, Status: "unknown: " + err.Error()})
 		return true
 	}
 	if err != nil {
-		m.log.Warn("poll background process", "process", pr.id, "sandbox", sb.Name, "err", err)
+		if ctx.Err() == nil {
+			f.log.Warn("poll background process", "process", pr.id, "sandbox", pr.sandbox, "err", err)
+		}
 		return false
 	}
-	if len(res.Stdout) > 0 {
-		pr.output(res.Stdout)
-	}
+	f.read += int64(len(res.Stdout))
+	f.output(f.runes.Cut(res.Stdout))
 	status := strings.TrimSpace(string(res.Stderr))
 	if status == "" || len(res.Stdout) >= pollChunk {
 		return false // still running, or more output to read first
 	}
+	f.output(f.runes.Flush())
 	exit := &envd.Exit{Code: -1, Status: "killed: it ended without an exit status"}
 	if code, err := strconv.Atoi(status); err == nil {
 		exit = &envd.Exit{Code: code, Exited: true, Status: "exit status " + status}
 	}
-	pr.finish(exit, m.cfg.Now())
+	f.end(StateExited, exit)
 	return true
 }
 
-func (m *Manager) signalPolled(ctx context.Context, sb store.Sandbox, pr *proc, sig string) error {
-	_, err := m.providerExec(ctx, sb, "kill -"+sig+" -"+strconv.FormatUint(uint64(pr.pid), 10)+" 2>/dev/null || true")
-	return err
+func (f *polledFollower) output(data []byte) {
+	if len(data) > 0 {
+		f.pr.output(data)
+	}
 }
 
-// killPolled sends SIGTERM to the process group, and SIGKILL KillGrace later if it still runs.
-func (m *Manager) killPolled(ctx context.Context, sb store.Sandbox, pr *proc) error {
-	if err := m.signalPolled(ctx, sb, pr, "TERM"); err != nil {
-		return fmt.Errorf("kill process %s: %w", pr.id, err)
+func (f *polledFollower) input(context.Context, store.Sandbox, []byte, bool) error {
+	return fmt.Errorf("%w: input to a background process needs the sandbox's daemon, and %s has none", ErrNeedsDaemon, f.pr.sandbox)
+}
+
+func (f *polledFollower) resize(context.Context, store.Sandbox, PTYSize) error {
+	return fmt.Errorf("%w: a terminal needs the sandbox's daemon, and %s has none", ErrNeedsDaemon, f.pr.sandbox)
+}
+
+// signal signals the process's group, then polls at once to see it end.
+func (f *polledFollower) signal(ctx context.Context, _ store.Sandbox, sig envd.Signal) error {
+	name := "TERM"
+	if sig == envd.SIGKILL {
+		name = "KILL"
 	}
-	m.wakePoller(pr)
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		t := time.NewTimer(m.cfg.KillGrace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-pr.exited:
-			return
-		}
-		kctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		m.signalPolled(kctx, sb, pr, "KILL")
-		m.wakePoller(pr)
-	}()
+	if _, err := f.exec(ctx, "kill -"+name+" -"+strconv.FormatUint(uint64(f.pr.pid), 10)+" 2>/dev/null || true"); err != nil {
+		return fmt.Errorf("kill process %s: %w", f.pr.id, err)
+	}
+	f.attached()
 	return nil
 }

@@ -1,9 +1,11 @@
 // Package process runs background processes in sandboxes and lets their owners attach to them
-// later. Each process has exactly one follower in hangar, holding the daemon's stream and a ring
+// later. Each process has exactly one follower in hangar (follower.go), which feeds a ring
 // buffer of the last output (stdout and stderr together, as a terminal shows them) addressed by
-// absolute byte offsets. Attaching replays from an offset and subscribes under one lock, so
-// nothing is missed or repeated; each attachment has its own stream from the registry, so one
-// slow client never holds up the process or another client.
+// absolute byte offsets: through the sandbox's daemon (daemon.go), or, without one, by polling
+// the process's output file (polled.go). Attaching replays from an offset and subscribes under
+// one lock, so nothing is missed or repeated; each attachment has its own stream from the
+// registry, so one slow client never holds up the process or another client. Every follower
+// runs under the Manager's root context, which Close cancels.
 package process
 
 import (
@@ -24,7 +26,6 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
-	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -90,7 +91,7 @@ type Config struct {
 	// PollAttached and PollIdle are how often a process without a daemon has its output read:
 	// while someone is attached, and otherwise. Defaults 500ms and 5s.
 	PollAttached, PollIdle time.Duration
-	// Now is the clock for retention. Default time.Now.
+	// Now is the clock for retention and the times of processes. Default time.Now.
 	Now func() time.Time
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
@@ -101,11 +102,15 @@ type Manager struct {
 	cfg Config
 	log *slog.Logger
 
-	mu       sync.Mutex // guards procs and starting
+	mu       sync.Mutex // guards procs, starting and closed, and orders wg.Add before Close's Wait
 	procs    map[string]*proc
 	starting map[string]int // per token: starts under way, counted against MaxPerToken
+	closed   bool           // Close was called: no goroutine starts any more (see spawn)
 
-	wg sync.WaitGroup // followers
+	// ctx is the root of every follower's context and kill timer; Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // followers and kill timers
 }
 
 // New returns a Manager. Close it to stop following (the processes run on).
@@ -143,7 +148,8 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger, procs: map[string]*proc{}, starting: map[string]int{}}, nil
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{cfg: cfg, log: cfg.Logger, procs: map[string]*proc{}, starting: map[string]int{}, ctx: ctx, cancel: cancel}, nil
 }
 
 // State is where a process is in its life.
@@ -180,30 +186,75 @@ type Info struct {
 	OutputEnd   int64 `json:"output_end"`
 }
 
-// proc is one background process and its follower's state.
+// timeLayout is how Info writes its times: RFC 3339 in UTC with exactly milliseconds, as every
+// time hangar answers with (encoding/json's own drops trailing zeros), so they sort as strings.
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+// MarshalJSON writes i with its times in timeLayout (ended_at only once it ended).
+func (i Info) MarshalJSON() ([]byte, error) {
+	type plain Info // without this method
+	out := struct {
+		plain
+		StartedAt string `json:"started_at"`
+		EndedAt   string `json:"ended_at,omitempty"`
+	}{plain: plain(i), StartedAt: i.StartedAt.UTC().Format(timeLayout)}
+	if !i.EndedAt.IsZero() {
+		out.EndedAt = i.EndedAt.UTC().Format(timeLayout)
+	}
+	return json.Marshal(out)
+}
+
+// proc is one background process: what is known of it, its kept output and its attachments.
+// Its follower feeds it.
 type proc struct {
 	id, owner, user      string // owner: the token id that started it
 	sandbox, tag         string
 	command, cwd         string
 	adopted, daemon, pty bool
 	started              time.Time
+	recorded             bool     // it has a record in the Store (set before it is listed)
+	f                    follower // set before it is listed
 
 	exited chan struct{} // closed when the process ends
-	wake   chan struct{} // capacity 1: poll now (processes without a daemon)
 
-	mu     sync.Mutex // guards the fields below
-	pid    uint32
-	ring   *ring
-	subs   map[*stream.Stream]struct{}
-	state  State
-	exit   *envd.Exit
-	ended  time.Time
-	killed bool // a kill is under way
+	mu       sync.Mutex // guards the fields below
+	pid      uint32
+	ring     *ring
+	subs     map[*stream.Stream]struct{}
+	state    State
+	exit     *envd.Exit
+	endedAt  time.Time
+	killed   bool             // a kill is under way
+	cursors  map[string]int64 // per token id: where its next ReadNext starts
+	closedBy map[string]bool  // token ids that closed it (CloseTerminal)
+}
+
+// newProc is a running process, with nothing kept yet.
+func newProc(ringBytes int) *proc {
+	return &proc{ring: newRing(ringBytes), subs: map[*stream.Stream]struct{}{}, state: StateRunning,
+		exited: make(chan struct{}), cursors: map[string]int64{}, closedBy: map[string]bool{}}
+}
+
+// attachments counts who is attached.
+func (pr *proc) attachments() int {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return len(pr.subs)
+}
+
+// ended reports whether the process has ended (or is lost).
+func (pr *proc) ended() bool {
+	select {
+	case <-pr.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 func (pr *proc) infoLocked() Info {
 	i := Info{ID: pr.id, Sandbox: pr.sandbox, Owner: pr.owner, User: pr.user, Command: pr.command, Cwd: pr.cwd, PID: pr.pid, State: pr.state,
-		Adopted: pr.adopted, Daemon: pr.daemon, PTY: pr.pty, StartedAt: pr.started, EndedAt: pr.ended,
+		Adopted: pr.adopted, Daemon: pr.daemon, PTY: pr.pty, StartedAt: pr.started, EndedAt: pr.endedAt,
 		OutputStart: pr.ring.start, OutputEnd: pr.ring.end}
 	if pr.exit != nil {
 		i.Status = pr.exit.Status
@@ -244,18 +295,16 @@ func sendOutput(s *stream.Stream, data []byte, off int64) {
 	}
 }
 
-// finish is the follower's when the process ended.
-func (pr *proc) finish(exit *envd.Exit, now time.Time) { pr.end(StateExited, exit, now) }
-
 // end is the follower's when it is done with the process: it ended (StateExited, with exit),
-// or it can no longer be reached (StateLost, exit has no code: only its Status counts).
-func (pr *proc) end(state State, exit *envd.Exit, now time.Time) {
+// or it can no longer be reached (StateLost, exit has no code: only its Status counts). It
+// reports false when the process had ended already.
+func (pr *proc) end(state State, exit *envd.Exit, now time.Time) bool {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if pr.state != StateRunning {
-		return
+		return false
 	}
-	pr.state, pr.exit, pr.ended = state, exit, now
+	pr.state, pr.exit, pr.endedAt = state, exit, now
 	close(pr.exited)
 	end := endItem(pr.infoLocked())
 	for s := range pr.subs {
@@ -263,6 +312,7 @@ func (pr *proc) end(state State, exit *envd.Exit, now time.Time) {
 		s.Finish()
 	}
 	pr.subs = map[*stream.Stream]struct{}{}
+	return true
 }
 
 func endItem(i Info) stream.Item {
@@ -328,7 +378,7 @@ func (m *Manager) prune() {
 	defer m.mu.Unlock()
 	for id, pr := range m.procs {
 		pr.mu.Lock()
-		gone := pr.state != StateRunning && !pr.ended.After(cutoff)
+		gone := pr.state != StateRunning && !pr.endedAt.After(cutoff)
 		pr.mu.Unlock()
 		if gone {
 			delete(m.procs, id)
@@ -355,7 +405,12 @@ type StartRequest struct {
 	Cwd     string // "": the sandbox's workdir
 	// PTY runs it on a pseudo-terminal of this size (a terminal): its output is what the
 	// terminal shows, and input is typed into it. Nil: pipes. Needs the daemon.
-	PTY *envd.PTYSize
+	PTY *PTYSize
+}
+
+// PTYSize is a terminal's size in character cells.
+type PTYSize struct {
+	Cols, Rows uint32
 }
 
 // Start starts a background process in the sandbox ref and returns at once.
@@ -384,9 +439,9 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 		m.mu.Unlock()
 	}()
 	id := newID()
-	pr := &proc{id: id, owner: p.TokenID, user: p.User, sandbox: sb.Name, tag: m.tag(p.TokenID, sb.Name, id), command: req.Command,
-		cwd: req.Cwd, started: m.cfg.Now(), ring: newRing(m.cfg.RingBytes), subs: map[*stream.Stream]struct{}{},
-		state: StateRunning, daemon: sb.DaemonURL != "", pty: req.PTY != nil, exited: make(chan struct{}), wake: make(chan struct{}, 1)}
+	pr := newProc(m.cfg.RingBytes)
+	pr.id, pr.owner, pr.user, pr.sandbox, pr.tag = id, p.TokenID, p.User, sb.Name, m.tag(p.TokenID, sb.Name, id)
+	pr.command, pr.cwd, pr.started, pr.daemon, pr.pty = req.Command, req.Cwd, m.cfg.Now(), sb.DaemonURL != "", req.PTY != nil
 	if pr.pty && !pr.daemon {
 		return Info{}, fmt.Errorf("%w: a terminal needs the sandbox's daemon, and %s has none", ErrNeedsDaemon, sb.Name)
 	}
@@ -397,12 +452,14 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 	if err != nil {
 		return Info{}, err
 	}
+	// The strategy: through the daemon when the sandbox has one, else polled.
+	start := m.startPolled
 	if pr.daemon {
-		err = m.startDaemon(ctx, sb, pr, req.PTY, fst)
-	} else {
-		err = m.startPolled(ctx, sb, pr, fst)
+		start = func(ctx context.Context, sb store.Sandbox, pr *proc) (follower, error) {
+			return m.startDaemon(ctx, sb, pr, req.PTY)
+		}
 	}
-	if err != nil {
+	if pr.f, err = start(ctx, sb, pr); err != nil {
 		fst.End(stream.ReasonError)
 		fst.Close()
 		return Info{}, err
@@ -410,43 +467,8 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 	m.mu.Lock()
 	m.procs[id] = pr
 	m.mu.Unlock()
+	m.run(pr, pr.f, fst)
 	return pr.info(), nil
-}
-
-// startDaemon starts the process through the daemon, records it, and starts its follower.
-func (m *Manager) startDaemon(ctx context.Context, sb store.Sandbox, pr *proc, pty *envd.PTYSize, fst *stream.Stream) error {
-	c, err := m.cfg.Sandboxes.Daemon(sb)
-	if err != nil {
-		return err
-	}
-	argv := provider.ShellArgv(pr.command)
-	// The follower's stream outlives this request: its context is the follower's.
-	fctx, cancel := context.WithCancel(context.Background())
-	st, err := c.Start(fctx, envd.StartRequest{Cmd: argv[0], Args: argv[1:], Envs: sb.Env, Cwd: pr.cwd, Stdin: true, Tag: pr.tag, PTY: pty})
-	if err != nil {
-		cancel()
-		if errors.Is(err, envd.ErrInvalidArgument) {
-			return fmt.Errorf("%w: %v", ErrInvalid, err)
-		}
-		return m.daemonError(ctx, sb, "start process in sandbox "+sb.Name, err)
-	}
-	pr.pid = st.PID()
-	// Recorded before the follower runs, so its end is always recorded after its start; a
-	// process hangar cannot record is one it could not find again, so it does not keep it.
-	if err := m.record(ctx, pr); err != nil {
-		kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.KillGrace)
-		c.Signal(kctx, envd.ByTag(pr.tag), envd.SIGKILL)
-		kcancel()
-		st.Close()
-		cancel()
-		return err
-	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		m.follow(fctx, cancel, pr, st, fst)
-	}()
-	return nil
 }
 
 // followerOptions admit a follower: hangar's own stream on p's behalf, so p's revocation ends
@@ -456,10 +478,11 @@ func followerOptions(p auth.Principal) stream.Options {
 	return stream.Options{Kind: stream.KindFollower, Principal: p, Own: true, Unpaced: true}
 }
 
-// Close stops following every process (they run on in their sandboxes) and waits for the
-// followers to return.
+// Close stops following every process (they run on in their sandboxes): it cancels the root
+// context of every follower and kill timer, and waits for them to return.
 func (m *Manager) Close() {
 	m.mu.Lock()
+	m.closed = true
 	for _, pr := range m.procs {
 		pr.mu.Lock()
 		for s := range pr.subs {
@@ -469,6 +492,7 @@ func (m *Manager) Close() {
 	}
 	m.mu.Unlock()
 	m.cfg.Streams.EndKind(stream.KindFollower, stream.ReasonShutdown)
+	m.cancel()
 	m.wg.Wait()
 }
 

@@ -1,0 +1,174 @@
+package process
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hangar-dev/hangar/internal/envd"
+	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/stream"
+)
+
+// localExec is a provider's exec for a sandbox that is this machine, with home as $HOME.
+func localExec(home string) execFunc {
+	return func(ctx context.Context, script string) (sandbox.ExecResult, error) {
+		cmd := exec.CommandContext(ctx, "sh", "-c", script)
+		cmd.Env = append(os.Environ(), "HOME="+home)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		res := sandbox.ExecResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Via: "provider"}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			res.ExitCode, err = ee.ExitCode(), nil
+		}
+		return res, err
+	}
+}
+
+func newPolled(exec execFunc, cmd string) (*polledFollower, *endRecorder) {
+	pr := newProc(1 << 10)
+	pr.id, pr.sandbox, pr.command, pr.cwd = "p_polled", "plain", cmd, "/"
+	rec := &endRecorder{pr: pr}
+	return &polledFollower{exec: exec, log: slog.Default(), pr: pr, end: rec.end, pollAttached: time.Millisecond, pollIdle: time.Millisecond,
+		wake: make(chan struct{}, 1)}, rec
+}
+
+// TestPolledFollower runs a process through a real shell as a provider's exec would, and
+// follows its output file to its exit status.
+func TestPolledFollower(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	f, rec := newPolled(localExec(t.TempDir()), "echo hello; echo oops >&2; exit 3")
+	if err := f.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f.pr.pid == 0 {
+		t.Error("no pid after the start")
+	}
+	f.follow(ctx)
+	if rec.calls != 1 || rec.state != StateExited || rec.exit.Code != 3 || rec.exit.Status != "exit status 3" {
+		t.Fatalf("ended %d times, last %s %+v; want once, exit status 3", rec.calls, rec.state, rec.exit)
+	}
+	if data, _, _ := f.pr.ring.read(0); string(data) != "hello\noops\n" {
+		t.Errorf("the ring holds %q", data)
+	}
+	if err := f.input(ctx, store.Sandbox{}, []byte("x"), false); !errors.Is(err, ErrNeedsDaemon) {
+		t.Errorf("input to a polled process: %v, want ErrNeedsDaemon", err)
+	}
+}
+
+// TestPolledFollowerKill: SIGTERM to a polled process's group ends it, without an exit status.
+func TestPolledFollowerKill(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	f, rec := newPolled(localExec(t.TempDir()), "echo up; sleep 100")
+	if err := f.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); f.follow(ctx) }()
+	// Once it printed, its group exists (setsid ran) and can be signalled.
+	for f.pr.info().OutputEnd == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("no output")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := f.signal(ctx, store.Sandbox{}, envd.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if rec.state != StateExited || rec.exit.Code != -1 || !strings.HasPrefix(rec.exit.Status, "killed") {
+		t.Errorf("ended %s %+v; want killed", rec.state, rec.exit)
+	}
+}
+
+// TestPolledFollowerStartFails: a start the shell refuses (a cwd that is not there) says so.
+func TestPolledFollowerStartFails(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	f, _ := newPolled(localExec(t.TempDir()), "true")
+	f.pr.cwd = "/no/such/dir"
+	if err := f.start(ctx); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "/no/such/dir") {
+		t.Errorf("start in a missing cwd: %v", err)
+	}
+}
+
+// scriptedExec answers the polls of a polled follower from a script of results, and checks
+// from which offset of the output file each poll reads.
+type scriptedExec struct {
+	t     *testing.T
+	mu    sync.Mutex
+	polls []scriptedPoll
+}
+
+type scriptedPoll struct {
+	from   string // the tail -c +N the poll must use
+	stdout string
+	status string // the exit status, "" while it runs
+}
+
+var tailFrom = regexp.MustCompile(`tail -c \+(\d+)`)
+
+func (s *scriptedExec) exec(_ context.Context, script string) (sandbox.ExecResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := tailFrom.FindStringSubmatch(script)
+	if m == nil || len(s.polls) == 0 {
+		s.t.Errorf("unexpected exec: %s", script)
+		return sandbox.ExecResult{}, errors.New("unexpected")
+	}
+	p := s.polls[0]
+	s.polls = s.polls[1:]
+	if m[1] != p.from {
+		s.t.Errorf("a poll reads from +%s, want +%s", m[1], p.from)
+	}
+	return sandbox.ExecResult{Stdout: []byte(p.stdout), Stderr: []byte(p.status)}, nil
+}
+
+// TestPolledFollowerWholeRunes: a character the file's reads cut in two reaches attachments
+// whole, and the next read starts after what was read (not after what was passed on).
+func TestPolledFollowerWholeRunes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	s := &scriptedExec{t: t, polls: []scriptedPoll{
+		{from: "1", stdout: "caf\xc3"},
+		{from: "5", stdout: "\xa9!"},
+		{from: "7", stdout: "\xe2\x82", status: "0"}, // ends inside a character: passed on as it is
+	}}
+	f, rec := newPolled(s.exec, "x")
+	f.pr.pid = 42
+	sub, err := stream.New(stream.Config{}).Open(ctx, stream.Options{Kind: stream.KindProcess, Principal: ada, Sandbox: "plain"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	f.pr.subs[sub] = struct{}{}
+	f.follow(ctx)
+	if rec.calls != 1 || rec.exit.Code != 0 {
+		t.Fatalf("ended %d times, last %+v", rec.calls, rec.exit)
+	}
+	items, _ := drainAttachment(ctx, t, &Attachment{Stream: sub, pr: f.pr})
+	var all []byte
+	for _, it := range items {
+		all = append(all, it.Data...)
+		if !utf8.Valid(it.Data) && !bytes.Equal(it.Data, []byte("\xe2\x82")) {
+			t.Errorf("an output item is not whole UTF-8: %q", it.Data)
+		}
+	}
+	if string(all) != "café!\xe2\x82" {
+		t.Errorf("the attachment got %q", all)
+	}
+}
