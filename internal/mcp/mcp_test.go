@@ -132,7 +132,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	mcpRechecked := make(chan struct{})
 	go func() { e.mcp.Run(rechecks); close(mcpRechecked) }()
 	t.Cleanup(func() { stopRechecks(); <-mcpRechecked })
-	srv := rest.New(rest.Config{Auth: a, Store: s, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: reg, MCP: e.mcp, Logger: quiet})
+	srv := rest.New(rest.Config{Auth: a, Ready: s.Ping, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: reg, MCP: e.mcp, Logger: quiet})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,6 @@ import (
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/sandbox"
-	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
 )
@@ -29,8 +28,8 @@ import (
 type Config struct {
 	// Auth checks tokens and manages them. Required.
 	Auth *auth.Authenticator
-	// Store answers /readyz. Required.
-	Store store.Store
+	// Ready answers /readyz: nil when hangar can serve (its store answers). Required.
+	Ready func(ctx context.Context) error
 	// Sandboxes serves /api/sandboxes. Required.
 	Sandboxes *sandbox.Manager
 	// Streams admits every stream. Required.
@@ -204,7 +203,7 @@ func (s *Server) ready(a *api) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		defer cancel()
-		if err := a.Store.Ping(ctx); err != nil {
+		if err := a.Ready(ctx); err != nil {
 			a.writeError(w, r, newError(CodeUnavailable, "The store does not answer.", err))
 			return
 		}
