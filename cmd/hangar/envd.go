@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
+
+	"github.com/google/renameio/v2"
 
 	"github.com/hangar-dev/hangar/internal/envd/daemon"
 )
@@ -43,7 +43,7 @@ func runEnvd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	addr := daemon.Address(ln)
 	if addressFile != "" {
-		if err := writeFileAtomic(addressFile, []byte(addr)); err != nil {
+		if err := renameio.WriteFile(addressFile, []byte(addr), 0o644); err != nil {
 			ln.Close()
 			return fmt.Errorf("write --address-file: %w", err)
 		}
@@ -53,29 +53,5 @@ func runEnvd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	logger.Info("hangar envd stopped")
-	return nil
-}
-
-// writeFileAtomic writes data to a temporary file next to path and renames it over path, so a
-// reader sees either nothing or all of it.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	cerr := tmp.Close()
-	if err := errors.Join(werr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
 	return nil
 }

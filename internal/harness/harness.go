@@ -16,11 +16,11 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"syscall"
 	"time"
 
+	"github.com/google/renameio/v2"
 	"golang.org/x/sys/unix"
 
 	"github.com/hangar-dev/hangar/internal/turns"
@@ -84,7 +84,7 @@ func Run(ctx context.Context, cfg Config) (Status, error) {
 	if merr != nil {
 		return st, fmt.Errorf("encode status: %w", merr)
 	}
-	if werr := writeFileAtomic(cfg.StatusFile, append(data, '\n')); werr != nil {
+	if werr := renameio.WriteFile(cfg.StatusFile, append(data, '\n'), 0o644); werr != nil {
 		return st, fmt.Errorf("write status file %s: %w", cfg.StatusFile, werr)
 	}
 	return st, nil
@@ -279,27 +279,6 @@ func copyLines(log io.Writer, r io.Reader, sum *turns.Summary) error {
 			return err
 		}
 	}
-}
-
-// writeFileAtomic writes data to a temporary file next to path and renames it over path, so a
-// reader sees either nothing or all of it.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	serr := tmp.Sync()
-	cerr := tmp.Close()
-	if err := errors.Join(werr, serr, cerr, os.Chmod(tmp.Name(), 0o644)); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return nil
 }
 
 // ParseStatus reads a status file's content.
