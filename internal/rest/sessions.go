@@ -11,7 +11,6 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/sandbox"
-	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/turns"
 )
 
@@ -67,12 +66,11 @@ type sessionJSON struct {
 	CreatedAt *timestamp `json:"created_at"`
 }
 
-func toSession(se store.Session) sessionJSON {
-	keys := []string{}
-	for k := range se.Env {
-		keys = append(keys, k)
+func toSession(se turns.Session) sessionJSON {
+	keys := se.EnvKeys
+	if keys == nil {
+		keys = []string{}
 	}
-	slices.Sort(keys)
 	return sessionJSON{ID: se.ID, Name: se.Name, Sandbox: se.Sandbox, Agent: se.Agent, Owner: se.Owner, Job: se.JobID,
 		EnvKeys: keys, LastSeq: se.LastSeq, CreatedAt: stamp(se.CreatedAt)}
 }
@@ -92,8 +90,8 @@ type turnJSON struct {
 	EndedAt   *timestamp      `json:"ended_at,omitempty"`
 }
 
-func toTurn(t store.Turn) turnJSON {
-	out := turnJSON{ID: t.ID, Session: t.SessionID, Job: t.JobID, State: t.State, Prompt: t.Prompt, ExitCode: t.ExitCode,
+func toTurn(t turns.Turn) turnJSON {
+	out := turnJSON{ID: t.ID, Session: t.SessionID, Job: t.JobID, State: string(t.State), Prompt: t.Prompt, ExitCode: t.ExitCode,
 		Signal: t.Signal, Reason: t.Reason, CreatedAt: stamp(t.CreatedAt)}
 	if t.Summary != "" && json.Valid([]byte(t.Summary)) {
 		out.Summary = json.RawMessage(t.Summary)
@@ -221,7 +219,7 @@ type eventJSON struct {
 	Truncated bool            `json:"truncated,omitempty"`
 }
 
-func toEvent(e store.Event) eventJSON {
+func toEvent(e turns.Event) eventJSON {
 	return eventJSON{Seq: e.Seq, JobSeq: e.JobSeq, Turn: e.TurnID, TS: stamp(e.TS), Type: e.Type, Data: json.RawMessage(e.Data),
 		Invalid: e.Invalid, Truncated: e.Truncated}
 }
@@ -253,7 +251,7 @@ func eventsPage(r *http.Request) (int64, int, error) {
 }
 
 // writeEvents writes a page: the events and next, the since of the next page.
-func writeEvents(w http.ResponseWriter, evs []store.Event, since int64, jobSeq bool) {
+func writeEvents(w http.ResponseWriter, evs []turns.Event, since int64, jobSeq bool) {
 	out := []eventJSON{}
 	next := since
 	for _, e := range evs {
@@ -290,11 +288,11 @@ type jobJSON struct {
 	CreatedAt      *timestamp `json:"created_at"`
 }
 
-func (a *api) toJob(r *http.Request, j store.Job) jobJSON {
-	out := jobJSON{ID: j.ID, Sandbox: j.Sandbox, SandboxCreated: j.SandboxCreated, Session: j.SessionID, State: store.TurnQueued, CreatedAt: stamp(j.CreatedAt)}
+func (a *api) toJob(r *http.Request, j turns.Job) jobJSON {
+	out := jobJSON{ID: j.ID, Sandbox: j.Sandbox, SandboxCreated: j.SandboxCreated, Session: j.SessionID, State: string(turns.TurnQueued), CreatedAt: stamp(j.CreatedAt)}
 	if t, err := a.Turns.JobTurn(r.Context(), j); err == nil {
 		tj := toTurn(t)
-		out.Turn, out.State = &tj, t.State
+		out.Turn, out.State = &tj, tj.State
 	}
 	return out
 }

@@ -162,7 +162,15 @@ type CreateSessionRequest struct {
 }
 
 // CreateSession makes a session in a sandbox p may see.
-func (s *Service) CreateSession(ctx context.Context, p auth.Principal, req CreateSessionRequest) (store.Session, error) {
+func (s *Service) CreateSession(ctx context.Context, p auth.Principal, req CreateSessionRequest) (Session, error) {
+	se, err := s.createSession(ctx, p, req)
+	if err != nil {
+		return Session{}, err
+	}
+	return fromStoreSession(se), nil
+}
+
+func (s *Service) createSession(ctx context.Context, p auth.Principal, req CreateSessionRequest) (store.Session, error) {
 	if jobsOnly(p) {
 		return store.Session{}, fmt.Errorf("%w: a jobs token can only start jobs", ErrNotFound)
 	}
@@ -187,7 +195,15 @@ func (s *Service) CreateSession(ctx context.Context, p auth.Principal, req Creat
 }
 
 // GetSession returns the session ref (its name or id) if p may see it.
-func (s *Service) GetSession(ctx context.Context, p auth.Principal, ref string) (store.Session, error) {
+func (s *Service) GetSession(ctx context.Context, p auth.Principal, ref string) (Session, error) {
+	se, err := s.getSession(ctx, p, ref)
+	if err != nil {
+		return Session{}, err
+	}
+	return fromStoreSession(se), nil
+}
+
+func (s *Service) getSession(ctx context.Context, p auth.Principal, ref string) (store.Session, error) {
 	se, err := s.cfg.Store.GetSession(ctx, ref)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !sessionVisible(p, se)) {
 		return store.Session{}, fmt.Errorf("%w: no session %s", ErrNotFound, ref)
@@ -196,7 +212,7 @@ func (s *Service) GetSession(ctx context.Context, p auth.Principal, ref string) 
 }
 
 // ListSessions lists the sessions p may see.
-func (s *Service) ListSessions(ctx context.Context, p auth.Principal) ([]store.Session, error) {
+func (s *Service) ListSessions(ctx context.Context, p auth.Principal) ([]Session, error) {
 	if jobsOnly(p) {
 		return nil, nil
 	}
@@ -208,10 +224,10 @@ func (s *Service) ListSessions(ctx context.Context, p auth.Principal) ([]store.S
 	if err != nil {
 		return nil, err
 	}
-	var out []store.Session
+	var out []Session
 	for _, se := range all {
 		if sessionVisible(p, se) {
-			out = append(out, se)
+			out = append(out, fromStoreSession(se))
 		}
 	}
 	return out, nil
@@ -220,7 +236,7 @@ func (s *Service) ListSessions(ctx context.Context, p auth.Principal) ([]store.S
 // DeleteSession forgets a session, its turns and events. A session with a turn running is
 // ErrConflict: cancel the turn first.
 func (s *Service) DeleteSession(ctx context.Context, p auth.Principal, ref string) error {
-	se, err := s.GetSession(ctx, p, ref)
+	se, err := s.getSession(ctx, p, ref)
 	if err != nil {
 		return err
 	}
