@@ -11,6 +11,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
 )
 
@@ -28,6 +29,7 @@ func (a *api) turnsRoutes(r chi.Router) {
 			r.Get("/turns/{id}", a.getTurn)
 			r.Post("/turns/{id}/cancel", a.cancelTurn)
 			r.Get("/events", a.sessionEvents)
+			r.Get("/events/stream", a.sessionEventStream)
 		})
 	})
 	r.Route("/jobs", func(r chi.Router) {
@@ -37,6 +39,7 @@ func (a *api) turnsRoutes(r chi.Router) {
 		r.Get("/{id}", a.getJob)
 		r.Post("/{id}/cancel", a.cancelJob)
 		r.Get("/{id}/events", a.jobEvents)
+		r.Get("/{id}/events/stream", a.jobEventStream)
 	})
 }
 
@@ -206,24 +209,6 @@ func (a *api) cancelTurn(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, toTurn(t))
 }
 
-// eventJSON is one event as the API shows it; data is the run-log line as written (a JSON
-// string for a line that was not JSON, flagged invalid).
-type eventJSON struct {
-	Seq       int64           `json:"seq"`
-	JobSeq    int64           `json:"job_seq,omitempty"`
-	Turn      string          `json:"turn"`
-	TS        *timestamp      `json:"ts"`
-	Type      string          `json:"type"`
-	Data      json.RawMessage `json:"data"`
-	Invalid   bool            `json:"invalid,omitempty"`
-	Truncated bool            `json:"truncated,omitempty"`
-}
-
-func toEvent(e turns.Event) eventJSON {
-	return eventJSON{Seq: e.Seq, JobSeq: e.JobSeq, Turn: e.TurnID, TS: stamp(e.TS), Type: e.Type, Data: json.RawMessage(e.Data),
-		Invalid: e.Invalid, Truncated: e.Truncated}
-}
-
 // defaultEventsPage is how many events a page holds without ?limit=.
 const defaultEventsPage = 100
 
@@ -252,10 +237,10 @@ func eventsPage(r *http.Request) (int64, int, error) {
 
 // writeEvents writes a page: the events and next, the since of the next page.
 func writeEvents(w http.ResponseWriter, evs []turns.Event, since int64, jobSeq bool) {
-	out := []eventJSON{}
+	out := []turns.Event{} // written as turns.Event.MarshalJSON says
 	next := since
 	for _, e := range evs {
-		out = append(out, toEvent(e))
+		out = append(out, e)
 		next = e.Seq
 		if jobSeq {
 			next = e.JobSeq
@@ -377,4 +362,63 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeEvents(w, evs, since, true)
+}
+
+// eventsSince is a live stream's start: the Last-Event-ID header (a reconnecting EventSource
+// sends it) or else ?since=, a seq (job seq under /api/jobs); 0 when neither.
+func eventsSince(r *http.Request) (int64, error) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("since")
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, newError(CodeBadRequest, "since (or Last-Event-ID) must be an event's seq: a whole number, 0 or more.", errors.New(v))
+	}
+	return n, nil
+}
+
+// sessionEventStream is GET /api/sessions/{ref}/events/stream: the session's events after
+// since as SSE, then each as it is recorded. Each is a plain message (no event: line, so an
+// EventSource's onmessage gets it) with id: its seq and data: the event's JSON.
+func (a *api) sessionEventStream(w http.ResponseWriter, r *http.Request) {
+	a.eventStream(w, r, func(since int64) (*stream.Stream, error) {
+		return a.Turns.Follow(r.Context(), principal(r), chi.URLParam(r, "ref"), since)
+	})
+}
+
+// jobEventStream is GET /api/jobs/{id}/events/stream: as sessionEventStream, with id: the
+// event's job seq.
+func (a *api) jobEventStream(w http.ResponseWriter, r *http.Request) {
+	a.eventStream(w, r, func(since int64) (*stream.Stream, error) {
+		return a.Turns.FollowJob(r.Context(), principal(r), chi.URLParam(r, "id"), since)
+	})
+}
+
+func (a *api) eventStream(w http.ResponseWriter, r *http.Request, open func(since int64) (*stream.Stream, error)) {
+	since, err := eventsSince(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	st, err := open(since)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	defer st.Close()
+	sse, err := startSSE(w)
+	defer sse.release()
+	if err != nil {
+		st.End(stream.ReasonClient)
+		return
+	}
+	reason := a.pump(r.Context(), st, sse)
+	if reason != stream.ReasonDone && reason != stream.ReasonClient && reason != stream.ReasonSlow {
+		sse.event("close", "", map[string]string{"reason": string(reason)})
+		sse.send()
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/stream"
 )
 
 // Errors of this package, to be tested with errors.Is. Transports map each to a status once.
@@ -79,6 +80,9 @@ type Config struct {
 	Clock quartz.Clock
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// Streams admits the live event streams (Follow, FollowJob): kind events. Required for
+	// them.
+	Streams *stream.Registry
 }
 
 // Service is the sessions, turns and jobs domain. It owns one watcher goroutine per running
@@ -94,6 +98,8 @@ type Service struct {
 	mu        sync.Mutex          // guards watching and cancelled
 	watching  map[string]bool     // turn ids with a watcher
 	cancelled map[string]struct{} // turns a caller cancelled: their end is "cancelled"
+
+	woken notifier // wakes the event streams' feeders after each append
 }
 
 // New returns a Service. Call Resume to watch the turns a previous control plane left running.
@@ -120,7 +126,7 @@ func New(cfg Config) *Service {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Service{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, watching: map[string]bool{}, cancelled: map[string]struct{}{}}
+	return &Service{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, watching: map[string]bool{}, cancelled: map[string]struct{}{}, woken: notifier{chans: map[string]chan struct{}{}}}
 }
 
 // Close stops watching and waits for the watchers to return. Turns keep running in their

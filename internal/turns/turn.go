@@ -197,7 +197,7 @@ func (s *Service) run(ctx context.Context, se store.Session, t store.Turn) {
 		return
 	}
 	data, _ := json.Marshal(map[string]any{"type": TypeTurnStarted, "turn": t.ID, "agent": se.Agent})
-	if _, err := s.cfg.Store.AppendEvents(ctx, store.EventAppend{SessionID: se.ID, JobID: t.JobID, TurnID: t.ID, ReadPos: -1,
+	if _, err := s.appendEvents(ctx, store.EventAppend{SessionID: se.ID, JobID: t.JobID, TurnID: t.ID, ReadPos: -1,
 		Events: []store.Event{{TS: now, Type: TypeTurnStarted, Data: data}}}); err != nil {
 		s.log.Error("record turn.started", "turn", t.ID, "err", err)
 	}
@@ -228,7 +228,7 @@ func (s *Service) recordFinished(ctx context.Context, se store.Session, t store.
 		ev["reason"] = reason
 	}
 	data, _ := json.Marshal(ev)
-	if _, err := s.cfg.Store.AppendEvents(ctx, store.EventAppend{SessionID: se.ID, JobID: t.JobID, TurnID: t.ID, ReadPos: -1,
+	if _, err := s.appendEvents(ctx, store.EventAppend{SessionID: se.ID, JobID: t.JobID, TurnID: t.ID, ReadPos: -1,
 		Events: []store.Event{{TS: time.Now().UTC(), Type: TypeTurnFinished, Data: data}}}); err != nil {
 		s.log.Error("record turn.finished", "turn", t.ID, "err", err)
 	}
