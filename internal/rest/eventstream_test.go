@@ -187,3 +187,29 @@ func TestEventStreamLimitAndRevocation(t *testing.T) {
 		}
 	}
 }
+
+// TestEventStreamBigEvent: a run-log line over 1 MiB, cut to its first MiB, reaches the
+// client as one message whose data is the whole event.
+func TestEventStreamBigEvent(t *testing.T) {
+	e := newEnv(t)
+	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
+	e.sandbox(t, ada, "box", "")
+	if r := e.do(t, "POST", "/api/sessions", ada, `{"name": "s1", "sandbox": "box", "agent": "command"}`); r.status != http.StatusCreated {
+		t.Fatalf("POST /api/sessions = %d %s", r.status, r.raw)
+	}
+	prompt := `printf '{"type":"big","x":"'; head -c 1200000 /dev/zero | tr '\0' a; printf '"}\n{"type":"after"}\n'`
+	if r := e.do(t, "POST", "/api/sessions/s1/turns", ada, jsonBody(map[string]string{"prompt": prompt})); r.status != http.StatusAccepted {
+		t.Fatalf("POST turns = %d %s", r.status, r.raw)
+	}
+	s, r := e.getStream(t, ada, "/api/sessions/s1/events/stream", "")
+	if s == nil {
+		t.Fatalf("events/stream = %d %s", r.status, r.raw)
+	}
+	got := s.events(t, -1, "turn.finished", "seq")
+	if len(got) != 4 || got[1].data["truncated"] != true || got[2].data["type"] != "after" {
+		t.Fatalf("events: %d, want turn.started, the cut line, after, turn.finished", len(got))
+	}
+	if d, _ := got[1].data["data"].(string); len(d) != 1<<20 {
+		t.Errorf("the cut line's data has %d bytes, want 1 MiB", len(d))
+	}
+}

@@ -70,9 +70,9 @@ func newStream(r *Registry, o Options) *Stream {
 	return s
 }
 
-// MaxItem is the most Data one item carries: Send splits larger ones (not JSON items, each one
-// value). A producer whose items
-// carry positions (ID) splits them itself, so each part has its own.
+// MaxItem is the most Data one item carries: Send splits larger ones (not JSON items: each is
+// one value). A producer whose items carry positions (ID) splits them itself, so each part has
+// its own.
 func (s *Stream) MaxItem() int { return s.chunk }
 
 // Kind is the stream's kind.
