@@ -213,3 +213,23 @@ func TestEventStreamBigEvent(t *testing.T) {
 		t.Errorf("the cut line's data has %d bytes, want 1 MiB", len(d))
 	}
 }
+
+// TestEventStreamShutdown: shutting the streams down ends an event stream with a close event
+// saying so.
+func TestEventStreamShutdown(t *testing.T) {
+	e := newEnv(t)
+	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
+	e.sandbox(t, ada, "box", "")
+	if r := e.do(t, "POST", "/api/sessions", ada, `{"name": "s1", "sandbox": "box", "agent": "command"}`); r.status != http.StatusCreated {
+		t.Fatalf("POST /api/sessions = %d %s", r.status, r.raw)
+	}
+	s, r := e.getStream(t, ada, "/api/sessions/s1/events/stream", "")
+	if s == nil {
+		t.Fatalf("events/stream = %d %s", r.status, r.raw)
+	}
+	e.streams.Shutdown()
+	ev, err := s.next()
+	if err != nil || ev.name != "close" || ev.data["reason"] != "shutdown" {
+		t.Fatalf("after shutdown: %v %v, want a close event with reason shutdown", ev, err)
+	}
+}

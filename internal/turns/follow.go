@@ -18,19 +18,32 @@ import (
 // missed; what it reads is what the store says, so nothing is sent twice. Waking never blocks.
 type notifier struct {
 	mu    sync.Mutex
-	chans map[string]chan struct{} // a key's channel exists only while someone waits on it
+	chans map[string]*waiters // a key is here only while someone waits on it
 }
 
-// wait returns a channel closed at the key's next wake.
-func (n *notifier) wait(key string) <-chan struct{} {
+type waiters struct {
+	ch chan struct{}
+	n  int // followers waiting on ch
+}
+
+// wait returns a channel closed at the key's next wake, and release, to call when no longer
+// waiting on it (leaving before the wake), so a key nobody waits on is forgotten.
+func (n *notifier) wait(key string) (<-chan struct{}, func()) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ch, ok := n.chans[key]
+	w, ok := n.chans[key]
 	if !ok {
-		ch = make(chan struct{})
-		n.chans[key] = ch
+		w = &waiters{ch: make(chan struct{})}
+		n.chans[key] = w
 	}
-	return ch
+	w.n++
+	return w.ch, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if w.n--; w.n == 0 && n.chans[key] == w {
+			delete(n.chans, key)
+		}
+	}
 }
 
 // wake wakes the keys' waiters.
@@ -38,11 +51,18 @@ func (n *notifier) wake(keys ...string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, k := range keys {
-		if ch, ok := n.chans[k]; ok {
-			close(ch)
+		if w, ok := n.chans[k]; ok {
+			close(w.ch)
 			delete(n.chans, k)
 		}
 	}
+}
+
+// waiting is how many keys have followers waiting (for tests).
+func (n *notifier) waiting() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.chans)
 }
 
 func sessionKey(id string) string { return "session " + id }
@@ -117,35 +137,48 @@ func (s *Service) follow(ctx context.Context, p auth.Principal, sandbox, key str
 func (s *Service) feed(st *stream.Stream, key string, last int64,
 	list func(context.Context, int64) ([]store.Event, error), seqOf func(store.Event) int64) {
 	for {
-		woken := s.woken.wait(key)
-		for {
-			evs, err := list(s.ctx, last)
-			if err != nil {
-				if s.ctx.Err() == nil {
-					s.log.Error("follow events", "key", key, "err", err)
-				}
-				st.End(stream.ReasonError)
-				return
-			}
-			for _, e := range evs {
-				data, _ := json.Marshal(fromStoreEvent(e))
-				seq := seqOf(e)
-				if !st.SendWait(s.ctx, stream.Item{ID: strconv.FormatInt(seq, 10), Data: data, JSON: true}) {
-					return
-				}
-				last = seq
-			}
-			if len(evs) < MaxEventsPage {
-				break
-			}
+		woken, release := s.woken.wait(key)
+		if !s.sendAfter(st, key, &last, list, seqOf) {
+			release()
+			return
 		}
 		select {
 		case <-woken:
+			release()
 		case <-st.Done():
+			release()
 			return
 		case <-s.ctx.Done():
+			release()
 			st.End(stream.ReasonShutdown)
 			return
+		}
+	}
+}
+
+// sendAfter sends the stored events after *last, page by page, moving *last on. It reports
+// false when the stream takes no more (ended, or the store failed: then it ends it).
+func (s *Service) sendAfter(st *stream.Stream, key string, last *int64,
+	list func(context.Context, int64) ([]store.Event, error), seqOf func(store.Event) int64) bool {
+	for {
+		evs, err := list(s.ctx, *last)
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.log.Error("follow events", "key", key, "err", err)
+			}
+			st.End(stream.ReasonError)
+			return false
+		}
+		for _, e := range evs {
+			data, _ := json.Marshal(fromStoreEvent(e))
+			seq := seqOf(e)
+			if !st.SendWait(s.ctx, stream.Item{ID: strconv.FormatInt(seq, 10), Data: data, JSON: true}) {
+				return false
+			}
+			*last = seq
+		}
+		if len(evs) < MaxEventsPage {
+			return true
 		}
 	}
 }

@@ -126,7 +126,7 @@ func New(cfg Config) *Service {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Service{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, watching: map[string]bool{}, cancelled: map[string]struct{}{}, woken: notifier{chans: map[string]chan struct{}{}}}
+	return &Service{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, watching: map[string]bool{}, cancelled: map[string]struct{}{}, woken: notifier{chans: map[string]*waiters{}}}
 }
 
 // Close stops watching and waits for the watchers to return. Turns keep running in their
