@@ -240,7 +240,7 @@ func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams
 	processes.AdoptAll(actx)
 	acancel()
 
-	ts, stopTurns, err := startTurns(ctx, cfg, st, sandboxes, clock, log)
+	ts, stopTurns, err := startTurns(ctx, cfg, st, sandboxes, streams, clock, log)
 	if err != nil {
 		processes.Close()
 		closeSandboxes()
@@ -251,7 +251,7 @@ func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams
 
 // startTurns starts the sessions' turns service: running turns are watched again, and old
 // events are deleted hourly. stop ends both.
-func startTurns(ctx context.Context, cfg config.Config, st store.Store, sandboxes *sandbox.Manager, clock quartz.Clock, log *slog.Logger) (
+func startTurns(ctx context.Context, cfg config.Config, st store.Store, sandboxes *sandbox.Manager, streams *stream.Registry, clock quartz.Clock, log *slog.Logger) (
 	*turns.Service, func(), error) {
 	host := cfg.Providers.DaemonBinary
 	if host == "" {
@@ -265,7 +265,7 @@ func startTurns(ctx context.Context, cfg config.Config, st store.Store, sandboxe
 		Store: st, Sandboxes: turns.FromManager(sandboxes), HarnessBinary: turns.HarnessBinaries(host),
 		PollInterval: time.Duration(cfg.Turns.PollSeconds) * time.Second, Follow: cfg.Turns.FollowLogs,
 		FollowMaxBytes: cfg.Stream.MaxBytes, EventRetention: time.Duration(cfg.Turns.EventRetentionDays) * 24 * time.Hour,
-		Clock: clock, Logger: log,
+		Clock: clock, Logger: log, Streams: streams,
 	})
 	rctx, rcancel := context.WithTimeout(ctx, reconcileTimeout)
 	err := ts.Resume(rctx)

@@ -174,7 +174,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	if e.withMCP {
 		mcpHandler = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs})
 	}
-	e.turns = turns.New(turns.Config{Store: s, Sandboxes: turns.FromManager(sandboxes), HarnessBinary: turns.HarnessBinaries(hangarBin),
+	e.turns = turns.New(turns.Config{Store: s, Streams: e.streams, Sandboxes: turns.FromManager(sandboxes), HarnessBinary: turns.HarnessBinaries(hangarBin),
 		RunRoot: filepath.Join(e.dir, "turns"), PollInterval: 20 * time.Millisecond, Follow: true})
 	t.Cleanup(e.turns.Close)
 	cfg := rest.Config{Auth: a, Ready: s.Ping, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: e.reg, MaxBodyBytes: 4096, Now: e.clock,

@@ -11,7 +11,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/sandbox"
-	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
 )
 
@@ -29,6 +29,7 @@ func (a *api) turnsRoutes(r chi.Router) {
 			r.Get("/turns/{id}", a.getTurn)
 			r.Post("/turns/{id}/cancel", a.cancelTurn)
 			r.Get("/events", a.sessionEvents)
+			r.Get("/events/stream", a.sessionEventStream)
 		})
 	})
 	r.Route("/jobs", func(r chi.Router) {
@@ -38,6 +39,7 @@ func (a *api) turnsRoutes(r chi.Router) {
 		r.Get("/{id}", a.getJob)
 		r.Post("/{id}/cancel", a.cancelJob)
 		r.Get("/{id}/events", a.jobEvents)
+		r.Get("/{id}/events/stream", a.jobEventStream)
 	})
 }
 
@@ -67,12 +69,11 @@ type sessionJSON struct {
 	CreatedAt *timestamp `json:"created_at"`
 }
 
-func toSession(se store.Session) sessionJSON {
-	keys := []string{}
-	for k := range se.Env {
-		keys = append(keys, k)
+func toSession(se turns.Session) sessionJSON {
+	keys := se.EnvKeys
+	if keys == nil {
+		keys = []string{}
 	}
-	slices.Sort(keys)
 	return sessionJSON{ID: se.ID, Name: se.Name, Sandbox: se.Sandbox, Agent: se.Agent, Owner: se.Owner, Job: se.JobID,
 		EnvKeys: keys, LastSeq: se.LastSeq, CreatedAt: stamp(se.CreatedAt)}
 }
@@ -92,8 +93,8 @@ type turnJSON struct {
 	EndedAt   *timestamp      `json:"ended_at,omitempty"`
 }
 
-func toTurn(t store.Turn) turnJSON {
-	out := turnJSON{ID: t.ID, Session: t.SessionID, Job: t.JobID, State: t.State, Prompt: t.Prompt, ExitCode: t.ExitCode,
+func toTurn(t turns.Turn) turnJSON {
+	out := turnJSON{ID: t.ID, Session: t.SessionID, Job: t.JobID, State: string(t.State), Prompt: t.Prompt, ExitCode: t.ExitCode,
 		Signal: t.Signal, Reason: t.Reason, CreatedAt: stamp(t.CreatedAt)}
 	if t.Summary != "" && json.Valid([]byte(t.Summary)) {
 		out.Summary = json.RawMessage(t.Summary)
@@ -208,24 +209,6 @@ func (a *api) cancelTurn(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, toTurn(t))
 }
 
-// eventJSON is one event as the API shows it; data is the run-log line as written (a JSON
-// string for a line that was not JSON, flagged invalid).
-type eventJSON struct {
-	Seq       int64           `json:"seq"`
-	JobSeq    int64           `json:"job_seq,omitempty"`
-	Turn      string          `json:"turn"`
-	TS        *timestamp      `json:"ts"`
-	Type      string          `json:"type"`
-	Data      json.RawMessage `json:"data"`
-	Invalid   bool            `json:"invalid,omitempty"`
-	Truncated bool            `json:"truncated,omitempty"`
-}
-
-func toEvent(e store.Event) eventJSON {
-	return eventJSON{Seq: e.Seq, JobSeq: e.JobSeq, Turn: e.TurnID, TS: stamp(e.TS), Type: e.Type, Data: json.RawMessage(e.Data),
-		Invalid: e.Invalid, Truncated: e.Truncated}
-}
-
 // defaultEventsPage is how many events a page holds without ?limit=.
 const defaultEventsPage = 100
 
@@ -253,11 +236,11 @@ func eventsPage(r *http.Request) (int64, int, error) {
 }
 
 // writeEvents writes a page: the events and next, the since of the next page.
-func writeEvents(w http.ResponseWriter, evs []store.Event, since int64, jobSeq bool) {
-	out := []eventJSON{}
+func writeEvents(w http.ResponseWriter, evs []turns.Event, since int64, jobSeq bool) {
+	out := []turns.Event{} // written as turns.Event.MarshalJSON says
 	next := since
 	for _, e := range evs {
-		out = append(out, toEvent(e))
+		out = append(out, e)
 		next = e.Seq
 		if jobSeq {
 			next = e.JobSeq
@@ -290,11 +273,11 @@ type jobJSON struct {
 	CreatedAt      *timestamp `json:"created_at"`
 }
 
-func (a *api) toJob(r *http.Request, j store.Job) jobJSON {
-	out := jobJSON{ID: j.ID, Sandbox: j.Sandbox, SandboxCreated: j.SandboxCreated, Session: j.SessionID, State: store.TurnQueued, CreatedAt: stamp(j.CreatedAt)}
+func (a *api) toJob(r *http.Request, j turns.Job) jobJSON {
+	out := jobJSON{ID: j.ID, Sandbox: j.Sandbox, SandboxCreated: j.SandboxCreated, Session: j.SessionID, State: string(turns.TurnQueued), CreatedAt: stamp(j.CreatedAt)}
 	if t, err := a.Turns.JobTurn(r.Context(), j); err == nil {
 		tj := toTurn(t)
-		out.Turn, out.State = &tj, t.State
+		out.Turn, out.State = &tj, tj.State
 	}
 	return out
 }
@@ -379,4 +362,63 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeEvents(w, evs, since, true)
+}
+
+// eventsSince is a live stream's start: the Last-Event-ID header (a reconnecting EventSource
+// sends it) or else ?since=, a seq (job seq under /api/jobs); 0 when neither.
+func eventsSince(r *http.Request) (int64, error) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("since")
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, newError(CodeBadRequest, "since (or Last-Event-ID) must be an event's seq: a whole number, 0 or more.", errors.New(v))
+	}
+	return n, nil
+}
+
+// sessionEventStream is GET /api/sessions/{ref}/events/stream: the session's events after
+// since as SSE, then each as it is recorded. Each is a plain message (no event: line, so an
+// EventSource's onmessage gets it) with id: its seq and data: the event's JSON.
+func (a *api) sessionEventStream(w http.ResponseWriter, r *http.Request) {
+	a.eventStream(w, r, func(since int64) (*stream.Stream, error) {
+		return a.Turns.Follow(r.Context(), principal(r), chi.URLParam(r, "ref"), since)
+	})
+}
+
+// jobEventStream is GET /api/jobs/{id}/events/stream: as sessionEventStream, with id: the
+// event's job seq.
+func (a *api) jobEventStream(w http.ResponseWriter, r *http.Request) {
+	a.eventStream(w, r, func(since int64) (*stream.Stream, error) {
+		return a.Turns.FollowJob(r.Context(), principal(r), chi.URLParam(r, "id"), since)
+	})
+}
+
+func (a *api) eventStream(w http.ResponseWriter, r *http.Request, open func(since int64) (*stream.Stream, error)) {
+	since, err := eventsSince(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	st, err := open(since)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	defer st.Close()
+	sse, err := startSSE(w)
+	defer sse.release()
+	if err != nil {
+		st.End(stream.ReasonClient)
+		return
+	}
+	reason := a.pump(r.Context(), st, sse)
+	if reason != stream.ReasonDone && reason != stream.ReasonClient && reason != stream.ReasonSlow {
+		sse.event("close", "", map[string]string{"reason": string(reason)})
+		sse.send()
+	}
 }

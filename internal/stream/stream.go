@@ -70,8 +70,9 @@ func newStream(r *Registry, o Options) *Stream {
 	return s
 }
 
-// MaxItem is the most Data one item carries: Send splits larger ones. A producer whose items
-// carry positions (ID) splits them itself, so each part has its own.
+// MaxItem is the most Data one item carries: Send splits larger ones (not JSON items: each is
+// one value). A producer whose items carry positions (ID) splits them itself, so each part has
+// its own.
 func (s *Stream) MaxItem() int { return s.chunk }
 
 // Kind is the stream's kind.
@@ -124,7 +125,7 @@ func (s *Stream) send(ctx context.Context, it Item) bool {
 	}
 	for first := true; first || len(it.Data) > 0; first = false {
 		part := it
-		if len(part.Data) > s.chunk {
+		if len(part.Data) > s.chunk && !it.JSON { // a JSON value is one message: never cut
 			n := s.chunk
 			for n > s.chunk-utf8.UTFMax && !utf8.RuneStart(part.Data[n]) {
 				n-- // keep a character whole, so text stays text

@@ -662,3 +662,18 @@ func TestEndReleasesSendWait(t *testing.T) {
 		t.Errorf("Reason = %q, want client", s.Reason())
 	}
 }
+
+// TestJSONItemsAreNotSplit: a JSON item is one value (an event of an events stream, up to a
+// run-log line's 1 MiB): cut in parts, each part would be a message that is not JSON.
+func TestJSONItemsAreNotSplit(t *testing.T) {
+	t.Parallel()
+	r, _ := newRegistry(t, Config{})
+	s := open(t, r, Options{Kind: KindEvents, Unpaced: true})
+	data := []byte(`{"data":"` + strings.Repeat("x", 200<<10) + `"}`)
+	s.Send(Item{ID: "1", Data: data, JSON: true})
+	s.Finish()
+	items, _ := drain(t, s)
+	if len(items) != 1 || string(items[0].Data) != string(data) || items[0].ID != "1" {
+		t.Fatalf("a %d-byte JSON item came out as %d items", len(data), len(items))
+	}
+}

@@ -16,15 +16,16 @@ import (
 const MaxEventsPage = 1000
 
 // ListEvents returns the session's events after seq since, at most limit (1..MaxEventsPage).
-func (s *Service) ListEvents(ctx context.Context, p auth.Principal, ref string, since int64, limit int) ([]store.Event, error) {
-	se, err := s.GetSession(ctx, p, ref)
+func (s *Service) ListEvents(ctx context.Context, p auth.Principal, ref string, since int64, limit int) ([]Event, error) {
+	se, err := s.getSession(ctx, p, ref)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkPage(since, limit); err != nil {
 		return nil, err
 	}
-	return s.cfg.Store.ListEvents(ctx, se.ID, since, limit)
+	evs, err := s.cfg.Store.ListEvents(ctx, se.ID, since, limit)
+	return fromStore(evs, fromStoreEvent), err
 }
 
 func checkPage(since int64, limit int) error {
@@ -61,7 +62,15 @@ func jobVisible(p auth.Principal, j store.Job) bool {
 }
 
 // CreateJob makes what a job needs (a session in the sandbox, one turn) and starts the turn.
-func (s *Service) CreateJob(ctx context.Context, p auth.Principal, req JobRequest) (store.Job, error) {
+func (s *Service) CreateJob(ctx context.Context, p auth.Principal, req JobRequest) (Job, error) {
+	j, err := s.createJob(ctx, p, req)
+	if err != nil {
+		return Job{}, err
+	}
+	return fromStoreJob(j), nil
+}
+
+func (s *Service) createJob(ctx context.Context, p auth.Principal, req JobRequest) (store.Job, error) {
 	if _, ok := s.cfg.Agents[req.Agent]; !ok {
 		return store.Job{}, fmt.Errorf("%w: unknown agent %q", ErrInvalid, req.Agent)
 	}
@@ -103,7 +112,15 @@ func (s *Service) CreateJob(ctx context.Context, p auth.Principal, req JobReques
 }
 
 // GetJob returns the job id if p may see it.
-func (s *Service) GetJob(ctx context.Context, p auth.Principal, id string) (store.Job, error) {
+func (s *Service) GetJob(ctx context.Context, p auth.Principal, id string) (Job, error) {
+	j, err := s.getJob(ctx, p, id)
+	if err != nil {
+		return Job{}, err
+	}
+	return fromStoreJob(j), nil
+}
+
+func (s *Service) getJob(ctx context.Context, p auth.Principal, id string) (store.Job, error) {
 	j, err := s.cfg.Store.GetJob(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !jobVisible(p, j)) {
 		return store.Job{}, fmt.Errorf("%w: no job %s", ErrNotFound, id)
@@ -112,7 +129,7 @@ func (s *Service) GetJob(ctx context.Context, p auth.Principal, id string) (stor
 }
 
 // ListJobs lists the jobs p may see.
-func (s *Service) ListJobs(ctx context.Context, p auth.Principal) ([]store.Job, error) {
+func (s *Service) ListJobs(ctx context.Context, p auth.Principal) ([]Job, error) {
 	var (
 		js  []store.Job
 		err error
@@ -128,41 +145,42 @@ func (s *Service) ListJobs(ctx context.Context, p auth.Principal) ([]store.Job, 
 	if err != nil {
 		return nil, err
 	}
-	var out []store.Job
+	var out []Job
 	for _, j := range js {
 		if jobVisible(p, j) {
-			out = append(out, j)
+			out = append(out, fromStoreJob(j))
 		}
 	}
 	return out, nil
 }
 
 // JobTurn returns the job's turn.
-func (s *Service) JobTurn(ctx context.Context, j store.Job) (store.Turn, error) {
-	return s.cfg.Store.GetTurn(ctx, j.TurnID)
+func (s *Service) JobTurn(ctx context.Context, j Job) (Turn, error) {
+	return turnOut(s.cfg.Store.GetTurn(ctx, j.TurnID))
 }
 
 // CancelJob cancels the job's turn.
-func (s *Service) CancelJob(ctx context.Context, p auth.Principal, id string) (store.Turn, error) {
-	j, err := s.GetJob(ctx, p, id)
+func (s *Service) CancelJob(ctx context.Context, p auth.Principal, id string) (Turn, error) {
+	j, err := s.getJob(ctx, p, id)
 	if err != nil {
-		return store.Turn{}, err
+		return Turn{}, err
 	}
 	t, err := s.cfg.Store.GetTurn(ctx, j.TurnID)
 	if err != nil {
-		return store.Turn{}, err
+		return Turn{}, err
 	}
-	return s.cancelTurn(ctx, t)
+	return turnOut(s.cancelTurn(ctx, t))
 }
 
 // ListJobEvents returns the job's events after job seq since, at most limit.
-func (s *Service) ListJobEvents(ctx context.Context, p auth.Principal, id string, since int64, limit int) ([]store.Event, error) {
-	j, err := s.GetJob(ctx, p, id)
+func (s *Service) ListJobEvents(ctx context.Context, p auth.Principal, id string, since int64, limit int) ([]Event, error) {
+	j, err := s.getJob(ctx, p, id)
 	if err != nil {
 		return nil, err
 	}
 	if err := checkPage(since, limit); err != nil {
 		return nil, err
 	}
-	return s.cfg.Store.ListJobEvents(ctx, j.ID, since, limit)
+	evs, err := s.cfg.Store.ListJobEvents(ctx, j.ID, since, limit)
+	return fromStore(evs, fromStoreEvent), err
 }

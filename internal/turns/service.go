@@ -16,6 +16,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/stream"
 )
 
 // Errors of this package, to be tested with errors.Is. Transports map each to a status once.
@@ -79,6 +80,9 @@ type Config struct {
 	Clock quartz.Clock
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// Streams admits the live event streams (Follow, FollowJob): kind events. Required for
+	// them.
+	Streams *stream.Registry
 }
 
 // Service is the sessions, turns and jobs domain. It owns one watcher goroutine per running
@@ -94,6 +98,8 @@ type Service struct {
 	mu        sync.Mutex          // guards watching and cancelled
 	watching  map[string]bool     // turn ids with a watcher
 	cancelled map[string]struct{} // turns a caller cancelled: their end is "cancelled"
+
+	woken notifier // wakes the event streams' feeders after each append
 }
 
 // New returns a Service. Call Resume to watch the turns a previous control plane left running.
@@ -120,7 +126,7 @@ func New(cfg Config) *Service {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Service{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, watching: map[string]bool{}, cancelled: map[string]struct{}{}}
+	return &Service{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, watching: map[string]bool{}, cancelled: map[string]struct{}{}, woken: notifier{chans: map[string]*waiters{}}}
 }
 
 // Close stops watching and waits for the watchers to return. Turns keep running in their
@@ -162,7 +168,15 @@ type CreateSessionRequest struct {
 }
 
 // CreateSession makes a session in a sandbox p may see.
-func (s *Service) CreateSession(ctx context.Context, p auth.Principal, req CreateSessionRequest) (store.Session, error) {
+func (s *Service) CreateSession(ctx context.Context, p auth.Principal, req CreateSessionRequest) (Session, error) {
+	se, err := s.createSession(ctx, p, req)
+	if err != nil {
+		return Session{}, err
+	}
+	return fromStoreSession(se), nil
+}
+
+func (s *Service) createSession(ctx context.Context, p auth.Principal, req CreateSessionRequest) (store.Session, error) {
 	if jobsOnly(p) {
 		return store.Session{}, fmt.Errorf("%w: a jobs token can only start jobs", ErrNotFound)
 	}
@@ -187,7 +201,15 @@ func (s *Service) CreateSession(ctx context.Context, p auth.Principal, req Creat
 }
 
 // GetSession returns the session ref (its name or id) if p may see it.
-func (s *Service) GetSession(ctx context.Context, p auth.Principal, ref string) (store.Session, error) {
+func (s *Service) GetSession(ctx context.Context, p auth.Principal, ref string) (Session, error) {
+	se, err := s.getSession(ctx, p, ref)
+	if err != nil {
+		return Session{}, err
+	}
+	return fromStoreSession(se), nil
+}
+
+func (s *Service) getSession(ctx context.Context, p auth.Principal, ref string) (store.Session, error) {
 	se, err := s.cfg.Store.GetSession(ctx, ref)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !sessionVisible(p, se)) {
 		return store.Session{}, fmt.Errorf("%w: no session %s", ErrNotFound, ref)
@@ -196,7 +218,7 @@ func (s *Service) GetSession(ctx context.Context, p auth.Principal, ref string) 
 }
 
 // ListSessions lists the sessions p may see.
-func (s *Service) ListSessions(ctx context.Context, p auth.Principal) ([]store.Session, error) {
+func (s *Service) ListSessions(ctx context.Context, p auth.Principal) ([]Session, error) {
 	if jobsOnly(p) {
 		return nil, nil
 	}
@@ -208,10 +230,10 @@ func (s *Service) ListSessions(ctx context.Context, p auth.Principal) ([]store.S
 	if err != nil {
 		return nil, err
 	}
-	var out []store.Session
+	var out []Session
 	for _, se := range all {
 		if sessionVisible(p, se) {
-			out = append(out, se)
+			out = append(out, fromStoreSession(se))
 		}
 	}
 	return out, nil
@@ -220,7 +242,7 @@ func (s *Service) ListSessions(ctx context.Context, p auth.Principal) ([]store.S
 // DeleteSession forgets a session, its turns and events. A session with a turn running is
 // ErrConflict: cancel the turn first.
 func (s *Service) DeleteSession(ctx context.Context, p auth.Principal, ref string) error {
-	se, err := s.GetSession(ctx, p, ref)
+	se, err := s.getSession(ctx, p, ref)
 	if err != nil {
 		return err
 	}

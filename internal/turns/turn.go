@@ -24,12 +24,12 @@ const (
 // StartTurn queues a turn in the session ref and starts it: it returns the turn at once
 // (queued), while the harness is started in the sandbox and the run log watched. One turn at a
 // time per session: ErrConflict while one is queued or running.
-func (s *Service) StartTurn(ctx context.Context, p auth.Principal, ref, prompt string) (store.Turn, error) {
-	se, err := s.GetSession(ctx, p, ref)
+func (s *Service) StartTurn(ctx context.Context, p auth.Principal, ref, prompt string) (Turn, error) {
+	se, err := s.getSession(ctx, p, ref)
 	if err != nil {
-		return store.Turn{}, err
+		return Turn{}, err
 	}
-	return s.startTurn(ctx, se, "", newID("turn_"), prompt)
+	return turnOut(s.startTurn(ctx, se, "", newID("turn_"), prompt))
 }
 
 func (s *Service) startTurn(ctx context.Context, se store.Session, jobID, turnID, prompt string) (store.Turn, error) {
@@ -55,8 +55,12 @@ func (s *Service) startTurn(ctx context.Context, se store.Session, jobID, turnID
 }
 
 // GetTurn returns a turn of the session ref.
-func (s *Service) GetTurn(ctx context.Context, p auth.Principal, ref, turnID string) (store.Turn, error) {
-	se, err := s.GetSession(ctx, p, ref)
+func (s *Service) GetTurn(ctx context.Context, p auth.Principal, ref, turnID string) (Turn, error) {
+	return turnOut(s.getTurn(ctx, p, ref, turnID))
+}
+
+func (s *Service) getTurn(ctx context.Context, p auth.Principal, ref, turnID string) (store.Turn, error) {
+	se, err := s.getSession(ctx, p, ref)
 	if err != nil {
 		return store.Turn{}, err
 	}
@@ -68,23 +72,24 @@ func (s *Service) GetTurn(ctx context.Context, p auth.Principal, ref, turnID str
 }
 
 // ListTurns lists the session's turns, oldest first.
-func (s *Service) ListTurns(ctx context.Context, p auth.Principal, ref string) ([]store.Turn, error) {
-	se, err := s.GetSession(ctx, p, ref)
+func (s *Service) ListTurns(ctx context.Context, p auth.Principal, ref string) ([]Turn, error) {
+	se, err := s.getSession(ctx, p, ref)
 	if err != nil {
 		return nil, err
 	}
-	return s.cfg.Store.ListTurns(ctx, se.ID)
+	ts, err := s.cfg.Store.ListTurns(ctx, se.ID)
+	return fromStore(ts, fromStoreTurn), err
 }
 
 // CancelTurn cancels a turn: a queued one ends at once; a running one's harness gets SIGTERM
 // (passed on to the agent's process group, SIGKILL after the harness's grace) and the turn
 // ends cancelled when its status file says it ended. An ended turn is left as it is.
-func (s *Service) CancelTurn(ctx context.Context, p auth.Principal, ref, turnID string) (store.Turn, error) {
-	t, err := s.GetTurn(ctx, p, ref, turnID)
+func (s *Service) CancelTurn(ctx context.Context, p auth.Principal, ref, turnID string) (Turn, error) {
+	t, err := s.getTurn(ctx, p, ref, turnID)
 	if err != nil {
-		return store.Turn{}, err
+		return Turn{}, err
 	}
-	return s.cancelTurn(ctx, t)
+	return turnOut(s.cancelTurn(ctx, t))
 }
 
 func (s *Service) cancelTurn(ctx context.Context, t store.Turn) (store.Turn, error) {
@@ -192,7 +197,7 @@ func (s *Service) run(ctx context.Context, se store.Session, t store.Turn) {
 		return
 	}
 	data, _ := json.Marshal(map[string]any{"type": TypeTurnStarted, "turn": t.ID, "agent": se.Agent})
-	if _, err := s.cfg.Store.AppendEvents(ctx, store.EventAppend{SessionID: se.ID, JobID: t.JobID, TurnID: t.ID, ReadPos: -1,
+	if _, err := s.appendEvents(ctx, store.EventAppend{SessionID: se.ID, JobID: t.JobID, TurnID: t.ID, ReadPos: -1,
 		Events: []store.Event{{TS: now, Type: TypeTurnStarted, Data: data}}}); err != nil {
 		s.log.Error("record turn.started", "turn", t.ID, "err", err)
 	}
@@ -223,7 +228,7 @@ func (s *Service) recordFinished(ctx context.Context, se store.Session, t store.
 		ev["reason"] = reason
 	}
 	data, _ := json.Marshal(ev)
-	if _, err := s.cfg.Store.AppendEvents(ctx, store.EventAppend{SessionID: se.ID, JobID: t.JobID, TurnID: t.ID, ReadPos: -1,
+	if _, err := s.appendEvents(ctx, store.EventAppend{SessionID: se.ID, JobID: t.JobID, TurnID: t.ID, ReadPos: -1,
 		Events: []store.Event{{TS: time.Now().UTC(), Type: TypeTurnFinished, Data: data}}}); err != nil {
 		s.log.Error("record turn.finished", "turn", t.ID, "err", err)
 	}

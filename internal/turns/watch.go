@@ -161,7 +161,7 @@ func (r *logReader) take(ctx context.Context, chunk []byte) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	_, err := r.s.cfg.Store.AppendEvents(ctx, store.EventAppend{SessionID: r.se.ID, JobID: r.t.JobID, TurnID: r.t.ID,
+	_, err := r.s.appendEvents(ctx, store.EventAppend{SessionID: r.se.ID, JobID: r.t.JobID, TurnID: r.t.ID,
 		FromPos: r.pos, ReadPos: end, Events: evs})
 	if errors.Is(err, store.ErrConflict) {
 		// Another watcher recorded these: carry on from where the store says it got to.

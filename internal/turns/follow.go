@@ -1,0 +1,207 @@
+package turns
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/stream"
+)
+
+// notifier wakes the followers of a session or a job after events were appended to it. A
+// follower takes the key's channel before it reads the store, and reads again once that
+// channel is closed: an append between its read and its wait still wakes it, so nothing is
+// missed; what it reads is what the store says, so nothing is sent twice. Waking never blocks.
+type notifier struct {
+	mu    sync.Mutex
+	chans map[string]*waiters // a key is here only while someone waits on it
+}
+
+type waiters struct {
+	ch chan struct{}
+	n  int // followers waiting on ch
+}
+
+// wait returns a channel closed at the key's next wake, and release, to call when no longer
+// waiting on it (leaving before the wake), so a key nobody waits on is forgotten.
+func (n *notifier) wait(key string) (<-chan struct{}, func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w, ok := n.chans[key]
+	if !ok {
+		w = &waiters{ch: make(chan struct{})}
+		n.chans[key] = w
+	}
+	w.n++
+	return w.ch, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if w.n--; w.n == 0 && n.chans[key] == w {
+			delete(n.chans, key)
+		}
+	}
+}
+
+// wake wakes the keys' waiters.
+func (n *notifier) wake(keys ...string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, k := range keys {
+		if w, ok := n.chans[k]; ok {
+			close(w.ch)
+			delete(n.chans, k)
+		}
+	}
+}
+
+// waiting is how many keys have followers waiting (for tests).
+func (n *notifier) waiting() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.chans)
+}
+
+func sessionKey(id string) string { return "session " + id }
+func jobKey(id string) string     { return "job " + id }
+
+// appendEvents records events (store.AppendEvents) and wakes the session's and job's
+// followers, whatever the outcome: on a conflict another watcher recorded them.
+func (s *Service) appendEvents(ctx context.Context, a store.EventAppend) ([]store.Event, error) {
+	evs, err := s.cfg.Store.AppendEvents(ctx, a)
+	keys := []string{sessionKey(a.SessionID)}
+	if a.JobID != "" {
+		keys = append(keys, jobKey(a.JobID))
+	}
+	s.woken.wake(keys...)
+	return evs, err
+}
+
+// Follow opens a live stream (kind events) of the session ref's events with seq > since:
+// those stored first, then each as it is recorded, every one an item whose ID is its seq and
+// whose Data is the event's JSON. The stream stays open (until its lifetime, its token's
+// revocation, shutdown, the sandbox's end, or the caller closing it); the caller renders it
+// and must Close it.
+func (s *Service) Follow(ctx context.Context, p auth.Principal, ref string, since int64) (*stream.Stream, error) {
+	se, err := s.getSession(ctx, p, ref)
+	if err != nil {
+		return nil, err
+	}
+	list := func(ctx context.Context, after int64) ([]store.Event, error) {
+		return s.cfg.Store.ListEvents(ctx, se.ID, after, MaxEventsPage)
+	}
+	return s.follow(ctx, p, se.Sandbox, sessionKey(se.ID), since, list, func(e store.Event) int64 { return e.Seq })
+}
+
+// FollowJob is Follow for a job p may see: the IDs are job seqs.
+func (s *Service) FollowJob(ctx context.Context, p auth.Principal, id string, since int64) (*stream.Stream, error) {
+	j, err := s.getJob(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	list := func(ctx context.Context, after int64) ([]store.Event, error) {
+		return s.cfg.Store.ListJobEvents(ctx, j.ID, after, MaxEventsPage)
+	}
+	return s.follow(ctx, p, j.Sandbox, jobKey(j.ID), since, list, func(e store.Event) int64 { return e.JobSeq })
+}
+
+// follow opens the stream and starts its feeder. Event streams are unpaced: what they carry
+// is read from the store at the reader's pace (the feeder waits for the reader), and an
+// event, up to a run-log line's 1 MiB, is one message.
+func (s *Service) follow(ctx context.Context, p auth.Principal, sandbox, key string, since int64,
+	list func(context.Context, int64) ([]store.Event, error), seqOf func(store.Event) int64) (*stream.Stream, error) {
+	if since < 0 {
+		return nil, fmt.Errorf("%w: since must be 0 or more", ErrInvalid)
+	}
+	if s.cfg.Streams == nil {
+		return nil, fmt.Errorf("follow events: no stream registry configured")
+	}
+	st, err := s.cfg.Streams.Open(ctx, stream.Options{Kind: stream.KindEvents, Principal: p, Sandbox: sandbox, Lifetime: true, Unpaced: true})
+	if err != nil {
+		return nil, err
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.feed(st, key, since, list, seqOf)
+	}()
+	return st, nil
+}
+
+// feed sends the events after last, page by page, then waits to be woken and sends the new
+// ones, until the stream ends or the Service closes. It never holds up the watcher: it reads
+// the store, and waits only for its own reader.
+func (s *Service) feed(st *stream.Stream, key string, last int64,
+	list func(context.Context, int64) ([]store.Event, error), seqOf func(store.Event) int64) {
+	for {
+		woken, release := s.woken.wait(key)
+		if !s.sendAfter(st, key, &last, list, seqOf) {
+			release()
+			return
+		}
+		select {
+		case <-woken:
+			release()
+		case <-st.Done():
+			release()
+			return
+		case <-s.ctx.Done():
+			release()
+			st.End(stream.ReasonShutdown)
+			return
+		}
+	}
+}
+
+// sendAfter sends the stored events after *last, page by page, moving *last on. It reports
+// false when the stream takes no more (ended, or the store failed: then it ends it).
+func (s *Service) sendAfter(st *stream.Stream, key string, last *int64,
+	list func(context.Context, int64) ([]store.Event, error), seqOf func(store.Event) int64) bool {
+	for {
+		evs, err := list(s.ctx, *last)
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.log.Error("follow events", "key", key, "err", err)
+			}
+			st.End(stream.ReasonError)
+			return false
+		}
+		for _, e := range evs {
+			data, _ := json.Marshal(fromStoreEvent(e))
+			seq := seqOf(e)
+			if !st.SendWait(s.ctx, stream.Item{ID: strconv.FormatInt(seq, 10), Data: data, JSON: true}) {
+				return false
+			}
+			*last = seq
+		}
+		if len(evs) < MaxEventsPage {
+			return true
+		}
+	}
+}
+
+// timestampLayout is how an event's time is written: RFC 3339 in UTC with exactly
+// milliseconds, as every REST answer writes times.
+const timestampLayout = "2006-01-02T15:04:05.000Z"
+
+// eventJSON is an event's one JSON form, in a page and on a live stream alike; data is the
+// run-log line as written (a JSON string for a line that was not JSON, flagged invalid).
+type eventJSON struct {
+	Seq       int64           `json:"seq"`
+	JobSeq    int64           `json:"job_seq,omitempty"`
+	Turn      string          `json:"turn"`
+	TS        string          `json:"ts"`
+	Type      string          `json:"type"`
+	Data      json.RawMessage `json:"data"`
+	Invalid   bool            `json:"invalid,omitempty"`
+	Truncated bool            `json:"truncated,omitempty"`
+}
+
+// MarshalJSON writes the event as the API shows it.
+func (e Event) MarshalJSON() ([]byte, error) {
+	return json.Marshal(eventJSON{Seq: e.Seq, JobSeq: e.JobSeq, Turn: e.TurnID, TS: e.TS.UTC().Format(timestampLayout),
+		Type: e.Type, Data: json.RawMessage(e.Data), Invalid: e.Invalid, Truncated: e.Truncated})
+}
