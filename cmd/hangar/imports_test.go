@@ -42,8 +42,6 @@ func TestAuthImportsNeitherProviderNorSDK(t *testing.T) {
 // the domain, whose own types they render.
 func TestTransportsImportNeitherStoreNorEnvd(t *testing.T) {
 	t.Parallel()
-	t.Skip("issue 11 helper A: rest and mcp still import internal/store (and mcp internal/envd); " +
-		"unskip once the domain's own sandbox type and exec path have landed")
 	for _, pkg := range []string{"internal/rest", "internal/mcp"} {
 		for _, imp := range goList(t, `{{join .Imports " "}}`, pkg) {
 			for _, banned := range []string{"internal/store", "internal/envd"} {
