@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -300,7 +301,9 @@ func (a *api) createJob(w http.ResponseWriter, r *http.Request) {
 	jr := turns.JobRequest{Prompt: req.Prompt, Agent: req.Agent, Env: req.Env}
 	if err := json.Unmarshal(req.Sandbox, &jr.Sandbox); err != nil {
 		var spec createSandboxRequest
-		if err := json.Unmarshal(req.Sandbox, &spec); err != nil || len(req.Sandbox) == 0 {
+		dec := json.NewDecoder(bytes.NewReader(req.Sandbox))
+		dec.DisallowUnknownFields() // as strict as POST /api/sandboxes: a misspelt field is not ignored
+		if err := dec.Decode(&spec); err != nil || len(req.Sandbox) == 0 {
 			a.writeError(w, r, newError(CodeBadRequest, "sandbox must be a sandbox's name or a sandbox spec (an object as POST /api/sandboxes takes).", err))
 			return
 		}

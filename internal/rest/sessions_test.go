@@ -107,6 +107,8 @@ func TestSessionTurnEventsOverREST(t *testing.T) {
 		{"GET", "/api/sessions/s1/events?since=abc", "", http.StatusBadRequest},
 		{"GET", "/api/sessions/s1/events?limit=0", "", http.StatusBadRequest},
 		{"GET", "/api/sessions/s1/turns/turn_nope", "", http.StatusNotFound},
+		{"POST", "/api/jobs", `{"prompt": "true", "agent": "command", "sandbox": {"name": "typo", "imgae": "x"}}`, http.StatusBadRequest},
+		{"POST", "/api/jobs", `{"prompt": "a\u0000b", "agent": "command", "sandbox": "box"}`, http.StatusBadRequest},
 	} {
 		if got := e.do(t, c.method, c.path, ada, c.body); got.status != c.want {
 			t.Errorf("%s %s %s = %d %s, want %d", c.method, c.path, c.body, got.status, got.raw, c.want)

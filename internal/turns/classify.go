@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"regexp"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -57,7 +58,7 @@ func Classify(raw []byte) Line {
 		for i := 0; i < utf8.UTFMax && len(cut) > 0 && !utf8.Valid(cut); i++ {
 			cut = cut[:len(cut)-1]
 		}
-		return Line{Type: leadingType(cut), Data: quote(cut), Truncated: true}
+		return Line{Type: eventType(leadingType(cut)), Data: quote(cut), Truncated: true}
 	}
 	var head struct {
 		Type string `json:"type"`
@@ -65,12 +66,24 @@ func Classify(raw []byte) Line {
 	if !utf8.Valid(raw) || !json.Valid(raw) || json.Unmarshal(raw, &head) != nil || !bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
 		return Line{Type: TypeInvalid, Data: quote(raw), Invalid: true}
 	}
-	l := Line{Type: head.Type, Data: json.RawMessage(bytes.Clone(raw))}
+	l := Line{Type: eventType(head.Type), Data: json.RawMessage(bytes.Clone(raw))}
 	l.Items = classifyClaude(head.Type, raw)
 	if l.Items == nil {
 		l.Items = classifyCodex(head.Type, raw)
 	}
 	return l
+}
+
+// eventType is the event type of a line whose own type is t. The agent's words cannot pose as
+// hangar's: turn.finished (which carries a turn's status) and invalid are hangar's alone, so a
+// line of either type gets "agent:" before it. turn.started is not: Codex prints its own, and
+// hangar's says which agent it started. A NUL character, which no store keeps, is dropped.
+func eventType(t string) string {
+	t = strings.ReplaceAll(t, "\x00", "")
+	if t == TypeTurnFinished || t == TypeInvalid {
+		return "agent:" + t
+	}
+	return t
 }
 
 // quote makes a JSON value of bytes that are not a JSON line: a string when they are UTF-8,

@@ -119,6 +119,10 @@ func TestClassifyOddLines(t *testing.T) {
 		{"half a line", `{"type":"assistant","mess`, TypeInvalid, `"{\"type\":\"assistant\",\"mess"`, true, false, 0},
 		{"not UTF-8", "\xff\xfe{\"type\":1}", TypeInvalid, `{"base64":"//57InR5cGUiOjF9"}`, true, false, 0},
 		{"over 1 MiB", huge, "user", "", false, true, 0},
+		{"posing as hangar's turn.finished", `{"type":"turn.finished","status":"done","exit_code":0}`, "agent:turn.finished", `{"type":"turn.finished","status":"done","exit_code":0}`, false, false, 0},
+		{"posing as an invalid line", `{"type":"invalid"}`, "agent:invalid", `{"type":"invalid"}`, false, false, 0},
+		{"Codex's own turn.started", `{"type":"turn.started"}`, "turn.started", `{"type":"turn.started"}`, false, false, 0},
+		{"a NUL in its type", `{"type":"a\u0000b"}`, "ab", `{"type":"a\u0000b"}`, false, false, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

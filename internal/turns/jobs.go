@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/auth"
@@ -74,8 +73,8 @@ func (s *Service) createJob(ctx context.Context, p auth.Principal, req JobReques
 	if _, ok := s.cfg.Agents[req.Agent]; !ok {
 		return store.Job{}, fmt.Errorf("%w: unknown agent %q", ErrInvalid, req.Agent)
 	}
-	if strings.TrimSpace(req.Prompt) == "" {
-		return store.Job{}, fmt.Errorf("%w: the prompt is empty", ErrInvalid)
+	if err := checkPrompt(req.Prompt); err != nil {
+		return store.Job{}, err
 	}
 	created := false
 	switch {

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/stream"
 )
 
 // gatedPrompt prints a line, waits for the gate file, then prints another.
@@ -60,6 +63,11 @@ func TestBadInput(t *testing.T) {
 		{"a jobs token's sessions", func() error { _, err := s.GetSession(ctx, adaJobs, "s1"); return err }, ErrNotFound},
 		{"second turn while one runs", func() error { _, err := s.StartTurn(ctx, ada, "s1", "echo"); return err }, ErrConflict},
 		{"empty prompt", func() error { _, err := s.StartTurn(ctx, ada, "s1", "  "); return err }, ErrInvalid},
+		{"a NUL in the prompt", func() error { _, err := s.StartTurn(ctx, ada, "s1", "echo a\x00b"); return err }, ErrInvalid},
+		{"a job's prompt with a NUL", func() error {
+			_, err := s.CreateJob(ctx, ada, JobRequest{Prompt: "echo a\x00b", Agent: "command", Sandbox: "box"})
+			return err
+		}, ErrInvalid},
 		{"unknown agent", func() error {
 			_, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s2", Sandbox: "box", Agent: "gpt"})
 			return err
@@ -231,5 +239,113 @@ func TestOddLinesRecorded(t *testing.T) {
 				t.Errorf("read position %d", end.ReadPos)
 			}
 		})
+	}
+}
+
+// TestSessionStaysWithItsSandbox: a session belongs to the sandbox it was made in, not to its
+// name. Once ada's box is destroyed and bob makes a box of his own, ada's session runs nothing
+// in bob's: its turn fails, saying why, and no command reached any sandbox.
+func TestSessionStaysWithItsSandbox(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	s := f.service(t)
+	if _, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"}); err != nil {
+		t.Fatal(err)
+	}
+	old, err := f.st.GetSandbox(ctx, "box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.State = "destroyed"
+	if err := f.st.UpdateSandbox(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Second)
+	if err := f.st.CreateSandbox(ctx, store.Sandbox{Name: "box", Owner: "bob", Provider: "local", State: "running", CreatedAt: later, UpdatedAt: later}); err != nil {
+		t.Fatal(err)
+	}
+	f.sbs.mu.Lock()
+	f.sbs.cmds = nil
+	f.sbs.mu.Unlock()
+	turn, err := s.StartTurn(ctx, ada, "s1", "echo '{\"type\":\"pwned\"}'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := waitTurn(t, ctx, f.st, turn.ID)
+	if got.State != store.TurnFailed || !strings.Contains(got.Reason, "destroyed") {
+		t.Errorf("turn = %s (%q), want failed because its sandbox was destroyed", got.State, got.Reason)
+	}
+	f.sbs.mu.Lock()
+	defer f.sbs.mu.Unlock()
+	if len(f.sbs.cmds) != 0 {
+		t.Errorf("commands ran in the sandbox that took the name: %q", f.sbs.cmds)
+	}
+}
+
+// TestTurnEndsWithItsSandbox: a running turn whose sandbox is destroyed ends failed (its
+// watcher does not poll a sandbox that is gone for ever), and the session takes turns again.
+func TestTurnEndsWithItsSandbox(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	s := f.service(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	defer os.WriteFile(gate, nil, 0o644)
+	se, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn, err := s.StartTurn(ctx, ada, "s1", gatedPrompt(gate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(t, ctx, f.st, se.ID, 2) // turn.started and the first line: it runs
+	sb, err := f.st.GetSandbox(ctx, "box")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.State = "destroyed"
+	if err := f.st.UpdateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	got := waitTurn(t, ctx, f.st, turn.ID)
+	if got.State != store.TurnFailed || !strings.Contains(got.Reason, "destroyed") {
+		t.Errorf("turn = %s (%q), want failed because its sandbox was destroyed", got.State, got.Reason)
+	}
+}
+
+// TestJobSessionGoesWithItsJob: a job's session cannot be deleted on its own.
+func TestJobSessionGoesWithItsJob(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	s := f.service(t)
+	j, err := s.CreateJob(ctx, ada, JobRequest{Prompt: `echo '{"type":"x"}'`, Agent: "command", Sandbox: "box"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTurn(t, ctx, f.st, j.TurnID)
+	if err := s.DeleteSession(ctx, ada, j.SessionID); !errors.Is(err, ErrConflict) {
+		t.Errorf("DeleteSession(a job's session) = %v, want ErrConflict", err)
+	}
+}
+
+// TestNoTurnAfterClose: a turn asked for once the service closed is refused, not left queued.
+func TestNoTurnAfterClose(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	s := New(f.cfg)
+	if _, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := s.StartTurn(ctx, ada, "s1", "echo"); !errors.Is(err, stream.ErrShuttingDown) {
+		t.Errorf("StartTurn after Close = %v, want ErrShuttingDown", err)
+	}
+	ts, err := s.ListTurns(ctx, ada, "s1")
+	if err != nil || len(ts) != 1 || ts[0].State != TurnFailed {
+		t.Errorf("turns after the refusal = %+v, %v; want one, failed", ts, err)
 	}
 }

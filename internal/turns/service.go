@@ -95,7 +95,8 @@ type Service struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu        sync.Mutex          // guards watching and cancelled
+	mu        sync.Mutex          // guards watching, cancelled and closed
+	closed    bool                // Close was called: no turn starts
 	watching  map[string]bool     // turn ids with a watcher
 	cancelled map[string]struct{} // turns a caller cancelled: their end is "cancelled"
 
@@ -132,6 +133,9 @@ func New(cfg Config) *Service {
 // Close stops watching and waits for the watchers to return. Turns keep running in their
 // sandboxes; a new Service's Resume picks them up where the store says they were.
 func (s *Service) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
 }
@@ -245,6 +249,9 @@ func (s *Service) DeleteSession(ctx context.Context, p auth.Principal, ref strin
 	se, err := s.getSession(ctx, p, ref)
 	if err != nil {
 		return err
+	}
+	if se.JobID != "" {
+		return fmt.Errorf("%w: session %s belongs to job %s; it goes with its job", ErrConflict, se.Name, se.JobID)
 	}
 	ts, err := s.cfg.Store.ListTurns(ctx, se.ID)
 	if err != nil {

@@ -93,6 +93,10 @@ func (h *hostSandboxes) Follow(ctx context.Context, sb store.Sandbox, command st
 }
 
 func (h *hostSandboxes) Run(ctx context.Context, sb store.Sandbox, command string, env map[string]string) ([]byte, int, error) {
+	// As a provider does, a destroyed sandbox runs nothing.
+	if now, err := h.st.GetSandbox(ctx, sb.Name); err == nil && now.State == "destroyed" {
+		return nil, 0, fmt.Errorf("sandbox %s is destroyed", sb.Name)
+	}
 	h.mu.Lock()
 	h.cmds = append(h.cmds, command)
 	h.mu.Unlock()

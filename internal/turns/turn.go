@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/stream"
 )
 
 // Event types hangar adds to a session's events around each turn's run-log lines.
@@ -32,9 +34,21 @@ func (s *Service) StartTurn(ctx context.Context, p auth.Principal, ref, prompt s
 	return turnOut(s.startTurn(ctx, se, "", newID("turn_"), prompt))
 }
 
-func (s *Service) startTurn(ctx context.Context, se store.Session, jobID, turnID, prompt string) (store.Turn, error) {
+// checkPrompt refuses a prompt that is empty or holds a NUL byte (no agent takes one, and
+// PostgreSQL cannot store it).
+func checkPrompt(prompt string) error {
 	if strings.TrimSpace(prompt) == "" {
-		return store.Turn{}, fmt.Errorf("%w: the prompt is empty", ErrInvalid)
+		return fmt.Errorf("%w: the prompt is empty", ErrInvalid)
+	}
+	if strings.ContainsRune(prompt, 0) {
+		return fmt.Errorf("%w: the prompt holds a NUL character", ErrInvalid)
+	}
+	return nil
+}
+
+func (s *Service) startTurn(ctx context.Context, se store.Session, jobID, turnID, prompt string) (store.Turn, error) {
+	if err := checkPrompt(prompt); err != nil {
+		return store.Turn{}, err
 	}
 	t := store.Turn{ID: turnID, SessionID: se.ID, JobID: jobID, Prompt: prompt, State: store.TurnQueued, CreatedAt: time.Now().UTC()}
 	if err := s.cfg.Store.CreateTurn(ctx, t); err != nil {
@@ -44,9 +58,14 @@ func (s *Service) startTurn(ctx context.Context, se store.Session, jobID, turnID
 		return store.Turn{}, err
 	}
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.fail(ctx, se, t, "hangar shut down before the turn started")
+		return store.Turn{}, fmt.Errorf("start turn: %w", stream.ErrShuttingDown)
+	}
 	s.watching[t.ID] = true
+	s.wg.Add(1) // under mu, so Close's Wait never races it
 	s.mu.Unlock()
-	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		s.run(s.ctx, se, t)
@@ -112,11 +131,19 @@ func (s *Service) cancelTurn(ctx context.Context, t store.Turn) (store.Turn, err
 	}
 	if t.State == store.TurnRunning && t.ProcessPID > 0 {
 		_, sb, err := s.sandboxOf(ctx, t)
+		if errors.Is(err, errSandboxGone) {
+			// Nothing is left to kill: the turn ends here (its watcher finds the same).
+			now := time.Now().UTC()
+			if err := s.cfg.Store.UpdateTurn(ctx, store.TurnUpdate{ID: t.ID, State: store.TurnCancelled, Reason: err.Error(), StartedAt: now, EndedAt: now}); err != nil && !errors.Is(err, store.ErrConflict) {
+				return t, err
+			}
+			return s.cfg.Store.GetTurn(ctx, t.ID)
+		}
 		if err != nil {
 			return t, err
 		}
 		// The harness leads its own process group (it runs in a session of its own).
-		if _, _, err := s.cfg.Sandboxes.Run(ctx, sb, fmt.Sprintf("kill -TERM -- -%d 2>/dev/null || true", t.ProcessPID), nil); err != nil {
+		if _, _, err := s.cfg.Sandboxes.Run(ctx, sb, fmt.Sprintf("kill -TERM -%d 2>/dev/null || true", t.ProcessPID), nil); err != nil {
 			return t, fmt.Errorf("cancel turn %s: %w", t.ID, err)
 		}
 	}
@@ -129,8 +156,29 @@ func (s *Service) sandboxOf(ctx context.Context, t store.Turn) (store.Session, s
 	if err != nil {
 		return se, store.Sandbox{}, err
 	}
-	sb, err := s.cfg.Store.GetSandbox(ctx, se.Sandbox)
+	sb, err := s.sandboxFor(ctx, se)
 	return se, sb, err
+}
+
+// errSandboxGone means a session's sandbox is no longer there: destroyed, or its name taken
+// again by another sandbox (anyone's), which is never the session's.
+var errSandboxGone = errors.New("the session's sandbox is gone")
+
+// sandboxFor returns the sandbox a session was made in. A session names its sandbox, and names
+// change hands: the sandbox of that name now is the session's only if it was made before the
+// session and is not destroyed (a name taken again gets a new row, made after the session).
+// Anything else is errSandboxGone, so a turn never runs, reads or kills in someone else's.
+func (s *Service) sandboxFor(ctx context.Context, se store.Session) (store.Sandbox, error) {
+	sb, err := s.cfg.Store.GetSandbox(ctx, se.Sandbox)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.Sandbox{}, fmt.Errorf("%w: sandbox %s", errSandboxGone, se.Sandbox)
+	case err != nil:
+		return store.Sandbox{}, err
+	case sb.CreatedAt.After(se.CreatedAt) || sb.State == string(provider.StateDestroyed):
+		return store.Sandbox{}, fmt.Errorf("%w: sandbox %s was destroyed (a sandbox of that name made since is not this session's)", errSandboxGone, se.Sandbox)
+	}
+	return sb, nil
 }
 
 // turnDir is a turn's directory in its sandbox.
@@ -177,7 +225,7 @@ func (s *Service) launch(ctx context.Context, se store.Session, sb store.Sandbox
 // the run log until the status file appears, record turn.finished.
 func (s *Service) run(ctx context.Context, se store.Session, t store.Turn) {
 	defer s.forget(t.ID)
-	sb, err := s.cfg.Store.GetSandbox(ctx, se.Sandbox)
+	sb, err := s.sandboxFor(ctx, se)
 	if err != nil {
 		s.fail(ctx, se, t, fmt.Sprintf("sandbox %s: %v", se.Sandbox, err))
 		return
@@ -193,7 +241,7 @@ func (s *Service) run(ctx context.Context, se store.Session, t store.Turn) {
 	if err != nil {
 		// Cancelled while it started: stop what was started.
 		s.log.Info("turn ended while its harness started", "turn", t.ID, "err", err)
-		s.cfg.Sandboxes.Run(ctx, sb, fmt.Sprintf("kill -TERM -- -%d 2>/dev/null || true", pid), nil)
+		s.cfg.Sandboxes.Run(ctx, sb, fmt.Sprintf("kill -TERM -%d 2>/dev/null || true", pid), nil)
 		return
 	}
 	data, _ := json.Marshal(map[string]any{"type": TypeTurnStarted, "turn": t.ID, "agent": se.Agent})
@@ -249,6 +297,10 @@ func (s *Service) Resume(ctx context.Context) error {
 	}
 	for _, t := range ts {
 		se, sb, err := s.sandboxOf(ctx, t)
+		if errors.Is(err, errSandboxGone) {
+			s.fail(ctx, se, t, err.Error())
+			continue
+		}
 		if err != nil {
 			s.log.Warn("resume turn", "turn", t.ID, "err", err)
 			continue

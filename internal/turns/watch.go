@@ -86,6 +86,10 @@ func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox,
 		case ctx.Err() != nil:
 			return
 		case err != nil:
+			if _, gerr := s.sandboxFor(ctx, se); errors.Is(gerr, errSandboxGone) {
+				s.fail(ctx, se, t, gerr.Error()) // nothing is left to read: it would poll forever
+				return
+			}
 			s.log.Warn("read turn run log", "turn", t.ID, "err", err)
 		case ended:
 			s.finish(ctx, se, t, st)
@@ -112,7 +116,7 @@ func (s *Service) readStatus(ctx context.Context, sb store.Sandbox, t store.Turn
 	status := shellQuote(path.Join(t.Dir, "status.json"))
 	// The status is read again after the liveness check: the harness may write it and exit
 	// between the two.
-	cmd := fmt.Sprintf("cat %[1]s 2>/dev/null && exit 0; kill -0 -- -%[2]d 2>/dev/null && exit 3; cat %[1]s 2>/dev/null && exit 0; exit 4", status, t.ProcessPID)
+	cmd := fmt.Sprintf("cat %[1]s 2>/dev/null && exit 0; kill -0 -%[2]d 2>/dev/null && exit 3; cat %[1]s 2>/dev/null && exit 0; exit 4", status, t.ProcessPID)
 	out, code, err := s.cfg.Sandboxes.Run(ctx, sb, cmd, nil)
 	switch {
 	case err != nil:
