@@ -349,10 +349,21 @@ func TestSandboxesSurviveRestart(t *testing.T) {
 	if err := ts.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	// The daemon of "dies" dies while no control plane runs.
-	out, err := exec.Command("pkill", "-f", filepath.Join(cfg.DataDir, "sandboxes", "dies")+"/").CombinedOutput()
+	// The daemon of "dies" dies while no control plane runs. pkill only sends the signal: wait
+	// until no such process is left, or the next serve may still find it answering.
+	pattern := filepath.Join(cfg.DataDir, "sandboxes", "dies") + "/"
+	out, err := exec.Command("pkill", "-KILL", "-f", pattern).CombinedOutput()
 	if err != nil {
 		t.Fatalf("pkill the daemon of dies: %v %s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for exec.Command("pgrep", "-f", pattern).Run() == nil { // exit status 1: none left
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the daemon of dies is still running after pkill -KILL")
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 
 	ts = startServe(t, cfg)
