@@ -52,9 +52,10 @@ func (a *api) listProcesses(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"processes": ps})
 }
 
-// since reads the offset to resume from: Last-Event-ID (an SSE client reconnecting) wins over
-// ?since=; neither means 0, all that is still kept.
-func since(r *http.Request) (int64, error) {
+// since reads the position to resume from: Last-Event-ID (an SSE client reconnecting) wins over
+// ?since=; neither means 0, from the start. what names the position in the error: a byte offset
+// for processes, an event's seq for sessions and jobs.
+func since(r *http.Request, what string) (int64, error) {
 	v := r.Header.Get("Last-Event-ID")
 	if v == "" {
 		v = r.URL.Query().Get("since")
@@ -64,10 +65,16 @@ func since(r *http.Request) (int64, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		return 0, newError(CodeBadRequest, "since (or Last-Event-ID) must be a byte offset: a whole number, 0 or more.", errors.New(v))
+		return 0, newError(CodeBadRequest, "since (or Last-Event-ID) must be "+what+": a whole number, 0 or more.", errors.New(v))
 	}
 	return n, nil
 }
+
+// What a resume position is, in since's errors.
+const (
+	byteOffset = "a byte offset"
+	eventSeq   = "an event's seq"
+)
 
 // processOutputJSON is GET .../processes/{id}: the process and its kept output from since.
 type processOutputJSON struct {
@@ -79,7 +86,7 @@ type processOutputJSON struct {
 }
 
 func (a *api) readProcess(w http.ResponseWriter, r *http.Request) {
-	from, err := since(r)
+	from, err := since(r, byteOffset)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -98,7 +105,7 @@ func (a *api) readProcess(w http.ResponseWriter, r *http.Request) {
 // after them (so Last-Event-ID resumes exactly there), a gap event first if output since the
 // offset is gone, then an end event once the process ended.
 func (a *api) streamProcess(w http.ResponseWriter, r *http.Request) {
-	from, err := since(r)
+	from, err := since(r, byteOffset)
 	if err != nil {
 		a.writeError(w, r, err)
 		return

@@ -367,23 +367,6 @@ func (a *api) jobEvents(w http.ResponseWriter, r *http.Request) {
 	writeEvents(w, evs, since, true)
 }
 
-// eventsSince is a live stream's start: the Last-Event-ID header (a reconnecting EventSource
-// sends it) or else ?since=, a seq (job seq under /api/jobs); 0 when neither.
-func eventsSince(r *http.Request) (int64, error) {
-	v := r.Header.Get("Last-Event-ID")
-	if v == "" {
-		v = r.URL.Query().Get("since")
-	}
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return 0, newError(CodeBadRequest, "since (or Last-Event-ID) must be an event's seq: a whole number, 0 or more.", errors.New(v))
-	}
-	return n, nil
-}
-
 // sessionEventStream is GET /api/sessions/{ref}/events/stream: the session's events after
 // since as SSE, then each as it is recorded. Each is a plain message (no event: line, so an
 // EventSource's onmessage gets it) with id: its seq and data: the event's JSON.
@@ -402,12 +385,12 @@ func (a *api) jobEventStream(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) eventStream(w http.ResponseWriter, r *http.Request, open func(since int64) (*stream.Stream, error)) {
-	since, err := eventsSince(r)
+	from, err := since(r, eventSeq)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	st, err := open(since)
+	st, err := open(from)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
