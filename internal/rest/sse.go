@@ -127,6 +127,14 @@ func timedOut(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 
 const hexDigits = "0123456789abcdef"
 
+// jsonSafe[c] reports whether the ASCII byte c goes into an HTML-safe JSON string as itself.
+var jsonSafe = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
 // appendJSONString appends s, valid UTF-8, as a JSON string exactly as encoding/json writes it
 // (HTML-safe: <, > and & escaped; U+2028 and U+2029 escaped), so the wire does not change.
 func appendJSONString(b, s []byte) []byte {
@@ -134,7 +142,7 @@ func appendJSONString(b, s []byte) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if jsonSafe[c] {
 				i++
 				continue
 			}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -81,5 +82,16 @@ func TestPumpRendersAnyStream(t *testing.T) {
 	}
 	if ct := rec.Header().Get("Content-Type"); ct != "text/event-stream" {
 		t.Errorf("Content-Type %q", ct)
+	}
+}
+
+// BenchmarkAppendJSONString: the cost of an output event's data, plain ASCII (the unpaced
+// stream's case); it should keep pace with encoding/json.
+func BenchmarkAppendJSONString(b *testing.B) {
+	s := []byte(strings.Repeat("a", 32<<10))
+	buf := make([]byte, 0, 40<<10)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		buf = appendJSONString(buf[:0], s)
 	}
 }
