@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coder/quartz"
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -60,6 +61,8 @@ type Config struct {
 	Recheck time.Duration
 	// Check says whether a token is still valid. Default Auth.Check.
 	Check func(ctx context.Context, p auth.Principal) error
+	// Clock times Run's rechecks. Default the real clock.
+	Clock quartz.Clock
 }
 
 // newProtocol is the first protocol revision served statelessly.
@@ -142,6 +145,9 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.Check == nil {
 		cfg.Check = cfg.Auth.Check
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = quartz.NewReal()
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger, sessions: newSessions(cfg.SessionsPerToken)}
 	instructions := "hangar gives you sandboxes. Run commands in one with the exec tool; pass stream: true " +

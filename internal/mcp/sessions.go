@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -129,7 +128,7 @@ func (h *Handler) Sessions(tokenID string) int {
 // sessions of those that are not (revoked, expired, deleted): their GET streams end with them.
 // It returns when ctx ends.
 func (h *Handler) Run(ctx context.Context) {
-	t := time.NewTicker(h.cfg.Recheck)
+	t := h.cfg.Clock.NewTicker(h.cfg.Recheck, "mcp", "recheck")
 	defer t.Stop()
 	for {
 		select {

@@ -2,7 +2,6 @@ package rest_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -16,28 +15,7 @@ import (
 // stream comes back as its response.
 func (e *env) getStream(t *testing.T, tok, path, lastID string) (*sseStream, response) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "GET", e.url+path, nil)
-	req.Header.Set("Authorization", "Bearer "+tok)
-	if lastID != "" {
-		req.Header.Set("Last-Event-ID", lastID)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		defer cancel()
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		r := response{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
-		json.Unmarshal(raw, &r.body)
-		return nil, r
-	}
-	s := &sseStream{resp: resp, r: newReader(resp.Body), cancel: cancel}
-	t.Cleanup(s.close)
-	return s, response{status: resp.StatusCode, header: resp.Header}
+	return e.sse(t, "GET", tok, path, "", lastID)
 }
 
 // events reads n events, or up to the one whose type is untilType when n < 0. Each must be a

@@ -34,13 +34,23 @@ type sseStream struct {
 
 func (e *env) openStream(t *testing.T, tok, path, body string) (*sseStream, response) {
 	t.Helper()
+	return e.sse(t, "POST", tok, path, body, "")
+}
+
+// sse opens an SSE stream with method; lastID, when set, is sent as Last-Event-ID. A refused
+// stream comes back as its response.
+func (e *env) sse(t *testing.T, method, tok, path, body, lastID string) (*sseStream, response) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "POST", e.url+path, strings.NewReader(body))
+	req, _ := http.NewRequestWithContext(ctx, method, e.url+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+tok)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		cancel()
-		t.Fatalf("POST %s: %v", path, err)
+		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer cancel()

@@ -118,13 +118,18 @@ func scanEvent(r scanner) (store.Event, error) {
 
 // DeleteEventsBefore implements store.Store.
 func (s *DB) DeleteEventsBefore(ctx context.Context, before time.Time) (int, error) {
-	res, err := s.db.ExecContext(ctx, s.q(`DELETE FROM events WHERE ts < ?`), before.UnixMilli())
+	return s.deleteRows(ctx, "delete old events", `DELETE FROM events WHERE ts < ?`, before.UnixMilli())
+}
+
+// deleteRows runs a DELETE and says how many rows it removed; op names it in errors.
+func (s *DB) deleteRows(ctx context.Context, op, query string, args ...any) (int, error) {
+	res, err := s.db.ExecContext(ctx, s.q(query), args...)
 	if err != nil {
-		return 0, fmt.Errorf("delete old events: %w", err)
+		return 0, fmt.Errorf("%s: %w", op, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, fmt.Errorf("delete old events: %w", err)
+		return 0, fmt.Errorf("%s: %w", op, err)
 	}
 	return int(n), nil
 }

@@ -110,13 +110,5 @@ func scanProcess(r scanner) (store.Process, error) {
 
 // DeleteEndedProcesses implements store.Store.
 func (s *DB) DeleteEndedProcesses(ctx context.Context, before time.Time) (int, error) {
-	res, err := s.db.ExecContext(ctx, s.q(`DELETE FROM processes WHERE state <> 'running' AND ended_at < ?`), before.UnixMilli())
-	if err != nil {
-		return 0, fmt.Errorf("delete ended processes: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("delete ended processes: %w", err)
-	}
-	return int(n), nil
+	return s.deleteRows(ctx, "delete ended processes", `DELETE FROM processes WHERE state <> 'running' AND ended_at < ?`, before.UnixMilli())
 }
