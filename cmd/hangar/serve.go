@@ -230,7 +230,7 @@ func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams
 		closeSandboxes()
 		return d, nil, err
 	}
-	processes, err := process.New(process.Config{Sandboxes: sandboxes, Streams: streams, Secret: secret, Store: st,
+	processes, err := process.New(process.Config{Sandboxes: sandboxes, Streams: streams, Secret: secret, Store: st, Clock: clock,
 		MaxPerToken: cfg.Stream.BackgroundMaxPerToken, Logger: log})
 	if err != nil {
 		closeSandboxes()

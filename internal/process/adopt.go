@@ -22,7 +22,7 @@ func (m *Manager) AdoptAll(ctx context.Context) {
 		return
 	}
 	// Records of processes that ended are kept only as long as the processes stay listed.
-	if n, err := m.cfg.Store.DeleteEndedProcesses(ctx, m.cfg.Now().Add(-m.cfg.Retention)); err != nil {
+	if n, err := m.cfg.Store.DeleteEndedProcesses(ctx, m.cfg.Clock.Now().Add(-m.cfg.Retention)); err != nil {
 		m.log.Warn("forget ended processes", "err", err)
 	} else if n > 0 {
 		m.log.Info("forgot the records of ended processes", "count", n)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/provider"
@@ -26,8 +27,10 @@ type daemonFollower struct {
 	log *slog.Logger
 	pr  *proc
 	end ender
-	// reconnectMin and reconnectMax bound the wait between attempts to reach the process.
+	// reconnectMin and reconnectMax bound the wait between attempts to reach the process,
+	// timed by clock.
 	reconnectMin, reconnectMax time.Duration
+	clock                      quartz.Clock
 
 	// st is the daemon's stream of the process, cancel ends its context. follow owns them.
 	st     *envd.ProcessStream
@@ -90,7 +93,7 @@ func (m *Manager) startDaemon(ctx context.Context, sb store.Sandbox, pr *proc, p
 // st's context).
 func (m *Manager) daemonFollower(pr *proc, st *envd.ProcessStream, cancel context.CancelFunc) *daemonFollower {
 	return &daemonFollower{sbs: m.cfg.Sandboxes, log: m.log, pr: pr, end: m.ender(pr),
-		reconnectMin: m.cfg.ReconnectMin, reconnectMax: m.cfg.ReconnectMax, st: st, cancel: cancel}
+		reconnectMin: m.cfg.ReconnectMin, reconnectMax: m.cfg.ReconnectMax, clock: m.cfg.Clock, st: st, cancel: cancel}
 }
 
 func (f *daemonFollower) follow(ctx context.Context) {
@@ -147,7 +150,7 @@ func drain(st *envd.ProcessStream, out func(name string, data []byte)) (*envd.Ex
 // may still run.
 func (f *daemonFollower) reconnect(ctx context.Context) (*envd.ProcessStream, context.CancelFunc) {
 	wait := f.reconnectMin
-	t := time.NewTimer(wait)
+	t := f.clock.NewTimer(wait, "process", "reconnect")
 	defer t.Stop()
 	for {
 		select {
@@ -174,7 +177,7 @@ func (f *daemonFollower) reconnect(ctx context.Context) (*envd.ProcessStream, co
 		cancel()
 		f.log.Debug("process not reached yet", "process", f.pr.id, "err", err, "retry_in", wait)
 		wait = min(wait*2, f.reconnectMax)
-		t.Reset(wait)
+		t.Reset(wait, "process", "reconnect")
 	}
 }
 
@@ -315,7 +318,7 @@ func (m *Manager) endRecord(id string, exit *envd.Exit) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	if err := m.cfg.Store.EndProcess(ctx, id, exit.Code, exit.Status, m.cfg.Now()); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := m.cfg.Store.EndProcess(ctx, id, exit.Code, exit.Status, m.cfg.Clock.Now()); err != nil && !errors.Is(err, store.ErrNotFound) {
 		m.log.Error("record the end of a process", "process", id, "err", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -52,7 +53,7 @@ func TestDaemonFollower(t *testing.T) {
 	defer sub.Close()
 	pr.subs[sub] = struct{}{}
 	rec := &endRecorder{pr: pr}
-	f := &daemonFollower{sbs: h.sbs, log: h.m.log, pr: pr, end: rec.end, reconnectMin: time.Millisecond, reconnectMax: time.Millisecond,
+	f := &daemonFollower{sbs: h.sbs, log: h.m.log, pr: pr, end: rec.end, reconnectMin: time.Millisecond, reconnectMax: time.Millisecond, clock: quartz.NewReal(),
 		st: st, cancel: scancel}
 	f.follow(ctx)
 
@@ -88,7 +89,7 @@ func TestDaemonFollowerStopsWithContext(t *testing.T) {
 	pr := newProc(1 << 10)
 	pr.id, pr.sandbox, pr.tag, pr.pid = "p_2", "box", "t2", st.PID()
 	rec := &endRecorder{pr: pr}
-	f := &daemonFollower{sbs: h.sbs, log: h.m.log, pr: pr, end: rec.end, reconnectMin: time.Millisecond, reconnectMax: time.Millisecond,
+	f := &daemonFollower{sbs: h.sbs, log: h.m.log, pr: pr, end: rec.end, reconnectMin: time.Millisecond, reconnectMax: time.Millisecond, clock: quartz.NewReal(),
 		st: st, cancel: scancel}
 	fctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})

@@ -3,7 +3,6 @@ package process
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -106,7 +105,7 @@ func (m *Manager) watchFollower(ctx context.Context, cancel context.CancelFunc, 
 // through the daemon are recorded; see record).
 func (m *Manager) ender(pr *proc) ender {
 	return func(state State, exit *envd.Exit) {
-		if pr.end(state, exit, m.cfg.Now()) && pr.recorded {
+		if pr.end(state, exit, m.cfg.Clock.Now()) && pr.recorded {
 			m.endRecord(pr.id, exit)
 		}
 	}
@@ -119,7 +118,7 @@ func (m *Manager) kill(ctx context.Context, sb store.Sandbox, pr *proc) error {
 		return err
 	}
 	m.spawn(func() {
-		t := time.NewTimer(m.cfg.KillGrace)
+		t := m.cfg.Clock.NewTimer(m.cfg.KillGrace, "process", "kill")
 		defer t.Stop()
 		select {
 		case <-t.C:

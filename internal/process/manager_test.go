@@ -6,30 +6,12 @@ import (
 	"errors"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/envd"
 )
-
-// fakeNow is a clock that moves only when told.
-type fakeNow struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeNow) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeNow) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 func TestStartAttachEnd(t *testing.T) {
 	h := newHarness(t, Config{})
@@ -133,8 +115,9 @@ func TestLimitPerToken(t *testing.T) {
 
 // TestRetention: an ended process stays listed for Retention after its end, by the clock.
 func TestRetention(t *testing.T) {
-	clock := &fakeNow{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	h := newHarness(t, Config{Retention: time.Minute, Now: clock.now})
+	clock := quartz.NewMock(t)
+	clock.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	h := newHarness(t, Config{Retention: time.Minute, Clock: clock})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	info, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "true"})
@@ -142,11 +125,11 @@ func TestRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitEnd(ctx, t, ada, info.ID)
-	clock.add(time.Minute - time.Millisecond)
+	clock.Advance(time.Minute - time.Millisecond).MustWait(ctx)
 	if ps, err := h.m.List(ctx, ada, "box"); err != nil || len(ps) != 1 {
 		t.Fatalf("listed just before its retention ends: %v, %v", ps, err)
 	}
-	clock.add(time.Millisecond)
+	clock.Advance(time.Millisecond).MustWait(ctx)
 	if ps, err := h.m.List(ctx, ada, "box"); err != nil || len(ps) != 0 {
 		t.Errorf("listed once its retention ended: %v, %v", ps, err)
 	}
@@ -158,8 +141,9 @@ func TestRetention(t *testing.T) {
 // TestTimesHaveMilliseconds: started_at and ended_at are written with exactly milliseconds,
 // in UTC, like every time hangar answers with.
 func TestTimesHaveMilliseconds(t *testing.T) {
-	clock := &fakeNow{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600))}
-	h := newHarness(t, Config{Now: clock.now})
+	clock := quartz.NewMock(t)
+	clock.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)))
+	h := newHarness(t, Config{Clock: clock})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	info, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "true"})
@@ -175,7 +159,7 @@ func TestTimesHaveMilliseconds(t *testing.T) {
 			t.Errorf("%s has no %s", b, want)
 		}
 	}
-	running, _ := json.Marshal(Info{StartedAt: clock.now().Add(120 * time.Millisecond)})
+	running, _ := json.Marshal(Info{StartedAt: clock.Now().Add(120 * time.Millisecond)})
 	if !regexp.MustCompile(`"started_at":"2026-01-02T02:04:05.120Z"`).Match(running) || strings.Contains(string(running), "ended_at") {
 		t.Errorf("a running process: %s", running)
 	}
@@ -409,5 +393,45 @@ func TestPolledThroughManager(t *testing.T) {
 	h.streams.EndToken(ada.TokenID)
 	if end := h.waitEndIn(ctx, t, ada, "plain", long.ID); !strings.Contains(end.Status, "revoked") {
 		t.Errorf("after the revocation: %+v", end)
+	}
+}
+
+// TestKillGraceByClock: kill sends SIGTERM, and SIGKILL once KillGrace has passed on the
+// manager's clock; a process that ignores SIGTERM runs until the clock gets there.
+func TestKillGraceByClock(t *testing.T) {
+	clock := quartz.NewMock(t)
+	kills := clock.Trap().NewTimer("process", "kill")
+	defer kills.Close()
+	h := newHarness(t, Config{KillGrace: 3 * time.Second, Clock: clock})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	info, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "trap '' TERM; echo ready; while :; do sleep 0.01; done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		out, _, err := h.m.Read(ctx, ada, "box", info.ID, 0)
+		if err != nil || ctx.Err() != nil {
+			t.Fatalf("no output: %v", err)
+		}
+		if len(out.Data) > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := h.m.Kill(ctx, ada, "box", info.ID); err != nil {
+		t.Fatal(err)
+	}
+	call := kills.MustWait(ctx)
+	if call.Duration != 3*time.Second {
+		t.Errorf("SIGKILL after %s, want KillGrace (3s)", call.Duration)
+	}
+	call.MustRelease(ctx)
+	if i, err := h.m.Get(ctx, ada, "box", info.ID); err != nil || i.State != StateRunning {
+		t.Fatalf("before the grace ended: %+v, %v; want running (it ignores SIGTERM)", i, err)
+	}
+	clock.Advance(3 * time.Second).MustWait(ctx)
+	if i := h.waitEnd(ctx, t, ada, info.ID); i.State != StateExited {
+		t.Errorf("after the grace: %+v, want exited", i)
 	}
 }

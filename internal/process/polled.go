@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
@@ -38,8 +39,10 @@ type polledFollower struct {
 	log  *slog.Logger
 	pr   *proc
 	end  ender
-	// pollAttached and pollIdle are how often the output is read, with and without attachments.
+	// pollAttached and pollIdle are how often the output is read, with and without attachments,
+	// timed by clock.
 	pollAttached, pollIdle time.Duration
+	clock                  quartz.Clock
 
 	wake chan struct{} // capacity 1: poll now
 	// read is how much of the output file was read: the ring's end, plus the start of a
@@ -53,7 +56,7 @@ func (m *Manager) startPolled(ctx context.Context, sb store.Sandbox, pr *proc) (
 	exec := func(ctx context.Context, script string) (sandbox.ExecResult, error) {
 		return m.cfg.Sandboxes.ExecStream(ctx, sb, sandbox.ExecRequest{Command: script, Timeout: time.Minute}, nil)
 	}
-	f := &polledFollower{exec: exec, log: m.log, pr: pr, end: m.ender(pr), pollAttached: m.cfg.PollAttached, pollIdle: m.cfg.PollIdle,
+	f := &polledFollower{exec: exec, log: m.log, pr: pr, end: m.ender(pr), pollAttached: m.cfg.PollAttached, pollIdle: m.cfg.PollIdle, clock: m.cfg.Clock,
 		wake: make(chan struct{}, 1)}
 	if err := f.start(ctx); err != nil {
 		return nil, fmt.Errorf("start process in sandbox %s: %w", sb.Name, err)
@@ -88,7 +91,7 @@ func (f *polledFollower) attached() {
 }
 
 func (f *polledFollower) follow(ctx context.Context) {
-	t := time.NewTimer(0)
+	t := f.clock.NewTimer(0, "process", "poll")
 	defer t.Stop()
 	for {
 		select {
@@ -104,7 +107,7 @@ func (f *polledFollower) follow(ctx context.Context) {
 		if f.pr.attachments() > 0 {
 			every = f.pollAttached
 		}
-		t.Reset(every)
+		t.Reset(every, "process", "poll")
 	}
 }
 

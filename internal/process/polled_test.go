@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -41,7 +43,7 @@ func newPolled(exec execFunc, cmd string) (*polledFollower, *endRecorder) {
 	pr := newProc(1 << 10)
 	pr.id, pr.sandbox, pr.command, pr.cwd = "p_polled", "plain", cmd, "/"
 	rec := &endRecorder{pr: pr}
-	return &polledFollower{exec: exec, log: slog.Default(), pr: pr, end: rec.end, pollAttached: time.Millisecond, pollIdle: time.Millisecond,
+	return &polledFollower{exec: exec, log: slog.Default(), pr: pr, end: rec.end, pollAttached: time.Millisecond, pollIdle: time.Millisecond, clock: quartz.NewReal(),
 		wake: make(chan struct{}, 1)}, rec
 }
 
@@ -171,4 +173,57 @@ func TestPolledFollowerWholeRunes(t *testing.T) {
 	if string(all) != "café!\xe2\x82" {
 		t.Errorf("the attachment got %q", all)
 	}
+}
+
+// TestPolledFollowerPollsByClock: after its first read a polled follower reads again every
+// pollIdle by its clock, and not before: the process's end is seen only once the clock moves.
+func TestPolledFollowerPollsByClock(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	clock := quartz.NewMock(t)
+	resets := clock.Trap().TimerReset("process", "poll")
+	defer resets.Close()
+	gate := filepath.Join(t.TempDir(), "go")
+	f, rec := newPolled(localExec(t.TempDir()), "while [ ! -e "+gate+" ]; do sleep 0.01; done; echo done")
+	f.clock, f.pollIdle, f.pollAttached = clock, 5*time.Second, time.Second
+	if err := f.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	followed := make(chan struct{})
+	go func() { defer close(followed); f.follow(ctx) }()
+	// The first read, at once, finds it running: the next is pollIdle away.
+	call := resets.MustWait(ctx)
+	if call.Duration != 5*time.Second {
+		t.Errorf("the next read is %s away, want pollIdle (5s)", call.Duration)
+	}
+	call.MustRelease(ctx)
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for reads := 1; ; reads++ {
+		// Only the clock moving makes it read again; each read until the end resets the timer.
+		clock.Advance(5 * time.Second).MustWait(ctx)
+		select {
+		case <-followed:
+			if rec.calls != 1 || rec.state != StateExited || rec.exit.Code != 0 {
+				t.Errorf("ended %d times, last %s %+v", rec.calls, rec.state, rec.exit)
+			}
+			return
+		case call := <-resetCalls(ctx, resets):
+			call.MustRelease(ctx)
+		case <-ctx.Done():
+			t.Fatalf("still following after %d reads", reads)
+		}
+	}
+}
+
+// resetCalls delivers the next trapped timer reset.
+func resetCalls(ctx context.Context, trap *quartz.Trap) <-chan *quartz.Call {
+	c := make(chan *quartz.Call, 1)
+	go func() {
+		if call, err := trap.Wait(ctx); err == nil {
+			c <- call
+		}
+	}()
+	return c
 }

@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/sandbox"
@@ -91,8 +92,9 @@ type Config struct {
 	// PollAttached and PollIdle are how often a process without a daemon has its output read:
 	// while someone is attached, and otherwise. Defaults 500ms and 5s.
 	PollAttached, PollIdle time.Duration
-	// Now is the clock for retention and the times of processes. Default time.Now.
-	Now func() time.Time
+	// Clock is the one clock of the manager: the times of processes, retention, the kill
+	// grace, polling and reconnecting. Default the real clock.
+	Clock quartz.Clock
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -142,8 +144,8 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.ReconnectMax < cfg.ReconnectMin {
 		cfg.ReconnectMax = max(30*time.Second, cfg.ReconnectMin)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = quartz.NewReal()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -373,7 +375,7 @@ func (m *Manager) lookup(p auth.Principal, sb store.Sandbox, id string) (*proc, 
 
 // prune forgets processes that exited more than Retention ago.
 func (m *Manager) prune() {
-	cutoff := m.cfg.Now().Add(-m.cfg.Retention)
+	cutoff := m.cfg.Clock.Now().Add(-m.cfg.Retention)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, pr := range m.procs {
@@ -441,7 +443,7 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 	id := newID()
 	pr := newProc(m.cfg.RingBytes)
 	pr.id, pr.owner, pr.user, pr.sandbox, pr.tag = id, p.TokenID, p.User, sb.Name, m.tag(p.TokenID, sb.Name, id)
-	pr.command, pr.cwd, pr.started, pr.daemon, pr.pty = req.Command, req.Cwd, m.cfg.Now(), sb.DaemonURL != "", req.PTY != nil
+	pr.command, pr.cwd, pr.started, pr.daemon, pr.pty = req.Command, req.Cwd, m.cfg.Clock.Now(), sb.DaemonURL != "", req.PTY != nil
 	if pr.pty && !pr.daemon {
 		return Info{}, fmt.Errorf("%w: a terminal needs the sandbox's daemon, and %s has none", ErrNeedsDaemon, sb.Name)
 	}

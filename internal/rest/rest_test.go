@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hangar-dev/hangar/internal/auth"
@@ -89,6 +90,17 @@ func (e *env) clock() time.Time {
 	defer e.mu.Unlock()
 	return e.now
 }
+
+// settableClock is the real clock, except that its time is the env's: timers run in real
+// time, while what a test sets as now is what retention and stamps see.
+type settableClock struct {
+	quartz.Clock
+	e *env
+}
+
+func (c settableClock) Now(...string) time.Time                      { return c.e.clock() }
+func (c settableClock) Since(t time.Time, _ ...string) time.Duration { return c.e.clock().Sub(t) }
+func (c settableClock) Until(t time.Time, _ ...string) time.Duration { return t.Sub(c.e.clock()) }
 
 func (e *env) setNow(t time.Time) {
 	e.mu.Lock()
@@ -165,7 +177,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 		sandboxes.Close()
 	})
 	e.procs, err = process.New(process.Config{Sandboxes: sandboxes, Streams: e.streams, Secret: []byte(strings.Repeat("k", 32)),
-		MaxPerToken: maxProcs, Now: e.clock, KillGrace: 3 * time.Second, PollAttached: 100 * time.Millisecond, PollIdle: time.Second})
+		MaxPerToken: maxProcs, Clock: settableClock{quartz.NewReal(), e}, KillGrace: 3 * time.Second, PollAttached: 100 * time.Millisecond, PollIdle: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
