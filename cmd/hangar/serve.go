@@ -35,6 +35,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
+	"github.com/hangar-dev/hangar/internal/watch"
 )
 
 // adminTokenFile is the file in the data dir that holds the first admin token.
@@ -183,7 +184,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	go func() { mcpHandler.Run(rechecks); close(mcpRechecked) }()
 	defer func() { stopRechecks(); <-mcpRechecked }()
 
-	srv := rest.New(rest.Config{Auth: authn, Ready: st.Ping, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MCP: mcpHandler})
+	srv := rest.New(rest.Config{Auth: authn, Ready: st.Ping, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MCP: mcpHandler})
 	if cfg.PprofListen != "" {
 		stopPprof, err := servePprof(cfg.PprofListen, log)
 		if err != nil {
@@ -208,6 +209,7 @@ type domain struct {
 	sandboxes *sandbox.Manager
 	processes *process.Manager
 	turns     *turns.Service
+	watches   *watch.Service
 }
 
 // startDomain sets up the sandboxes, the processes in them and the sessions' turns, and brings
@@ -246,7 +248,8 @@ func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams
 		closeSandboxes()
 		return d, nil, err
 	}
-	return domain{sandboxes, processes, ts}, func() { stopTurns(); processes.Close(); closeSandboxes() }, nil
+	watches := watch.New(watch.Config{Sandboxes: sandboxes, Streams: streams, MaxPerToken: cfg.Stream.WatchMaxPerToken, Clock: clock, Logger: log})
+	return domain{sandboxes, processes, ts, watches}, func() { watches.Close(); stopTurns(); processes.Close(); closeSandboxes() }, nil
 }
 
 // startTurns starts the sessions' turns service: running turns are watched again, and old

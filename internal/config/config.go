@@ -99,6 +99,9 @@ type Stream struct {
 	// BackgroundMaxPerToken is how many background processes one token may have running.
 	// Default 16.
 	BackgroundMaxPerToken int
+	// WatchMaxPerToken is how many directory watches one token may hold (REST streams and MCP
+	// subscriptions). Default 8.
+	WatchMaxPerToken int
 	// RecheckSeconds is how often open streams check that their token is still valid. Default 5.
 	RecheckSeconds int
 	// QueueBytes bounds what may wait in one stream's queue for its client: output that
@@ -135,6 +138,7 @@ func Default() Config {
 			BytesPerSecond:        1 << 20,
 			MaxBytes:              64 << 20,
 			BackgroundMaxPerToken: 16,
+			WatchMaxPerToken:      8,
 			RecheckSeconds:        5,
 			QueueBytes:            16 << 20,
 		},

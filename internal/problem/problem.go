@@ -16,6 +16,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
+	"github.com/hangar-dev/hangar/internal/watch"
 )
 
 // Code is the machine-readable kind of a problem (REST's error.code).
@@ -104,6 +105,9 @@ var table = []entry{
 	{match: is(turns.ErrNotFound), code: CodeNotFound, message: "There is no such session, turn or job, or it is not yours."},
 	{match: is(turns.ErrConflict), code: CodeConflict, message: "That conflicts with the session's state: a turn is running, or the name is taken."},
 	{match: is(turns.ErrInvalid), code: CodeBadRequest, message: "The request is not valid."},
+	{match: is(watch.ErrInvalid), code: CodeBadRequest, message: "The watch request is not valid."},
+	{match: is(watch.ErrNeedsDaemon), code: CodeConflict, message: "Watching a directory needs the sandbox's daemon, which it does not have."},
+	{match: is(watch.ErrDaemonLimit), code: CodeLimit, message: "The sandbox's daemon watches as many directories as it allows; end a watch first."},
 	{match: is(sandbox.ErrNotFound), code: CodeNotFound, message: "There is no such sandbox, or this token may not use it."},
 	{match: is(sandbox.ErrConflict), code: CodeConflict, message: "That sandbox name is taken."},
 	{match: is(provider.ErrImageMissing), say: func(err error) *Problem { return New(CodeBadRequest, imageMissing(err), err) }},

@@ -31,6 +31,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
+	"github.com/hangar-dev/hangar/internal/watch"
 )
 
 // hangarBin is a static hangar binary, run as the local sandboxes' daemon and mounted into
@@ -58,9 +59,10 @@ type env struct {
 
 	store      store.Store
 	turns      *turns.Service
-	withMCP    bool // serve /mcp too
-	maxStreams int  // 0: 4 per token, 6 in all; else this many of each
-	maxProcs   int  // 0: 3 background processes per token
+	watches    *watch.Service // two watches per token
+	withMCP    bool           // serve /mcp too
+	maxStreams int            // 0: 4 per token, 6 in all; else this many of each
+	maxProcs   int            // 0: 3 background processes per token
 	logs       logBuffer
 }
 
@@ -189,8 +191,10 @@ func newEnv(t *testing.T, opts ...option) *env {
 	e.turns = turns.New(turns.Config{Store: s, Streams: e.streams, Sandboxes: turns.FromManager(sandboxes), HarnessBinary: turns.HarnessBinaries(hangarBin),
 		RunRoot: filepath.Join(e.dir, "turns"), PollInterval: 20 * time.Millisecond, Follow: true})
 	t.Cleanup(e.turns.Close)
+	e.watches = watch.New(watch.Config{Sandboxes: sandboxes, Streams: e.streams, MaxPerToken: 2})
+	t.Cleanup(e.watches.Close)
 	cfg := rest.Config{Auth: a, Ready: s.Ping, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: e.reg, MaxBodyBytes: 4096, Now: e.clock,
-		Logger: slog.New(slog.NewTextHandler(&e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Turns: e.turns}
+		Logger: slog.New(slog.NewTextHandler(&e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Turns: e.turns, Watches: e.watches}
 	if mcpHandler != nil {
 		cfg.MCP = mcpHandler
 	}

@@ -59,6 +59,9 @@ func (a *api) sandboxRoutes(r chi.Router) {
 		r.Post("/exec", a.execSandbox)
 		r.Post("/exec/stream", a.execStream)
 		r.Route("/processes", a.processRoutes)
+		if a.Watches != nil {
+			r.Get("/watch", a.watchStream)
+		}
 	})
 }
 

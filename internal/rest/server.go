@@ -22,6 +22,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
+	"github.com/hangar-dev/hangar/internal/watch"
 )
 
 // Config configures the REST server.
@@ -38,6 +39,8 @@ type Config struct {
 	Processes *process.Manager
 	// Turns, when set, serves /api/sessions and /api/jobs.
 	Turns *turns.Service
+	// Watches, when set, serves GET /api/sandboxes/{ref}/watch.
+	Watches *watch.Service
 	// MCP, when set, is served at /mcp (it does its own bearer-token auth).
 	MCP http.Handler
 	// Registry is served at /metrics; the server adds its HTTP metrics to it. Required.

@@ -1,0 +1,261 @@
+// Package watch watches directories in sandboxes through their daemons (envd's WatchDir,
+// inotify) for the clients that ask: one daemon watch per sandbox, directory and depth, shared
+// by all who watch it and stopped when the last one leaves. It keeps each watch's latest
+// events, numbered, so a reader can ask for just the new ones, and opens them as streams
+// (kind watch) that a transport renders.
+package watch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/quartz"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/envd"
+	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/stream"
+)
+
+// Errors; a transport maps them with internal/problem.
+var (
+	// ErrInvalid: the path is empty, not there, or not a directory.
+	ErrInvalid = errors.New("invalid watch")
+	// ErrNeedsDaemon: the sandbox has no daemon to watch with.
+	ErrNeedsDaemon = errors.New("watching a directory needs the sandbox's daemon")
+	// ErrDaemonLimit: the sandbox's daemon holds as many watches as it allows.
+	ErrDaemonLimit = errors.New("the sandbox's daemon watches as many directories as it allows")
+)
+
+// LimitSetting names the per-token limit of watches in a refusal.
+const LimitSetting = "HANGAR_WATCH_MAX_PER_TOKEN"
+
+// Config configures a Service.
+type Config struct {
+	// Sandboxes resolves sandboxes and their daemons. Required.
+	Sandboxes *sandbox.Manager
+	// Streams admits watch streams. Required for Stream.
+	Streams *stream.Registry
+	// MaxPerToken is how many watches one token may hold open (streams and subscriptions).
+	// Default 8.
+	MaxPerToken int
+	// Keep is how many events a watch keeps for readers. Default 200.
+	Keep int
+	// Clock stamps events. Default the real clock.
+	Clock quartz.Clock
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Event is one change under a watched directory.
+type Event struct {
+	Seq  int64
+	TS   time.Time
+	Name string // relative to the watched directory
+	Type string // create, write, remove, rename or chmod
+}
+
+// MarshalJSON writes the event as the API shows it: {seq, ts, name, type}, ts in UTC with
+// milliseconds.
+func (e Event) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Seq  int64  `json:"seq"`
+		TS   string `json:"ts"`
+		Name string `json:"name"`
+		Type string `json:"type"`
+	}{e.Seq, e.TS.UTC().Format("2006-01-02T15:04:05.000Z"), e.Name, e.Type})
+}
+
+// Service holds the open watches. It is safe for concurrent use.
+type Service struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex // guards shared, perToken and closed
+	shared   map[key]*shared
+	perToken map[string]int
+	closed   bool
+
+	ctx    context.Context // the root of every daemon watch; Close cancels it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // daemon readers and stream feeders
+}
+
+// key is what makes two watches one: the same sandbox instance (a re-created sandbox of the
+// same name is another), directory and depth.
+type key struct {
+	sandbox   string
+	created   time.Time
+	dir       string
+	recursive bool
+}
+
+// New returns a Service. Close it when the server stops.
+func New(cfg Config) *Service {
+	if cfg.MaxPerToken <= 0 {
+		cfg.MaxPerToken = 8
+	}
+	if cfg.Keep <= 0 {
+		cfg.Keep = 200
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = quartz.NewReal()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Service{cfg: cfg, log: cfg.Logger, shared: map[key]*shared{}, perToken: map[string]int{}, ctx: ctx, cancel: cancel}
+}
+
+// Close stops every daemon watch and waits for the goroutines; open streams end (shutdown).
+func (s *Service) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+}
+
+// Watch is one client's hold on a shared daemon watch. Close it when done.
+type Watch struct {
+	s    *Service
+	sh   *shared
+	tok  string
+	once sync.Once
+
+	// Sandbox and Dir are what is watched: the sandbox's name and the absolute directory.
+	Sandbox, Dir string
+	Recursive    bool
+}
+
+// Open starts watching dir (absolute, or relative to the sandbox's workdir) in the sandbox
+// ref that p may use, or joins the watch already there. It returns once the daemon's watch is
+// in place, or says why it cannot be: the sandbox is not p's (sandbox.ErrNotFound), has no
+// daemon, the path is not a directory, or p holds MaxPerToken watches already.
+func (s *Service) Open(ctx context.Context, p auth.Principal, ref, dir string, recursive bool) (*Watch, error) {
+	if dir == "" || strings.ContainsRune(dir, 0) {
+		return nil, fmt.Errorf("%w: path must name a directory in the sandbox", ErrInvalid)
+	}
+	sb, err := s.cfg.Sandboxes.Runnable(ctx, p, ref)
+	if err != nil {
+		return nil, err
+	}
+	if sb.DaemonURL == "" {
+		return nil, fmt.Errorf("%w, which sandbox %s does not have", ErrNeedsDaemon, sb.Name)
+	}
+	if !path.IsAbs(dir) {
+		dir = path.Join(sb.Workdir, dir)
+	}
+	k := key{sandbox: sb.Name, created: sb.CreatedAt, dir: path.Clean(dir), recursive: recursive}
+	sh, err := s.join(p.TokenID, k, sb)
+	if err != nil {
+		return nil, err
+	}
+	w := &Watch{s: s, sh: sh, tok: p.TokenID, Sandbox: sb.Name, Dir: k.dir, Recursive: recursive}
+	select {
+	case <-sh.started:
+	case <-ctx.Done():
+		w.Close()
+		return nil, ctx.Err()
+	}
+	if sh.startErr != nil {
+		w.Close()
+		return nil, sh.startErr
+	}
+	return w, nil
+}
+
+// join counts a hold of tok on k's shared watch, starting the watch when it is the first.
+func (s *Service) join(tok string, k key, sb store.Sandbox) (*shared, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, stream.ErrShuttingDown
+	}
+	if tok != "" && s.perToken[tok] >= s.cfg.MaxPerToken {
+		return nil, &stream.LimitError{Setting: LimitSetting, Max: s.cfg.MaxPerToken, RetryAfter: 5 * time.Second}
+	}
+	sh, ok := s.shared[k]
+	if !ok {
+		sh = s.newShared(k)
+		s.shared[k] = sh
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.run(sh, sb)
+		}()
+	}
+	sh.refs++
+	s.perToken[tok]++
+	return sh, nil
+}
+
+// leave drops a hold; the last one stops the daemon's watch.
+func (s *Service) leave(tok string, sh *shared) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perToken[tok]--; s.perToken[tok] <= 0 {
+		delete(s.perToken, tok)
+	}
+	if sh.refs--; sh.refs == 0 {
+		if s.shared[sh.key] == sh {
+			delete(s.shared, sh.key)
+		}
+		sh.cancel()
+	}
+}
+
+// Held is how many watches tok holds, and how many daemon watches are open (for tests).
+func (s *Service) Held(tok string) (token, daemon int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.perToken[tok], len(s.shared)
+}
+
+// Close releases the hold. It is safe to call more than once.
+func (w *Watch) Close() { w.once.Do(func() { w.s.leave(w.tok, w.sh) }) }
+
+// Read returns the kept events after since, and next, the seq to pass as since next time.
+// gap is set when events after since are no longer kept (more than Keep happened since).
+func (w *Watch) Read(since int64) (evs []Event, next int64, gap *Gap) { return w.sh.read(since) }
+
+// Changed returns a channel closed at the next event, or when the watch ends. Take it before
+// Read: a change between the two still closes it.
+func (w *Watch) Changed() <-chan struct{} { return w.sh.changedChan() }
+
+// Err is why the daemon's watch ended (nil while it runs).
+func (w *Watch) Err() error { return w.sh.endErr() }
+
+// Gap says events From..To happened but are no longer kept.
+type Gap struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+}
+
+// startError is what a daemon's refusal to watch means to the client.
+func startError(sb store.Sandbox, dir string, err error) error {
+	var de *envd.Error
+	switch {
+	case errors.Is(err, envd.ErrNotFound):
+		return fmt.Errorf("%w: %s does not exist in sandbox %s", ErrInvalid, dir, sb.Name)
+	case errors.As(err, &de) && errors.Is(err, envd.ErrInvalidArgument):
+		return fmt.Errorf("%w: %s: %s", ErrInvalid, dir, de.Message)
+	case errors.Is(err, envd.ErrInvalidArgument):
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, dir, err)
+	case errors.As(err, &de) && de.Code.String() == "resource_exhausted":
+		return fmt.Errorf("%w: sandbox %s: %s", ErrDaemonLimit, sb.Name, de.Message)
+	case errors.Is(err, envd.ErrUnavailable):
+		return fmt.Errorf("%w: sandbox %s's daemon does not answer", sandbox.ErrUnavailable, sb.Name)
+	default:
+		return fmt.Errorf("watch %s in sandbox %s: %w", dir, sb.Name, err)
+	}
+}
