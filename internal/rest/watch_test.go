@@ -1,9 +1,12 @@
 package rest_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
 )
 
 // TestWatchStream: a directory's changes arrive as SSE messages with id: their seq; a second
@@ -68,5 +71,38 @@ func TestWatchRefused(t *testing.T) {
 	s, r := e.getStream(t, ada, "/api/sandboxes/box/watch?path=/tmp", "")
 	if s != nil || r.status != http.StatusTooManyRequests || !strings.Contains(r.raw, "HANGAR_WATCH_MAX_PER_TOKEN") || r.header.Get("Retry-After") == "" {
 		t.Errorf("a third watch = %d %s, want 429 naming HANGAR_WATCH_MAX_PER_TOKEN with Retry-After", r.status, r.raw)
+	}
+}
+
+// TestWatchInDocker: a watch of a Docker sandbox's workdir, through the container's daemon,
+// sees a file's life, recursively; destroying the sandbox ends the stream saying so.
+func TestWatchInDocker(t *testing.T) {
+	needDocker(t)
+	image, err := dockertest.EnsureImage(context.Background(), dockertest.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "dock", `, "provider": "docker", "image": "`+image+`"`)
+	s, r := e.getStream(t, e.admin, "/api/sandboxes/dock/watch?path=.&recursive=true", "")
+	if s == nil {
+		t.Fatalf("watch = %d %s", r.status, r.raw)
+	}
+	if r := e.do(t, "POST", "/api/sandboxes/dock/exec", e.admin, execBody("mkdir sub && echo hi > sub/f && rm sub/f")); r.status != http.StatusOK {
+		t.Fatalf("exec = %d %s", r.status, r.raw)
+	}
+	var got []string
+	for _, ev := range s.events(t, -1, "remove", "seq") {
+		got = append(got, ev.data["type"].(string)+" "+ev.data["name"].(string))
+	}
+	if want := "create sub,create sub/f,write sub/f,remove sub/f"; strings.Join(got, ",") != want {
+		t.Errorf("events %q, want %q", strings.Join(got, ","), want)
+	}
+	if r := e.do(t, "DELETE", "/api/sandboxes/dock", e.admin, ""); r.status != http.StatusNoContent {
+		t.Fatalf("destroy = %d %s", r.status, r.raw)
+	}
+	end := s.until(t, "close")
+	if reason := end[len(end)-1].data["reason"]; reason != "destroyed" {
+		t.Errorf("the stream closed with %v, want destroyed", reason)
 	}
 }
