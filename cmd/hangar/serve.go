@@ -21,6 +21,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/config"
+	"github.com/hangar-dev/hangar/internal/fleet"
 	"github.com/hangar-dev/hangar/internal/mcp"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/provider"
@@ -184,7 +185,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	go func() { mcpHandler.Run(rechecks); close(mcpRechecked) }()
 	defer func() { stopRechecks(); <-mcpRechecked }()
 
-	srv := rest.New(rest.Config{Auth: authn, Ready: st.Ping, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MCP: mcpHandler})
+	srv := rest.New(rest.Config{Auth: authn, Ready: st.Ping, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MCP: mcpHandler})
 	if cfg.PprofListen != "" {
 		stopPprof, err := servePprof(cfg.PprofListen, log)
 		if err != nil {
@@ -210,6 +211,7 @@ type domain struct {
 	processes *process.Manager
 	turns     *turns.Service
 	watches   *watch.Service
+	fleet     *fleet.Service
 }
 
 // startDomain sets up the sandboxes, the processes in them and the sessions' turns, and brings
@@ -249,7 +251,8 @@ func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams
 		return d, nil, err
 	}
 	watches := watch.New(watch.Config{Sandboxes: sandboxes, Streams: streams, MaxPerToken: cfg.Stream.WatchMaxPerToken, Clock: clock, Logger: log})
-	return domain{sandboxes, processes, ts, watches}, func() { watches.Close(); stopTurns(); processes.Close(); closeSandboxes() }, nil
+	fl := fleet.New(fleet.Config{Store: st, Processes: processes, Streams: streams, Clock: clock, Logger: log})
+	return domain{sandboxes, processes, ts, watches, fl}, func() { fl.Close(); watches.Close(); stopTurns(); processes.Close(); closeSandboxes() }, nil
 }
 
 // startTurns starts the sessions' turns service: running turns are watched again, and old

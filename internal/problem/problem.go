@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/fleet"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
@@ -105,6 +106,8 @@ var table = []entry{
 	{match: is(turns.ErrNotFound), code: CodeNotFound, message: "There is no such session, turn or job, or it is not yours."},
 	{match: is(turns.ErrConflict), code: CodeConflict, message: "That conflicts with the session's state: a turn is running, or the name is taken."},
 	{match: is(turns.ErrInvalid), code: CodeBadRequest, message: "The request is not valid."},
+	{match: is(fleet.ErrTicket), code: CodeUnauthorized, message: "The ticket is not valid: it is unknown, used already or expired; ask for a new one (POST /api/fleet/tickets)."},
+	{match: is(fleet.ErrForbidden), code: CodeForbidden, message: "This token may not see that fleet."},
 	{match: is(watch.ErrInvalid), code: CodeBadRequest, message: "The watch request is not valid."},
 	{match: is(watch.ErrNeedsDaemon), code: CodeConflict, message: "Watching a directory needs the sandbox's daemon, which it does not have."},
 	{match: is(watch.ErrDaemonLimit), code: CodeLimit, message: "The sandbox's daemon watches as many directories as it allows; end a watch first."},

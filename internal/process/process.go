@@ -542,3 +542,19 @@ func (m *Manager) List(ctx context.Context, p auth.Principal, ref string) ([]Inf
 	sort.Slice(out, func(i, j int) bool { return out[i].StartedAt.Before(out[j].StartedAt) })
 	return out, nil
 }
+
+// OfUser lists the processes of every token of user that are still listed (running, or ended
+// within Retention), oldest first: what a person's fleet shows.
+func (m *Manager) OfUser(user string) []Info {
+	m.prune()
+	m.mu.Lock()
+	var out []Info
+	for _, pr := range m.procs {
+		if pr.user == user {
+			out = append(out, pr.info())
+		}
+	}
+	m.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].StartedAt.Before(out[j].StartedAt) })
+	return out
+}

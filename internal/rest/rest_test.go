@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/fleet"
 	hmcp "github.com/hangar-dev/hangar/internal/mcp"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/provider"
@@ -60,6 +61,7 @@ type env struct {
 	store      store.Store
 	turns      *turns.Service
 	watches    *watch.Service // two watches per token
+	fleet      *fleet.Service // polled every 20 ms
 	withMCP    bool           // serve /mcp too
 	maxStreams int            // 0: 4 per token, 6 in all; else this many of each
 	maxProcs   int            // 0: 3 background processes per token
@@ -193,8 +195,10 @@ func newEnv(t *testing.T, opts ...option) *env {
 	t.Cleanup(e.turns.Close)
 	e.watches = watch.New(watch.Config{Sandboxes: sandboxes, Streams: e.streams, MaxPerToken: 2})
 	t.Cleanup(e.watches.Close)
+	e.fleet = fleet.New(fleet.Config{Store: s, Processes: e.procs, Streams: e.streams, Poll: 20 * time.Millisecond, Coalesce: 50 * time.Millisecond})
+	t.Cleanup(e.fleet.Close)
 	cfg := rest.Config{Auth: a, Ready: s.Ping, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: e.reg, MaxBodyBytes: 4096, Now: e.clock,
-		Logger: slog.New(slog.NewTextHandler(&e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Turns: e.turns, Watches: e.watches}
+		Logger: slog.New(slog.NewTextHandler(&e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Turns: e.turns, Watches: e.watches, Fleet: e.fleet}
 	if mcpHandler != nil {
 		cfg.MCP = mcpHandler
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/fleet"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -41,6 +42,8 @@ type Config struct {
 	Turns *turns.Service
 	// Watches, when set, serves GET /api/sandboxes/{ref}/watch.
 	Watches *watch.Service
+	// Fleet, when set, serves /api/fleet, its stream and its tickets.
+	Fleet *fleet.Service
 	// MCP, when set, is served at /mcp (it does its own bearer-token auth).
 	MCP http.Handler
 	// Registry is served at /metrics; the server adds its HTTP metrics to it. Required.
@@ -113,6 +116,9 @@ func New(cfg Config) *Server {
 		r.Route("/sandboxes", a.sandboxRoutes)
 		if cfg.Turns != nil {
 			r.Group(a.turnsRoutes)
+		}
+		if cfg.Fleet != nil {
+			r.Group(a.fleetRoutes)
 		}
 	})
 	s.srv = &http.Server{
@@ -230,6 +236,10 @@ func (a *api) limitBody(next http.Handler) http.Handler {
 func (a *api) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		secret, ok := bearer(r)
+		if !ok && a.Fleet != nil && r.URL.Path == fleetStreamPath && r.URL.Query().Has("ticket") {
+			a.ticketed(next, w, r)
+			return
+		}
 		if !ok {
 			a.writeError(w, r, auth.ErrNoToken)
 			return
@@ -241,6 +251,20 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 	})
+}
+
+// ticketed serves a fleet stream opened with a one-time ticket (a browser's EventSource cannot
+// send a bearer token): as the token that asked for the ticket, if it is still valid.
+func (a *api) ticketed(next http.Handler, w http.ResponseWriter, r *http.Request) {
+	p, err := a.Fleet.RedeemTicket(r.URL.Query().Get("ticket"))
+	if err == nil {
+		err = a.Auth.Check(r.Context(), p)
+	}
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
 }
 
 func bearer(r *http.Request) (string, bool) {

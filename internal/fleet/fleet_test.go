@@ -1,0 +1,340 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/quartz"
+	"go.uber.org/goleak"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/stream"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const waitTimeout = 20 * time.Second
+
+var (
+	ada    = auth.Principal{TokenID: "tok_ada", User: "ada", Scopes: []auth.Scope{auth.ScopeUser}}
+	bob    = auth.Principal{TokenID: "tok_bob", User: "bob", Scopes: []auth.Scope{auth.ScopeUser}}
+	admin  = auth.Principal{TokenID: "tok_root", User: "root", Scopes: []auth.Scope{auth.ScopeAdmin}}
+	jobs   = auth.Principal{TokenID: "tok_jobs", User: "ada", Scopes: []auth.Scope{auth.ScopeJobs}}
+	bound  = auth.Principal{TokenID: "tok_bound", User: "ada", Scopes: []auth.Scope{auth.ScopeUser}, Sandbox: "box"}
+	mcpTok = auth.Principal{TokenID: "tok_mcp", User: "ada", Scopes: []auth.Scope{auth.ScopeMCP}}
+)
+
+// Two real run-log lines: a Claude Code tool call, and its result with the run's cost.
+const (
+	toolCall = `{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"go test ./..."}}]}}`
+	result   = `{"type":"result","subtype":"success","is_error":false,"result":"All green.","total_cost_usd":0.25}`
+)
+
+type env struct {
+	s     *Service
+	st    store.Store
+	clock *quartz.Mock
+	now   time.Time
+}
+
+func newEnv(t *testing.T, cfg Config) *env {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	clock := quartz.NewMock(t)
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	clock.Set(now)
+	streams := stream.New(stream.Config{Clock: clock})
+	cfg.Store, cfg.Streams, cfg.Clock = st, streams, clock
+	s := New(cfg)
+	t.Cleanup(func() { streams.Shutdown(); s.Close() })
+	e := &env{s: s, st: st, clock: clock, now: now}
+	for _, sb := range []store.Sandbox{
+		{Name: "box", Owner: "ada", Provider: "local", State: "running", CreatedAt: now, UpdatedAt: now},
+		{Name: "broke", Owner: "ada", Provider: "local", State: "failed", Reason: "its daemon died", CreatedAt: now, UpdatedAt: now},
+		{Name: "bobs", Owner: "bob", Provider: "local", State: "running", CreatedAt: now, UpdatedAt: now},
+	} {
+		if err := st.CreateSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+// session makes a session of owner in sandbox with one turn in state, and appends lines.
+func (e *env) session(t *testing.T, id, owner, sandbox, state string, lines ...string) store.Turn {
+	t.Helper()
+	ctx := context.Background()
+	if err := e.st.CreateSession(ctx, store.Session{ID: id, Name: "n-" + id, Owner: owner, TokenID: "tok_" + owner, Sandbox: sandbox,
+		Agent: "claude-code", CreatedAt: e.now}); err != nil {
+		t.Fatal(err)
+	}
+	tu := store.Turn{ID: "turn_" + id, SessionID: id, Prompt: "p", State: store.TurnRunning, CreatedAt: e.now, StartedAt: e.now}
+	if err := e.st.CreateTurn(ctx, tu); err != nil {
+		t.Fatal(err)
+	}
+	e.appendLines(t, id, tu.ID, lines...)
+	if state != store.TurnRunning {
+		e.endTurn(t, tu.ID, state)
+	}
+	return tu
+}
+
+func (e *env) appendLines(t *testing.T, session, turn string, lines ...string) {
+	t.Helper()
+	if len(lines) == 0 {
+		return
+	}
+	var evs []store.Event
+	for _, l := range lines {
+		evs = append(evs, store.Event{TurnID: turn, TS: e.clock.Now(), Type: "line", Data: []byte(l)})
+	}
+	if _, err := e.st.AppendEvents(context.Background(), store.EventAppend{SessionID: session, TurnID: turn, ReadPos: -1, Events: evs}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) endTurn(t *testing.T, turn, state string) {
+	t.Helper()
+	if err := e.st.UpdateTurn(context.Background(), store.TurnUpdate{ID: turn, State: state, Reason: "exit status 1", EndedAt: e.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRead: a person's fleet has their sessions and jobs as units, what each did last and
+// cost, the inbox and the summary; nobody else's.
+func TestRead(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	e.session(t, "s1", "ada", "box", store.TurnRunning, toolCall)
+	e.session(t, "s2", "ada", "box", store.TurnDone, toolCall, result)
+	failed := e.session(t, "s3", "ada", "box", store.TurnFailed)
+	jt := e.session(t, "s4", "ada", "box", store.TurnDone, result)
+	if err := e.st.CreateJob(ctx, store.Job{ID: "job_1", TokenID: "tok_jobs", Owner: "ada", Sandbox: "box", SessionID: "s4", TurnID: jt.ID, CreatedAt: e.now}); err != nil {
+		t.Fatal(err)
+	}
+	e.session(t, "b1", "bob", "bobs", store.TurnRunning)
+	f, err := e.s.Read(ctx, ada, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]Unit{}
+	for _, u := range f.Agents {
+		byID[u.ID] = u
+	}
+	if len(f.Agents) != 4 || byID["b1"].ID != "" || byID["s4"].ID != "" {
+		t.Fatalf("units %+v; want s1, s2, s3 and job_1 (not s4 again), none of bob's", f.Agents)
+	}
+	if u := byID["s1"]; u.State != "running" || u.Last == nil || u.Last.Kind != "tool_call" || u.Last.Text != "go test ./..." ||
+		u.SandboxState != "running" || u.Turn == nil || u.Turn.ID != "turn_s1" {
+		t.Errorf("s1 = %+v (last %+v)", u, u.Last)
+	}
+	if u := byID["s2"]; u.State != "done" || u.CostUSD != 0.25 || u.Last.Kind != "result" || u.Last.Text != "All green." {
+		t.Errorf("s2 = %+v (last %+v)", u, u.Last)
+	}
+	if u := byID["job_1"]; u.Kind != "job" || u.State != "done" || u.Name != "n-s4" {
+		t.Errorf("job_1 = %+v", u)
+	}
+	kinds := map[string]string{}
+	for _, it := range f.Inbox {
+		kinds[it.ID] = it.Kind
+	}
+	if kinds["turn_failed:"+failed.ID] != "turn_failed" || kinds["job_finished:job_1"] != "job_finished" || len(f.Inbox) != 3 {
+		t.Errorf("inbox %+v; want s3's failed turn, job_1 finished and the failed sandbox", f.Inbox)
+	}
+	if f.Summary.Agents != 4 || f.Summary.ByState["done"] != 2 || f.Summary.ByState["running"] != 1 || f.Summary.ByState["failed"] != 1 ||
+		f.Summary.CostTodayUSD != 0.5 || f.Summary.Inbox != 3 {
+		t.Errorf("summary %+v", f.Summary)
+	}
+	if b, _ := json.Marshal(f); !strings.Contains(string(b), `"started_at":"2026-11-30T12:00:00.000Z"`) {
+		t.Errorf("times are not hangar's: %s", b)
+	}
+	// Stuck: running with nothing recorded for StuckAfter.
+	e.clock.Advance(10 * time.Minute).MustWait(ctx)
+	f, _ = e.s.Read(ctx, ada, "")
+	if f.Summary.Stuck != 1 {
+		t.Errorf("after 10 quiet minutes: %d stuck, want 1 (s1)", f.Summary.Stuck)
+	}
+}
+
+// TestWhoMaySee: only a person's own token, or an admin, sees a fleet.
+func TestWhoMaySee(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	e.session(t, "s1", "ada", "box", store.TurnRunning)
+	if f, err := e.s.Read(ctx, admin, "ada"); err != nil || len(f.Agents) != 1 || f.User != "ada" {
+		t.Errorf("an admin asking for ada's: %+v, %v", f, err)
+	}
+	for name, c := range map[string]struct {
+		p    auth.Principal
+		user string
+	}{"bob asking for ada's": {bob, "ada"}, "a jobs token": {jobs, ""}, "a bound token": {bound, ""}, "an mcp token": {mcpTok, ""}} {
+		if _, err := e.s.Read(ctx, c.p, c.user); !errors.Is(err, ErrForbidden) {
+			t.Errorf("%s: %v, want ErrForbidden", name, err)
+		}
+		if _, err := e.s.IssueTicket(c.p); c.user == "" && !errors.Is(err, ErrForbidden) {
+			t.Errorf("%s asking for a ticket: %v, want ErrForbidden", name, err)
+		}
+	}
+}
+
+// TestTickets: a ticket is used once, within its TTL, and carries only its person.
+func TestTickets(t *testing.T) {
+	e := newEnv(t, Config{TicketTTL: time.Minute})
+	ctx := context.Background()
+	tk, err := e.s.IssueTicket(admin)
+	if err != nil || !strings.HasPrefix(tk.Ticket, "hft_") {
+		t.Fatalf("ticket %+v, %v", tk, err)
+	}
+	p, err := e.s.RedeemTicket(tk.Ticket)
+	if err != nil || p.TokenID != admin.TokenID || p.User != "root" || p.IsAdmin() {
+		t.Errorf("redeemed %+v, %v; want root's token, without admin", p, err)
+	}
+	if _, err := e.s.RedeemTicket(tk.Ticket); !errors.Is(err, ErrTicket) {
+		t.Errorf("a second use: %v, want ErrTicket", err)
+	}
+	if _, err := e.s.RedeemTicket("hft_forged"); !errors.Is(err, ErrTicket) {
+		t.Errorf("a forged ticket: %v, want ErrTicket", err)
+	}
+	late, _ := e.s.IssueTicket(ada)
+	e.clock.Advance(time.Minute).MustWait(ctx)
+	if _, err := e.s.RedeemTicket(late.Ticket); !errors.Is(err, ErrTicket) {
+		t.Errorf("a ticket a minute old: %v, want ErrTicket", err)
+	}
+}
+
+// next returns what st holds now, without waiting.
+func next(t *testing.T, st *stream.Stream) []stream.Item {
+	t.Helper()
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	items, err := st.Next(done, 0)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	return items
+}
+
+// poll lets the feed read the fleet once more: the clock moves to its next poll, and the
+// feed has sent what changed once it waits for the one after.
+func (e *env) poll(ctx context.Context, t *testing.T, polls *quartz.Trap) {
+	t.Helper()
+	e.clock.Advance(time.Second).MustWait(ctx)
+	polls.MustWait(ctx).MustRelease(ctx)
+}
+
+// TestStream: a snapshot first; then a unit's change at once, a second within Coalesce only
+// when its window has passed (the latest state); a deleted session's gone; the inbox and
+// summary when they change.
+func TestStream(t *testing.T) {
+	e := newEnv(t, Config{Poll: time.Second, Coalesce: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	polls := e.clock.Trap().NewTimer("fleet", "poll")
+	defer polls.Close()
+	tu := e.session(t, "s1", "ada", "box", store.TurnRunning)
+	e.session(t, "s2", "ada", "box", store.TurnRunning)
+	st, err := e.s.Stream(ctx, ada, "", 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	polls.MustWait(ctx).MustRelease(ctx)
+	items := next(t, st)
+	if len(items) != 1 || items[0].Event != EventSnapshot || !strings.Contains(string(items[0].Data), `"id":"s1"`) {
+		t.Fatalf("first %+v, want one snapshot with s1", items)
+	}
+	e.appendLines(t, "s1", tu.ID, toolCall)
+	e.poll(ctx, t, polls)
+	items = next(t, st)
+	if len(items) != 1 || items[0].Event != EventAgent || !strings.Contains(string(items[0].Data), `"text":"go test ./..."`) {
+		t.Fatalf("after a tool call: %+v, want one agent event with it", items)
+	}
+	e.appendLines(t, "s1", tu.ID, result)
+	e.poll(ctx, t, polls) // 1 s after the last agent event: the unit is held back, not the summary
+	if items := next(t, st); len(items) != 1 || items[0].Event != EventSummary || !strings.Contains(string(items[0].Data), `"cost_today_usd":0.25`) {
+		t.Fatalf("a second change within 2 s: %+v, want only the summary (its cost) yet", items)
+	}
+	e.endTurn(t, tu.ID, store.TurnFailed)
+	e.poll(ctx, t, polls) // 2 s: the latest state goes out, with the inbox and summary it changed
+	items = next(t, st)
+	var events []string
+	for _, it := range items {
+		events = append(events, it.Event)
+	}
+	if strings.Join(events, ",") != "agent,inbox,summary" || !strings.Contains(string(items[0].Data), `"state":"failed"`) {
+		t.Fatalf("after the window: %v %s, want agent (failed), inbox, summary", events, items[0].Data)
+	}
+	if err := e.st.DeleteSession(ctx, "s2"); err != nil {
+		t.Fatal(err)
+	}
+	e.poll(ctx, t, polls)
+	items = next(t, st)
+	if len(items) < 1 || items[0].Event != EventGone || string(items[0].Data) != `{"id":"s2"}` {
+		t.Fatalf("after a delete: %+v, want gone s2 first", items)
+	}
+}
+
+// TestResume: a client that reconnects with the id of the last event it saw gets exactly what
+// came after; one whose id is no longer kept, or not this server's, gets a snapshot that says so.
+func TestResume(t *testing.T) {
+	e := newEnv(t, Config{Poll: time.Second, Coalesce: time.Second, Retention: 5 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	polls := e.clock.Trap().NewTimer("fleet", "poll")
+	defer polls.Close()
+	tu := e.session(t, "s1", "ada", "box", store.TurnRunning)
+	first, err := e.s.Stream(ctx, ada, "", 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	polls.MustWait(ctx).MustRelease(ctx)
+	snap := next(t, first)[0]
+	e.appendLines(t, "s1", tu.ID, toolCall)
+	e.poll(ctx, t, polls)
+	seen := next(t, first)[0]
+	e.appendLines(t, "s1", tu.ID, result)
+	e.poll(ctx, t, polls)
+	missed := next(t, first) // the unit and the summary (its cost)
+	if len(missed) != 2 {
+		t.Fatalf("after a result: %+v, want the unit and the summary", missed)
+	}
+
+	open := func(since string) []stream.Item {
+		t.Helper()
+		n, _ := json.Number(since).Int64()
+		st, err := e.s.Stream(ctx, ada, "", n, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		return next(t, st)
+	}
+	if got := open(seen.ID); len(got) != 2 || got[0].ID != missed[0].ID || got[1].ID != missed[1].ID {
+		t.Errorf("resumed after %s: %+v, want %s and %s", seen.ID, got, missed[0].ID, missed[1].ID)
+	}
+	if got := open(snap.ID); len(got) != 3 || got[0].ID != seen.ID {
+		t.Errorf("resumed after the snapshot: %d items, want the 3 changes since", len(got))
+	}
+	if got := open("12"); len(got) != 1 || got[0].Event != EventSnapshot || !strings.Contains(string(got[0].Data), `"reset":"Last-Event-ID 12 is not among`) {
+		t.Errorf("an id not this server's: %+v, want a snapshot saying so", got)
+	}
+	for range 6 { // past Retention: the changes are no longer kept
+		e.poll(ctx, t, polls)
+	}
+	next(t, first)
+	if got := open(seen.ID); len(got) != 1 || got[0].Event != EventSnapshot || !strings.Contains(string(got[0].Data), `"reset"`) {
+		t.Errorf("an id older than what is kept: %+v, want a snapshot saying so", got)
+	}
+}

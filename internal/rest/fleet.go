@@ -1,0 +1,49 @@
+package rest
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/hangar-dev/hangar/internal/stream"
+)
+
+// fleetStreamPath is the one route a fleet ticket opens.
+const fleetStreamPath = "/api/fleet/stream"
+
+func (a *api) fleetRoutes(r chi.Router) {
+	r.Get("/fleet", a.getFleet)
+	r.Get("/fleet/stream", a.fleetStream)
+	r.Post("/fleet/tickets", a.fleetTicket)
+}
+
+// getFleet is GET /api/fleet[?user=]: a person's agents, inbox and summary (another person's
+// for an admin).
+func (a *api) getFleet(w http.ResponseWriter, r *http.Request) {
+	f, err := a.Fleet.Read(r.Context(), principal(r), r.URL.Query().Get("user"))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, f)
+}
+
+// fleetStream is GET /api/fleet/stream[?user=][&ticket=]: the fleet as SSE, a snapshot then
+// its changes; Last-Event-ID (or since) resumes.
+func (a *api) fleetStream(w http.ResponseWriter, r *http.Request) {
+	resume := r.Header.Get("Last-Event-ID") != "" || r.URL.Query().Get("since") != ""
+	a.eventStream(w, r, func(since int64) (*stream.Stream, error) {
+		return a.Fleet.Stream(r.Context(), principal(r), r.URL.Query().Get("user"), since, resume)
+	})
+}
+
+// fleetTicket is POST /api/fleet/tickets: a one-time ticket, valid for a minute, that opens
+// the caller's own fleet stream from a browser (GET /api/fleet/stream?ticket=...).
+func (a *api) fleetTicket(w http.ResponseWriter, r *http.Request) {
+	t, err := a.Fleet.IssueTicket(principal(r))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, t)
+}

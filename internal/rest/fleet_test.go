@@ -1,0 +1,83 @@
+package rest_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestFleetOverHTTP: a person's fleet read once and followed live by a browser's way in (a
+// one-time ticket, no Authorization header): a session appears, its turn runs and ends; a
+// ticket works once; another person's ticket never shows it; revoking the token ends the stream.
+func TestFleetOverHTTP(t *testing.T) {
+	e := newEnv(t)
+	adaID, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
+	_, bob := e.newToken(t, e.admin, `{"user": "bob", "scopes": ["user"]}`)
+	_, jobs := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["jobs"]}`)
+	e.sandbox(t, ada, "box", "")
+	if r := e.do(t, "POST", "/api/sessions", ada, `{"name": "s1", "sandbox": "box", "agent": "command"}`); r.status != http.StatusCreated {
+		t.Fatalf("POST /api/sessions = %d %s", r.status, r.raw)
+	}
+	r := e.do(t, "GET", "/api/fleet", ada, "")
+	if agents, _ := r.body["agents"].([]any); r.status != http.StatusOK || len(agents) != 1 || agents[0].(map[string]any)["name"] != "s1" {
+		t.Fatalf("GET /api/fleet = %d %s", r.status, r.raw)
+	}
+	if r := e.do(t, "GET", "/api/fleet?user=ada", bob, ""); r.status != http.StatusForbidden {
+		t.Errorf("bob asking for ada's fleet = %d %s, want 403", r.status, r.raw)
+	}
+	if r := e.do(t, "POST", "/api/fleet/tickets", jobs, ""); r.status != http.StatusForbidden {
+		t.Errorf("a jobs token asking for a ticket = %d %s, want 403", r.status, r.raw)
+	}
+	ticket := func(tok string) string {
+		r := e.do(t, "POST", "/api/fleet/tickets", tok, "")
+		if r.status != http.StatusCreated {
+			t.Fatalf("POST /api/fleet/tickets = %d %s", r.status, r.raw)
+		}
+		return r.body["ticket"].(string)
+	}
+	tk := ticket(ada)
+	s, r := e.getStream(t, "", "/api/fleet/stream?ticket="+tk, "")
+	if s == nil {
+		t.Fatalf("stream with a ticket = %d %s", r.status, r.raw)
+	}
+	if snap, err := s.next(); err != nil || snap.name != "snapshot" || !strings.Contains(snapJSON(snap), `"name":"s1"`) {
+		t.Fatalf("first event %v %v, want a snapshot with s1", snap, err)
+	}
+	if s2, r := e.getStream(t, "", "/api/fleet/stream?ticket="+tk, ""); s2 != nil || r.status != http.StatusUnauthorized || !strings.Contains(r.raw, "ticket") {
+		t.Errorf("the ticket again = %d %s, want 401 about the ticket", r.status, r.raw)
+	}
+	if s2, r := e.getStream(t, "", "/api/fleet/stream?ticket=hft_forged", ""); s2 != nil || r.status != http.StatusUnauthorized {
+		t.Errorf("a forged ticket = %d %s, want 401", r.status, r.raw)
+	}
+	bobs, _ := e.getStream(t, "", "/api/fleet/stream?ticket="+ticket(bob), "")
+	if snap, err := bobs.next(); err != nil || strings.Contains(snapJSON(snap), "s1") {
+		t.Errorf("bob's fleet: %v %v, want it without ada's s1", snap, err)
+	}
+	if r := e.do(t, "POST", "/api/sessions/s1/turns", ada, `{"prompt": "echo '{\"type\":\"hello\"}'"}`); r.status != http.StatusAccepted {
+		t.Fatalf("POST turns = %d %s", r.status, r.raw)
+	}
+	for {
+		ev, err := s.next()
+		if err != nil {
+			t.Fatalf("waiting for s1's turn to end: %v", err)
+		}
+		if ev.name == "agent" && ev.data["state"] == "done" {
+			break
+		}
+	}
+	if r := e.do(t, "DELETE", "/api/tokens/"+adaID, e.admin, ""); r.status != http.StatusNoContent {
+		t.Fatalf("revoke = %d %s", r.status, r.raw)
+	}
+	end := s.until(t, "close")
+	if reason := end[len(end)-1].data["reason"]; reason != "revoked" {
+		t.Errorf("after revocation the stream closed with %v, want revoked", reason)
+	}
+}
+
+func snapJSON(ev sseEvent) string {
+	var b strings.Builder
+	for _, a := range ev.data["agents"].([]any) {
+		b.WriteString(`"name":"` + a.(map[string]any)["name"].(string) + `",`)
+	}
+	return b.String()
+}
