@@ -409,6 +409,7 @@ func TestKillGraceByClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { h.client(t).Signal(context.Background(), envdByTag(h, info.ID), envd.SIGKILL) }) // even if the test fails
 	for {
 		out, _, err := h.m.Read(ctx, ada, "box", info.ID, 0)
 		if err != nil || ctx.Err() != nil {

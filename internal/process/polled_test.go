@@ -184,6 +184,7 @@ func TestPolledFollowerPollsByClock(t *testing.T) {
 	resets := clock.Trap().TimerReset("process", "poll")
 	defer resets.Close()
 	gate := filepath.Join(t.TempDir(), "go")
+	t.Cleanup(func() { os.WriteFile(gate, nil, 0o600) }) // a failed test leaves no process waiting
 	f, rec := newPolled(localExec(t.TempDir()), "while [ ! -e "+gate+" ]; do sleep 0.01; done; echo done")
 	f.clock, f.pollIdle, f.pollAttached = clock, 5*time.Second, time.Second
 	if err := f.start(ctx); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
 	"github.com/hangar-dev/hangar/internal/watch"
+	"github.com/hangar-dev/hangar/internal/web"
 )
 
 // Config configures the REST server.
@@ -106,6 +107,10 @@ func New(cfg Config) *Server {
 	r.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	if cfg.MCP != nil {
 		r.Handle("/mcp", cfg.MCP)
+	}
+	if cfg.Fleet != nil {
+		r.Get("/fleet", http.RedirectHandler("/fleet/", http.StatusMovedPermanently).ServeHTTP)
+		r.Handle("/fleet/*", web.Handler("/fleet/"))
 	}
 	r.Route("/api", func(r chi.Router) {
 		r.Use(a.authenticate)

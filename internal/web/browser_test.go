@@ -1,0 +1,257 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
+)
+
+// hangarBin is the built hangar binary the browser test serves the page with.
+var hangarBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(providertest.MainWithHangar(m, &hangarBin))
+}
+
+// waitTimeout bounds every wait of the browser test.
+const waitTimeout = 60 * time.Second
+
+// server is a `hangar serve` process on a fixed loopback port, restartable on it.
+type server struct {
+	t    *testing.T
+	url  string
+	addr string
+	dir  string
+	cmd  *exec.Cmd
+	logs bytes.Buffer
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func (s *server) start(ctx context.Context) {
+	s.t.Helper()
+	s.cmd = exec.Command(hangarBin, "serve", "--listen", s.addr, "--data-dir", s.dir, "--session-poll-seconds", "1")
+	s.cmd.Stdout, s.cmd.Stderr = &s.logs, &s.logs
+	s.cmd.Env = append(os.Environ(), "HOME="+s.dir)
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	for {
+		r, err := http.Get(s.url + "/readyz")
+		if err == nil {
+			r.Body.Close()
+			if r.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			s.t.Fatalf("hangar serve did not get ready: %s", s.logs.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (s *server) stop() {
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	s.cmd.Wait()
+	s.cmd = nil
+}
+
+func (s *server) api(t *testing.T, method, path, token, body string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	raw, _ := io.ReadAll(r.Body)
+	if r.StatusCode >= 300 {
+		t.Fatalf("%s %s = %d %s", method, path, r.StatusCode, raw)
+	}
+	var out map[string]any
+	json.Unmarshal(raw, &out)
+	return out
+}
+
+// chromium finds Debian's chromium, or skips (loudly) where there is none; CI installs it.
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no chromium here, and CI always installs it (apt-get install chromium)")
+	}
+	t.Skip("SKIPPING: no chromium here; apt-get install chromium to run the Fleet page's browser test")
+	return ""
+}
+
+// replay is a command-agent prompt that prints a fixture run log a line every 100 ms.
+func replay(t *testing.T, name string) string {
+	t.Helper()
+	p, _ := filepath.Abs(filepath.Join("..", "..", "..", "shared", "fixtures", "runlogs", name))
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("fixture log: %v", err)
+	}
+	return fmt.Sprintf("while IFS= read -r l; do printf '%%s\\n' \"$l\"; sleep 0.1; done < %s", p)
+}
+
+// TestFleetPage loads the Fleet page in headless Chromium against a real hangar: a person signs
+// in with a token, a job appears as it starts and changes state when its turn ends, its events
+// open live, and the page carries on after the server restarts.
+func TestFleetPage(t *testing.T) {
+	exe := chromium(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*waitTimeout)
+	defer cancel()
+	addr := freeAddr(t)
+	s := &server{t: t, addr: addr, url: "http://" + addr, dir: t.TempDir()}
+	s.start(ctx)
+	defer s.stop()
+	admin, err := os.ReadFile(filepath.Join(s.dir, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ada := s.api(t, "POST", "/api/tokens", strings.TrimSpace(string(admin)), `{"user": "ada", "scopes": ["user"]}`)["token"].(string)
+	s.api(t, "POST", "/api/sandboxes", ada, `{"name": "box"}`)
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1400, 900))
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	// The first run starts the browser, which lives as long as that run's context: bctx, with no
+	// timeout. Each step below has its own.
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		c, cancel := context.WithTimeout(bctx, waitTimeout)
+		defer cancel()
+		if err := chromedp.Do(c, steps...); err != nil {
+			status, _ := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#status")))
+			t.Fatalf("%s: %v (the page says %q)\nserver log:\n%s", what, err, status, s.logs.String())
+		}
+	}
+	poll := func(expr string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(waitTimeout))
+	}
+	waitStatus := func(what, want string) {
+		t.Helper()
+		run(what, poll(fmt.Sprintf(`document.getElementById("status").textContent.startsWith(%q)`, want)))
+	}
+	value := func(what string, a chromedp.Action[string]) string {
+		t.Helper()
+		c, cancel := context.WithTimeout(bctx, waitTimeout)
+		defer cancel()
+		v, err := chromedp.Run(c, a)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return v
+	}
+
+	run("sign in",
+		chromedp.Navigate(s.url+"/fleet/"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), ada),
+		chromedp.Click(chromedp.CSS(`#token-form button[type="submit"]`)),
+	)
+	waitStatus("live after signing in", "Live: ada's fleet.")
+	if stored := value("the token kept", chromedp.Evaluate[string](`sessionStorage.getItem("hangar-token")`)); stored != ada {
+		t.Errorf("session storage holds %q, want the token", stored)
+	}
+	if href := value("the address", chromedp.Evaluate[string](`location.href`)); strings.Contains(href, ada) {
+		t.Errorf("the token is in the address: %s", href)
+	}
+
+	job := s.api(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
+		"prompt": replay(t, "codex_exec_one-command_completed.jsonl")}))
+	row := fmt.Sprintf(`tr[data-id=%q]`, job["id"].(string))
+	run("the job appears", chromedp.WaitVisible(chromedp.CSS(row)))
+	run("its turn ends", chromedp.WaitVisible(chromedp.CSS(row+".state-done")))
+	run("its events open live",
+		chromedp.Click(chromedp.CSS(row)),
+		chromedp.WaitVisible(chromedp.CSS("#detail")),
+		poll(`document.querySelectorAll("#events li").length >= 5`),
+	)
+	if first := value("the events", chromedp.Text(chromedp.CSS("#events li"))); !strings.HasPrefix(first, "#1 ") {
+		t.Errorf("the first event shown is %q, want #1", first)
+	}
+
+	s.stop()
+	waitStatus("says the server is gone", "hangar does not answer")
+	s.start(ctx)
+	waitStatus("live again after the restart", "Live: ada's fleet.")
+	again := s.api(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
+		"prompt": replay(t, "claude_error-max-turns_one-bash-call.jsonl")}))
+	run("a job started after the restart appears", chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-id=%q]`, again["id"].(string)))))
+
+	run("open the first job again", chromedp.Click(chromedp.CSS(row)), chromedp.WaitVisible(chromedp.CSS("#detail")),
+		poll(`document.querySelectorAll("#events li").length >= 5`))
+	c, ccancel := context.WithTimeout(bctx, waitTimeout)
+	defer ccancel()
+	png, err := chromedp.Run(c, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saveScreenshot(t, png)
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// saveScreenshot keeps the page's picture as a test artifact (HANGAR_TEST_ARTIFACTS, else the
+// system's temporary directory), and as docs/img/fleet.png with HANGAR_UPDATE_DOCS=1.
+func saveScreenshot(t *testing.T, png []byte) {
+	t.Helper()
+	dir := os.Getenv("HANGAR_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "hangar-test-artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "fleet.png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", p)
+	if os.Getenv("HANGAR_UPDATE_DOCS") == "1" {
+		if err := os.WriteFile(filepath.Join("..", "..", "docs", "img", "fleet.png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
