@@ -118,6 +118,15 @@ var modes = []mode{
 	{name: "docker_exec", docker: true, run: (*bench).dockerExec},
 }
 
+func knownMode(name string) bool {
+	for _, m := range modes {
+		if m.name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // progressLines collects stamped lines from progress notifications. go-sdk's client may run a
 // notification's handler after the call's result has been returned, so lines waits until the
 // notifications reach the progress the result says was sent (an exec's byte count, an

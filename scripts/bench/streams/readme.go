@@ -36,7 +36,7 @@ var modeLabels = map[string]string{
 func table(reports []report) string {
 	var b strings.Builder
 	for _, r := range reports {
-		fmt.Fprintf(&b, "\n### %s provider (%s, %d cores, %s, hangar %s)\n\n", r.Provider, r.Date, r.Machine.Cores, r.Machine.GoVersion, r.Machine.HangarCommit)
+		fmt.Fprintf(&b, "\n### %s provider (%s, %d cores%s, %s, hangar %s)\n\n", r.Provider, r.Date, r.Machine.Cores, loadText(r.Load), r.Machine.GoVersion, r.Machine.HangarCommit)
 		b.WriteString("| How the client sees output | First line p50 / p95 | Overhead over the print p50 / p95 | Each line's delay p50 / p95 | Seed (spec, Docker): first line · per line |\n|---|---|---|---|---|\n")
 		for _, m := range modes {
 			st, ok := r.Modes[m.name]
@@ -69,6 +69,14 @@ func table(reports []report) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// loadText is the 1-minute load average before and after the run, e.g. ", load 0.52 → 1.87".
+func loadText(l load) string {
+	if len(l.Before) == 0 || len(l.After) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", load %.2f → %.2f", l.Before[0], l.After[0])
 }
 
 func orDash(s string) string {
