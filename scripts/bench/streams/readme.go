@@ -24,13 +24,14 @@ var seed = map[string]string{
 }
 
 var modeLabels = map[string]string{
-	"mcp_exec_stream":    "exec(stream=true), MCP progress",
-	"rest_exec_stream":   "REST exec/stream, SSE",
-	"mcp_process_attach": "process start + attach, MCP",
-	"rest_exec_result":   "exec, the result at the end",
-	"mcp_terminal_poll":  "terminal_open + terminal_read every second",
-	"raw_daemon":         "the daemon's own stream, read directly",
-	"docker_exec":        "docker exec (CLI)",
+	"mcp_exec_stream":      "exec(stream=true), MCP progress",
+	"rest_exec_stream":     "REST exec/stream, SSE",
+	"mcp_exec_stream_http": "diagnostic: exec(stream=true) read by a bare HTTP client, not go-sdk's",
+	"mcp_process_attach":   "process start + attach, MCP",
+	"rest_exec_result":     "exec, the result at the end",
+	"mcp_terminal_poll":    "terminal_open + terminal_read every second",
+	"raw_daemon":           "the daemon's own stream, read directly",
+	"docker_exec":          "docker exec (CLI)",
 }
 
 func table(reports []report) string {
