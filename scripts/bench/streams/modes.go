@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -449,18 +450,22 @@ func (b *bench) dockerExec(ctx context.Context, cmd string, _ time.Duration) (ru
 
 // scaleResult is N concurrent streamed execs.
 type scaleResult struct {
-	Streams        int     `json:"streams"`
-	Lines          int     `json:"lines"`
-	Missing        int     `json:"lines_missing"`
-	Failed         int     `json:"streams_failed"`
-	DelayP50Ms     float64 `json:"line_delay_p50_ms"`
-	DelayP95Ms     float64 `json:"line_delay_p95_ms"`
-	DelayP99Ms     float64 `json:"line_delay_p99_ms"`
-	MaxRSSBytes    int64   `json:"max_rss_bytes"`
-	MaxGoroutines  int     `json:"max_goroutines"`
-	FirstError     string  `json:"first_error,omitempty"`
-	WallSeconds    float64 `json:"wall_seconds"`
-	PerStreamLines int     `json:"lines_per_stream"`
+	Streams       int     `json:"streams"`
+	Lines         int     `json:"lines"`
+	Missing       int     `json:"lines_missing"`
+	Failed        int     `json:"streams_failed"`
+	DelayP50Ms    float64 `json:"line_delay_p50_ms"`
+	DelayP95Ms    float64 `json:"line_delay_p95_ms"`
+	DelayP99Ms    float64 `json:"line_delay_p99_ms"`
+	MaxRSSBytes   int64   `json:"max_rss_bytes"`
+	MaxGoroutines int     `json:"max_goroutines"`
+	FirstError    string  `json:"first_error,omitempty"`
+	WallSeconds   float64 `json:"wall_seconds"`
+	// hangar's own CPU time (user and system) while the streams ran, and per line received:
+	// what the machine's load does not change much, unlike the delays.
+	HangarCPUSeconds float64 `json:"hangar_cpu_seconds"`
+	HangarCPUPerLine float64 `json:"hangar_cpu_us_per_line"`
+	PerStreamLines   int     `json:"lines_per_stream"`
 }
 
 func (b *bench) scale(ctx context.Context, n int, seconds int) scaleResult {
@@ -490,7 +495,7 @@ func (b *bench) scale(ctx context.Context, n int, seconds int) scaleResult {
 			}
 		}
 	}()
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuSeconds(b.srv.cmd.Process.Pid)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
@@ -510,10 +515,30 @@ func (b *bench) scale(ctx context.Context, n int, seconds int) scaleResult {
 	stop()
 	<-sampled
 	res.WallSeconds = time.Since(start).Seconds()
+	res.HangarCPUSeconds = cpuSeconds(b.srv.cmd.Process.Pid) - cpu0
+	if d.n > 0 {
+		res.HangarCPUPerLine = res.HangarCPUSeconds / float64(d.n) * 1e6
+	}
 	res.Lines, res.Failed = d.n, int(failed.Load())
 	res.Missing = n*lines - d.n
 	res.DelayP50Ms, res.DelayP95Ms, res.DelayP99Ms = percentile(d.ms, 50), percentile(d.ms, 95), percentile(d.ms, 99)
 	return res
+}
+
+// cpuSeconds is the user and system CPU time process pid has used (/proc/<pid>/stat), or 0.
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100 // clock ticks: USER_HZ is 100 on Linux
 }
 
 // goroutines reads hangar's go_goroutines from /metrics, asking for the page uncompressed: a

@@ -203,8 +203,8 @@ func runProvider(ctx context.Context, c config, provider, work string, out io.Wr
 	for _, n := range c.scale {
 		s := b.scale(ctx, n, c.scaleSeconds)
 		r.Scale = append(r.Scale, s)
-		fmt.Fprintf(out, "%-8s scale %4d streams: per line %.2f / %.2f / %.2f ms (p50/p95/p99), RSS %.1f MiB, %d goroutines, %d lines missing, %d failed %s\n",
-			provider, n, s.DelayP50Ms, s.DelayP95Ms, s.DelayP99Ms, float64(s.MaxRSSBytes)/(1<<20), s.MaxGoroutines, s.Missing, s.Failed, s.FirstError)
+		fmt.Fprintf(out, "%-8s scale %4d streams: per line %.2f / %.2f / %.2f ms (p50/p95/p99), RSS %.1f MiB, %d goroutines, hangar CPU %.1f µs a line, %d lines missing, %d failed %s\n",
+			provider, n, s.DelayP50Ms, s.DelayP95Ms, s.DelayP99Ms, float64(s.MaxRSSBytes)/(1<<20), s.MaxGoroutines, s.HangarCPUPerLine, s.Missing, s.Failed, s.FirstError)
 	}
 	if c.paceBytes > 0 {
 		pr, err := b.rate(ctx, c.paceBytes)
