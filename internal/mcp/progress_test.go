@@ -159,7 +159,7 @@ func TestProgressMergesPositions(t *testing.T) {
 	}
 }
 
-// BenchmarkProgressBatch renders a batch of 16 queued lines through go-sdk to an in-memory
+// BenchmarkProgressRender renders a batch of 16 queued lines through go-sdk to an in-memory
 // client: one notification for the batch.
 func BenchmarkProgressRender(b *testing.B) {
 	line := []byte("L 1 1764522000.123456\n")
