@@ -171,6 +171,9 @@ func (h *Handler) pump(ctx context.Context, req *mcp.CallToolRequest, st *stream
 				return st.Reason()
 			}
 		}
+		if err := p.flush(ctx); err != nil {
+			return st.Reason()
+		}
 	}
 }
 

@@ -226,6 +226,9 @@ func (a *attaching) follow(ctx context.Context, pr *progress, replayEnd int64, e
 				return err
 			}
 		}
+		if err := pr.flush(ctx); err != nil {
+			return err
+		}
 	}
 }
 

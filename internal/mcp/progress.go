@@ -3,18 +3,26 @@ package mcp
 import (
 	"context"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
-// progress is the one MCP renderer of a stream: each item becomes a notifications/progress on
-// the call's progressToken, written by the tool handler's goroutine (the call's one writer)
-// straight through the SDK to the call's response. An output item's message is its text (or
-// base64, with _meta encoding), its _meta stream the item's event, and its progress the item's
-// position (ID) when it has one, else the bytes of output so far; the stream's capped notice
-// comes half a step after the last progress, which always rises.
+// progress is the one MCP renderer of a stream: output becomes notifications/progress on the
+// call's progressToken, written by the tool handler's goroutine (the call's one writer)
+// straight through the SDK to the call's response. An output notification's message is its
+// text (or base64, with _meta encoding), its _meta stream the output's event, and its progress
+// the output's position (the last item's ID) when it has one, else the bytes of output so
+// far; the stream's capped notice comes half a step after the last progress, which always
+// rises.
+//
+// Output items of one batch (what was already queued when the writer took) that follow each
+// other on the same event go out as one notification, as long as they are text and together
+// no larger than one item may be: a burst costs one notification, one encoding and one event
+// for the client to handle, not one per read. The writer calls flush at the end of each
+// batch, so nothing waits for the next one.
 type progress struct {
 	req   *mcp.CallToolRequest
 	token any   // nil: the call asked for no progress; nothing is sent
@@ -22,6 +30,14 @@ type progress struct {
 	st    *stream.Stream
 	last  float64 // the last progress sent
 	sent  int64   // bytes of output rendered
+
+	// The run of output not sent yet: first alone, or (once a second item joined) merged.
+	run      bool
+	runEvent string
+	runAt    float64
+	runFirst []byte // the run's only item, not copied
+	merged   []byte // the run's items copied together
+	spare    []byte // the last merged run's buffer, for the next
 }
 
 // errGone is what progress's methods return once a notification could not be written: the
@@ -35,6 +51,9 @@ func (p *progress) item(ctx context.Context, it stream.Item) error {
 		return nil
 	}
 	if it.Event == stream.EventCapped {
+		if err := p.flush(ctx); err != nil {
+			return err
+		}
 		return p.notify(ctx, &mcp.ProgressNotificationParams{Progress: p.last + 0.5, Message: cappedNotice})
 	}
 	p.sent += int64(len(it.Data))
@@ -44,16 +63,63 @@ func (p *progress) item(ctx context.Context, it stream.Item) error {
 			at = float64(off)
 		}
 	}
-	params := &mcp.ProgressNotificationParams{Progress: at, Meta: mcp.Meta{metaStream: it.Event}}
+	if p.run && it.Event == p.runEvent && p.runLen()+len(it.Data) <= p.st.MaxItem() && utf8.Valid(it.Data) && (p.merged != nil || utf8.Valid(p.runFirst)) {
+		if p.merged == nil {
+			p.merged = append(p.mergedBuf(), p.runFirst...)
+		}
+		p.merged = append(p.merged, it.Data...)
+		p.runAt = at
+		return nil
+	}
+	if err := p.flush(ctx); err != nil {
+		return err
+	}
+	p.run, p.runEvent, p.runAt, p.runFirst = true, it.Event, at, it.Data
+	return nil
+}
+
+func (p *progress) runLen() int {
+	if p.merged != nil {
+		return len(p.merged)
+	}
+	return len(p.runFirst)
+}
+
+// mergedBuf is an empty buffer for a new merged run, the last one's when it was not too big.
+func (p *progress) mergedBuf() []byte {
+	return p.spare[:0]
+}
+
+// flush sends the run of output waiting, if any.
+func (p *progress) flush(ctx context.Context) error {
+	if !p.run {
+		return nil
+	}
+	data := p.runFirst
+	if p.merged != nil {
+		data = p.merged
+	}
+	params := &mcp.ProgressNotificationParams{Progress: p.runAt, Meta: mcp.Meta{metaStream: p.runEvent}}
 	var enc string
-	if params.Message, enc = text(it.Data); enc != "" {
+	if params.Message, enc = text(data); enc != "" {
 		params.Meta[metaEncoding] = enc
 	}
+	if p.merged != nil && cap(p.merged) <= maxKeptRun {
+		p.spare = p.merged
+	}
+	p.run, p.runFirst, p.merged = false, nil, nil
 	return p.notify(ctx, params)
 }
 
-// note sends a sentence about the stream (a gap in a process's output) at progress at.
+// maxKeptRun is the largest merged buffer kept for the next run.
+const maxKeptRun = 64 << 10
+
+// note sends a sentence about the stream (a gap in a process's output) at progress at, after
+// the output before it.
 func (p *progress) note(ctx context.Context, event, message string, at float64) error {
+	if err := p.flush(ctx); err != nil {
+		return err
+	}
 	return p.notify(ctx, &mcp.ProgressNotificationParams{Progress: at, Message: message, Meta: mcp.Meta{metaStream: event}})
 }
 

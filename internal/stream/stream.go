@@ -11,6 +11,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
+	"github.com/coder/quartz"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hangar-dev/hangar/internal/queue"
 )
 
@@ -48,6 +51,15 @@ type Stream struct {
 	chunk   int           // the largest Data one item may carry, so pacing stays smooth
 	q       *queue.Queue[Item]
 
+	// This stream's own series of the kind's metrics, looked up once.
+	mBytes       prometheus.Counter
+	mFirstOutput prometheus.Observer
+
+	// The writer's own (Next's): the batch array handed out again at each call, and the idle
+	// timer, made at the first wait and reset at the next ones.
+	batchBuf []Item
+	idleT    *quartz.Timer
+
 	// Guarded by q's lock.
 	accepted int64 // Data bytes queued so far (not counting Final items), for the cap
 	bytes    int64 // Data bytes handed to the writer
@@ -59,7 +71,8 @@ type Stream struct {
 }
 
 func newStream(r *Registry, o Options) *Stream {
-	s := &Stream{r: r, opts: o, opened: r.cfg.Clock.Now(), q: queue.New[Item](r.cfg.QueueBytes, r.cfg.Clock), chunk: 32 << 10}
+	s := &Stream{r: r, opts: o, opened: r.cfg.Clock.Now(), q: queue.New[Item](r.cfg.QueueBytes, r.cfg.Clock), chunk: 32 << 10,
+		mBytes: r.m.bytes.WithLabelValues(string(o.Kind)), mFirstOutput: r.m.firstOutput.WithLabelValues(string(o.Kind))}
 	if !o.Unpaced {
 		// A burst of a sixteenth of a second keeps small outputs instant and the long-run rate
 		// within a few percent of the setting.
@@ -225,23 +238,22 @@ func (s *Stream) endLocked(reason Reason) {
 // Next returns the next batch for the writer, paced: it waits until there is something to send
 // and the pace allows it. It returns an empty batch and no error when idle passed with nothing
 // to send (idle <= 0: no such timeout), io.EOF after Finish once everything was taken, and
-// *Ended once the stream was ended. Only the writer goroutine calls it.
+// *Ended once the stream was ended. Only the writer goroutine calls it. The batch is the
+// writer's until its next call of Next, which reuses its array: render it, do not keep it.
 func (s *Stream) Next(ctx context.Context, idle time.Duration) ([]Item, error) {
+	clear(s.batchBuf) // the last batch's items are rendered: let their bytes go
 	var idleC <-chan time.Time
-	if idle > 0 {
-		t := s.r.cfg.Clock.NewTimer(idle, "stream", "idle")
-		defer t.Stop()
-		idleC = t.C
-	}
 	for {
 		s.q.Lock()
 		if s.reason != "" {
 			r := s.reason
 			s.q.Unlock()
+			s.stopIdle(idleC)
 			return nil, &Ended{Reason: r}
 		}
 		if first, ok := s.takeLocked(); ok {
 			s.q.Unlock()
+			s.stopIdle(idleC)
 			if err := s.pace(ctx, first); err != nil {
 				return nil, err
 			}
@@ -249,12 +261,17 @@ func (s *Stream) Next(ctx context.Context, idle time.Duration) ([]Item, error) {
 		}
 		if s.q.Closed() {
 			s.q.Unlock()
+			s.stopIdle(idleC)
 			return nil, io.EOF
 		}
 		s.q.Unlock()
+		if idle > 0 && idleC == nil {
+			idleC = s.startIdle(idle)
+		}
 		select {
 		case <-s.q.Ready():
 		case <-ctx.Done():
+			s.stopIdle(idleC)
 			return nil, ctx.Err()
 		case <-idleC:
 			return nil, nil
@@ -262,14 +279,38 @@ func (s *Stream) Next(ctx context.Context, idle time.Duration) ([]Item, error) {
 	}
 }
 
+// startIdle arms the writer's idle timer for d, made once and reset after: a stream that
+// waits between every line does not make a timer per line.
+func (s *Stream) startIdle(d time.Duration) <-chan time.Time {
+	if s.idleT == nil {
+		s.idleT = s.r.cfg.Clock.NewTimer(d, "stream", "idle")
+	} else {
+		s.idleT.Reset(d, "stream", "idle")
+	}
+	return s.idleT.C
+}
+
+// stopIdle stops the idle timer when c says it was armed, and drops a tick it may have sent
+// meanwhile, so the next wait does not end at once.
+func (s *Stream) stopIdle(c <-chan time.Time) {
+	if c == nil || s.idleT.Stop() {
+		return
+	}
+	select {
+	case <-c:
+	default:
+	}
+}
+
 // batch is first and whatever else the pace allows right now: one flush.
 func (s *Stream) batch(first Item) []Item {
-	batch := []Item{first}
+	batch := append(s.batchBuf[:0], first)
 	s.q.Lock()
 	defer s.q.Unlock()
 	for {
 		_, size, ok := s.q.Peek()
 		if !ok || s.limiter != nil && !s.limiter.AllowN(s.r.cfg.Clock.Now(), int(size)) {
+			s.batchBuf = batch
 			return batch
 		}
 		it, _ := s.takeLocked()
@@ -288,9 +329,11 @@ func (s *Stream) takeLocked() (Item, bool) {
 	s.bytes += int64(len(it.Data))
 	if !s.firstOut && len(it.Data) > 0 {
 		s.firstOut = true
-		s.r.m.firstOutput.WithLabelValues(string(s.opts.Kind)).Observe(s.r.cfg.Clock.Since(s.opened).Seconds())
+		s.mFirstOutput.Observe(s.r.cfg.Clock.Since(s.opened).Seconds())
 	}
-	s.r.m.bytes.WithLabelValues(string(s.opts.Kind)).Add(float64(len(it.Data)))
+	if len(it.Data) > 0 {
+		s.mBytes.Add(float64(len(it.Data)))
+	}
 	return it, true
 }
 

@@ -7,6 +7,7 @@
 //
 //	go run ./scripts/bench/streams                     # local and docker (when an engine answers)
 //	go run ./scripts/bench/streams -providers local -runs 3
+//	go run ./scripts/bench/streams -providers local -modes raw_daemon,rest_exec_stream -scale '' -pace-bytes 0 -throughput-mib 0
 package main
 
 import (
@@ -15,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,6 +26,7 @@ import (
 // config is what one invocation measures.
 type config struct {
 	providers     []string
+	modes         map[string]bool // the modes to measure; nil: all
 	runs          int
 	lines         int
 	interval      time.Duration
@@ -41,6 +44,7 @@ func main() {
 	var c config
 	providers := flag.String("providers", "local,docker", "providers to measure (docker is skipped with a note when no engine answers)")
 	scale := flag.String("scale", "64,256,512", "concurrent streams for the scale test (empty: none)")
+	modeList := flag.String("modes", "", "the modes to measure, e.g. raw_daemon,rest_exec_stream,mcp_exec_stream (empty: all; none: skip them)")
 	flag.IntVar(&c.runs, "runs", 5, "runs per mode")
 	flag.IntVar(&c.lines, "lines", 30, "stamped lines per run")
 	flag.DurationVar(&c.interval, "interval", 100*time.Millisecond, "time between lines")
@@ -50,6 +54,7 @@ func main() {
 	flag.StringVar(&c.outDir, "out", "bench/results", "where the JSON results go")
 	flag.StringVar(&c.readme, "readme", "bench/README.md", "the README whose table is refreshed (empty: none)")
 	flag.StringVar(&c.hangar, "hangar", "", "a static hangar binary to run (empty: build ./cmd/hangar)")
+	cpuProfile := flag.String("cpuprofile", "", "write this program's own CPU profile (the client's side) to this file")
 	readmeOnly := flag.Bool("readme-only", false, "only rewrite the README's table from the results already in -out")
 	flag.Parse()
 	if *readmeOnly {
@@ -64,6 +69,16 @@ func main() {
 		return
 	}
 	c.providers = split(*providers)
+	if *modeList != "" {
+		c.modes = map[string]bool{}
+		for _, m := range split(*modeList) {
+			if m != "none" && !knownMode(m) {
+				fmt.Fprintf(os.Stderr, "streams: -modes: unknown mode %q\n", m)
+				os.Exit(2)
+			}
+			c.modes[m] = true
+		}
+	}
 	for _, s := range split(*scale) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n <= 0 {
@@ -73,10 +88,26 @@ func main() {
 		c.scale = append(c.scale, n)
 	}
 	c.date = time.Now().UTC().Format("2006-01-02")
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "streams: -cpuprofile:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := runAll(ctx, c, os.Stdout); err != nil {
+	err := runAll(ctx, c, os.Stdout)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "streams:", err)
+	}
+	stop()
+	pprof.StopCPUProfile()
+	if err != nil {
 		os.Exit(1)
 	}
 }

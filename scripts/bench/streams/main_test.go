@@ -66,6 +66,9 @@ func TestTinyRun(t *testing.T) {
 	if r.Machine.Cores == 0 || r.Machine.GoVersion == "" {
 		t.Errorf("machine = %+v", r.Machine)
 	}
+	if len(r.Load.Before) != 3 || len(r.Load.After) != 3 {
+		t.Errorf("load = %+v, want the three averages before and after", r.Load)
+	}
 	readme, _ := os.ReadFile(c.readme)
 	if !strings.Contains(string(readme), "exec(stream=true), MCP progress") || !strings.Contains(string(readme), beginMarker) {
 		t.Errorf("README table missing:\n%s", readme)

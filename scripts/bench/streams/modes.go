@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -8,9 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
-
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,11 +113,21 @@ type mode struct {
 var modes = []mode{
 	{name: "mcp_exec_stream", run: (*bench).mcpExecStream},
 	{name: "rest_exec_stream", run: (*bench).restExecStream},
+	{name: "mcp_exec_stream_http", run: (*bench).mcpExecStreamHTTP},
 	{name: "mcp_process_attach", run: (*bench).mcpProcessAttach},
 	{name: "rest_exec_result", run: (*bench).restExecResult},
 	{name: "mcp_terminal_poll", run: (*bench).mcpTerminalPoll},
 	{name: "raw_daemon", run: (*bench).rawDaemon},
 	{name: "docker_exec", docker: true, run: (*bench).dockerExec},
+}
+
+func knownMode(name string) bool {
+	for _, m := range modes {
+		if m.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // progressLines collects stamped lines from progress notifications. go-sdk's client may run a
@@ -176,6 +188,82 @@ func (b *bench) mcpExecStream(ctx context.Context, cmd string, _ time.Duration) 
 	errOut, _ := res["stderr"].(string)
 	r.lines = pl.lines(ctx, float64(len(out)+len(errOut)))
 	return r, nil
+}
+
+// mcpExecStreamHTTP is mcpExecStream read by a bare HTTP client instead of go-sdk's: the
+// tools/call posted on the bench's MCP session and its SSE response read on this goroutine. It
+// is a diagnostic, not the headline (mcp_exec_stream, a client people use): the difference
+// between the two is what go-sdk's client adds (its reader goroutine, its JSON-RPC dispatch and
+// a goroutine per notification), the rest is hangar and the SDK's server side.
+func (b *bench) mcpExecStreamHTTP(ctx context.Context, cmd string, _ time.Duration) (run, error) {
+	var lr lineReader
+	r := run{start: time.Now()}
+	version := b.session.InitializeResult().ProtocolVersion
+	// What go-sdk's client puts in every request of the stateless protocol (2026-07-28 and on).
+	meta := map[string]any{"progressToken": "http", "io.modelcontextprotocol/protocolVersion": version,
+		"io.modelcontextprotocol/clientInfo": map[string]any{"name": "hangar-bench-http", "version": "1"}, "io.modelcontextprotocol/clientCapabilities": map[string]any{}}
+	call := map[string]any{"jsonrpc": "2.0", "id": b.nextTok.Add(1), "method": "tools/call", "params": map[string]any{
+		"name": "exec", "arguments": map[string]any{"sandbox": b.sandbox, "command": cmd, "stream": true}, "_meta": meta}}
+	body, _ := json.Marshal(call)
+	req, _ := http.NewRequestWithContext(ctx, "POST", b.srv.url+"/mcp", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+b.srv.token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if id := b.session.ID(); id != "" {
+		req.Header.Set("Mcp-Session-Id", id)
+	}
+	req.Header.Set("Mcp-Protocol-Version", version)
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "exec")
+	resp, err := b.srv.http.Do(req)
+	if err != nil {
+		return r, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		raw, _ := io.ReadAll(resp.Body)
+		return r, fmt.Errorf("tools/call: %d %s", resp.StatusCode, raw)
+	}
+	var done bool
+	err = sseEvents(resp.Body, func(_ string, data []byte) error {
+		at := time.Now()
+		var msg struct {
+			Method string `json:"method"`
+			Params struct {
+				Message string `json:"message"`
+			} `json:"params"`
+			Result *struct {
+				IsError bool `json:"isError"`
+			} `json:"result"`
+			Error *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(data, &msg); err != nil {
+			return err
+		}
+		switch {
+		case msg.Method == "notifications/progress":
+			lr.feed(msg.Params.Message, at)
+		case msg.Error != nil:
+			return fmt.Errorf("tools/call: %s", msg.Error.Message)
+		case msg.Result != nil:
+			if msg.Result.IsError {
+				return errors.New("tools/call: the tool failed")
+			}
+			done = true
+			return io.EOF // the answer: the stream is over
+		}
+		return nil
+	})
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	if err == nil && !done {
+		err = errors.New("tools/call: the stream ended without an answer")
+	}
+	r.lines = lr.lines
+	return r, err
 }
 
 // restStream posts to exec/stream and feeds stdout events to lr; it returns the result event.
@@ -362,18 +450,22 @@ func (b *bench) dockerExec(ctx context.Context, cmd string, _ time.Duration) (ru
 
 // scaleResult is N concurrent streamed execs.
 type scaleResult struct {
-	Streams        int     `json:"streams"`
-	Lines          int     `json:"lines"`
-	Missing        int     `json:"lines_missing"`
-	Failed         int     `json:"streams_failed"`
-	DelayP50Ms     float64 `json:"line_delay_p50_ms"`
-	DelayP95Ms     float64 `json:"line_delay_p95_ms"`
-	DelayP99Ms     float64 `json:"line_delay_p99_ms"`
-	MaxRSSBytes    int64   `json:"max_rss_bytes"`
-	MaxGoroutines  int     `json:"max_goroutines"`
-	FirstError     string  `json:"first_error,omitempty"`
-	WallSeconds    float64 `json:"wall_seconds"`
-	PerStreamLines int     `json:"lines_per_stream"`
+	Streams       int     `json:"streams"`
+	Lines         int     `json:"lines"`
+	Missing       int     `json:"lines_missing"`
+	Failed        int     `json:"streams_failed"`
+	DelayP50Ms    float64 `json:"line_delay_p50_ms"`
+	DelayP95Ms    float64 `json:"line_delay_p95_ms"`
+	DelayP99Ms    float64 `json:"line_delay_p99_ms"`
+	MaxRSSBytes   int64   `json:"max_rss_bytes"`
+	MaxGoroutines int     `json:"max_goroutines"`
+	FirstError    string  `json:"first_error,omitempty"`
+	WallSeconds   float64 `json:"wall_seconds"`
+	// hangar's own CPU time (user and system) while the streams ran, and per line received:
+	// what the machine's load does not change much, unlike the delays.
+	HangarCPUSeconds float64 `json:"hangar_cpu_seconds"`
+	HangarCPUPerLine float64 `json:"hangar_cpu_us_per_line"`
+	PerStreamLines   int     `json:"lines_per_stream"`
 }
 
 func (b *bench) scale(ctx context.Context, n int, seconds int) scaleResult {
@@ -390,11 +482,12 @@ func (b *bench) scale(ctx context.Context, n int, seconds int) scaleResult {
 	sampled := make(chan struct{})
 	go func() { // sample memory and goroutines while it runs
 		defer close(sampled)
-		t := time.NewTicker(250 * time.Millisecond)
+		// Once a second: each sample costs hangar a /metrics page, which is not what is measured.
+		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
 			res.MaxRSSBytes = max(res.MaxRSSBytes, b.srv.rss())
-			res.MaxGoroutines = max(res.MaxGoroutines, int(b.srv.metric("go_goroutines")))
+			res.MaxGoroutines = max(res.MaxGoroutines, b.goroutines(sctx))
 			select {
 			case <-sctx.Done():
 				return
@@ -402,7 +495,7 @@ func (b *bench) scale(ctx context.Context, n int, seconds int) scaleResult {
 			}
 		}
 	}()
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuSeconds(b.srv.cmd.Process.Pid)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
@@ -422,10 +515,51 @@ func (b *bench) scale(ctx context.Context, n int, seconds int) scaleResult {
 	stop()
 	<-sampled
 	res.WallSeconds = time.Since(start).Seconds()
+	res.HangarCPUSeconds = cpuSeconds(b.srv.cmd.Process.Pid) - cpu0
+	if d.n > 0 {
+		res.HangarCPUPerLine = res.HangarCPUSeconds / float64(d.n) * 1e6
+	}
 	res.Lines, res.Failed = d.n, int(failed.Load())
 	res.Missing = n*lines - d.n
 	res.DelayP50Ms, res.DelayP95Ms, res.DelayP99Ms = percentile(d.ms, 50), percentile(d.ms, 95), percentile(d.ms, 99)
 	return res
+}
+
+// cpuSeconds is the user and system CPU time process pid has used (/proc/<pid>/stat), or 0.
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100 // clock ticks: USER_HZ is 100 on Linux
+}
+
+// goroutines reads hangar's go_goroutines from /metrics, asking for the page uncompressed: a
+// gzipped page costs hangar a compressor of a megabyte or more each time, in the middle of
+// the streams measured.
+func (b *bench) goroutines(ctx context.Context) int {
+	req, _ := http.NewRequestWithContext(ctx, "GET", b.srv.url+"/metrics", nil)
+	req.Header.Set("Accept-Encoding", "identity")
+	resp, err := b.srv.http.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
+			n, _ := strconv.ParseFloat(v, 64)
+			return int(n)
+		}
+	}
+	return 0
 }
 
 // rateResult is one stream's measured rate.

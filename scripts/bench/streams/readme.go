@@ -24,19 +24,20 @@ var seed = map[string]string{
 }
 
 var modeLabels = map[string]string{
-	"mcp_exec_stream":    "exec(stream=true), MCP progress",
-	"rest_exec_stream":   "REST exec/stream, SSE",
-	"mcp_process_attach": "process start + attach, MCP",
-	"rest_exec_result":   "exec, the result at the end",
-	"mcp_terminal_poll":  "terminal_open + terminal_read every second",
-	"raw_daemon":         "the daemon's own stream, read directly",
-	"docker_exec":        "docker exec (CLI)",
+	"mcp_exec_stream":      "exec(stream=true), MCP progress",
+	"rest_exec_stream":     "REST exec/stream, SSE",
+	"mcp_exec_stream_http": "diagnostic: exec(stream=true) read by a bare HTTP client, not go-sdk's",
+	"mcp_process_attach":   "process start + attach, MCP",
+	"rest_exec_result":     "exec, the result at the end",
+	"mcp_terminal_poll":    "terminal_open + terminal_read every second",
+	"raw_daemon":           "the daemon's own stream, read directly",
+	"docker_exec":          "docker exec (CLI)",
 }
 
 func table(reports []report) string {
 	var b strings.Builder
 	for _, r := range reports {
-		fmt.Fprintf(&b, "\n### %s provider (%s, %d cores, %s, hangar %s)\n\n", r.Provider, r.Date, r.Machine.Cores, r.Machine.GoVersion, r.Machine.HangarCommit)
+		fmt.Fprintf(&b, "\n### %s provider (%s, %d cores%s, %s, hangar %s)\n\n", r.Provider, r.Date, r.Machine.Cores, loadText(r.Load), r.Machine.GoVersion, r.Machine.HangarCommit)
 		b.WriteString("| How the client sees output | First line p50 / p95 | Overhead over the print p50 / p95 | Each line's delay p50 / p95 | Seed (spec, Docker): first line · per line |\n|---|---|---|---|---|\n")
 		for _, m := range modes {
 			st, ok := r.Modes[m.name]
@@ -69,6 +70,14 @@ func table(reports []report) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// loadText is the 1-minute load average before and after the run, e.g. ", load 0.52 → 1.87".
+func loadText(l load) string {
+	if len(l.Before) == 0 || len(l.After) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", load %.2f → %.2f", l.Before[0], l.After[0])
 }
 
 func orDash(s string) string {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +23,7 @@ type report struct {
 	Date     string            `json:"date"`
 	Provider string            `json:"provider"`
 	Machine  machine           `json:"machine"`
+	Load     load              `json:"load"`
 	Method   string            `json:"method"`
 	Modes    map[string]stats  `json:"modes"`
 	Scale    []scaleResult     `json:"scale,omitempty"`
@@ -29,6 +31,31 @@ type report struct {
 	Unpaced  *rateResult       `json:"unpaced_throughput,omitempty"`
 	Targets  map[string]string `json:"targets"`
 	Notes    []string          `json:"notes,omitempty"`
+}
+
+// load is the machine's load average (/proc/loadavg: 1, 5 and 15 minutes) before and after a
+// provider's run, with its CPU count in machine: a run on a loaded machine is slower, and not
+// a regression.
+type load struct {
+	Before []float64 `json:"before,omitempty"`
+	After  []float64 `json:"after,omitempty"`
+}
+
+// loadAvg is /proc/loadavg's 1, 5 and 15 minute averages, or nil where there is none.
+func loadAvg() []float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return nil
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return nil
+	}
+	out := make([]float64, 3)
+	for i := range out {
+		out[i], _ = strconv.ParseFloat(f[i], 64)
+	}
+	return out
 }
 
 type machine struct {
@@ -132,7 +159,7 @@ func runAll(ctx context.Context, c config, out io.Writer) error {
 }
 
 func runProvider(ctx context.Context, c config, provider, work string, out io.Writer) (*report, error) {
-	r := &report{Date: c.date, Provider: provider, Machine: machineInfo(), Modes: map[string]stats{}, Targets: targets,
+	r := &report{Date: c.date, Provider: provider, Machine: machineInfo(), Load: load{Before: loadAvg()}, Modes: map[string]stats{}, Targets: targets,
 		Method: fmt.Sprintf("%d runs of a command printing a line every %v for %v, each line stamped with the time it was printed (bash $EPOCHREALTIME); first line = from the request to the client having line 1; overhead = line 1 received minus printed; line delay = each line received minus printed",
 			c.runs, c.interval, time.Duration(c.lines)*c.interval)}
 	create := map[string]any{"name": "bench", "provider": provider}
@@ -170,12 +197,14 @@ func runProvider(ctx context.Context, c config, provider, work string, out io.Wr
 		return nil, err
 	}
 
+	defer func() { r.Load.After = loadAvg() }()
+	fmt.Fprintf(out, "%-8s load before: %v on %d CPUs\n", provider, r.Load.Before, r.Machine.Cores)
 	runModes(ctx, c, b, provider, r, out)
 	for _, n := range c.scale {
 		s := b.scale(ctx, n, c.scaleSeconds)
 		r.Scale = append(r.Scale, s)
-		fmt.Fprintf(out, "%-8s scale %4d streams: per line %.2f / %.2f / %.2f ms (p50/p95/p99), RSS %.1f MiB, %d goroutines, %d lines missing, %d failed %s\n",
-			provider, n, s.DelayP50Ms, s.DelayP95Ms, s.DelayP99Ms, float64(s.MaxRSSBytes)/(1<<20), s.MaxGoroutines, s.Missing, s.Failed, s.FirstError)
+		fmt.Fprintf(out, "%-8s scale %4d streams: per line %.2f / %.2f / %.2f ms (p50/p95/p99), RSS %.1f MiB, %d goroutines, hangar CPU %.1f µs a line, %d lines missing, %d failed %s\n",
+			provider, n, s.DelayP50Ms, s.DelayP95Ms, s.DelayP99Ms, float64(s.MaxRSSBytes)/(1<<20), s.MaxGoroutines, s.HangarCPUPerLine, s.Missing, s.Failed, s.FirstError)
 	}
 	if c.paceBytes > 0 {
 		pr, err := b.rate(ctx, c.paceBytes)
@@ -201,32 +230,48 @@ func runProvider(ctx context.Context, c config, provider, work string, out io.Wr
 }
 
 // runModes measures each mode (REST, MCP, the raw daemon...) the provider has: c.runs runs of
-// the stamped command each, summarised into r.Modes. A run that fails ends its mode, with the
-// error as the mode's note.
+// the stamped command each, summarised into r.Modes. The modes take turns, one run each, so
+// that a change in the machine's load falls on all of them alike and their ratios hold. A run
+// that fails ends its mode, with the error as the mode's note.
 func runModes(ctx context.Context, c config, b *bench, provider string, r *report, out io.Writer) {
 	cmd := stampedCommand(c.lines, c.interval)
 	wait := time.Duration(c.lines) * c.interval
+	var ms []mode
 	for _, m := range modes {
-		if m.docker && provider != "docker" {
-			continue
+		if (!m.docker || provider == "docker") && (c.modes == nil || c.modes[m.name]) {
+			ms = append(ms, m)
 		}
-		var runs []run
-		var note string
-		for i := 0; i < c.runs; i++ {
+	}
+	runs := make([][]run, len(ms))
+	notes := make([]string, len(ms))
+	for i := 0; i < c.runs; i++ {
+		for j, m := range ms {
+			if notes[j] != "" {
+				continue
+			}
 			rctx, cancel := context.WithTimeout(ctx, wait+time.Minute)
 			rr, err := m.run(b, rctx, cmd, wait)
 			cancel()
 			if err != nil {
-				note = err.Error()
-				break
+				notes[j] = err.Error()
+				continue
 			}
-			runs = append(runs, rr)
+			runs[j] = append(runs[j], rr)
 		}
-		st := summarise(runs, c.lines)
-		st.Note = note
+	}
+	for j, m := range ms {
+		st := summarise(runs[j], c.lines)
+		st.Note = notes[j]
 		r.Modes[m.name] = st
 		fmt.Fprintf(out, "%-8s %-20s first line %8.1f / %8.1f ms  overhead %7.2f / %7.2f ms  per line %7.2f / %7.2f ms %s\n",
-			provider, m.name, st.FirstLineP50Ms, st.FirstLineP95Ms, st.FirstOverheadP50Ms, st.FirstOverheadP95Ms, st.DelayP50Ms, st.DelayP95Ms, note)
+			provider, m.name, st.FirstLineP50Ms, st.FirstLineP95Ms, st.FirstOverheadP50Ms, st.FirstOverheadP95Ms, st.DelayP50Ms, st.DelayP95Ms, st.Note)
+	}
+	if raw, ok := r.Modes["raw_daemon"]; ok && raw.DelayP50Ms > 0 && raw.DelayP95Ms > 0 {
+		for _, m := range ms {
+			if st := r.Modes[m.name]; m.name != "raw_daemon" && st.Runs > 0 && st.DelayP50Ms < 100 {
+				fmt.Fprintf(out, "%-8s %-20s per line vs the raw daemon: %.2fx / %.2fx (p50/p95)\n", provider, m.name, st.DelayP50Ms/raw.DelayP50Ms, st.DelayP95Ms/raw.DelayP95Ms)
+			}
+		}
 	}
 }
 
