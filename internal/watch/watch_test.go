@@ -88,21 +88,22 @@ func newEnv(t *testing.T, cfg Config) *env {
 	return &env{s: s, streams: streams, dir: dir}
 }
 
-// waitEvents waits until w has events past since and returns them.
+// waitEvents waits until w has had n events past since (some may no longer be kept) and
+// returns those it read.
 func waitEvents(ctx context.Context, t *testing.T, w *Watch, since int64, n int) []Event {
 	t.Helper()
 	var got []Event
-	for {
+	for last := since; ; {
 		changed := w.Changed()
-		evs, next, _ := w.Read(since)
-		got, since = append(got, evs...), next
-		if len(got) >= n {
+		evs, next, _ := w.Read(last)
+		got, last = append(got, evs...), next
+		if last >= since+int64(n) {
 			return got
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			t.Fatalf("%d events, want %d: %+v", len(got), n, got)
+			t.Fatalf("events up to seq %d, want %d: %+v", last, since+int64(n), got)
 		}
 	}
 }
