@@ -1,6 +1,7 @@
 package rest_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -56,14 +57,32 @@ func TestFleetOverHTTP(t *testing.T) {
 	if r := e.do(t, "POST", "/api/sessions/s1/turns", ada, `{"prompt": "echo '{\"type\":\"hello\"}'"}`); r.status != http.StatusAccepted {
 		t.Fatalf("POST turns = %d %s", r.status, r.raw)
 	}
+	var lastID string
 	for {
 		ev, err := s.next()
 		if err != nil {
 			t.Fatalf("waiting for s1's turn to end: %v", err)
 		}
+		lastID = ev.id
 		if ev.name == "agent" && ev.data["state"] == "done" {
 			break
 		}
+	}
+	// A client that reconnects with the last id it saw gets what came after, no snapshot; one
+	// with an id this server never sent gets a snapshot that says so.
+	resumed, r := e.getStream(t, ada, "/api/fleet/stream", lastID)
+	if resumed == nil {
+		t.Fatalf("resume = %d %s", r.status, r.raw)
+	}
+	if r := e.do(t, "DELETE", "/api/sessions/s1", ada, ""); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE session = %d %s", r.status, r.raw)
+	}
+	if ev, err := resumed.next(); err != nil || ev.name != "gone" {
+		t.Errorf("after resuming, the next event is %v %v, want gone (no snapshot)", ev, err)
+	}
+	stale, _ := e.getStream(t, ada, "/api/fleet/stream", "12")
+	if ev, err := stale.next(); err != nil || ev.name != "snapshot" || !strings.Contains(fmt.Sprint(ev.data["reset"]), "Last-Event-ID 12") {
+		t.Errorf("an id never sent: %v %v, want a snapshot saying so", ev, err)
 	}
 	if r := e.do(t, "DELETE", "/api/tokens/"+adaID, e.admin, ""); r.status != http.StatusNoContent {
 		t.Fatalf("revoke = %d %s", r.status, r.raw)
