@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/provider"
 )
 
@@ -65,6 +66,12 @@ func newFakeE2B(hangar, dataDir string) *fakeE2B {
 		},
 		// No idle connections to daemons outlive a test.
 		Transport: &http.Transport{DisableKeepAlives: true},
+		// E2B's envd says nothing of hangar: a client must speak HTTP/1.1 through this proxy,
+		// as through E2B's, so the stand-in's mark of hangar's daemon does not pass.
+		ModifyResponse: func(r *http.Response) error {
+			r.Header.Del(envd.HangarHeader)
+			return nil
+		},
 		// An unknown or dead sandbox is a 502, as at E2B; not worth a log line.
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			w.WriteHeader(http.StatusBadGateway)
