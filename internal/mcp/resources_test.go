@@ -454,15 +454,63 @@ func TestListenWire(t *testing.T) {
 	_, tok := e.userToken(t, "ada", "user", "mcp")
 	e.sandbox(t, tok, "box", "")
 	e.session(t, tok, "wired", "box")
+	next := e.listen(t, tok, "hangar://sessions/wired/events")
+	if m := next(); m["method"] != "notifications/subscriptions/acknowledged" || subscriptionID(m) != "listen-7" {
+		t.Fatalf("first message %v, want the acknowledgement for listen-7", m)
+	}
+	e.turn(t, tok, "wired", `echo '{"type":"x"}'`)
+	m := next()
+	if m["method"] != "notifications/resources/updated" || subscriptionID(m) != "listen-7" {
+		t.Fatalf("message %v, want an update tagged listen-7", m)
+	}
+	if uri := m["params"].(map[string]any)["uri"]; uri != "hangar://sessions/wired/events" {
+		t.Errorf("update for %v", uri)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if err := e.mcp.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	finalResult(t, next)
+}
+
+// TestRevokedTokenEndsSubscriptions: a revoked token's subscriptions end: a 2026-07-28 listen
+// with its final result, and in both eras the subscription's place in the registry is freed.
+func TestRevokedTokenEndsSubscriptions(t *testing.T) {
+	e := newEnv(t, envOptions{turns: true})
+	tokID, tok := e.userToken(t, "ada", "user", "mcp")
+	e.sandbox(t, tok, "box", "")
+	e.session(t, tok, "revoked", "box")
+	uri := "hangar://sessions/revoked/events"
+	s := e.subscriber(t, tok, eras[0], nil)
+	s.subscribe(t, e, tokID, uri)
+	next := e.listen(t, tok, uri)
+	if m := next(); m["method"] != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first message %v, want the acknowledgement", m)
+	}
+	if _, n := e.streams.Count(tokID); n != 2 {
+		t.Fatalf("the token holds %d streams, want its 2 subscriptions", n)
+	}
+	if status, out := e.do(t, "DELETE", "/api/tokens/"+tokID, e.admin, ""); status != http.StatusNoContent {
+		t.Fatalf("revoke = %d %v", status, out)
+	}
+	finalResult(t, next)
+	waitFor(t, "the revoked token's subscriptions to end", func() bool { _, n := e.streams.Count(tokID); return n == 0 })
+}
+
+// listen opens a raw 2026-07-28 subscriptions/listen (id "listen-7") for uri and returns a
+// function that reads its next SSE message.
+func (e *env) listen(t *testing.T, token, uri string) func() map[string]any {
+	t.Helper()
 	body := `{"jsonrpc":"2.0","id":"listen-7","method":"subscriptions/listen","params":{"notifications":` +
-		`{"resourceSubscriptions":["hangar://sessions/wired/events"]},` +
+		`{"resourceSubscriptions":["` + uri + `"]},` +
 		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
 		`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"}}}}`
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
+	t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, "POST", e.url+"/mcp", strings.NewReader(body))
 	for k, v := range map[string]string{
-		"Authorization": "Bearer " + tok, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Authorization": "Bearer " + token, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
 		"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen",
 	} {
 		req.Header.Set(k, v)
@@ -471,17 +519,17 @@ func TestListenWire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	t.Cleanup(func() { resp.Body.Close() })
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("status = %d", resp.StatusCode)
+		t.Fatalf("listen: status %d", resp.StatusCode)
 	}
-	t.Logf("headers %v", resp.Header)
 	r := bufio.NewReader(resp.Body)
-	next := func() map[string]any {
+	return func() map[string]any {
+		t.Helper()
 		for {
 			line, err := r.ReadString('\n')
 			if err != nil {
-				t.Fatalf("read SSE: %v (%q)", err, line)
+				t.Fatalf("read the listen's SSE: %v", err)
 			}
 			if data, ok := strings.CutPrefix(line, "data: "); ok {
 				var m map[string]any
@@ -492,39 +540,31 @@ func TestListenWire(t *testing.T) {
 			}
 		}
 	}
-	subID := func(m map[string]any) any {
-		for _, k := range []string{"params", "result"} {
-			if p, ok := m[k].(map[string]any); ok {
-				meta, _ := p["_meta"].(map[string]any)
-				return meta[mcp.MetaKeySubscriptionID]
-			}
+}
+
+// subscriptionID is a message's _meta subscription id (a notification's or a result's).
+func subscriptionID(m map[string]any) any {
+	for _, k := range []string{"params", "result"} {
+		if p, ok := m[k].(map[string]any); ok {
+			meta, _ := p["_meta"].(map[string]any)
+			return meta[mcp.MetaKeySubscriptionID]
 		}
-		return nil
 	}
-	if m := next(); m["method"] != "notifications/subscriptions/acknowledged" || subID(m) != "listen-7" {
-		t.Fatalf("first message %v, want the acknowledgement for listen-7", m)
-	}
-	e.turn(t, tok, "wired", `echo '{"type":"x"}'`)
-	m := next()
-	if m["method"] != "notifications/resources/updated" || subID(m) != "listen-7" {
-		t.Fatalf("message %v, want an update tagged listen-7", m)
-	}
-	if uri := m["params"].(map[string]any)["uri"]; uri != "hangar://sessions/wired/events" {
-		t.Errorf("update for %v", uri)
-	}
-	e.streams.Shutdown()
-	if err := e.mcp.Shutdown(ctx); err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
+	return nil
+}
+
+// finalResult reads a listen's messages until its final result, which must be listen-7's.
+func finalResult(t *testing.T, next func() map[string]any) {
+	t.Helper()
 	for {
 		m := next()
 		if m["method"] == "notifications/resources/updated" {
-			continue // sent before the shutdown
+			continue // sent before the end
 		}
-		if m["id"] != "listen-7" || m["result"] == nil || subID(m) != "listen-7" {
-			t.Fatalf("after Shutdown: %v, want listen-7's final result", m)
+		if m["id"] != "listen-7" || m["result"] == nil || subscriptionID(m) != "listen-7" {
+			t.Fatalf("%v, want listen-7's final result", m)
 		}
-		break
+		return
 	}
 }
 
