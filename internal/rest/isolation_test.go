@@ -105,8 +105,8 @@ func want(outcomes ...string) [nCallers]string {
 }
 
 // matrix: REST outcomes are HTTP statuses; MCP ones are ok, 401 (refused before any JSON-RPC)
-// or "not found" (a tool error saying there is no such sandbox, process or terminal, or none
-// this token may use).
+// or "not found" (a tool error saying there is no such sandbox, process, terminal, session,
+// turn or job, or none this token may use; for a resource, the JSON-RPC "Resource not found").
 var matrix = []row{
 	{"GET /api/whoami", route("GET /api/whoami", ""), want("200", "200", "200", "200", "200", "200", "401", "401", "200")},
 	{"POST /api/tokens", route("POST /api/tokens", `{"scopes": ["mcp"]}`), want("201", "201", "201", "404", "403", "403", "401", "401", "201")},
