@@ -445,6 +445,12 @@ func TestReadSince(t *testing.T) {
 	if err != nil || len(tmpl.ResourceTemplates) != 2 {
 		t.Fatalf("resource templates: %v %v", tmpl, err)
 	}
+	// With the turns, hangar declares resources it can subscribe to, and no list changes (it
+	// sends none).
+	caps := e.subscriber(t, tok, eras[0], nil).session.InitializeResult().Capabilities
+	if caps.Resources == nil || !caps.Resources.Subscribe || caps.Resources.ListChanged || caps.Tools == nil {
+		t.Errorf("capabilities = %+v, want tools and subscribable resources", caps)
+	}
 }
 
 // TestListenWire reads a 2026-07-28 subscriptions/listen as raw SSE: the acknowledgement

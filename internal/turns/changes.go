@@ -2,7 +2,7 @@ package turns
 
 import (
 	"context"
-	"fmt"
+	"errors"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 )
@@ -60,7 +60,7 @@ func (s *Service) JobChanges(ctx context.Context, p auth.Principal, id string) (
 }
 
 // ErrClosed means the Service was closed while a Wait waited.
-var ErrClosed = fmt.Errorf("turns service closed")
+var ErrClosed = errors.New("turns service closed")
 
 // Wait returns the newest seq once it is past after: at once if it is already, else at the
 // next append that moves it. It takes the notifier's channel before it reads the store, so an
