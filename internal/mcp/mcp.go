@@ -85,7 +85,7 @@ type Handler struct {
 
 	sinks    sync.Map // sink id (string) → *sink: the response streams being served
 	nextID   atomic.Uint64
-	running  inflight  // exec and attach calls in flight, counted until their response is written
+	running  inflight  // exec and attach calls and listens in flight, counted until their response is written
 	sessions *sessions // the 2025-era sessions of each token
 	subs     *subscriptions
 }
