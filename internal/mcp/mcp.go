@@ -27,6 +27,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/turns"
 )
 
 // Config configures the MCP endpoint.
@@ -61,8 +62,13 @@ type Config struct {
 	Recheck time.Duration
 	// Check says whether a token is still valid. Default Auth.Check.
 	Check func(ctx context.Context, p auth.Principal) error
-	// Clock times Run's rechecks. Default the real clock.
+	// Clock times Run's rechecks and paces subscriptions' notifications. Default the real
+	// clock.
 	Clock quartz.Clock
+	// Turns serves the sessions, turns and jobs: the session, turn and job tools, and the
+	// event resources and their subscriptions (resources.go, subscribe.go). Nil: none of
+	// those are offered.
+	Turns *turns.Service
 }
 
 // newProtocol is the first protocol revision served statelessly.
@@ -79,8 +85,9 @@ type Handler struct {
 
 	sinks    sync.Map // sink id (string) → *sink: the response streams being served
 	nextID   atomic.Uint64
-	running  inflight  // exec and attach calls in flight, counted until their response is written
+	running  inflight  // exec and attach calls and listens in flight, counted until their response is written
 	sessions *sessions // the 2025-era sessions of each token
+	subs     *subscriptions
 }
 
 // inflight counts calls in flight; idle's channel is closed when there are none.
@@ -149,24 +156,36 @@ func New(cfg Config) *Handler {
 	if cfg.Clock == nil {
 		cfg.Clock = quartz.NewReal()
 	}
-	h := &Handler{cfg: cfg, log: cfg.Logger, sessions: newSessions(cfg.SessionsPerToken)}
+	h := &Handler{cfg: cfg, log: cfg.Logger, sessions: newSessions(cfg.SessionsPerToken), subs: newSubscriptions()}
 	instructions := "hangar gives you sandboxes. Run commands in one with the exec tool; pass stream: true " +
 		"with a progress token to see the output as it prints."
 	if cfg.Processes != nil {
 		instructions += " For commands that run on (servers, long builds), use the process tool: start, then " +
 			"attach with since = the next of the previous attach; terminal_open gives you a shell to poll."
 	}
-	h.server = mcp.NewServer(&mcp.Implementation{Name: "hangar", Version: cfg.Version}, &mcp.ServerOptions{
+	opts := &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       quieter(cfg.Logger),
-		// Tools only: hangar sends no log messages and has no prompts or resources, so it
-		// declares none of those capabilities.
+		// Tools, and resources with the turns: hangar sends no log messages and has no
+		// prompts, so it declares neither.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
-	})
+	}
+	if cfg.Turns != nil {
+		opts.Instructions += turnsInstructions
+		opts.Capabilities.Resources = &mcp.ResourceCapabilities{Subscribe: true}
+		opts.SubscribeHandler, opts.UnsubscribeHandler = h.subscribe, h.unsubscribe
+	}
+	h.server = mcp.NewServer(&mcp.Implementation{Name: "hangar", Version: cfg.Version}, opts)
 	h.addExec()
 	if cfg.Processes != nil {
 		h.addProcess()
 		h.addTerminals()
+	}
+	if cfg.Turns != nil {
+		h.addTurns()
+		h.addResources()
+		h.server.AddSendingMiddleware(h.deliverUpdates)
+		h.server.AddReceivingMiddleware(h.endableListens)
 	}
 	getServer := func(*http.Request) *mcp.Server { return h.server }
 	// Never JSONResponse: progress notifications travel on the call's response stream.
@@ -244,11 +263,13 @@ func (h *Handler) sinkOf(header http.Header) *sink {
 	return v.(*sink)
 }
 
-// Shutdown ends the MCP side for a server shutdown: it waits (until ctx ends) for the exec calls
-// in flight to send their results — the stream registry's Shutdown, called first, makes them
-// finish at once — and then closes every session, which ends the 2025-era GET streams and
-// subscriptions/listen streams. Call it before the HTTP server's Shutdown.
+// Shutdown ends the MCP side for a server shutdown: it ends each subscriptions/listen with its
+// final result, waits (until ctx ends) for those results and for the exec calls in flight to
+// send theirs — the stream registry's Shutdown, called first, makes them finish at once — and
+// then closes every session, which ends the 2025-era GET streams, and waits for the
+// subscriptions to end. Call it before the HTTP server's Shutdown.
 func (h *Handler) Shutdown(ctx context.Context) error {
+	h.subs.endListens()
 	var err error
 	select {
 	case <-h.running.idle():
@@ -257,6 +278,9 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	}
 	for ss := range h.server.Sessions() {
 		ss.Close()
+	}
+	if werr := h.waitSubscriptions(ctx); err == nil {
+		err = werr
 	}
 	return err
 }

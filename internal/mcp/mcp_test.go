@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/turns"
 )
 
 // hangarBin is a static hangar binary, run as the local sandboxes' daemon.
@@ -59,7 +61,8 @@ type env struct {
 	streams *stream.Registry
 	mcp     *hmcp.Handler
 	procs   *process.Manager
-	http    *http.Client // without a token; clients add theirs
+	turns   *turns.Service // with envOptions.turns
+	http    *http.Client   // without a token; clients add theirs
 }
 
 type envOptions struct {
@@ -69,6 +72,9 @@ type envOptions struct {
 	// The 2025-era sessions' idle timeout and cap per token. 0: the defaults.
 	sessionIdle      time.Duration
 	sessionsPerToken int
+	// turns serves sessions, turns and jobs (REST and MCP); clock is the MCP handler's.
+	turns bool
+	clock quartz.Clock
 }
 
 // newEnv serves the REST routes and /mcp on a real port-0 listener, over the local provider.
@@ -127,12 +133,21 @@ func newEnv(t *testing.T, o envOptions) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.procs.Close) // after the server's shutdown, before the sandboxes are destroyed
+	if o.turns {
+		e.turns = turns.New(turns.Config{Store: s, Streams: e.streams, Sandboxes: turns.FromManager(sandboxes), HarnessBinary: turns.HarnessBinaries(hangarBin),
+			RunRoot: filepath.Join(t.TempDir(), "turns"), PollInterval: 100 * time.Millisecond, Follow: true, Logger: quiet})
+		t.Cleanup(e.turns.Close)
+	}
+	recheck := 200 * time.Millisecond
+	if o.clock != nil {
+		recheck = time.Hour // a test's clock moves only for what it tests
+	}
 	e.mcp = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, KeepAlive: o.keepAlive, Logger: quiet,
-		SessionIdle: o.sessionIdle, SessionsPerToken: o.sessionsPerToken, Recheck: 200 * time.Millisecond})
+		SessionIdle: o.sessionIdle, SessionsPerToken: o.sessionsPerToken, Recheck: recheck, Turns: e.turns, Clock: o.clock})
 	mcpRechecked := make(chan struct{})
 	go func() { e.mcp.Run(rechecks); close(mcpRechecked) }()
 	t.Cleanup(func() { stopRechecks(); <-mcpRechecked })
-	srv := rest.New(rest.Config{Auth: a, Ready: s.Ping, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: reg, MCP: e.mcp, Logger: quiet})
+	srv := rest.New(rest.Config{Auth: a, Ready: s.Ping, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Turns: e.turns, Registry: reg, MCP: e.mcp, Logger: quiet})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

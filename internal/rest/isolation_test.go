@@ -60,8 +60,9 @@ const (
 // without it is the outcome "200, hidden" (REST) or "ok, hidden" (MCP).
 type action struct {
 	tool         string // MCP tool; "" for REST
+	resource     string // MCP resource operation: read, subscribe or list; "" for none
 	method, path string
-	body         string
+	body         string // for a resource operation, its URI
 	listed       string
 }
 
@@ -77,6 +78,9 @@ func restList(methodPath, listed string) action {
 }
 
 func tool(name, args string) action { return action{tool: name, body: args} }
+
+// resource is an MCP resource operation (read or subscribe) on uri.
+func resource(op, uri string) action { return action{resource: op, body: uri} }
 
 func toolList(name, args, listed string) action {
 	a := tool(name, args)
@@ -101,8 +105,8 @@ func want(outcomes ...string) [nCallers]string {
 }
 
 // matrix: REST outcomes are HTTP statuses; MCP ones are ok, 401 (refused before any JSON-RPC)
-// or "not found" (a tool error saying there is no such sandbox, process or terminal, or none
-// this token may use).
+// or "not found" (a tool error saying there is no such sandbox, process, terminal, session,
+// turn or job, or none this token may use; for a resource, the JSON-RPC "Resource not found").
 var matrix = []row{
 	{"GET /api/whoami", route("GET /api/whoami", ""), want("200", "200", "200", "200", "200", "200", "401", "401", "200")},
 	{"POST /api/tokens", route("POST /api/tokens", `{"scopes": ["mcp"]}`), want("201", "201", "201", "404", "403", "403", "401", "401", "201")},
@@ -152,6 +156,25 @@ var matrix = []row{
 	{"MCP terminal_read {term}", tool("terminal_read", `{"sandbox": "{sb}", "terminal_id": "{term}"}`), want("ok", "not found", "not found", "not found", "not found", "401", "401", "401", "ok")},
 	{"MCP terminal_resize {term}", tool("terminal_resize", `{"sandbox": "{sb}", "terminal_id": "{term}", "cols": 80, "rows": 24}`), want("ok", "not found", "not found", "not found", "not found", "401", "401", "401", "ok")},
 	{"MCP terminal_close {fterm}", tool("terminal_close", `{"sandbox": "{sb}", "terminal_id": "{fterm}"}`), want("ok", "not found", "not found", "not found", "not found", "401", "401", "401", "ok")},
+	{"MCP session create", tool("session", `{"action": "create", "name": "{new}", "sandbox": "{sb}", "agent": "command"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
+	{"MCP session list", toolList("session", `{"action": "list"}`, "{ses}"), want("ok", "ok, hidden", "ok", "ok, hidden", "ok", "401", "401", "401", "ok")},
+	{"MCP session get {ses}", tool("session", `{"action": "get", "session": "{ses}"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
+	{"MCP session events {ses}", tool("session", `{"action": "events", "session": "{ses}"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
+	{"MCP turn start {fses}", tool("turn", `{"action": "start", "session": "{fses}", "prompt": "true"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
+	{"MCP turn list {ses}", toolList("turn", `{"action": "list", "session": "{ses}"}`, "{turn}"), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
+	{"MCP turn get {turn}", tool("turn", `{"action": "get", "session": "{ses}", "turn_id": "{turn}"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
+	{"MCP turn cancel {turn}", tool("turn", `{"action": "cancel", "session": "{ses}", "turn_id": "{turn}"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
+	{"MCP job start", tool("job", `{"action": "start", "prompt": "true", "agent": "command", "sandbox": "{sb}"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
+	{"MCP job list", toolList("job", `{"action": "list"}`, "{job}"), want("ok", "ok, hidden", "ok", "ok, hidden", "ok", "401", "401", "401", "ok")},
+	{"MCP job get {job}", tool("job", `{"action": "get", "job_id": "{job}"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
+	{"MCP job cancel {job}", tool("job", `{"action": "cancel", "job_id": "{job}"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
+	{"MCP job events {job}", tool("job", `{"action": "events", "job_id": "{job}"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
+	{"MCP resources/list", action{resource: "list", listed: "{ses}"}, want("ok", "ok, hidden", "ok", "ok, hidden", "ok", "401", "401", "401", "ok")},
+	{"MCP resources/list, jobs", action{resource: "list", listed: "{job}"}, want("ok", "ok, hidden", "ok", "ok, hidden", "ok", "401", "401", "401", "ok")},
+	{"MCP read hangar://sessions/{ses}/events", resource("read", "hangar://sessions/{ses}/events?since=1"), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
+	{"MCP subscribe hangar://sessions/{ses}/events", resource("subscribe", "hangar://sessions/{ses}/events"), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
+	{"MCP read hangar://jobs/{job}/events", resource("read", "hangar://jobs/{job}/events"), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
+	{"MCP subscribe hangar://jobs/{job}/events", resource("subscribe", "hangar://jobs/{job}/events"), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
 }
 
 // placeholders are what a row's {name}s stand for. Each cell gets its own fresh ones, so that
@@ -322,6 +345,9 @@ func (c *cell) run(t *testing.T, r row) string {
 	if r.do.tool != "" {
 		return c.w.callTool(t, c.era, c.col, tok, r.do.tool, c.expand(r.do.body), c.vars[r.do.listed])
 	}
+	if r.do.resource != "" {
+		return c.w.onResource(t, c.era, c.col, tok, r.do.resource, c.expand(r.do.body), c.vars[r.do.listed]) // mcpresources_test.go
+	}
 	out, body := c.w.request(t, r.do.method, c.expand(r.do.path), tok, c.expand(r.do.body))
 	if r.do.listed != "" && out == "200" && !strings.Contains(body, `"`+c.vars[r.do.listed]+`"`) {
 		out = "200, hidden"
@@ -417,7 +443,7 @@ func (w *world) callTool(t *testing.T, era string, col int, token, name, args, l
 	}
 	if res.IsError {
 		text := res.Content[0].(*mcp.TextContent).Text
-		for _, nf := range []string{"no such sandbox", "no such process", "There is no terminal"} {
+		for _, nf := range []string{"no such sandbox", "no such process", "There is no terminal", "no such session"} {
 			if strings.Contains(text, nf) {
 				return "not found"
 			}
@@ -477,7 +503,7 @@ func TestIsolationMatrix(t *testing.T) {
 	for _, r := range matrix {
 		t.Run(r.name, func(t *testing.T) {
 			eras := []string{""}
-			if r.do.tool != "" {
+			if r.do.tool != "" || r.do.resource != "" {
 				eras = mcpEras
 			}
 			for col := range nCallers {

@@ -186,10 +186,6 @@ func newEnv(t *testing.T, opts ...option) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.procs.Close)
-	var mcpHandler *hmcp.Handler
-	if e.withMCP {
-		mcpHandler = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs})
-	}
 	e.turns = turns.New(turns.Config{Store: s, Streams: e.streams, Sandboxes: turns.FromManager(sandboxes), HarnessBinary: turns.HarnessBinaries(hangarBin),
 		RunRoot: filepath.Join(e.dir, "turns"), PollInterval: 20 * time.Millisecond, Follow: true})
 	t.Cleanup(e.turns.Close)
@@ -197,6 +193,10 @@ func newEnv(t *testing.T, opts ...option) *env {
 	t.Cleanup(e.watches.Close)
 	e.fleet = fleet.New(fleet.Config{Store: s, Processes: e.procs, Streams: e.streams, Poll: 20 * time.Millisecond, Coalesce: 50 * time.Millisecond})
 	t.Cleanup(e.fleet.Close)
+	var mcpHandler *hmcp.Handler
+	if e.withMCP {
+		mcpHandler = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Turns: e.turns})
+	}
 	cfg := rest.Config{Auth: a, Ready: s.Ping, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: e.reg, MaxBodyBytes: 4096, Now: e.clock,
 		Logger: slog.New(slog.NewTextHandler(&e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Turns: e.turns, Watches: e.watches, Fleet: e.fleet}
 	if mcpHandler != nil {

@@ -1,0 +1,219 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/problem"
+	"github.com/hangar-dev/hangar/internal/turns"
+)
+
+// The event resources: a session's events (hangar://sessions/<name>/events, the name or the
+// id) and a job's (hangar://jobs/<id>/events). Reading one returns {"events": [...], "next":
+// n}: a page of the events after ?since=<seq> (default 0), and the seq to pass as since for the
+// next page. resources/list shows the caller's sessions and jobs; subscriptions are in
+// subscribe.go. Every failure to find one, or to be allowed to see it, is the same "Resource
+// not found", so a URI never says whether someone else's session exists.
+const (
+	sessionTemplate = "hangar://sessions/{name}/events{?since}"
+	jobTemplate     = "hangar://jobs/{id}/events{?since}"
+	eventsMIME      = "application/json"
+)
+
+// readPage is how many events one read returns: as many as a REST page by default.
+const readPage = 100
+
+// eventsTarget is what an event resource's URI names.
+type eventsTarget struct {
+	job   bool   // a job's events, else a session's
+	ref   string // the session's name or id, or the job's id
+	since int64
+	query bool // the URI has a query (a since)
+}
+
+// parseEventsURI reads an event resource's URI; the error is a sentence for a person.
+func parseEventsURI(raw string) (eventsTarget, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "hangar" || (u.Host != "sessions" && u.Host != "jobs") {
+		return eventsTarget{}, fmt.Errorf("%s is not an event resource: they are hangar://sessions/<name>/events and hangar://jobs/<id>/events", raw)
+	}
+	ref, ok := strings.CutSuffix(strings.TrimPrefix(u.Path, "/"), "/events")
+	if !ok || ref == "" || strings.Contains(ref, "/") {
+		return eventsTarget{}, fmt.Errorf("%s is not an event resource: they are hangar://sessions/<name>/events and hangar://jobs/<id>/events", raw)
+	}
+	t := eventsTarget{job: u.Host == "jobs", ref: ref, query: u.RawQuery != ""}
+	q := u.Query()
+	for k := range q {
+		if k != "since" {
+			return eventsTarget{}, fmt.Errorf("%s: an event resource takes only ?since=<seq>, not %s", raw, k)
+		}
+	}
+	if v := q.Get("since"); v != "" || q.Has("since") {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return eventsTarget{}, fmt.Errorf("since must be an event's seq: a whole number, 0 or more (got %q)", v)
+		}
+		t.since = n
+	}
+	return t, nil
+}
+
+// sessionURI and jobURI are the resources' URIs.
+func sessionURI(ref string) string { return "hangar://sessions/" + ref + "/events" }
+func jobURI(id string) string      { return "hangar://jobs/" + id + "/events" }
+
+// addResources declares the event resources: their templates, their reads, and resources/list.
+func (h *Handler) addResources() {
+	h.server.AddResourceTemplate(&mcp.ResourceTemplate{
+		Name: "session-events", Title: "A session's events", URITemplate: sessionTemplate, MIMEType: eventsMIME,
+		Description: "A session's events (its agent's run-log lines, and turn.started / turn.finished), oldest first: " +
+			`{"events": [...], "next": n}, a page of up to 100 after ?since=<seq> (default 0); read again with since=next ` +
+			"for the rest. Subscribe to hangar://sessions/<name>/events to be told when there are new ones.",
+	}, h.readEvents)
+	h.server.AddResourceTemplate(&mcp.ResourceTemplate{
+		Name: "job-events", Title: "A job's events", URITemplate: jobTemplate, MIMEType: eventsMIME,
+		Description: "A job's events, as a session's, numbered by job seq: " +
+			`{"events": [...], "next": n} after ?since=<seq>. Subscribe to hangar://jobs/<id>/events to be told of new ones.`,
+	}, h.readEvents)
+	h.server.AddReceivingMiddleware(h.listResources)
+}
+
+// callerOf is the caller of a request: the TokenInfo the SDK passes with it, else the one the
+// bearer-token middleware put in ctx (the subscriptions a subscriptions/listen makes carry no
+// Extra).
+func callerOf(ctx context.Context, extra *mcp.RequestExtra) (auth.Principal, bool) {
+	var info *sdkauth.TokenInfo
+	if extra != nil {
+		info = extra.TokenInfo
+	}
+	if info == nil {
+		info = sdkauth.TokenInfoFromContext(ctx)
+	}
+	return principalFromTokenInfo(info)
+}
+
+// eventsPage is a read's answer.
+type eventsPage struct {
+	Events []turns.Event `json:"events"`
+	Next   int64         `json:"next"`
+}
+
+func (h *Handler) readEvents(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	p, ok := callerOf(ctx, req.Extra)
+	if !ok {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	t, err := parseEventsURI(uri)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	page, err := h.eventsAfter(ctx, p, t.job, t.ref, t.since, readPage)
+	if err != nil {
+		return nil, h.resourceError(uri, "read "+uri, err)
+	}
+	data, err := json.Marshal(page)
+	if err != nil {
+		return nil, h.resourceError(uri, "read "+uri, err)
+	}
+	return &mcp.ReadResourceResult{
+		Contents:  []*mcp.ResourceContents{{URI: uri, MIMEType: eventsMIME, Text: string(data)}},
+		Cacheable: mcp.Cacheable{CacheScope: "private"}, // one caller's, and changing
+	}, nil
+}
+
+// eventsAfter is a page of a session's or job's events after since, and the next since.
+func (h *Handler) eventsAfter(ctx context.Context, p auth.Principal, job bool, ref string, since int64, limit int) (eventsPage, error) {
+	var (
+		evs []turns.Event
+		err error
+	)
+	if job {
+		evs, err = h.cfg.Turns.ListJobEvents(ctx, p, ref, since, limit)
+	} else {
+		evs, err = h.cfg.Turns.ListEvents(ctx, p, ref, since, limit)
+	}
+	if err != nil {
+		return eventsPage{}, err
+	}
+	page := eventsPage{Events: evs, Next: since}
+	if page.Events == nil {
+		page.Events = []turns.Event{}
+	}
+	for _, e := range evs {
+		page.Next = e.Seq
+		if job {
+			page.Next = e.JobSeq
+		}
+	}
+	return page, nil
+}
+
+// resourceError is a domain error on a resource as a JSON-RPC error: not found (whatever the
+// reason: never whether it exists), invalid params for bad input, else the problem table's
+// sentence; hangar's own failures are logged.
+func (h *Handler) resourceError(uri, op string, err error) error {
+	pr := problem.Of(err)
+	switch pr.Code {
+	case problem.CodeNotFound, problem.CodeForbidden, problem.CodeUnauthorized:
+		return mcp.ResourceNotFoundError(uri)
+	case problem.CodeBadRequest:
+		msg := pr.Message
+		if pr.Detail != "" {
+			msg += " (" + pr.Detail + ")"
+		}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
+	case problem.CodeInternal:
+		if !errors.Is(err, context.Canceled) {
+			h.log.Error("mcp resource failed", "op", op, "err", err)
+		}
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: pr.Message}
+}
+
+// listResources answers resources/list with the caller's own sessions and jobs (the SDK's
+// list is one for everyone). A session of someone else's (an admin's view) is named by its
+// id, which is unambiguous where a name may not be.
+func (h *Handler) listResources(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "resources/list" {
+			return next(ctx, method, req)
+		}
+		p, ok := callerOf(ctx, req.GetExtra())
+		if !ok {
+			return &mcp.ListResourcesResult{Resources: []*mcp.Resource{}, Cacheable: mcp.Cacheable{CacheScope: "private"}}, nil
+		}
+		ss, err := h.cfg.Turns.ListSessions(ctx, p)
+		if err != nil {
+			return nil, h.resourceError("", "list resources", err)
+		}
+		js, err := h.cfg.Turns.ListJobs(ctx, p)
+		if err != nil {
+			return nil, h.resourceError("", "list resources", err)
+		}
+		out := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}, Cacheable: mcp.Cacheable{CacheScope: "private"}}
+		for _, se := range ss {
+			ref := se.Name
+			if se.Owner != p.User {
+				ref = se.ID
+			}
+			out.Resources = append(out.Resources, &mcp.Resource{URI: sessionURI(ref), Name: "session " + ref + " events",
+				MIMEType: eventsMIME, Description: fmt.Sprintf("Session %s's events (agent %s, sandbox %s, %d so far).", se.Name, se.Agent, se.Sandbox, se.LastSeq)})
+		}
+		for _, j := range js {
+			out.Resources = append(out.Resources, &mcp.Resource{URI: jobURI(j.ID), Name: "job " + j.ID + " events",
+				MIMEType: eventsMIME, Description: fmt.Sprintf("Job %s's events (sandbox %s, %d so far).", j.ID, j.Sandbox, j.LastSeq)})
+		}
+		return out, nil
+	}
+}

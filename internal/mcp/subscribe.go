@@ -1,0 +1,348 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/turns"
+)
+
+// Subscriptions to the event resources, in both eras: resources/subscribe (2025-era sessions)
+// and subscriptions/listen (2026-07-28; the SDK turns each URI of a listen into a subscribe
+// and an unsubscribe when the listen ends). New events send notifications/resources/updated:
+// the first at once, then at most one per updateEvery for each subscription, covering all
+// that was recorded meanwhile.
+//
+// Who hears what. The SDK's Server.ResourceUpdated notifies every session subscribed to a URI
+// string, but a URI string is not a session: a session's name may mean another session for
+// another person. So each subscription is resolved once, for its subscriber, to one session
+// or job id (turns.Changes), which rechecks the subscriber may still see it before every
+// notification; its notifications carry the subscription's id in _meta (metaSubscription), and
+// deliverUpdates, a sending middleware, passes a notification only to the session that holds
+// that subscription, with the mark removed. A notification without a mark goes to no one.
+//
+// Each subscription is a stream in the registry (kind events): it counts against the token's
+// HANGAR_STREAM_MAX_PER_TOKEN like an SSE event stream, and ends when its token is revoked,
+// its sandbox is destroyed or paused, it is open HANGAR_STREAM_MAX_HOURS, or hangar shuts down.
+// A subscriptions/listen whose subscription ends that way is ended (its final result), so its
+// client knows to listen again; a 2025-era subscription just stops (a revoked token's sessions
+// are closed by Run).
+
+// updateEvery is the least time between two notifications of one subscription (the spec's
+// "at most every 250 ms per URI").
+const updateEvery = 250 * time.Millisecond
+
+// metaSubscription is the _meta key that says which subscription a notification is for. It
+// never leaves hangar: deliverUpdates removes it.
+const metaSubscription = "hangar.dev/subscription"
+
+// subscriptions are the open subscriptions, by id and by SDK session, and the
+// subscriptions/listen requests in flight.
+type subscriptions struct {
+	mu        sync.Mutex // guards the maps, next and closing
+	byID      map[string]*subscription
+	bySession map[*mcp.ServerSession]*sessionSubs
+	next      uint64
+	listens   map[*mcp.ServerSession]context.CancelFunc // ends a listen with its final result
+	closing   bool                                      // Shutdown began: listens end at once
+
+	wg sync.WaitGroup // the subscriptions' goroutines and the sessions' watchers
+}
+
+// sessionSubs are one SDK session's subscriptions.
+type sessionSubs struct {
+	closed chan struct{} // closed once the session has ended
+	byURI  map[string]*subscription
+}
+
+// subscription is one session's subscription to one URI. Its goroutine (run) owns it.
+type subscription struct {
+	id     string
+	ss     *mcp.ServerSession
+	uri    string
+	ch     *turns.Changes
+	st     *stream.Stream     // its place in the registry; it carries nothing
+	cancel context.CancelFunc // unsubscribes
+}
+
+func newSubscriptions() *subscriptions {
+	return &subscriptions{byID: map[string]*subscription{}, bySession: map[*mcp.ServerSession]*sessionSubs{},
+		listens: map[*mcp.ServerSession]context.CancelFunc{}}
+}
+
+// subscribe is the SDK's SubscribeHandler: it resolves the URI for the caller and starts the
+// subscription. Anything the caller may not read is "Resource not found".
+func (h *Handler) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	uri := req.Params.URI
+	p, ok := callerOf(ctx, req.Extra)
+	if !ok {
+		return mcp.ResourceNotFoundError(uri)
+	}
+	t, err := parseEventsURI(uri)
+	if err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	if t.query {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Subscribe to the resource without ?since (" +
+			"hangar://sessions/<name>/events or hangar://jobs/<id>/events); read it with ?since= when told it changed."}
+	}
+	var ch *turns.Changes
+	if t.job {
+		ch, err = h.cfg.Turns.JobChanges(ctx, p, t.ref)
+	} else {
+		ch, err = h.cfg.Turns.SessionChanges(ctx, p, t.ref)
+	}
+	if err != nil {
+		return h.resourceError(uri, "subscribe "+uri, err)
+	}
+	st, err := h.cfg.Streams.Open(ctx, stream.Options{Kind: stream.KindEvents, Principal: p, Sandbox: ch.Sandbox, Lifetime: true, Unpaced: true})
+	if err != nil {
+		return h.resourceError(uri, "subscribe "+uri, err)
+	}
+	h.startSubscription(req.Session, uri, ch, st)
+	return nil
+}
+
+// unsubscribe is the SDK's UnsubscribeHandler. Unsubscribing from what one is not subscribed
+// to is no error.
+func (h *Handler) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	s := h.subs
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.bySession[req.Session]; e != nil {
+		if sub := e.byURI[req.Params.URI]; sub != nil {
+			sub.cancel()
+			s.forgetLocked(sub)
+		}
+	}
+	return nil
+}
+
+// startSubscription records the subscription and starts its goroutine; a second subscription
+// of a session to one URI is the first one.
+func (h *Handler) startSubscription(ss *mcp.ServerSession, uri string, ch *turns.Changes, st *stream.Stream) {
+	s := h.subs
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.bySession[ss]
+	if e == nil {
+		e = &sessionSubs{closed: make(chan struct{}), byURI: map[string]*subscription{}}
+		s.bySession[ss] = e
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			ss.Wait() // returns once the session is closed, by its client, an idle timeout or Shutdown
+			close(e.closed)
+			s.mu.Lock()
+			delete(s.bySession, ss)
+			s.mu.Unlock()
+		}()
+	}
+	if _, ok := e.byURI[uri]; ok {
+		st.Close()
+		return
+	}
+	s.next++
+	ctx, cancel := context.WithCancel(context.Background())
+	sub := &subscription{id: strconv.FormatUint(s.next, 10), ss: ss, uri: uri, ch: ch, st: st, cancel: cancel}
+	e.byURI[uri] = sub
+	s.byID[sub.id] = sub
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		h.run(ctx, sub, e.closed)
+	}()
+}
+
+// forgetLocked removes sub from the maps, if it is still there.
+func (s *subscriptions) forgetLocked(sub *subscription) {
+	if s.byID[sub.id] != sub {
+		return
+	}
+	delete(s.byID, sub.id)
+	if e := s.bySession[sub.ss]; e != nil && e.byURI[sub.uri] == sub {
+		delete(e.byURI, sub.uri)
+	}
+}
+
+// holds reports whether the subscription id is ss's subscription to uri.
+func (s *subscriptions) holds(ss *mcp.ServerSession, uri, id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sub := s.byID[id]
+	return sub != nil && sub.ss == ss && sub.uri == uri
+}
+
+// run notifies the subscriber of new events until the subscription ends: unsubscribed (ctx),
+// its session closed, its registry stream ended, or the session or job no longer visible to
+// the subscriber.
+func (h *Handler) run(ctx context.Context, sub *subscription, closed <-chan struct{}) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-sub.st.Done():
+		case <-closed:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	err := h.notifyLoop(ctx, sub)
+	reason := stream.ReasonClient // unsubscribed, or its session closed
+	switch {
+	case sub.st.Reason() != "":
+		reason = sub.st.Reason()
+	case errors.Is(err, turns.ErrNotFound):
+		reason = stream.ReasonDone // deleted, or no longer the subscriber's
+	case errors.Is(err, turns.ErrClosed):
+		reason = stream.ReasonShutdown
+	case err != nil && ctx.Err() == nil:
+		h.log.Error("mcp subscription", "uri", sub.uri, "err", err)
+		reason = stream.ReasonError
+	}
+	sub.st.End(reason)
+	sub.st.Close()
+	h.subs.mu.Lock()
+	h.subs.forgetLocked(sub)
+	h.subs.mu.Unlock()
+	select {
+	case <-closed:
+		return
+	default:
+	}
+	if reason != stream.ReasonClient {
+		// A subscriptions/listen's subscription ended on hangar's side: end the listen (its
+		// final result), so the client knows to listen again.
+		h.subs.mu.Lock()
+		if end := h.subs.listens[sub.ss]; end != nil {
+			end()
+		}
+		h.subs.mu.Unlock()
+	}
+}
+
+// endableListens is a receiving middleware that makes each subscriptions/listen endable from
+// hangar's side with its final result. The SDK's listen waits for its context to end and then
+// answers; closing its session instead (ServerSession.Close) ends it with no answer, as a
+// closing connection writes nothing more. So each listen runs under a context of its own,
+// which Shutdown and a subscription's end cancel. A listen counts as a call in flight until its
+// answer is written, so Shutdown waits for it.
+func (h *Handler) endableListens(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if method != "subscriptions/listen" || ss == nil {
+			return next(ctx, method, req)
+		}
+		if extra := req.GetExtra(); extra != nil {
+			if sk := h.sinkOf(extra.Header); sk != nil {
+				h.running.add()
+				sk.whenClosed(h.running.done)
+			}
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		s := h.subs
+		s.mu.Lock()
+		if s.closing {
+			cancel()
+		}
+		s.listens[ss] = cancel
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.listens, ss)
+			s.mu.Unlock()
+		}()
+		return next(ctx, method, req)
+	}
+}
+
+// endListens ends every subscriptions/listen with its final result, and those that come later
+// at once (Shutdown).
+func (s *subscriptions) endListens() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closing = true
+	for _, end := range s.listens {
+		end()
+	}
+}
+
+// notifyLoop waits for events past the last notified and notifies, at most once per
+// updateEvery: an update that comes sooner waits for the rest of the window, and the one
+// notification then covers everything recorded meanwhile. It returns Wait's error.
+func (h *Handler) notifyLoop(ctx context.Context, sub *subscription) error {
+	last := sub.ch.Last
+	var sent time.Time // zero: nothing sent yet
+	for {
+		seq, err := sub.ch.Wait(ctx, last)
+		if err != nil {
+			return err
+		}
+		if !sent.IsZero() {
+			if d := sent.Add(updateEvery).Sub(h.cfg.Clock.Now()); d > 0 {
+				t := h.cfg.Clock.NewTimer(d, "mcp", "subscription")
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					return ctx.Err()
+				}
+				// Read again, as the subscriber may be able to see it no longer, and what came
+				// during the pause is in this notification.
+				if seq, err = sub.ch.Wait(ctx, last); err != nil {
+					return err
+				}
+			}
+		}
+		h.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: sub.uri, Meta: mcp.Meta{metaSubscription: sub.id}})
+		sent, last = h.cfg.Clock.Now(), seq
+	}
+}
+
+// deliverUpdates is a sending middleware: a notifications/resources/updated reaches a session
+// only if it is for that session's own subscription (see above), without the mark.
+func (h *Handler) deliverUpdates(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "notifications/resources/updated" {
+			return next(ctx, method, req)
+		}
+		params, _ := req.GetParams().(*mcp.ResourceUpdatedNotificationParams)
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		if params == nil || ss == nil {
+			return nil, nil
+		}
+		id, _ := params.Meta[metaSubscription].(string)
+		if id == "" || !h.subs.holds(ss, params.URI, id) {
+			return nil, nil // another session's subscription, or no one's
+		}
+		meta := maps.Clone(params.Meta) // the SDK shares params among the sessions it notifies
+		delete(meta, metaSubscription)
+		if len(meta) == 0 {
+			meta = nil
+		}
+		return next(ctx, method, &mcp.ServerRequest[*mcp.ResourceUpdatedNotificationParams]{
+			Session: ss, Params: &mcp.ResourceUpdatedNotificationParams{URI: params.URI, Meta: meta}})
+	}
+}
+
+// waitSubscriptions waits (until ctx ends) for the subscriptions' goroutines, once their
+// sessions are closed.
+func (h *Handler) waitSubscriptions(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { h.subs.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
