@@ -128,6 +128,11 @@ var matrix = []row{
 	{"GET /api/sandboxes/{sb}/processes/{proc}/stream", route("GET /api/sandboxes/{sb}/processes/{proc}/stream", ""), want("200", "404", "404", "404", "403", "403", "401", "401", "200")},
 	{"POST /api/sandboxes/{sb}/processes/{proc}/input", route("POST /api/sandboxes/{sb}/processes/{proc}/input", `{"input": "x\n"}`), want("204", "404", "404", "404", "403", "403", "401", "401", "204")},
 	{"DELETE /api/sandboxes/{sb}/processes/{fproc}", route("DELETE /api/sandboxes/{sb}/processes/{fproc}", ""), want("202", "404", "404", "404", "403", "403", "401", "401", "202")},
+	{"GET /api/sandboxes/{sb}/watch", route("GET /api/sandboxes/{sb}/watch?path=.", ""), want("200", "404", "200", "404", "403", "403", "401", "401", "200")},
+	{"GET /api/fleet", restList("GET /api/fleet", "{ses}"), want("200", "200, hidden", "403", "403", "403", "403", "401", "401", "200, hidden")},
+	{"GET /api/fleet?user=ada", restList("GET /api/fleet?user=ada", "{ses}"), want("200", "403", "403", "403", "403", "403", "401", "401", "200")},
+	{"GET /api/fleet/stream?user=ada", route("GET /api/fleet/stream?user=ada", ""), want("200", "403", "403", "403", "403", "403", "401", "401", "200")},
+	{"POST /api/fleet/tickets", route("POST /api/fleet/tickets", ""), want("201", "201", "403", "403", "403", "403", "401", "401", "201")},
 	{"POST /api/sessions", route("POST /api/sessions", `{"name": "{new}", "sandbox": "{sb}", "agent": "command"}`), want("201", "404", "201", "404", "403", "403", "401", "401", "201")},
 	{"GET /api/sessions", restList("GET /api/sessions", "{ses}"), want("200", "200, hidden", "200", "200, hidden", "403", "403", "401", "401", "200")},
 	{"GET /api/sessions/{ses}", route("GET /api/sessions/{ses}", ""), want("200", "404", "200", "404", "403", "403", "401", "401", "200")},
@@ -371,8 +376,8 @@ func (w *world) request(t *testing.T, method, path, token, body string) (string,
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") && strings.HasSuffix(path, "/stream") && method == "GET" {
-		return strconv.Itoa(resp.StatusCode), "" // a process's stream runs as long as the process
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") && method == "GET" {
+		return strconv.Itoa(resp.StatusCode), "" // a live stream (a process's, a watch, the fleet) runs on
 	}
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
