@@ -112,23 +112,23 @@ type Turn struct {
 	ProcessStart    uint64
 	CancelRequested bool  // a caller cancelled it: it ends cancelled, even after a restart
 	ReadPos         int64 // bytes of the run log recorded as events
-	ExitCode   *int  // nil until it ended with one
-	Signal     string
-	Summary    string // JSON: what the classifier made of the run log
-	Reason     string // why it failed or was cancelled, for a person
-	CreatedAt  time.Time
-	StartedAt  time.Time // zero until it runs
-	EndedAt    time.Time // zero until it ends
+	ExitCode        *int  // nil until it ended with one
+	Signal          string
+	Summary         string // JSON: what the classifier made of the run log
+	Reason          string // why it failed or was cancelled, for a person
+	CreatedAt       time.Time
+	StartedAt       time.Time // zero until it runs
+	EndedAt         time.Time // zero until it ends
 }
 
 // TurnUpdate moves a turn to State. For running: Dir, ProcessTag, ProcessPID, ProcessStart,
 // StartedAt. For
 // an end state: ExitCode, Signal, Summary, Reason, EndedAt (and StartedAt if it never ran).
 type TurnUpdate struct {
-	ID         string
-	State      string
-	Dir        string
-	ProcessTag string
+	ID           string
+	State        string
+	Dir          string
+	ProcessTag   string
 	ProcessPID   uint32
 	ProcessStart uint64
 	ExitCode     *int
