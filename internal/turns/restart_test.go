@@ -14,11 +14,14 @@ import (
 )
 
 // agentPGID waits for the {"type":"pid"} line the agent prints and returns its process group.
-func agentPGID(t *testing.T, ctx context.Context, st store.Store, sessionID string) int {
+// The service has no clock driver (a second one beside the next service's would move the clock
+// twice): the clock is moved here, a poll at a time.
+func agentPGID(t *testing.T, ctx context.Context, f *fixture, sessionID string) int {
 	t.Helper()
 	var pid int
 	waitFor(t, ctx, "the agent's pid", func() bool {
-		evs, _ := st.ListEvents(ctx, sessionID, 0, 100)
+		defer f.clock.Advance(f.cfg.PollInterval)
+		evs, _ := f.st.ListEvents(ctx, sessionID, 0, 100)
 		for _, e := range evs {
 			var v struct {
 				Type string
@@ -45,7 +48,8 @@ func TestCancelSurvivesRestart(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
 			f := newFixture(t)
-			s1 := f.service(t)
+			s1 := New(f.cfg)
+			defer s1.Close()
 			se, err := s1.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
 			if err != nil {
 				t.Fatal(err)
@@ -54,7 +58,7 @@ func TestCancelSurvivesRestart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pgid := agentPGID(t, ctx, f.st, se.ID)
+			pgid := agentPGID(t, ctx, f, se.ID)
 			s1.Close() // the control plane stops: nothing watches the turn
 			if signalled {
 				if _, err := s1.CancelTurn(ctx, ada, "s1", tu.ID); err != nil {
