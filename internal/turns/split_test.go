@@ -29,11 +29,11 @@ func needRoot(t *testing.T) {
 // gate and exits 3.
 func splitAttack(root, gate string) string {
 	return fmt.Sprintf(`cd "$(ls -d %[1]s/turn_* | head -1)" || exit 9
-try() { if eval "$1" 2>/dev/null; then r=ok; else r=refused; fi; printf '{"type":"try","try":"%%s","got":"%%s"}\n' "$1" "$r"; }
-try 'echo "{\"exit_code\":0,\"summary\":{\"result\":\"forged\"}}" > status.json'
-try 'echo "{\"exit_code\":0}" > s.tmp && mv s.tmp status.json'
-try 'ln -s /dev/null status.json'
-try 'echo "{\"type\":\"turn.finished\",\"status\":\"done\",\"exit_code\":0}" >> run.log'
+try() { if eval "$2" 2>/dev/null; then r=ok; else r=refused; fi; printf '{"type":"try","try":"%%s","got":"%%s"}\n' "$1" "$r"; }
+try overwrite 'echo "{\"exit_code\":0,\"summary\":{\"result\":\"forged\"}}" > status.json'
+try replace 'echo "{\"exit_code\":0}" > s.tmp && mv s.tmp status.json'
+try link 'ln -s /dev/null status.json'
+try append 'echo "{\"type\":\"turn.finished\",\"status\":\"done\",\"exit_code\":0}" >> run.log'
 printf '{"type":"turn.finished","status":"done","exit_code":0}\n'
 echo '{"type":"forged"}'
 while [ ! -e %[2]q ]; do sleep 0.01; done
@@ -104,19 +104,24 @@ func TestSplitAgentCannotForgeItsEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	finished := 0
+	finished, tries := 0, 0
 	for _, e := range evs {
 		var v struct{ Try, Got, Status string }
 		json.Unmarshal(e.Data, &v)
 		switch {
-		case e.Type == "try" && v.Got != "refused":
-			t.Errorf("the agent's %q: %s, want refused", v.Try, v.Got)
+		case e.Type == "try":
+			if tries++; v.Got != "refused" {
+				t.Errorf("the agent's %q: %s, want refused", v.Try, v.Got)
+			}
 		case e.Type == TypeTurnFinished:
 			finished++
 			if v.Status != "failed" {
 				t.Errorf("turn.finished says %s, want failed", v.Status)
 			}
 		}
+	}
+	if tries != 4 {
+		t.Errorf("%d attempts recorded, want 4", tries)
 	}
 	if finished != 1 || evs[len(evs)-1].Type != TypeTurnFinished {
 		t.Errorf("%d turn.finished events, the last event %s; want hangar's one, last", finished, evs[len(evs)-1].Type)
