@@ -191,24 +191,28 @@ func TestJobsOverREST(t *testing.T) {
 var turnsFixtures = map[*world]map[string]string{}
 
 // turnsPlaceholder makes (or returns) the isolation matrix's {ses}, {turn}, {job}, and a fresh
-// {fses} each time.
+// {fses} each time. A session is given by its id: a name resolves among the caller's own
+// sessions only (an admin reaches another user's by its id), so the id is what every column
+// can be asked about.
 func (w *world) turnsPlaceholder(t *testing.T, name string) string {
 	t.Helper()
 	owner := w.tokens[ownerCol]
 	if name == "{fses}" {
 		n := w.name("ses")
-		if r := w.e.do(t, "POST", "/api/sessions", owner, `{"name": "`+n+`", "sandbox": "ada-box", "agent": "command"}`); r.status != http.StatusCreated {
+		r := w.e.do(t, "POST", "/api/sessions", owner, `{"name": "`+n+`", "sandbox": "ada-box", "agent": "command"}`)
+		if r.status != http.StatusCreated {
 			t.Fatalf("create session = %d %s", r.status, r.raw)
 		}
-		return n
+		return r.body["id"].(string)
 	}
 	fx := turnsFixtures[w]
 	if fx == nil {
-		fx = map[string]string{"{ses}": "ada-ses"}
-		if r := w.e.do(t, "POST", "/api/sessions", owner, `{"name": "ada-ses", "sandbox": "ada-box", "agent": "command"}`); r.status != http.StatusCreated {
+		r := w.e.do(t, "POST", "/api/sessions", owner, `{"name": "ada-ses", "sandbox": "ada-box", "agent": "command"}`)
+		if r.status != http.StatusCreated {
 			t.Fatalf("create session = %d %s", r.status, r.raw)
 		}
-		r := w.e.do(t, "POST", "/api/sessions/ada-ses/turns", owner, `{"prompt": "echo '{}'"}`)
+		fx = map[string]string{"{ses}": r.body["id"].(string)}
+		r = w.e.do(t, "POST", "/api/sessions/ada-ses/turns", owner, `{"prompt": "echo '{}'"}`)
 		if r.status != http.StatusAccepted {
 			t.Fatalf("start turn = %d %s", r.status, r.raw)
 		}
