@@ -188,4 +188,3 @@ func TestSessionNamesPerOwner(t *testing.T) {
 }
 
 var admin = auth.Principal{TokenID: "tok_root", User: "root", Scopes: []auth.Scope{auth.ScopeAdmin}}
-
