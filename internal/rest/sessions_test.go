@@ -403,3 +403,48 @@ exit 3`
 		t.Errorf("%d attempts recorded, the agent ran as uid %v; want 3, 65534", tries, uid)
 	}
 }
+
+// TestSessionsBadInput: each bad request the issue lists, on every route it can reach, gets its
+// status (the session's own ones are in TestSessionTurnEventsOverREST, with a turn running).
+func TestSessionsBadInput(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	if r := e.do(t, "POST", "/api/sessions", e.admin, `{"name": "s1", "sandbox": "box", "agent": "command"}`); r.status != http.StatusCreated {
+		t.Fatalf("POST /api/sessions = %d %s", r.status, r.raw)
+	}
+	r := e.do(t, "POST", "/api/jobs", e.admin, `{"prompt": "true", "agent": "command", "sandbox": "box"}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("POST /api/jobs = %d %s", r.status, r.raw)
+	}
+	job := r.body["id"].(string)
+	for _, c := range []struct {
+		method, path, body string
+		want               int
+	}{
+		{"GET", "/api/sessions/nope", "", http.StatusNotFound},
+		{"DELETE", "/api/sessions/nope", "", http.StatusNotFound},
+		{"GET", "/api/sessions/nope/turns", "", http.StatusNotFound},
+		{"POST", "/api/sessions/nope/turns/turn_x/cancel", "", http.StatusNotFound},
+		{"POST", "/api/sessions/s1/turns/turn_x/cancel", "", http.StatusNotFound},
+		{"GET", "/api/sessions/nope/events/stream", "", http.StatusNotFound},
+		{"GET", "/api/jobs/job_nope", "", http.StatusNotFound},
+		{"POST", "/api/jobs/job_nope/cancel", "", http.StatusNotFound},
+		{"POST", "/api/sessions/s1/turns", `{"prompt": ""}`, http.StatusBadRequest},
+		{"POST", "/api/sessions/s1/turns", `{}`, http.StatusBadRequest},
+		{"POST", "/api/jobs", `{"prompt": "", "agent": "command", "sandbox": "box"}`, http.StatusBadRequest},
+		{"POST", "/api/jobs", `{"prompt": "true", "agent": "gpt-9", "sandbox": "box"}`, http.StatusBadRequest},
+		{"POST", "/api/sessions", `{"name": "s2", "sandbox": "box", "agent": ""}`, http.StatusBadRequest},
+		{"POST", "/api/sessions", `{"name": "s2", "sandbox": "nope", "agent": "command"}`, http.StatusNotFound},
+		{"GET", "/api/sessions/s1/events?since=-1", "", http.StatusBadRequest},
+		{"GET", "/api/sessions/s1/events?since=1.5", "", http.StatusBadRequest},
+		{"GET", "/api/sessions/s1/events?limit=many", "", http.StatusBadRequest},
+		{"GET", "/api/sessions/s1/events/stream?since=abc", "", http.StatusBadRequest},
+		{"GET", "/api/jobs/" + job + "/events?since=abc", "", http.StatusBadRequest},
+		{"GET", "/api/jobs/" + job + "/events/stream?since=abc", "", http.StatusBadRequest},
+	} {
+		if got := e.do(t, c.method, c.path, e.admin, c.body); got.status != c.want {
+			t.Errorf("%s %s %s = %d %s, want %d", c.method, c.path, c.body, got.status, got.raw, c.want)
+		}
+	}
+	e.waitEnded(t, "/api/jobs/"+job, e.admin)
+}

@@ -14,13 +14,15 @@ import (
 )
 
 // agentPGID waits for the {"type":"pid"} line the agent prints and returns its process group.
-// The service has no clock driver (a second one beside the next service's would move the clock
-// twice): the clock is moved here, a poll at a time.
-func agentPGID(t *testing.T, ctx context.Context, f *fixture, sessionID string) int {
+// drive moves the clock here, a poll at a time, for a service without a clock driver (a
+// second driver beside the next service's would move the clock twice).
+func agentPGID(t *testing.T, ctx context.Context, f *fixture, sessionID string, drive bool) int {
 	t.Helper()
 	var pid int
 	waitFor(t, ctx, "the agent's pid", func() bool {
-		defer f.clock.Advance(f.cfg.PollInterval)
+		if drive {
+			defer f.clock.Advance(f.cfg.PollInterval)
+		}
 		evs, _ := f.st.ListEvents(ctx, sessionID, 0, 100)
 		for _, e := range evs {
 			var v struct {
@@ -58,7 +60,7 @@ func TestCancelSurvivesRestart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pgid := agentPGID(t, ctx, f, se.ID)
+			pgid := agentPGID(t, ctx, f, se.ID, true)
 			s1.Close() // the control plane stops: nothing watches the turn
 			if signalled {
 				if _, err := s1.CancelTurn(ctx, ada, "s1", tu.ID); err != nil {

@@ -152,3 +152,51 @@ func TestSplitNeedsRoot(t *testing.T) {
 		t.Errorf("CreateJob(split, not root) = %v, want ErrInvalid", err)
 	}
 }
+
+// TestTwoResultsLog replays the log in which Claude Code printed two results (a background task
+// finished after the first): both are recorded as events, the turn ends once, after the second,
+// and its summary counts both and keeps the last one's text.
+func TestTwoResultsLog(t *testing.T) {
+	file := filepath.Join(runlogDir(t), "claude_ruff-fix_background-task_two-results.jsonl")
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	s := f.service(t)
+	se, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "two", Sandbox: "box", Agent: "command"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu, err := s.StartTurn(ctx, ada, "two", replayPrompt(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := waitTurn(t, ctx, f.st, tu.ID)
+	want, _ := os.ReadFile(file)
+	evs := checkEvents(t, ctx, f.st, se.ID, want)
+	var results []int64
+	lastResult := ""
+	for _, e := range evs {
+		if e.Type == "result" {
+			results = append(results, e.Seq)
+			var r struct{ Result string }
+			json.Unmarshal(e.Data, &r)
+			lastResult = r.Result
+		}
+	}
+	if len(results) != 2 {
+		t.Fatalf("%d result events, want 2", len(results))
+	}
+	var sum Summary
+	if err := json.Unmarshal([]byte(end.Summary), &sum); err != nil {
+		t.Fatalf("summary %q: %v", end.Summary, err)
+	}
+	if end.State != store.TurnDone || sum.Results != 2 || sum.Result != cutText(lastResult) {
+		t.Errorf("turn %s, summary results=%d result=%.60q; want done, 2, the second's %.60q", end.State, sum.Results, sum.Result, lastResult)
+	}
+	if fin := evs[len(evs)-1]; fin.Type != TypeTurnFinished || fin.Seq <= results[1] {
+		t.Errorf("last event %s (seq %d), want turn.finished after the second result (seq %d)", fin.Type, fin.Seq, results[1])
+	}
+}
+
+// cutText is a result's text as a summary keeps it.
+func cutText(s string) string { return cut(s) }
