@@ -22,8 +22,10 @@ Sets no_new_privs, leaves its parent's session (the turn outlives whoever starte
 agent with every argument "{prompt}" replaced by the prompt, appends the agent's stdout to the run
 log line by line, and writes the status file (exit code, signal, duration, summary) at the end.
 The agent gets the harness's environment. With --detach (first), the turn starts in a new session
-and the command exits at once, printing the turn's pid (its process group); the turn's own errors
-go to harness.err beside the status file. The harness exits with the agent's exit code (128+N
+and the command exits at once, printing the turn's pid (its process group) and its start time
+(/proc/<pid>/stat starttime); the turn's own errors go to harness.err beside the status file.
+With --split-uid, the run log's and status file's directories must be out of the agent's reach
+(not its own, not writable by group or others, nor any directory above them unless sticky). The harness exits with the agent's exit code (128+N
 after signal N). Its settings are flags only: its environment is the agent's.`
 
 // runHarness runs `hangar harness`.
@@ -59,6 +61,14 @@ func runHarness(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return errors.New("--split-uid and --split-gid go together")
 	case prompt != "" && promptFile != "":
 		return errors.New("give --prompt or --prompt-file, not both")
+	}
+	if uid >= 0 {
+		// Checked before anything is written there (the detached turn checks again).
+		for _, f := range []string{runLog, statusFile} {
+			if err := harness.CheckPrivate(filepath.Dir(f), uint32(uid)); err != nil {
+				return fmt.Errorf("split turn: %w", err)
+			}
+		}
 	}
 	if detach {
 		return detachHarness(args, agent, statusFile, stdout)
@@ -137,6 +147,11 @@ func detachHarness(args, agent []string, statusFile string, stdout io.Writer) er
 	if _, err := ready.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		return fmt.Errorf("wait for the harness to start: %v", err)
 	}
-	fmt.Fprintln(stdout, cmd.Process.Pid)
+	// The turn is alive (it waits for nothing from here): its start time can be read.
+	start, err := harness.ProcStart(cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, cmd.Process.Pid, start)
 	return cmd.Process.Release()
 }

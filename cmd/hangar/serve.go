@@ -13,6 +13,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/coder/quartz"
@@ -73,6 +74,17 @@ func openStore(ctx context.Context, cfg config.Config) (store.Store, string, err
 	return s, "sqlite " + filepath.Join(cfg.DataDir, sqlite.FileName), err
 }
 
+// e2bHarness is the hangar E2B sandboxes get for their turns' harness: this executable, when
+// it can run there (E2B's VMs are linux/amd64); "" otherwise, and their turns fail saying so.
+func e2bHarness(log *slog.Logger) string {
+	exe, err := os.Executable()
+	if err != nil || runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		log.Warn("E2B sandboxes get no harness: this hangar is not a linux/amd64 executable", "goos", runtime.GOOS, "goarch", runtime.GOARCH, "err", err)
+		return ""
+	}
+	return exe
+}
+
 // reconcileTimeout bounds the look at stored sandboxes at start.
 const reconcileTimeout = 30 * time.Second
 
@@ -108,7 +120,8 @@ func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, l
 		unconfigured["kubernetes"] = "set HANGAR_K8S_NAMESPACE (and run hangar where it can reach the cluster)"
 	}
 	if pc.E2BAPIKey != "" {
-		e2bp, err := e2b.New(e2b.Config{APIKey: pc.E2BAPIKey, APIURL: pc.E2BAPIURL, Domain: pc.E2BDomain, Template: pc.E2BTemplate, Logger: log})
+		e2bp, err := e2b.New(e2b.Config{APIKey: pc.E2BAPIKey, APIURL: pc.E2BAPIURL, Domain: pc.E2BDomain, Template: pc.E2BTemplate, Logger: log,
+			HarnessBinary: e2bHarness(log)})
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("the e2b provider: %w", err)

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"syscall"
 	"time"
@@ -71,9 +72,18 @@ type Status struct {
 // Run runs the turn until the agent ends, writes the status file and returns the status.
 // Cancelling ctx, or a SIGTERM/SIGINT to the harness, passes SIGTERM to the agent's process
 // group and SIGKILL KillGrace later. The error is non-nil only when the status file could not be
-// written.
+// written, or, split, when the agent could write where it goes (CheckPrivate): then nothing is
+// written there and the agent never starts.
 func Run(ctx context.Context, cfg Config) (Status, error) {
 	st := Status{ExitCode: -1, StartedAt: time.Now().UTC()}
+	if cfg.Split {
+		for _, f := range []string{cfg.RunLog, cfg.StatusFile} {
+			if err := CheckPrivate(filepath.Dir(f), cfg.UID); err != nil {
+				st.Error = err.Error()
+				return st, fmt.Errorf("split turn: %w", err)
+			}
+		}
+	}
 	err := run(ctx, cfg, &st)
 	if err != nil {
 		st.Error = err.Error()

@@ -370,9 +370,13 @@ func TestDetach(t *testing.T) {
 	if err != nil {
 		t.Fatalf("harness --detach: %v", err)
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
-	if err != nil {
-		t.Fatalf("harness --detach printed %q, want a pid", out)
+	var pid int
+	var start uint64
+	if n, _ := fmt.Sscan(string(out), &pid, &start); n != 2 {
+		t.Fatalf("harness --detach printed %q, want a pid and a start time", out)
+	}
+	if got, err := harness.ProcStart(pid); err != nil || got != start {
+		t.Errorf("the turn's start time = %d, %v; --detach printed %d", got, err, start)
 	}
 	if exists(tu.statusFile) {
 		t.Fatal("status file written before the agent ended")
@@ -384,5 +388,58 @@ func TestDetach(t *testing.T) {
 	waitFor(t, ctx, "the status file", func() bool { return exists(tu.statusFile) })
 	if st := tu.status(t); st.ExitCode != 0 || st.Summary.Lines != 1 {
 		t.Errorf("status = %+v", st)
+	}
+}
+
+// TestSplitRefusesAgentsDirectory: a split turn whose run log and status file would live where
+// the agent's uid can write (a directory it owns, say one it made in /tmp before hangar did, or
+// one writable by all) does not start: the agent never runs and nothing is written there, so
+// no status file the agent placed in advance is ever taken for the turn's.
+func TestSplitRefusesAgentsDirectory(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI runs as root: the split test must run")
+		}
+		t.Skip("SKIPPING: the split test needs root")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	for _, c := range []struct {
+		name  string
+		setup func(dir string) error
+		want  string
+	}{
+		{"the agent's own", func(dir string) error { return os.Chown(dir, 65534, 65534) }, "belongs to the agent's uid 65534"},
+		{"writable by all", func(dir string) error { return os.Chmod(dir, 0o777) }, "writable by group or others"},
+		{"writable by all, sticky", func(dir string) error { return os.Chmod(dir, 0o1777) }, "writable by group or others"},
+		{"below one of the agent's", func(dir string) error { return os.Chown(filepath.Dir(dir), 65534, 65534) }, "belongs to the agent's uid 65534"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			parent, err := os.MkdirTemp("", "harness-split-*")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(parent) })
+			os.Chmod(parent, 0o755)
+			dir := filepath.Join(parent, "turn")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.setup(dir); err != nil {
+				t.Fatal(err)
+			}
+			tu := turn{dir: dir, runLog: filepath.Join(dir, "run.log"), statusFile: filepath.Join(dir, "status.json")}
+			ran := filepath.Join(parent, "ran")
+			for _, extra := range [][]string{nil, {"--detach"}} {
+				args := append([]string{"--split-uid", "65534", "--split-gid", "65534", "--dir", "/"}, extra...)
+				out, err := tu.harnessCmd(ctx, "touch "+ran, args...).CombinedOutput()
+				if err == nil || !strings.Contains(string(out), c.want) {
+					t.Errorf("harness %v = %v %s; want refused: %s", extra, err, out, c.want)
+				}
+				if exists(tu.statusFile) || exists(tu.runLog) || exists(ran) {
+					t.Errorf("harness %v: something ran or was written in the agent's directory", extra)
+				}
+			}
+		})
 	}
 }

@@ -68,6 +68,8 @@ type sessionJSON struct {
 	EnvKeys   []string   `json:"env_keys"` // the names only: the values are secrets
 	LastSeq   int64      `json:"last_seq"`
 	CreatedAt *timestamp `json:"created_at"`
+	Split     bool       `json:"split"`
+	SplitUID  uint32     `json:"split_uid,omitempty"`
 }
 
 func toSession(se turns.Session) sessionJSON {
@@ -76,7 +78,7 @@ func toSession(se turns.Session) sessionJSON {
 		keys = []string{}
 	}
 	return sessionJSON{ID: se.ID, Name: se.Name, Sandbox: se.Sandbox, Agent: se.Agent, Owner: se.Owner, Job: se.JobID,
-		EnvKeys: keys, LastSeq: se.LastSeq, CreatedAt: stamp(se.CreatedAt)}
+		EnvKeys: keys, LastSeq: se.LastSeq, CreatedAt: stamp(se.CreatedAt), Split: se.Split, SplitUID: se.SplitUID}
 }
 
 type turnJSON struct {
@@ -114,6 +116,27 @@ type createSessionRequest struct {
 	Sandbox string            `json:"sandbox"`
 	Agent   string            `json:"agent"`
 	Env     map[string]string `json:"env"`
+	splitRequest
+}
+
+// splitRequest is a session's (or job's) split: its agent runs as split_uid (default 1000),
+// its harness as root.
+type splitRequest struct {
+	Split    bool    `json:"split"`
+	SplitUID *uint32 `json:"split_uid"`
+}
+
+// uid checks the request and returns the agent's uid (0: the default).
+func (sr splitRequest) uid() (uint32, error) {
+	switch {
+	case sr.SplitUID == nil:
+		return 0, nil
+	case !sr.Split:
+		return 0, newError(CodeBadRequest, "split_uid goes with split: true.", nil)
+	case *sr.SplitUID == 0:
+		return 0, newError(CodeBadRequest, "split_uid 0 is root: a split session's agent runs as another uid.", nil)
+	}
+	return *sr.SplitUID, nil
 }
 
 func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
@@ -122,7 +145,13 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	se, err := a.Turns.CreateSession(r.Context(), principal(r), turns.CreateSessionRequest{Name: req.Name, Sandbox: req.Sandbox, Agent: req.Agent, Env: req.Env})
+	uid, err := req.uid()
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	se, err := a.Turns.CreateSession(r.Context(), principal(r), turns.CreateSessionRequest{Name: req.Name, Sandbox: req.Sandbox, Agent: req.Agent, Env: req.Env,
+		Split: req.Split, SplitUID: uid})
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -290,6 +319,7 @@ type createJobRequest struct {
 	Agent   string            `json:"agent"`
 	Sandbox json.RawMessage   `json:"sandbox"`
 	Env     map[string]string `json:"env"`
+	splitRequest
 }
 
 func (a *api) createJob(w http.ResponseWriter, r *http.Request) {
@@ -298,7 +328,12 @@ func (a *api) createJob(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	jr := turns.JobRequest{Prompt: req.Prompt, Agent: req.Agent, Env: req.Env}
+	uid, err := req.uid()
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	jr := turns.JobRequest{Prompt: req.Prompt, Agent: req.Agent, Env: req.Env, Split: req.Split, SplitUID: uid}
 	if err := json.Unmarshal(req.Sandbox, &jr.Sandbox); err != nil {
 		var spec createSandboxRequest
 		dec := json.NewDecoder(bytes.NewReader(req.Sandbox))

@@ -191,24 +191,28 @@ func TestJobsOverREST(t *testing.T) {
 var turnsFixtures = map[*world]map[string]string{}
 
 // turnsPlaceholder makes (or returns) the isolation matrix's {ses}, {turn}, {job}, and a fresh
-// {fses} each time.
+// {fses} each time. A session is given by its id: a name resolves among the caller's own
+// sessions only (an admin reaches another user's by its id), so the id is what every column
+// can be asked about.
 func (w *world) turnsPlaceholder(t *testing.T, name string) string {
 	t.Helper()
 	owner := w.tokens[ownerCol]
 	if name == "{fses}" {
 		n := w.name("ses")
-		if r := w.e.do(t, "POST", "/api/sessions", owner, `{"name": "`+n+`", "sandbox": "ada-box", "agent": "command"}`); r.status != http.StatusCreated {
+		r := w.e.do(t, "POST", "/api/sessions", owner, `{"name": "`+n+`", "sandbox": "ada-box", "agent": "command"}`)
+		if r.status != http.StatusCreated {
 			t.Fatalf("create session = %d %s", r.status, r.raw)
 		}
-		return n
+		return r.body["id"].(string)
 	}
 	fx := turnsFixtures[w]
 	if fx == nil {
-		fx = map[string]string{"{ses}": "ada-ses"}
-		if r := w.e.do(t, "POST", "/api/sessions", owner, `{"name": "ada-ses", "sandbox": "ada-box", "agent": "command"}`); r.status != http.StatusCreated {
+		r := w.e.do(t, "POST", "/api/sessions", owner, `{"name": "ada-ses", "sandbox": "ada-box", "agent": "command"}`)
+		if r.status != http.StatusCreated {
 			t.Fatalf("create session = %d %s", r.status, r.raw)
 		}
-		r := w.e.do(t, "POST", "/api/sessions/ada-ses/turns", owner, `{"prompt": "echo '{}'"}`)
+		fx = map[string]string{"{ses}": r.body["id"].(string)}
+		r = w.e.do(t, "POST", "/api/sessions/ada-ses/turns", owner, `{"prompt": "echo '{}'"}`)
 		if r.status != http.StatusAccepted {
 			t.Fatalf("start turn = %d %s", r.status, r.raw)
 		}
@@ -290,4 +294,157 @@ func TestTurnWithoutDaemon(t *testing.T) {
 	if len(evs) != 5 || jsonBody(evs[3]["data"]) != `{"i":3,"type":"n"}` {
 		t.Errorf("events = %v", evs)
 	}
+}
+
+// TestSessionNamesPerOwnerOverREST: ada and bob each make a session "fix-bug"; each URL with the
+// name reaches the caller's own; an admin reaches either by its id, and by the name only its
+// own (it has none: 404).
+func TestSessionNamesPerOwnerOverREST(t *testing.T) {
+	e := newEnv(t)
+	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
+	_, bob := e.newToken(t, e.admin, `{"user": "bob", "scopes": ["user"]}`)
+	e.sandbox(t, ada, "adabox", "")
+	e.sandbox(t, bob, "bobbox", "")
+	ids := map[string]string{}
+	for tok, box := range map[string]string{ada: "adabox", bob: "bobbox"} {
+		r := e.do(t, "POST", "/api/sessions", tok, `{"name": "fix-bug", "sandbox": "`+box+`", "agent": "command"}`)
+		if r.status != http.StatusCreated {
+			t.Fatalf("POST /api/sessions fix-bug in %s = %d %s", box, r.status, r.raw)
+		}
+		ids[tok] = r.body["id"].(string)
+	}
+	if r := e.do(t, "POST", "/api/sessions", bob, `{"name": "fix-bug", "sandbox": "bobbox", "agent": "command"}`); r.status != http.StatusConflict {
+		t.Errorf("bob's second fix-bug = %d %s, want 409", r.status, r.raw)
+	}
+	for _, c := range []struct {
+		tok, ref, want string
+		status         int
+	}{
+		{ada, "fix-bug", ids[ada], http.StatusOK},
+		{bob, "fix-bug", ids[bob], http.StatusOK},
+		{e.admin, ids[ada], ids[ada], http.StatusOK},
+		{e.admin, ids[bob], ids[bob], http.StatusOK},
+		{e.admin, "fix-bug", "", http.StatusNotFound},
+		{bob, ids[ada], "", http.StatusNotFound},
+	} {
+		r := e.do(t, "GET", "/api/sessions/"+c.ref, c.tok, "")
+		if r.status != c.status || (c.want != "" && r.body["id"] != c.want) {
+			t.Errorf("GET /api/sessions/%s = %d %s, want %d %s", c.ref, r.status, r.raw, c.status, c.want)
+		}
+	}
+	if r := e.do(t, "GET", "/api/sessions", bob, ""); r.status != http.StatusOK || strings.Contains(r.raw, ids[ada]) {
+		t.Errorf("bob's list = %d %s; want his own only", r.status, r.raw)
+	}
+}
+
+// TestSplitBadInput: split_uid without split, or 0 (root), is refused with a reason.
+func TestSplitBadInput(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	for _, body := range []string{
+		`{"name": "s1", "sandbox": "box", "agent": "command", "split_uid": 1000}`,
+		`{"name": "s1", "sandbox": "box", "agent": "command", "split": true, "split_uid": 0}`,
+		`{"name": "s1", "sandbox": "box", "agent": "command", "split": true, "split_uid": -1}`,
+	} {
+		if r := e.do(t, "POST", "/api/sessions", e.admin, body); r.status != http.StatusBadRequest {
+			t.Errorf("POST /api/sessions %s = %d %s, want 400", body, r.status, r.raw)
+		}
+	}
+	if r := e.do(t, "POST", "/api/jobs", e.admin, `{"prompt": "true", "agent": "command", "sandbox": "box", "split_uid": 7}`); r.status != http.StatusBadRequest {
+		t.Errorf("POST /api/jobs with split_uid alone = %d %s, want 400", r.status, r.raw)
+	}
+}
+
+// TestSplitTurnInDocker: a split session in a Docker sandbox (commands run as root there) runs
+// its agent as uid 65534: its attempts to write the turn's status file and run log are refused,
+// and the turn ends as the harness says (failed, exit code 3), whatever the agent printed.
+func TestSplitTurnInDocker(t *testing.T) {
+	needDocker(t)
+	image, err := dockertest.EnsureImage(context.Background(), dockertest.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "dock", `, "provider": "docker", "image": "`+image+`"`)
+	r := e.do(t, "POST", "/api/sessions", e.admin, `{"name": "d1", "sandbox": "dock", "agent": "command", "split": true, "split_uid": 65534}`)
+	if r.status != http.StatusCreated || r.body["split"] != true || r.body["split_uid"] != 65534.0 {
+		t.Fatalf("POST /api/sessions = %d %s", r.status, r.raw)
+	}
+	prompt := `cd "$(ls -d /var/lib/hangar/turns/turn_* | head -1)" || exit 9
+try() { if eval "$2" 2>/dev/null; then r=ok; else r=refused; fi; printf '{"type":"try","try":"%s","got":"%s"}\n' "$1" "$r"; }
+try overwrite 'echo "{\"exit_code\":0}" > status.json'
+try replace 'echo x > s.tmp && mv s.tmp status.json'
+try append 'echo "{\"type\":\"turn.finished\",\"status\":\"done\"}" >> run.log'
+printf '{"type":"turn.finished","status":"done","exit_code":0}\n'
+printf '{"type":"uid","uid":%s}\n' "$(id -u)"
+exit 3`
+	r = e.do(t, "POST", "/api/sessions/d1/turns", e.admin, jsonBody(map[string]string{"prompt": prompt}))
+	if r.status != http.StatusAccepted {
+		t.Fatalf("POST turns = %d %s", r.status, r.raw)
+	}
+	end := e.waitEnded(t, "/api/sessions/d1/turns/"+r.body["id"].(string), e.admin)
+	if end.body["state"] != "failed" || end.body["exit_code"] != 3.0 {
+		t.Errorf("turn ended %s, want failed with exit code 3", end.raw)
+	}
+	tries, uid := 0, -1.0
+	for _, ev := range e.allEvents(t, "/api/sessions/d1/events", e.admin, 100) {
+		d, _ := ev["data"].(map[string]any)
+		switch d["type"] {
+		case "try":
+			tries++
+			if d["got"] != "refused" {
+				t.Errorf("the agent's %v: %v, want refused", d["try"], d["got"])
+			}
+		case "uid":
+			uid, _ = d["uid"].(float64)
+		}
+	}
+	if tries != 3 || uid != 65534 {
+		t.Errorf("%d attempts recorded, the agent ran as uid %v; want 3, 65534", tries, uid)
+	}
+}
+
+// TestSessionsBadInput: each bad request the issue lists, on every route it can reach, gets its
+// status (the session's own ones are in TestSessionTurnEventsOverREST, with a turn running).
+func TestSessionsBadInput(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	if r := e.do(t, "POST", "/api/sessions", e.admin, `{"name": "s1", "sandbox": "box", "agent": "command"}`); r.status != http.StatusCreated {
+		t.Fatalf("POST /api/sessions = %d %s", r.status, r.raw)
+	}
+	r := e.do(t, "POST", "/api/jobs", e.admin, `{"prompt": "true", "agent": "command", "sandbox": "box"}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("POST /api/jobs = %d %s", r.status, r.raw)
+	}
+	job := r.body["id"].(string)
+	for _, c := range []struct {
+		method, path, body string
+		want               int
+	}{
+		{"GET", "/api/sessions/nope", "", http.StatusNotFound},
+		{"DELETE", "/api/sessions/nope", "", http.StatusNotFound},
+		{"GET", "/api/sessions/nope/turns", "", http.StatusNotFound},
+		{"POST", "/api/sessions/nope/turns/turn_x/cancel", "", http.StatusNotFound},
+		{"POST", "/api/sessions/s1/turns/turn_x/cancel", "", http.StatusNotFound},
+		{"GET", "/api/sessions/nope/events/stream", "", http.StatusNotFound},
+		{"GET", "/api/jobs/job_nope", "", http.StatusNotFound},
+		{"POST", "/api/jobs/job_nope/cancel", "", http.StatusNotFound},
+		{"POST", "/api/sessions/s1/turns", `{"prompt": ""}`, http.StatusBadRequest},
+		{"POST", "/api/sessions/s1/turns", `{}`, http.StatusBadRequest},
+		{"POST", "/api/jobs", `{"prompt": "", "agent": "command", "sandbox": "box"}`, http.StatusBadRequest},
+		{"POST", "/api/jobs", `{"prompt": "true", "agent": "gpt-9", "sandbox": "box"}`, http.StatusBadRequest},
+		{"POST", "/api/sessions", `{"name": "s2", "sandbox": "box", "agent": ""}`, http.StatusBadRequest},
+		{"POST", "/api/sessions", `{"name": "s2", "sandbox": "nope", "agent": "command"}`, http.StatusNotFound},
+		{"GET", "/api/sessions/s1/events?since=-1", "", http.StatusBadRequest},
+		{"GET", "/api/sessions/s1/events?since=1.5", "", http.StatusBadRequest},
+		{"GET", "/api/sessions/s1/events?limit=many", "", http.StatusBadRequest},
+		{"GET", "/api/sessions/s1/events/stream?since=abc", "", http.StatusBadRequest},
+		{"GET", "/api/jobs/" + job + "/events?since=abc", "", http.StatusBadRequest},
+		{"GET", "/api/jobs/" + job + "/events/stream?since=abc", "", http.StatusBadRequest},
+	} {
+		if got := e.do(t, c.method, c.path, e.admin, c.body); got.status != c.want {
+			t.Errorf("%s %s %s = %d %s, want %d", c.method, c.path, c.body, got.status, got.raw, c.want)
+		}
+	}
+	e.waitEnded(t, "/api/jobs/"+job, e.admin)
 }

@@ -7,10 +7,12 @@ import (
 
 // TurnStore keeps agent sessions, their turns, jobs and the events their run logs produce.
 type TurnStore interface {
-	// CreateSession stores a new session. ErrConflict when its id or name is taken.
+	// CreateSession stores a new session. ErrConflict when its id is taken, or its name among
+	// its owner's sessions (names are unique per owner: two users may each have a "fix-bug").
 	CreateSession(ctx context.Context, s Session) error
-	// GetSession finds a session by id or by name. ErrNotFound if none.
-	GetSession(ctx context.Context, ref string) (Session, error)
+	// GetSession finds a session by id, or by name among owner's sessions; with owner "" by
+	// id only. ErrNotFound if none.
+	GetSession(ctx context.Context, owner, ref string) (Session, error)
 	// ListSessions lists sessions by name: an owner's, or everyone's when owner is "".
 	ListSessions(ctx context.Context, owner string) ([]Session, error)
 	// DeleteSession forgets a session with its turns and events. ErrNotFound if none.
@@ -26,6 +28,10 @@ type TurnStore interface {
 	// ListActiveTurns lists the turns queued or running, oldest first (what a restarted control
 	// plane watches again).
 	ListActiveTurns(ctx context.Context) ([]Turn, error)
+	// RequestCancel records that a caller cancelled a queued or running turn, so the cancel
+	// outlives a restart of the control plane. ErrNotFound if there is no such turn; ErrConflict
+	// if it has ended.
+	RequestCancel(ctx context.Context, id string) error
 	// UpdateTurn moves a turn forward: to running from queued, or to an end state (done,
 	// failed, cancelled) from queued or running, setting the fields of u that belong to that
 	// state. ErrNotFound if there is no such turn; ErrConflict if the move would go backwards
@@ -85,6 +91,10 @@ type Session struct {
 	JobID     string            // the job it was made for; "" for none
 	LastSeq   int64             // the seq of its newest event (0: none yet)
 	CreatedAt time.Time
+	// Split runs the agent as SplitUID (gid the same), its harness as root, with the run log
+	// and status file where SplitUID cannot write.
+	Split    bool
+	SplitUID uint32
 }
 
 // Turn is a stored turn: one run of the agent with a prompt.
@@ -97,30 +107,36 @@ type Turn struct {
 	Dir        string // its directory in the sandbox: run log and status file
 	ProcessTag string // the harness's process, to cancel it
 	ProcessPID uint32
-	ReadPos    int64 // bytes of the run log recorded as events
-	ExitCode   *int  // nil until it ended with one
-	Signal     string
-	Summary    string // JSON: what the classifier made of the run log
-	Reason     string // why it failed or was cancelled, for a person
-	CreatedAt  time.Time
-	StartedAt  time.Time // zero until it runs
-	EndedAt    time.Time // zero until it ends
+	// ProcessStart is the harness's start time (/proc/<pid>/stat starttime): with ProcessPID it
+	// names one process, never a later one given the same pid. 0: not known (signal by pid).
+	ProcessStart    uint64
+	CancelRequested bool  // a caller cancelled it: it ends cancelled, even after a restart
+	ReadPos         int64 // bytes of the run log recorded as events
+	ExitCode        *int  // nil until it ended with one
+	Signal          string
+	Summary         string // JSON: what the classifier made of the run log
+	Reason          string // why it failed or was cancelled, for a person
+	CreatedAt       time.Time
+	StartedAt       time.Time // zero until it runs
+	EndedAt         time.Time // zero until it ends
 }
 
-// TurnUpdate moves a turn to State. For running: Dir, ProcessTag, ProcessPID, StartedAt. For
+// TurnUpdate moves a turn to State. For running: Dir, ProcessTag, ProcessPID, ProcessStart,
+// StartedAt. For
 // an end state: ExitCode, Signal, Summary, Reason, EndedAt (and StartedAt if it never ran).
 type TurnUpdate struct {
-	ID         string
-	State      string
-	Dir        string
-	ProcessTag string
-	ProcessPID uint32
-	ExitCode   *int
-	Signal     string
-	Summary    string
-	Reason     string
-	StartedAt  time.Time
-	EndedAt    time.Time
+	ID           string
+	State        string
+	Dir          string
+	ProcessTag   string
+	ProcessPID   uint32
+	ProcessStart uint64
+	ExitCode     *int
+	Signal       string
+	Summary      string
+	Reason       string
+	StartedAt    time.Time
+	EndedAt      time.Time
 }
 
 // Job is a stored job: an unattended task with its sandbox, session and one turn.

@@ -45,6 +45,8 @@ type JobRequest struct {
 	Sandbox     string
 	SandboxSpec *sandbox.CreateRequest // when set (and Sandbox ""), the job makes this sandbox
 	Env         map[string]string
+	Split       bool   // as CreateSessionRequest's
+	SplitUID    uint32 // as CreateSessionRequest's
 }
 
 // jobVisible reports whether p may see j: an admin every job; a jobs-only token the jobs it
@@ -86,14 +88,19 @@ func (s *Service) createJob(ctx context.Context, p auth.Principal, req JobReques
 		req.Sandbox, created = name, true
 	case req.SandboxSpec != nil:
 		return store.Job{}, fmt.Errorf("%w: give sandbox as a name or as a spec, not both", ErrInvalid)
-	default:
-		if _, err := s.cfg.Sandboxes.Get(ctx, p, req.Sandbox); err != nil {
-			return store.Job{}, err
-		}
+	}
+	sb, err := s.cfg.Sandboxes.Get(ctx, p, req.Sandbox)
+	if err != nil {
+		return store.Job{}, err
 	}
 	id := newID("job_")
 	se := store.Session{ID: newID("ses_"), Name: "job-" + id[len("job_"):], Owner: p.User, TokenID: p.TokenID,
-		Sandbox: req.Sandbox, Agent: req.Agent, Env: req.Env, JobID: id, CreatedAt: time.Now().UTC()}
+		Sandbox: req.Sandbox, Agent: req.Agent, Env: req.Env, JobID: id, CreatedAt: time.Now().UTC(), Split: req.Split}
+	if req.Split {
+		if se.SplitUID, err = s.checkSplit(ctx, req.Sandbox, sb, req.SplitUID); err != nil {
+			return store.Job{}, err
+		}
+	}
 	if err := s.cfg.Store.CreateSession(ctx, se); err != nil {
 		return store.Job{}, err
 	}

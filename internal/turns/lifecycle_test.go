@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -141,14 +142,12 @@ func TestCancelRunningTurn(t *testing.T) {
 	if _, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"}); err != nil {
 		t.Fatal(err)
 	}
-	tu, err := s.StartTurn(ctx, ada, "s1", `echo '{"type":"started"}'; sleep 600`)
+	// The agent and a child of its own: both in the agent's process group.
+	tu, err := s.StartTurn(ctx, ada, "s1", `sleep 600 & echo "{\"type\":\"pid\",\"pid\":$$}"; wait`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "the turn to run", func() bool {
-		tt, _ := f.st.GetTurn(ctx, tu.ID)
-		return tt.State == store.TurnRunning
-	})
+	pgid := agentPGID(t, ctx, f, tu.SessionID, false)
 	if _, err := s.CancelTurn(ctx, ada, "s1", tu.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +155,9 @@ func TestCancelRunningTurn(t *testing.T) {
 	if end.State != store.TurnCancelled || end.Signal != "SIGTERM" {
 		t.Errorf("turn = %+v, want cancelled by SIGTERM", end)
 	}
+	waitFor(t, ctx, "the agent's process group to be gone", func() bool {
+		return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+	})
 	// Forward only: a cancelled turn stays so.
 	if again, err := s.CancelTurn(ctx, ada, "s1", tu.ID); err != nil || again.State != store.TurnCancelled {
 		t.Errorf("cancel again = %+v, %v", again, err)

@@ -62,6 +62,10 @@ type Config struct {
 	// RunRoot is the directory in a sandbox that holds each turn's directory (run log, status
 	// file, prompt). Default /tmp/hangar-turns.
 	RunRoot string
+	// SplitRunRoot is RunRoot for split sessions' turns: a directory the agent's uid cannot
+	// write, nor make before hangar does (the harness checks: harness.CheckPrivate). Default
+	// /var/lib/hangar/turns.
+	SplitRunRoot string
 	// PollInterval is how often a running turn's run log is read (session_poll_seconds).
 	// Default 5s.
 	PollInterval time.Duration
@@ -95,10 +99,9 @@ type Service struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu        sync.Mutex          // guards watching, cancelled and closed
-	closed    bool                // Close was called: no turn starts
-	watching  map[string]bool     // turn ids with a watcher
-	cancelled map[string]struct{} // turns a caller cancelled: their end is "cancelled"
+	mu       sync.Mutex      // guards watching and closed
+	closed   bool            // Close was called: no turn starts
+	watching map[string]bool // turn ids with a watcher
 
 	woken notifier // wakes the event streams' feeders after each append
 }
@@ -110,6 +113,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.RunRoot == "" {
 		cfg.RunRoot = "/tmp/hangar-turns"
+	}
+	if cfg.SplitRunRoot == "" {
+		cfg.SplitRunRoot = "/var/lib/hangar/turns"
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 5 * time.Second
@@ -127,7 +133,7 @@ func New(cfg Config) *Service {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Service{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, watching: map[string]bool{}, cancelled: map[string]struct{}{}, woken: notifier{chans: map[string]*waiters{}}}
+	return &Service{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, watching: map[string]bool{}, woken: notifier{chans: map[string]*waiters{}}}
 }
 
 // Close stops watching and waits for the watchers to return. Turns keep running in their
@@ -169,6 +175,32 @@ type CreateSessionRequest struct {
 	Sandbox string
 	Agent   string
 	Env     map[string]string // the agent's env (API keys): passed to it, never returned
+	// Split runs the agent as SplitUID (0: DefaultSplitUID) while its harness runs as root, with
+	// the run log and status file where the agent cannot write. The sandbox's commands must run
+	// as root.
+	Split    bool
+	SplitUID uint32
+}
+
+// DefaultSplitUID is the uid a split session's agent runs as unless told: the first user's uid
+// on most images (E2B's "user", a Dockerfile's first useradd).
+const DefaultSplitUID = 1000
+
+// checkSplit checks that a split session's harness can run as root in sb and returns the
+// agent's uid.
+func (s *Service) checkSplit(ctx context.Context, sandboxName string, sb store.Sandbox, uid uint32) (uint32, error) {
+	if uid == 0 {
+		uid = DefaultSplitUID
+	}
+	out, code, err := s.cfg.Sandboxes.Run(ctx, sb, "id -u", nil)
+	if err != nil {
+		return 0, fmt.Errorf("split session: ask sandbox %s who runs its commands: %w", sandboxName, err)
+	}
+	if who := strings.TrimSpace(string(out)); code != 0 || who != "0" {
+		return 0, fmt.Errorf("%w: a split session needs its sandbox's commands to run as root (its harness does, its agent as uid %d); sandbox %s runs them as uid %s",
+			ErrInvalid, uid, sandboxName, who)
+	}
+	return uid, nil
 }
 
 // CreateSession makes a session in a sandbox p may see.
@@ -190,21 +222,29 @@ func (s *Service) createSession(ctx context.Context, p auth.Principal, req Creat
 	if _, ok := s.cfg.Agents[req.Agent]; !ok {
 		return store.Session{}, fmt.Errorf("%w: unknown agent %q (known: %s)", ErrInvalid, req.Agent, strings.Join(agentNames(s.cfg.Agents), ", "))
 	}
-	if _, err := s.cfg.Sandboxes.Get(ctx, p, req.Sandbox); err != nil {
+	sb, err := s.cfg.Sandboxes.Get(ctx, p, req.Sandbox)
+	if err != nil {
 		return store.Session{}, err
 	}
 	se := store.Session{ID: newID("ses_"), Name: req.Name, Owner: p.User, TokenID: p.TokenID, Sandbox: req.Sandbox,
-		Agent: req.Agent, Env: req.Env, CreatedAt: time.Now().UTC()}
+		Agent: req.Agent, Env: req.Env, CreatedAt: time.Now().UTC(), Split: req.Split}
+	if req.Split {
+		if se.SplitUID, err = s.checkSplit(ctx, req.Sandbox, sb, req.SplitUID); err != nil {
+			return store.Session{}, err
+		}
+	}
 	if err := s.cfg.Store.CreateSession(ctx, se); err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			return store.Session{}, fmt.Errorf("%w: a session named %s exists", ErrConflict, req.Name)
+			return store.Session{}, fmt.Errorf("%w: you have a session named %s", ErrConflict, req.Name)
 		}
 		return store.Session{}, err
 	}
 	return se, nil
 }
 
-// GetSession returns the session ref (its name or id) if p may see it.
+// GetSession returns the session ref if p may see it. A name is looked up among p's user's own
+// sessions (names are unique per owner); an id finds any session, which p then sees only if
+// sessionVisible says so: so an admin reaches another user's session by its id.
 func (s *Service) GetSession(ctx context.Context, p auth.Principal, ref string) (Session, error) {
 	se, err := s.getSession(ctx, p, ref)
 	if err != nil {
@@ -214,7 +254,7 @@ func (s *Service) GetSession(ctx context.Context, p auth.Principal, ref string) 
 }
 
 func (s *Service) getSession(ctx context.Context, p auth.Principal, ref string) (store.Session, error) {
-	se, err := s.cfg.Store.GetSession(ctx, ref)
+	se, err := s.cfg.Store.GetSession(ctx, p.User, ref)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !sessionVisible(p, se)) {
 		return store.Session{}, fmt.Errorf("%w: no session %s", ErrNotFound, ref)
 	}

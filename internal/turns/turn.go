@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"strconv"
 	"strings"
 	"time"
 
@@ -115,9 +114,14 @@ func (s *Service) cancelTurn(ctx context.Context, t store.Turn) (store.Turn, err
 	if store.TurnEnded(t.State) {
 		return t, nil
 	}
-	s.mu.Lock()
-	s.cancelled[t.ID] = struct{}{}
-	s.mu.Unlock()
+	// Recorded first, so the cancel outlives a restart: a control plane that stops before the
+	// signal below is sent sends it again (Resume), and the end is recorded as cancelled.
+	if err := s.cfg.Store.RequestCancel(ctx, t.ID); err != nil {
+		if errors.Is(err, store.ErrConflict) { // it ended meanwhile
+			return s.cfg.Store.GetTurn(ctx, t.ID)
+		}
+		return t, err
+	}
 	if t.State == store.TurnQueued {
 		now := time.Now().UTC()
 		err := s.cfg.Store.UpdateTurn(ctx, store.TurnUpdate{ID: t.ID, State: store.TurnCancelled, Reason: "cancelled before it started", StartedAt: now, EndedAt: now})
@@ -125,34 +129,67 @@ func (s *Service) cancelTurn(ctx context.Context, t store.Turn) (store.Turn, err
 			return s.cfg.Store.GetTurn(ctx, t.ID)
 		}
 		// It started meanwhile: kill it below.
-		if t, err = s.cfg.Store.GetTurn(ctx, t.ID); err != nil {
-			return t, err
+		var gerr error
+		if t, gerr = s.cfg.Store.GetTurn(ctx, t.ID); gerr != nil {
+			return t, gerr
 		}
 	}
-	if t.State == store.TurnRunning && t.ProcessPID > 0 {
-		_, sb, err := s.sandboxOf(ctx, t)
-		if errors.Is(err, errSandboxGone) {
-			// Nothing is left to kill: the turn ends here (its watcher finds the same).
-			now := time.Now().UTC()
-			if err := s.cfg.Store.UpdateTurn(ctx, store.TurnUpdate{ID: t.ID, State: store.TurnCancelled, Reason: err.Error(), StartedAt: now, EndedAt: now}); err != nil && !errors.Is(err, store.ErrConflict) {
-				return t, err
-			}
-			return s.cfg.Store.GetTurn(ctx, t.ID)
-		}
-		if err != nil {
-			return t, err
-		}
-		// The harness leads its own process group (it runs in a session of its own).
-		if _, _, err := s.cfg.Sandboxes.Run(ctx, sb, fmt.Sprintf("kill -TERM -%d 2>/dev/null || true", t.ProcessPID), nil); err != nil {
-			return t, fmt.Errorf("cancel turn %s: %w", t.ID, err)
-		}
+	if err := s.signalHarness(ctx, t); err != nil {
+		return t, err
 	}
 	return s.cfg.Store.GetTurn(ctx, t.ID)
 }
 
+// signalHarness sends SIGTERM to a running turn's harness (passed on to the agent's process
+// group, SIGKILL after the harness's grace). A turn whose sandbox is gone ends cancelled here:
+// nothing is left to kill (its watcher finds the same).
+func (s *Service) signalHarness(ctx context.Context, t store.Turn) error {
+	if t.State != store.TurnRunning || t.ProcessPID == 0 {
+		return nil
+	}
+	_, sb, err := s.sandboxOf(ctx, t)
+	if errors.Is(err, errSandboxGone) {
+		now := time.Now().UTC()
+		if err := s.cfg.Store.UpdateTurn(ctx, store.TurnUpdate{ID: t.ID, State: store.TurnCancelled, Reason: err.Error(), StartedAt: now, EndedAt: now}); err != nil && !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, _, err := s.cfg.Sandboxes.Run(ctx, sb, killCmd(t), nil); err != nil {
+		return fmt.Errorf("cancel turn %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// aliveCmd is a shell condition: true while the turn's harness runs. The harness leads its own
+// process group; with its start time known, the pid must also be the same process (started
+// then, not a zombie), never a later one that was given the same pid after a restart.
+func aliveCmd(t store.Turn) string {
+	if t.ProcessStart == 0 { // a turn from before start times were kept
+		return fmt.Sprintf("kill -0 -%d 2>/dev/null", t.ProcessPID)
+	}
+	return fmt.Sprintf(`{ s=$(cat /proc/%[1]d/stat 2>/dev/null) && s=${s##*\) } && set -- $s && [ "$1" != Z ] && [ "${20}" = %[2]d ]; }`,
+		t.ProcessPID, t.ProcessStart)
+}
+
+// killCmd sends SIGTERM to the turn's harness's process group if it is still the turn's.
+func killCmd(t store.Turn) string {
+	return fmt.Sprintf("if %s; then kill -TERM -%d 2>/dev/null; fi; true", aliveCmd(t), t.ProcessPID)
+}
+
+// cancelRequested reports whether a caller cancelled the turn (kept in the store: a cancel
+// outlives a restart).
+func (s *Service) cancelRequested(ctx context.Context, turnID string) bool {
+	t, err := s.cfg.Store.GetTurn(ctx, turnID)
+	return err == nil && t.CancelRequested
+}
+
 // sandboxOf returns a turn's session and sandbox, as the control plane (not a caller) sees them.
 func (s *Service) sandboxOf(ctx context.Context, t store.Turn) (store.Session, store.Sandbox, error) {
-	se, err := s.cfg.Store.GetSession(ctx, t.SessionID)
+	se, err := s.cfg.Store.GetSession(ctx, "", t.SessionID)
 	if err != nil {
 		return se, store.Sandbox{}, err
 	}
@@ -181,21 +218,44 @@ func (s *Service) sandboxFor(ctx context.Context, se store.Session) (store.Sandb
 	return sb, nil
 }
 
-// turnDir is a turn's directory in its sandbox.
-func (s *Service) turnDir(t store.Turn) string { return path.Join(s.cfg.RunRoot, t.ID) }
+// turnDir is a turn's directory in its sandbox: for a split session under SplitRunRoot, out of
+// the agent's reach.
+func (s *Service) turnDir(se store.Session, t store.Turn) string {
+	if se.Split {
+		return path.Join(s.cfg.SplitRunRoot, t.ID)
+	}
+	return path.Join(s.cfg.RunRoot, t.ID)
+}
+
+// runLogPath is hangar's own copy of a turn's run log (the harness writes it; in a split
+// session the agent cannot): the file a follower tails and a poll reads. "" before it runs.
+func runLogPath(t store.Turn) string {
+	if t.Dir == "" {
+		return ""
+	}
+	return path.Join(t.Dir, "run.log")
+}
+
+// statusPath is the turn's status file, which alone says how the turn ended.
+func statusPath(t store.Turn) string { return path.Join(t.Dir, "status.json") }
 
 // shellQuote makes a single-quoted shell word.
 func shellQuote(v string) string { return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'" }
 
-// launch starts the harness for t in sb, detached, and returns its pid (its process group).
-func (s *Service) launch(ctx context.Context, se store.Session, sb store.Sandbox, t store.Turn, dir string) (int, error) {
+// launch starts the harness for t in sb, detached, and returns its pid (its process group)
+// and start time.
+func (s *Service) launch(ctx context.Context, se store.Session, sb store.Sandbox, t store.Turn, dir string) (int, uint64, error) {
 	agent, ok := s.cfg.Agents[se.Agent]
 	if !ok {
-		return 0, fmt.Errorf("unknown agent %q", se.Agent)
+		return 0, 0, fmt.Errorf("unknown agent %q", se.Agent)
 	}
 	bin := s.cfg.HarnessBinary(sb)
 	if bin == "" {
-		return 0, fmt.Errorf("no hangar harness in %s sandboxes yet", sb.Provider)
+		return 0, 0, fmt.Errorf("no hangar harness in %s sandboxes yet", sb.Provider)
+	}
+	split := ""
+	if se.Split {
+		split = fmt.Sprintf("--split-uid %d --split-gid %[1]d ", se.SplitUID)
 	}
 	var argv []string
 	for _, a := range agent.Argv {
@@ -204,21 +264,22 @@ func (s *Service) launch(ctx context.Context, se store.Session, sb store.Sandbox
 	// The prompt travels base64-encoded into a file: no shell ever reads it, and its size is
 	// not bound by a command line's.
 	cmd := fmt.Sprintf(`set -e; umask 022; d=%s; mkdir -p "$d"; printf '%%s' %s | base64 -d > "$d/prompt"; `+
-		`%s harness --detach --run-log "$d/run.log" --status-file "$d/status.json" --prompt-file "$d/prompt" -- %s`,
+		`%s harness --detach %s--run-log "$d/run.log" --status-file "$d/status.json" --prompt-file "$d/prompt" -- %s 2>&1`,
 		shellQuote(dir), shellQuote(base64.StdEncoding.EncodeToString([]byte(t.Prompt))),
-		shellQuote(bin), strings.Join(argv, " "))
+		shellQuote(bin), split, strings.Join(argv, " "))
 	out, code, err := s.cfg.Sandboxes.Run(ctx, sb, cmd, se.Env)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if code != 0 {
-		return 0, fmt.Errorf("the harness did not start (exit code %d)", code)
+		return 0, 0, fmt.Errorf("the harness did not start (exit code %d): %s", code, strings.TrimSpace(string(out)))
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
-	if err != nil || pid <= 0 {
-		return 0, fmt.Errorf("the harness printed %q, not its pid", out)
+	var pid int
+	var start uint64
+	if n, err := fmt.Sscan(string(out), &pid, &start); n < 1 || pid <= 0 {
+		return 0, 0, fmt.Errorf("the harness printed %q, not its pid and start time: %v", out, err)
 	}
-	return pid, nil
+	return pid, start, nil
 }
 
 // run takes a queued turn through its life: start the harness, record turn.started, watch
@@ -230,18 +291,18 @@ func (s *Service) run(ctx context.Context, se store.Session, t store.Turn) {
 		s.fail(ctx, se, t, fmt.Sprintf("sandbox %s: %v", se.Sandbox, err))
 		return
 	}
-	dir := s.turnDir(t)
-	pid, err := s.launch(ctx, se, sb, t, dir)
+	dir := s.turnDir(se, t)
+	pid, start, err := s.launch(ctx, se, sb, t, dir)
 	if err != nil {
 		s.fail(ctx, se, t, "start the harness: "+err.Error())
 		return
 	}
 	now := time.Now().UTC()
-	err = s.cfg.Store.UpdateTurn(ctx, store.TurnUpdate{ID: t.ID, State: store.TurnRunning, Dir: dir, ProcessPID: uint32(pid), StartedAt: now})
+	err = s.cfg.Store.UpdateTurn(ctx, store.TurnUpdate{ID: t.ID, State: store.TurnRunning, Dir: dir, ProcessPID: uint32(pid), ProcessStart: start, StartedAt: now})
 	if err != nil {
 		// Cancelled while it started: stop what was started.
 		s.log.Info("turn ended while its harness started", "turn", t.ID, "err", err)
-		s.cfg.Sandboxes.Run(ctx, sb, fmt.Sprintf("kill -TERM -%d 2>/dev/null || true", pid), nil)
+		s.cfg.Sandboxes.Run(ctx, sb, killCmd(store.Turn{ProcessPID: uint32(pid), ProcessStart: start}), nil)
 		return
 	}
 	data, _ := json.Marshal(map[string]any{"type": TypeTurnStarted, "turn": t.ID, "agent": se.Agent})
@@ -249,7 +310,13 @@ func (s *Service) run(ctx context.Context, se store.Session, t store.Turn) {
 		Events: []store.Event{{TS: now, Type: TypeTurnStarted, Data: data}}}); err != nil {
 		s.log.Error("record turn.started", "turn", t.ID, "err", err)
 	}
-	t.State, t.Dir, t.ProcessPID, t.StartedAt = store.TurnRunning, dir, uint32(pid), now
+	t.State, t.Dir, t.ProcessPID, t.ProcessStart, t.StartedAt = store.TurnRunning, dir, uint32(pid), start, now
+	if s.cancelRequested(ctx, t.ID) {
+		// Cancelled between its start and the move to running: the cancel found no pid.
+		if err := s.signalHarness(ctx, t); err != nil {
+			s.log.Warn("cancel turn", "turn", t.ID, "err", err)
+		}
+	}
 	s.watch(ctx, se, sb, t)
 }
 
@@ -308,6 +375,12 @@ func (s *Service) Resume(ctx context.Context) error {
 		if t.State == store.TurnQueued {
 			s.fail(ctx, se, t, "the control plane restarted before the turn started")
 			continue
+		}
+		if t.CancelRequested {
+			// A cancel came just before the restart: its signal may not have been sent.
+			if err := s.signalHarness(ctx, t); err != nil {
+				s.log.Warn("resume a cancel", "turn", t.ID, "err", err)
+			}
 		}
 		s.mu.Lock()
 		if s.watching[t.ID] {

@@ -35,6 +35,8 @@ type Session struct {
 	EnvKeys   []string // the names of the agent's env, sorted
 	LastSeq   int64    // the seq of its newest event (0: none yet)
 	CreatedAt time.Time
+	Split     bool   // its agent runs as SplitUID, its harness as root
+	SplitUID  uint32 // 0 unless Split
 }
 
 // Turn is one run of the agent with a prompt.
@@ -48,6 +50,9 @@ type Turn struct {
 	Signal    string
 	Summary   string // JSON: what the classifier made of the run log
 	Reason    string // why it failed or was cancelled, for a person
+	// RunLog is the path in the sandbox of hangar's own copy of the run log (in a split
+	// session, where the agent cannot write): what a follower tails. "" until it runs.
+	RunLog    string
 	CreatedAt time.Time
 	StartedAt time.Time // zero until it runs
 	EndedAt   time.Time // zero until it ends
@@ -88,12 +93,12 @@ func fromStoreSession(se store.Session) Session {
 	}
 	slices.Sort(keys)
 	return Session{ID: se.ID, Name: se.Name, Owner: se.Owner, Sandbox: se.Sandbox, Agent: se.Agent, JobID: se.JobID,
-		EnvKeys: keys, LastSeq: se.LastSeq, CreatedAt: se.CreatedAt}
+		EnvKeys: keys, LastSeq: se.LastSeq, CreatedAt: se.CreatedAt, Split: se.Split, SplitUID: se.SplitUID}
 }
 
 func fromStoreTurn(t store.Turn) Turn {
 	return Turn{ID: t.ID, SessionID: t.SessionID, JobID: t.JobID, Prompt: t.Prompt, State: TurnState(t.State),
-		ExitCode: t.ExitCode, Signal: t.Signal, Summary: t.Summary, Reason: t.Reason,
+		ExitCode: t.ExitCode, Signal: t.Signal, Summary: t.Summary, Reason: t.Reason, RunLog: runLogPath(t),
 		CreatedAt: t.CreatedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt}
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/store"
@@ -113,10 +112,10 @@ func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox,
 // harness runs. A harness gone without a status file (killed before it could write one) ends
 // the turn too, with an error that says so.
 func (s *Service) readStatus(ctx context.Context, sb store.Sandbox, t store.Turn) (harnessStatus, bool, error) {
-	status := shellQuote(path.Join(t.Dir, "status.json"))
+	status := shellQuote(statusPath(t))
 	// The status is read again after the liveness check: the harness may write it and exit
 	// between the two.
-	cmd := fmt.Sprintf("cat %[1]s 2>/dev/null && exit 0; kill -0 -%[2]d 2>/dev/null && exit 3; cat %[1]s 2>/dev/null && exit 0; exit 4", status, t.ProcessPID)
+	cmd := fmt.Sprintf("cat %[1]s 2>/dev/null && exit 0; %[2]s && exit 3; cat %[1]s 2>/dev/null && exit 0; exit 4", status, aliveCmd(t))
 	out, code, err := s.cfg.Sandboxes.Run(ctx, sb, cmd, nil)
 	switch {
 	case err != nil:
@@ -138,7 +137,7 @@ func (s *Service) readStatus(ctx context.Context, sb store.Sandbox, t store.Turn
 // drain reads the log until a read comes back short, recording what it finds.
 func (r *logReader) drain(ctx context.Context) error {
 	for {
-		cmd := fmt.Sprintf("tail -c +%d %s 2>/dev/null | head -c %d", r.lines.readAt+1, shellQuote(path.Join(r.t.Dir, "run.log")), maxReadBytes)
+		cmd := fmt.Sprintf("tail -c +%d %s 2>/dev/null | head -c %d", r.lines.readAt+1, shellQuote(runLogPath(r.t)), maxReadBytes)
 		out, _, err := r.s.cfg.Sandboxes.Run(ctx, r.sb, cmd, nil)
 		if err != nil {
 			return fmt.Errorf("read run log: %w", err)
@@ -190,12 +189,9 @@ func (s *Service) finish(ctx context.Context, se store.Session, t store.Turn, st
 	if st.ExitCode != 0 || st.Signal != "" || st.Error != "" {
 		state = store.TurnFailed
 	}
-	s.mu.Lock()
-	if _, ok := s.cancelled[t.ID]; ok {
+	if s.cancelRequested(ctx, t.ID) {
 		state = store.TurnCancelled
-		delete(s.cancelled, t.ID)
 	}
-	s.mu.Unlock()
 	var code *int
 	if st.Signal == "" && st.ExitCode >= 0 {
 		c := st.ExitCode
@@ -225,7 +221,7 @@ func (r *logReader) follow(ctx context.Context) bool {
 	chunks := make(chan []byte, followQueue)
 	go func() {
 		defer close(chunks)
-		cmd := fmt.Sprintf("exec tail -F -s 0.1 -c +%d %s", r.lines.readAt+1, shellQuote(path.Join(r.t.Dir, "run.log")))
+		cmd := fmt.Sprintf("exec tail -F -s 0.1 -c +%d %s", r.lines.readAt+1, shellQuote(runLogPath(r.t)))
 		err := r.s.cfg.Sandboxes.Follow(fctx, r.sb, cmd, func(stream string, data []byte) {
 			if stream != "stdout" {
 				cancel() // truncated, replaced, unreadable: polling takes over

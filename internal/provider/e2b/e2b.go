@@ -16,10 +16,12 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path"
 	"strings"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/provider"
 )
@@ -36,7 +38,12 @@ const (
 	metaSandbox  = "hangar.sandbox"
 	metaOwner    = "hangar.owner"
 	metaWorkdir  = "hangar.workdir"
+	metaHarness  = "hangar.harness" // where the harness was uploaded: HarnessPath
 )
+
+// HarnessPath is where a sandbox gets hangar (Config.HarnessBinary), run as `hangar harness`
+// for its turns: root's, as on Docker, so a turn's agent cannot replace it.
+const HarnessPath = "/opt/hangar/bin/hangar"
 
 // Config configures the e2b provider.
 type Config struct {
@@ -67,6 +74,13 @@ type Config struct {
 	HTTPClient *http.Client
 	// Logger receives the provider's log lines. Nil: discarded.
 	Logger *slog.Logger
+	// HarnessBinary is a file on this machine (a linux/amd64 hangar, as E2B's VMs run) that
+	// Create uploads into each sandbox at HarnessPath, through envd's files API as root, for
+	// its turns' harness (Data["harness"] then names it). Empty: none, and the sandboxes run no
+	// turns.
+	HarnessBinary string
+	// HarnessPath is where in a sandbox HarnessBinary goes. Empty: HarnessPath.
+	HarnessPath string
 }
 
 // Provider is the e2b provider. It is safe for concurrent use. Close it to release idle
@@ -114,6 +128,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.HarnessPath == "" {
+		cfg.HarnessPath = HarnessPath
 	}
 	return &Provider{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger.With("provider", Name)}, nil
 }
@@ -184,6 +201,9 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.San
 		},
 		EnvVars: spec.Env,
 	}
+	if p.cfg.HarnessBinary != "" {
+		body.Metadata[metaHarness] = p.cfg.HarnessPath
+	}
 	var created apiSandbox
 	status, err := p.call(ctx, http.MethodPost, "/sandboxes", body, &created)
 	switch {
@@ -207,9 +227,51 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.San
 		if err := p.makeDir(ctx, sb, workdir); err != nil {
 			sb.State = provider.StateFailed
 			sb.Reason = fmt.Sprintf("make workdir %s: %v", workdir, err)
+			return sb, nil
+		}
+	}
+	if p.cfg.HarnessBinary != "" {
+		if err := p.uploadHarness(ctx, sb); err != nil {
+			sb.State = provider.StateFailed
+			sb.Reason = fmt.Sprintf("put hangar's harness into the sandbox: %v", err)
 		}
 	}
 	return sb, nil
+}
+
+// uploadHarness writes Config.HarnessBinary to Config.HarnessPath through envd's files API as root,
+// and makes it executable (an upload is 0644).
+func (p *Provider) uploadHarness(ctx context.Context, sb provider.Sandbox) error {
+	f, err := os.Open(p.cfg.HarnessBinary)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", p.cfg.HarnessBinary, err)
+	}
+	defer f.Close()
+	c, err := envd.New(envd.Config{URL: sb.Daemon.URL, AccessToken: sb.Daemon.AccessToken, User: "root", Protocol: envd.ProtocolHTTP1})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.Upload(ctx, p.cfg.HarnessPath, f); err != nil {
+		return err
+	}
+	ps, err := c.Start(ctx, envd.StartRequest{Cmd: "/bin/chmod", Args: []string{"0755", p.cfg.HarnessPath}})
+	if err != nil {
+		return fmt.Errorf("make %s executable: %w", p.cfg.HarnessPath, err)
+	}
+	defer ps.Close()
+	for {
+		ev, err := ps.Next()
+		if err != nil {
+			return fmt.Errorf("make %s executable: %w", p.cfg.HarnessPath, err)
+		}
+		if ev.Kind == envd.EventEnd {
+			if ev.Exit == nil || ev.Exit.Code != 0 {
+				return fmt.Errorf("make %s executable: chmod ended %+v", p.cfg.HarnessPath, ev.Exit)
+			}
+			return nil
+		}
+	}
 }
 
 // makeDir creates the workdir through envd's filesystem.Filesystem/MakeDir (Connect, JSON).
@@ -398,6 +460,9 @@ func (p *Provider) sandbox(s apiSandbox) provider.Sandbox {
 	}
 	if s.EnvdVersion != "" {
 		sb.Data["envd_version"] = s.EnvdVersion
+	}
+	if h := s.Metadata[metaHarness]; h != "" {
+		sb.Data["harness"] = h
 	}
 	if s.EndAt != nil {
 		sb.Data["end_at"] = s.EndAt.UTC().Format(time.RFC3339)

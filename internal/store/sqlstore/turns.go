@@ -11,7 +11,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
-const sessionColumns = `id, name, owner, token_id, sandbox, agent, env, job_id, last_seq, created_at`
+const sessionColumns = `id, name, owner, token_id, sandbox, agent, env, job_id, last_seq, created_at, split, split_uid`
 
 // CreateSession implements store.Store.
 func (s *DB) CreateSession(ctx context.Context, se store.Session) error {
@@ -19,8 +19,8 @@ func (s *DB) CreateSession(ctx context.Context, se store.Session) error {
 	if err != nil {
 		return fmt.Errorf("create session %s: %w", se.Name, err)
 	}
-	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)`),
-		se.ID, se.Name, se.Owner, se.TokenID, se.Sandbox, se.Agent, string(env), se.JobID, se.CreatedAt.UnixMilli())
+	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)`),
+		se.ID, se.Name, se.Owner, se.TokenID, se.Sandbox, se.Agent, string(env), se.JobID, se.CreatedAt.UnixMilli(), se.Split, int64(se.SplitUID))
 	if err != nil {
 		if s.d.IsUniqueViolation(err) {
 			return fmt.Errorf("create session %s: %w", se.Name, store.ErrConflict)
@@ -37,9 +37,11 @@ func orEmpty(m map[string]string) map[string]string {
 	return m
 }
 
-// GetSession implements store.Store.
-func (s *DB) GetSession(ctx context.Context, ref string) (store.Session, error) {
-	se, err := scanSession(s.db.QueryRowContext(ctx, s.q(`SELECT `+sessionColumns+` FROM sessions WHERE id = ? OR name = ? ORDER BY id = ? DESC LIMIT 1`), ref, ref, ref))
+// GetSession implements store.Store. An id wins over a name (ids have a prefix names may
+// also have).
+func (s *DB) GetSession(ctx context.Context, owner, ref string) (store.Session, error) {
+	se, err := scanSession(s.db.QueryRowContext(ctx, s.q(`SELECT `+sessionColumns+` FROM sessions
+		WHERE id = ? OR (owner = ? AND owner <> '' AND name = ?) ORDER BY id = ? DESC LIMIT 1`), ref, owner, ref, ref))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Session{}, fmt.Errorf("session %s: %w", ref, store.ErrNotFound)
 	}
@@ -61,13 +63,16 @@ func (s *DB) ListSessions(ctx context.Context, owner string) ([]store.Session, e
 
 func scanSession(r scanner) (store.Session, error) {
 	var (
-		se      store.Session
-		env     string
-		created int64
+		se       store.Session
+		env      string
+		created  int64
+		splitUID int64
 	)
-	if err := r.Scan(&se.ID, &se.Name, &se.Owner, &se.TokenID, &se.Sandbox, &se.Agent, &env, &se.JobID, &se.LastSeq, &created); err != nil {
+	if err := r.Scan(&se.ID, &se.Name, &se.Owner, &se.TokenID, &se.Sandbox, &se.Agent, &env, &se.JobID, &se.LastSeq, &created,
+		&se.Split, &splitUID); err != nil {
 		return store.Session{}, err
 	}
+	se.SplitUID = uint32(splitUID)
 	if err := json.Unmarshal([]byte(env), &se.Env); err != nil {
 		return store.Session{}, fmt.Errorf("decode env: %w", err)
 	}
@@ -123,13 +128,14 @@ func (s *DB) DeleteSession(ctx context.Context, id string) error {
 	return nil
 }
 
-const turnColumns = `id, session_id, job_id, prompt, state, dir, process_tag, process_pid, read_pos, exit_code, signal, summary, reason, created_at, started_at, ended_at`
+const turnColumns = `id, session_id, job_id, prompt, state, dir, process_tag, process_pid, read_pos, exit_code, signal, summary, reason, created_at, started_at, ended_at, process_start, cancel_requested`
 
 // CreateTurn implements store.Store.
 func (s *DB) CreateTurn(ctx context.Context, t store.Turn) error {
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO turns (`+turnColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO turns (`+turnColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		t.ID, t.SessionID, t.JobID, t.Prompt, t.State, t.Dir, t.ProcessTag, int64(t.ProcessPID), t.ReadPos,
-		exitCodeArg(t.ExitCode), t.Signal, t.Summary, t.Reason, t.CreatedAt.UnixMilli(), zeroMillis(t.StartedAt), zeroMillis(t.EndedAt))
+		exitCodeArg(t.ExitCode), t.Signal, t.Summary, t.Reason, t.CreatedAt.UnixMilli(), zeroMillis(t.StartedAt), zeroMillis(t.EndedAt),
+		int64(t.ProcessStart), t.CancelRequested)
 	if err != nil {
 		if s.d.IsUniqueViolation(err) {
 			return fmt.Errorf("create turn %s: %w", t.ID, store.ErrConflict)
@@ -179,15 +185,15 @@ func (s *DB) ListActiveTurns(ctx context.Context) ([]store.Turn, error) {
 func scanTurn(r scanner) (store.Turn, error) {
 	var (
 		t                       store.Turn
-		pid                     int64
+		pid, pstart             int64
 		code                    sql.NullInt64
 		created, started, ended int64
 	)
 	if err := r.Scan(&t.ID, &t.SessionID, &t.JobID, &t.Prompt, &t.State, &t.Dir, &t.ProcessTag, &pid, &t.ReadPos,
-		&code, &t.Signal, &t.Summary, &t.Reason, &created, &started, &ended); err != nil {
+		&code, &t.Signal, &t.Summary, &t.Reason, &created, &started, &ended, &pstart, &t.CancelRequested); err != nil {
 		return store.Turn{}, err
 	}
-	t.ProcessPID = uint32(pid)
+	t.ProcessPID, t.ProcessStart = uint32(pid), uint64(pstart)
 	if code.Valid {
 		c := int(code.Int64)
 		t.ExitCode = &c
@@ -204,8 +210,8 @@ func (s *DB) UpdateTurn(ctx context.Context, u store.TurnUpdate) error {
 	)
 	switch {
 	case u.State == store.TurnRunning:
-		res, err = s.db.ExecContext(ctx, s.q(`UPDATE turns SET state = ?, dir = ?, process_tag = ?, process_pid = ?, started_at = ? WHERE id = ? AND state = 'queued'`),
-			u.State, u.Dir, u.ProcessTag, int64(u.ProcessPID), zeroMillis(u.StartedAt), u.ID)
+		res, err = s.db.ExecContext(ctx, s.q(`UPDATE turns SET state = ?, dir = ?, process_tag = ?, process_pid = ?, process_start = ?, started_at = ? WHERE id = ? AND state = 'queued'`),
+			u.State, u.Dir, u.ProcessTag, int64(u.ProcessPID), int64(u.ProcessStart), zeroMillis(u.StartedAt), u.ID)
 	case store.TurnEnded(u.State):
 		res, err = s.db.ExecContext(ctx, s.q(`UPDATE turns SET state = ?, exit_code = ?, signal = ?, summary = ?, reason = ?, ended_at = ?,
 			started_at = CASE WHEN started_at = 0 THEN ? ELSE started_at END WHERE id = ? AND state IN ('queued', 'running')`),
@@ -226,6 +232,24 @@ func (s *DB) UpdateTurn(ctx context.Context, u store.TurnUpdate) error {
 		return fmt.Errorf("update turn: %w", err)
 	}
 	return fmt.Errorf("update turn %s from %s to %s: %w", u.ID, t.State, u.State, store.ErrConflict)
+}
+
+// RequestCancel implements store.Store.
+func (s *DB) RequestCancel(ctx context.Context, id string) error {
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE turns SET cancel_requested = ? WHERE id = ? AND state IN ('queued', 'running')`), true, id)
+	if err != nil {
+		return fmt.Errorf("cancel turn %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("cancel turn %s: %w", id, err)
+	} else if n == 1 {
+		return nil
+	}
+	t, err := s.GetTurn(ctx, id)
+	if err != nil {
+		return fmt.Errorf("cancel turn: %w", err)
+	}
+	return fmt.Errorf("cancel turn %s: it is %s: %w", id, t.State, store.ErrConflict)
 }
 
 const jobColumns = `id, token_id, owner, sandbox, sandbox_created, session_id, turn_id, last_seq, created_at`

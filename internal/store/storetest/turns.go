@@ -41,28 +41,40 @@ func testSessions(t *testing.T, ctx context.Context, s store.Store) {
 	mustCreateSession(t, ctx, s, b)
 	mustCreateSession(t, ctx, s, a)
 	if err := s.CreateSession(ctx, newSession("ses_c", "alpha", "ada")); !errors.Is(err, store.ErrConflict) {
-		t.Errorf("CreateSession with a taken name = %v, want ErrConflict", err)
+		t.Errorf("CreateSession with a name its owner has = %v, want ErrConflict", err)
 	}
-	for _, ref := range []string{"ses_a", "alpha"} {
-		got, err := s.GetSession(ctx, ref)
+	if err := s.CreateSession(ctx, newSession("ses_a", "gamma", "ada")); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("CreateSession with a taken id = %v, want ErrConflict", err)
+	}
+	// Names are unique per owner: bob may have an "alpha" too, split.
+	bobAlpha := newSession("ses_d", "alpha", "bob")
+	bobAlpha.Split, bobAlpha.SplitUID = true, 1000
+	mustCreateSession(t, ctx, s, bobAlpha)
+	for _, c := range []struct{ owner, ref string }{{"ada", "ses_a"}, {"ada", "alpha"}, {"", "ses_a"}, {"bob", "ses_a"}} {
+		got, err := s.GetSession(ctx, c.owner, c.ref)
 		if err != nil {
-			t.Fatalf("GetSession(%s): %v", ref, err)
+			t.Fatalf("GetSession(%q, %s): %v", c.owner, c.ref, err)
 		}
 		if got.ID != "ses_a" || got.Name != "alpha" || got.Owner != "ada" || got.TokenID != "tok_1" || got.Sandbox != "box" ||
-			got.Agent != "claude-code" || got.Env["ANTHROPIC_API_KEY"] != "sk-x" || !got.CreatedAt.Equal(a.CreatedAt) || got.LastSeq != 0 {
-			t.Errorf("GetSession(%s) = %+v, want %+v", ref, got, a)
+			got.Agent != "claude-code" || got.Env["ANTHROPIC_API_KEY"] != "sk-x" || !got.CreatedAt.Equal(a.CreatedAt) || got.LastSeq != 0 || got.Split {
+			t.Errorf("GetSession(%q, %s) = %+v, want %+v", c.owner, c.ref, got, a)
 		}
 	}
-	if _, err := s.GetSession(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("GetSession(unknown) = %v, want ErrNotFound", err)
+	if got, err := s.GetSession(ctx, "bob", "alpha"); err != nil || got.ID != "ses_d" || !got.Split || got.SplitUID != 1000 {
+		t.Errorf("GetSession(bob, alpha) = %+v, %v; want bob's, split as uid 1000", got, err)
+	}
+	for _, c := range []struct{ owner, ref string }{{"ada", "nope"}, {"", "alpha"}, {"cy", "alpha"}, {"ada", "beta"}} {
+		if _, err := s.GetSession(ctx, c.owner, c.ref); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("GetSession(%q, %s) = %v, want ErrNotFound", c.owner, c.ref, err)
+		}
 	}
 	all, err := s.ListSessions(ctx, "")
-	if err != nil || len(all) != 2 || all[0].Name != "alpha" || all[1].Name != "beta" {
-		t.Errorf("ListSessions(all) = %+v, %v; want alpha, beta", all, err)
+	if err != nil || len(all) != 3 || all[0].Name != "alpha" || all[1].Name != "alpha" || all[2].Name != "beta" {
+		t.Errorf("ListSessions(all) = %+v, %v; want alpha, alpha, beta", all, err)
 	}
 	mine, err := s.ListSessions(ctx, "bob")
-	if err != nil || len(mine) != 1 || mine[0].Name != "beta" {
-		t.Errorf("ListSessions(bob) = %+v, %v; want beta", mine, err)
+	if err != nil || len(mine) != 2 || mine[0].Name != "alpha" || mine[1].Name != "beta" {
+		t.Errorf("ListSessions(bob) = %+v, %v; want alpha, beta", mine, err)
 	}
 
 	mustCreateTurn(t, ctx, s, newTurn("turn_1", "ses_a", a.CreatedAt))
@@ -92,8 +104,14 @@ func testTurnLifecycle(t *testing.T, ctx context.Context, s store.Store) {
 		t.Errorf("CreateTurn with a taken id = %v, want ErrConflict", err)
 	}
 	started := now.Add(time.Second)
-	if err := s.UpdateTurn(ctx, store.TurnUpdate{ID: "turn_1", State: store.TurnRunning, Dir: "/tmp/t1", ProcessTag: "hangar:p", ProcessPID: 77, StartedAt: started}); err != nil {
+	if err := s.UpdateTurn(ctx, store.TurnUpdate{ID: "turn_1", State: store.TurnRunning, Dir: "/tmp/t1", ProcessTag: "hangar:p", ProcessPID: 77, ProcessStart: 1 << 40, StartedAt: started}); err != nil {
 		t.Fatalf("UpdateTurn to running: %v", err)
+	}
+	if err := s.RequestCancel(ctx, "turn_1"); err != nil {
+		t.Fatalf("RequestCancel: %v", err)
+	}
+	if err := s.RequestCancel(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("RequestCancel of no turn = %v, want ErrNotFound", err)
 	}
 	if err := s.UpdateTurn(ctx, store.TurnUpdate{ID: "turn_1", State: store.TurnRunning}); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("UpdateTurn running → running = %v, want ErrConflict", err)
@@ -119,14 +137,20 @@ func testTurnLifecycle(t *testing.T, ctx context.Context, s store.Store) {
 	}
 	got, err := s.GetTurn(ctx, "turn_1")
 	if err != nil || got.State != store.TurnFailed || got.ExitCode == nil || *got.ExitCode != 1 || got.Summary != `{"result":"x"}` ||
-		got.Reason != "exit 1" || got.Dir != "/tmp/t1" || got.ProcessTag != "hangar:p" || got.ProcessPID != 77 ||
+		got.Reason != "exit 1" || got.Dir != "/tmp/t1" || got.ProcessTag != "hangar:p" || got.ProcessPID != 77 || got.ProcessStart != 1<<40 || !got.CancelRequested ||
 		!got.StartedAt.Equal(started) || !got.EndedAt.Equal(ended) || !got.CreatedAt.Equal(now) || got.Prompt != "fix the tests" {
 		t.Errorf("GetTurn = %+v, %v", got, err)
 	}
 	// The session is free again; a turn cancelled while queued gets its start time.
 	mustCreateTurn(t, ctx, s, newTurn("turn_2", "ses_a", now.Add(time.Hour)))
+	if got, err := s.GetTurn(ctx, "turn_2"); err != nil || got.CancelRequested || got.ProcessStart != 0 {
+		t.Errorf("a new turn = %+v, %v; want no cancel asked for, no start time", got, err)
+	}
 	if err := s.UpdateTurn(ctx, store.TurnUpdate{ID: "turn_2", State: store.TurnCancelled, StartedAt: ended, EndedAt: ended}); err != nil {
 		t.Fatalf("UpdateTurn queued → cancelled: %v", err)
+	}
+	if err := s.RequestCancel(ctx, "turn_2"); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("RequestCancel of an ended turn = %v, want ErrConflict", err)
 	}
 	turns, err := s.ListTurns(ctx, "ses_a")
 	if err != nil || len(turns) != 2 || turns[0].ID != "turn_1" || turns[1].ID != "turn_2" || turns[1].ExitCode != nil || !turns[1].StartedAt.Equal(ended) {
@@ -180,7 +204,8 @@ func appendN(t *testing.T, ctx context.Context, s store.Store, session, turn str
 	t.Helper()
 	evs := make([]store.Event, n)
 	for i := range evs {
-		evs[i] = store.Event{TS: time.Now(), Type: "assistant", Data: []byte(`{"type":"assistant"}`)}
+		// Later than any test's "now" by more than its retention cut, however fast it runs.
+		evs[i] = store.Event{TS: time.Now().Add(time.Minute), Type: "assistant", Data: []byte(`{"type":"assistant"}`)}
 	}
 	out, err := s.AppendEvents(ctx, store.EventAppend{SessionID: session, TurnID: turn, ReadPos: -1, Events: evs})
 	if err != nil {
@@ -255,7 +280,7 @@ func testEvents(t *testing.T, ctx context.Context, s store.Store) {
 	if more := appendN(t, ctx, s, "ses_a", "turn_1", 1); more[0].Seq != 6 {
 		t.Errorf("seq after retention = %d, want 6", more[0].Seq)
 	}
-	if se, err := s.GetSession(ctx, "ses_a"); err != nil || se.LastSeq != 6 {
+	if se, err := s.GetSession(ctx, "", "ses_a"); err != nil || se.LastSeq != 6 {
 		t.Errorf("session LastSeq = %d, %v; want 6", se.LastSeq, err)
 	}
 }
