@@ -191,7 +191,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	}
 	defer closeDomain() // after the shutdown below ended the streams: the followers return
 
-	mcpHandler := mcp.New(mcp.Config{Auth: authn, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Logger: log, Version: version, Clock: clock,
+	mcpHandler := mcp.New(mcp.Config{Auth: authn, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Watches: d.watches, Turns: d.turns, Logger: log, Version: version, Clock: clock,
 		SessionIdle: time.Duration(cfg.MCP.SessionIdleSeconds) * time.Second, SessionsPerToken: cfg.MCP.SessionsPerToken,
 		Recheck: time.Duration(cfg.Stream.RecheckSeconds) * time.Second})
 	mcpRechecked := make(chan struct{})

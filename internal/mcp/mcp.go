@@ -28,6 +28,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
+	"github.com/hangar-dev/hangar/internal/watch"
 )
 
 // Config configures the MCP endpoint.
@@ -65,6 +66,8 @@ type Config struct {
 	// Clock times Run's rechecks and paces subscriptions' notifications. Default the real
 	// clock.
 	Clock quartz.Clock
+	// Watches, when set, serves the watch resource hangar://sandboxes/<sandbox>/watch?path=<dir>.
+	Watches *watch.Service
 	// Turns serves the sessions, turns and jobs: the session, turn and job tools, and the
 	// event resources and their subscriptions (resources.go, subscribe.go). Nil: none of
 	// those are offered.
@@ -172,6 +175,11 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.Turns != nil {
 		opts.Instructions += turnsInstructions
+	}
+	if cfg.Watches != nil {
+		opts.Instructions += watchInstructions
+	}
+	if cfg.Turns != nil || cfg.Watches != nil {
 		opts.Capabilities.Resources = &mcp.ResourceCapabilities{Subscribe: true}
 		opts.SubscribeHandler, opts.UnsubscribeHandler = h.subscribe, h.unsubscribe
 	}
@@ -184,6 +192,11 @@ func New(cfg Config) *Handler {
 	if cfg.Turns != nil {
 		h.addTurns()
 		h.addResources()
+	}
+	if cfg.Watches != nil {
+		h.addWatchResource()
+	}
+	if cfg.Turns != nil || cfg.Watches != nil {
 		h.server.AddSendingMiddleware(h.deliverUpdates)
 		h.server.AddReceivingMiddleware(h.endableListens)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
+	"github.com/hangar-dev/hangar/internal/watch"
 )
 
 // hangarBin is a static hangar binary, run as the local sandboxes' daemon.
@@ -75,6 +76,8 @@ type envOptions struct {
 	// turns serves sessions, turns and jobs (REST and MCP); clock is the MCP handler's.
 	turns bool
 	clock quartz.Clock
+	// watches serves the watch resource, two watches per token.
+	watches bool
 }
 
 // newEnv serves the REST routes and /mcp on a real port-0 listener, over the local provider.
@@ -138,12 +141,17 @@ func newEnv(t *testing.T, o envOptions) *env {
 			RunRoot: filepath.Join(t.TempDir(), "turns"), PollInterval: 100 * time.Millisecond, Follow: true, Logger: quiet})
 		t.Cleanup(e.turns.Close)
 	}
+	var watches *watch.Service
+	if o.watches {
+		watches = watch.New(watch.Config{Sandboxes: sandboxes, Streams: e.streams, MaxPerToken: 2, Logger: quiet})
+		t.Cleanup(watches.Close)
+	}
 	recheck := 200 * time.Millisecond
 	if o.clock != nil {
 		recheck = time.Hour // a test's clock moves only for what it tests
 	}
 	e.mcp = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, KeepAlive: o.keepAlive, Logger: quiet,
-		SessionIdle: o.sessionIdle, SessionsPerToken: o.sessionsPerToken, Recheck: recheck, Turns: e.turns, Clock: o.clock})
+		SessionIdle: o.sessionIdle, SessionsPerToken: o.sessionsPerToken, Recheck: recheck, Turns: e.turns, Watches: watches, Clock: o.clock})
 	mcpRechecked := make(chan struct{})
 	go func() { e.mcp.Run(rechecks); close(mcpRechecked) }()
 	t.Cleanup(func() { stopRechecks(); <-mcpRechecked })

@@ -208,7 +208,7 @@ func (h *Handler) listResources(next mcp.MethodHandler) mcp.MethodHandler {
 				ref = se.ID
 			}
 			out.Resources = append(out.Resources, &mcp.Resource{URI: sessionURI(ref), Name: "session " + ref + " events",
-				MIMEType: eventsMIME, Description: fmt.Sprintf("Session %s's events (agent %s, sandbox %s, %d so far).", se.Name, se.Agent, se.Sandbox, se.LastSeq)})
+				MIMEType: eventsMIME, Description: fmt.Sprintf("Session %s's events (id %s, agent %s, sandbox %s, %d so far).", se.Name, se.ID, se.Agent, se.Sandbox, se.LastSeq)})
 		}
 		for _, j := range js {
 			out.Resources = append(out.Resources, &mcp.Resource{URI: jobURI(j.ID), Name: "job " + j.ID + " events",

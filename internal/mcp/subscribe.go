@@ -63,12 +63,28 @@ type sessionSubs struct {
 	byURI  map[string]*subscription
 }
 
+// source is what a subscription follows: a session's or job's events, or a watched directory.
+type source interface {
+	// Start is the position when the subscription began: what came before is not news.
+	Start() int64
+	// Wait returns the newest position once it is past after.
+	Wait(ctx context.Context, after int64) (int64, error)
+	// Close releases what the source holds.
+	Close()
+}
+
+// eventsSource is a session's or job's events as a source.
+type eventsSource struct{ *turns.Changes }
+
+func (e eventsSource) Start() int64 { return e.Last }
+func (eventsSource) Close()         {}
+
 // subscription is one session's subscription to one URI. Its goroutine (run) owns it.
 type subscription struct {
 	id     string
 	ss     *mcp.ServerSession
 	uri    string
-	ch     *turns.Changes
+	src    source
 	st     *stream.Stream     // its place in the registry; it carries nothing
 	cancel context.CancelFunc // unsubscribes
 }
@@ -84,6 +100,12 @@ func (h *Handler) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	uri := req.Params.URI
 	p, ok := callerOf(ctx, req.Extra)
 	if !ok {
+		return mcp.ResourceNotFoundError(uri)
+	}
+	if isWatchURI(uri) {
+		return h.subscribeWatch(ctx, req.Session, p, uri)
+	}
+	if h.cfg.Turns == nil {
 		return mcp.ResourceNotFoundError(uri)
 	}
 	t, err := parseEventsURI(uri)
@@ -107,7 +129,7 @@ func (h *Handler) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	if err != nil {
 		return h.resourceError(uri, "subscribe "+uri, err)
 	}
-	h.startSubscription(req.Session, uri, ch, st)
+	h.startSubscription(req.Session, uri, eventsSource{ch}, st)
 	return nil
 }
 
@@ -128,7 +150,7 @@ func (h *Handler) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) er
 
 // startSubscription records the subscription and starts its goroutine; a second subscription
 // of a session to one URI is the first one.
-func (h *Handler) startSubscription(ss *mcp.ServerSession, uri string, ch *turns.Changes, st *stream.Stream) {
+func (h *Handler) startSubscription(ss *mcp.ServerSession, uri string, src source, st *stream.Stream) {
 	s := h.subs
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -148,11 +170,12 @@ func (h *Handler) startSubscription(ss *mcp.ServerSession, uri string, ch *turns
 	}
 	if _, ok := e.byURI[uri]; ok {
 		st.Close()
+		src.Close()
 		return
 	}
 	s.next++
 	ctx, cancel := context.WithCancel(context.Background())
-	sub := &subscription{id: strconv.FormatUint(s.next, 10), ss: ss, uri: uri, ch: ch, st: st, cancel: cancel}
+	sub := &subscription{id: strconv.FormatUint(s.next, 10), ss: ss, uri: uri, src: src, st: st, cancel: cancel}
 	e.byURI[uri] = sub
 	s.byID[sub.id] = sub
 	s.wg.Add(1)
@@ -204,12 +227,16 @@ func (h *Handler) run(ctx context.Context, sub *subscription, closed <-chan stru
 		reason = stream.ReasonDone // deleted, or no longer the subscriber's
 	case errors.Is(err, turns.ErrClosed):
 		reason = stream.ReasonShutdown
+	case errors.Is(err, errWatchEnded) && ctx.Err() == nil:
+		h.log.Info("a watched directory's watch ended", "uri", sub.uri, "err", err)
+		reason = stream.ReasonError
 	case err != nil && ctx.Err() == nil:
 		h.log.Error("mcp subscription", "uri", sub.uri, "err", err)
 		reason = stream.ReasonError
 	}
 	sub.st.End(reason)
 	sub.st.Close()
+	sub.src.Close()
 	h.subs.mu.Lock()
 	h.subs.forgetLocked(sub)
 	h.subs.mu.Unlock()
@@ -280,10 +307,10 @@ func (s *subscriptions) endListens() {
 // updateEvery: an update that comes sooner waits for the rest of the window, and the one
 // notification then covers everything recorded meanwhile. It returns Wait's error.
 func (h *Handler) notifyLoop(ctx context.Context, sub *subscription) error {
-	last := sub.ch.Last
+	last := sub.src.Start()
 	var sent time.Time // zero: nothing sent yet
 	for {
-		seq, err := sub.ch.Wait(ctx, last)
+		seq, err := sub.src.Wait(ctx, last)
 		if err != nil {
 			return err
 		}
@@ -298,7 +325,7 @@ func (h *Handler) notifyLoop(ctx context.Context, sub *subscription) error {
 				}
 				// Read again, as the subscriber may be able to see it no longer, and what came
 				// during the pause is in this notification.
-				if seq, err = sub.ch.Wait(ctx, last); err != nil {
+				if seq, err = sub.src.Wait(ctx, last); err != nil {
 					return err
 				}
 			}

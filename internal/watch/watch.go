@@ -142,20 +142,10 @@ type Watch struct {
 // in place, or says why it cannot be: the sandbox is not p's (sandbox.ErrNotFound), has no
 // daemon, the path is not a directory, or p holds MaxPerToken watches already.
 func (s *Service) Open(ctx context.Context, p auth.Principal, ref, dir string, recursive bool) (*Watch, error) {
-	if dir == "" || strings.ContainsRune(dir, 0) {
-		return nil, fmt.Errorf("%w: path must name a directory in the sandbox", ErrInvalid)
-	}
-	sb, err := s.cfg.Sandboxes.Runnable(ctx, p, ref)
+	k, sb, err := s.resolve(ctx, p, ref, dir, recursive)
 	if err != nil {
 		return nil, err
 	}
-	if sb.DaemonURL == "" {
-		return nil, fmt.Errorf("%w, which sandbox %s does not have", ErrNeedsDaemon, sb.Name)
-	}
-	if !path.IsAbs(dir) {
-		dir = path.Join(sb.Workdir, dir)
-	}
-	k := key{sandbox: sb.Name, created: sb.CreatedAt, dir: path.Clean(dir), recursive: recursive}
 	sh, err := s.join(p.TokenID, k, sb)
 	if err != nil {
 		return nil, err
@@ -232,6 +222,13 @@ func (w *Watch) Read(since int64) (evs []Event, next int64, gap *Gap) { return w
 // Read: a change between the two still closes it.
 func (w *Watch) Changed() <-chan struct{} { return w.sh.changedChan() }
 
+// Last is the seq of the latest event (0: none yet).
+func (w *Watch) Last() int64 {
+	w.sh.mu.Lock()
+	defer w.sh.mu.Unlock()
+	return w.sh.last
+}
+
 // Err is why the daemon's watch ended (nil while it runs).
 func (w *Watch) Err() error { return w.sh.endErr() }
 
@@ -239,6 +236,42 @@ func (w *Watch) Err() error { return w.sh.endErr() }
 type Gap struct {
 	From int64 `json:"from"`
 	To   int64 `json:"to"`
+}
+
+// Peek reads the kept events after since of the watch of dir in the sandbox ref, if someone
+// holds one, without holding it: watching is false when no one watches that directory now
+// (then there is nothing to read). It checks that p may use the sandbox, as Open does.
+func (s *Service) Peek(ctx context.Context, p auth.Principal, ref, dir string, recursive bool, since int64) (evs []Event, next int64, gap *Gap, watching bool, err error) {
+	k, _, err := s.resolve(ctx, p, ref, dir, recursive)
+	if err != nil {
+		return nil, since, nil, false, err
+	}
+	s.mu.Lock()
+	sh, ok := s.shared[k]
+	s.mu.Unlock()
+	if !ok {
+		return nil, since, nil, false, nil
+	}
+	evs, next, gap = sh.read(since)
+	return evs, next, gap, true, nil
+}
+
+// resolve checks that p may watch dir in the sandbox ref and returns the watch's key.
+func (s *Service) resolve(ctx context.Context, p auth.Principal, ref, dir string, recursive bool) (key, store.Sandbox, error) {
+	if dir == "" || strings.ContainsRune(dir, 0) {
+		return key{}, store.Sandbox{}, fmt.Errorf("%w: path must name a directory in the sandbox", ErrInvalid)
+	}
+	sb, err := s.cfg.Sandboxes.Runnable(ctx, p, ref)
+	if err != nil {
+		return key{}, sb, err
+	}
+	if sb.DaemonURL == "" {
+		return key{}, sb, fmt.Errorf("%w, which sandbox %s does not have", ErrNeedsDaemon, sb.Name)
+	}
+	if !path.IsAbs(dir) {
+		dir = path.Join(sb.Workdir, dir)
+	}
+	return key{sandbox: sb.Name, created: sb.CreatedAt, dir: path.Clean(dir), recursive: recursive}, sb, nil
 }
 
 // startError is what a daemon's refusal to watch means to the client.
