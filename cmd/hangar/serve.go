@@ -78,11 +78,11 @@ const reconcileTimeout = 30 * time.Second
 // Its close function releases the providers' connections.
 func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, log *slog.Logger) (*sandbox.Manager, func(), error) {
 	pc := cfg.Providers
-	loc, err := local.New(local.Config{DataDir: cfg.DataDir, HangarBinary: pc.DaemonBinary, Logger: log})
+	loc, err := local.New(local.Config{DataDir: cfg.DataDir, EnvdBinary: pc.DaemonBinary, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
-	dock, err := docker.New(docker.Config{Host: pc.DockerHost, Image: pc.DockerImage, HangarBinary: pc.DaemonBinary, Logger: log})
+	dock, err := docker.New(docker.Config{Host: pc.DockerHost, Image: pc.DockerImage, EnvdBinary: pc.DaemonBinary, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -217,6 +217,11 @@ type domain struct {
 // close stops the turns' watchers, closes the processes, then the sandboxes.
 func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams *stream.Registry, clock quartz.Clock, log *slog.Logger) (
 	d domain, close func(), err error) {
+	bin, err := envdBinary(cfg.Providers.DaemonBinary, log)
+	if err != nil {
+		return d, nil, err
+	}
+	cfg.Providers.DaemonBinary = bin
 	sandboxes, closeSandboxes, err := newSandboxes(cfg, st, streams, log)
 	if err != nil {
 		return d, nil, err
@@ -249,18 +254,29 @@ func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams
 	return domain{sandboxes, processes, ts}, func() { stopTurns(); processes.Close(); closeSandboxes() }, nil
 }
 
+// envdBinary is the hangar-envd that sandboxes run (the daemon, the turn harness): the one
+// --daemon-binary names, else provider.DefaultEnvdBinary's (beside this executable, else this
+// executable, whose envd and harness verbs are the same code, with a warning: every sandbox
+// then carries the whole control plane's binary).
+func envdBinary(set string, log *slog.Logger) (string, error) {
+	if set != "" {
+		return set, nil
+	}
+	bin, fallback, err := provider.DefaultEnvdBinary()
+	if err != nil {
+		return "", fmt.Errorf("find hangar-envd: %w", err)
+	}
+	if fallback {
+		log.Warn("no hangar-envd beside hangar: sandboxes run this binary as their daemon and harness (make build builds both; or set --daemon-binary)", "binary", bin)
+	}
+	return bin, nil
+}
+
 // startTurns starts the sessions' turns service: running turns are watched again, and old
 // events are deleted hourly. stop ends both.
 func startTurns(ctx context.Context, cfg config.Config, st store.Store, sandboxes *sandbox.Manager, streams *stream.Registry, clock quartz.Clock, log *slog.Logger) (
 	*turns.Service, func(), error) {
-	host := cfg.Providers.DaemonBinary
-	if host == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, nil, fmt.Errorf("find this executable, the local sandboxes' harness: %w", err)
-		}
-		host = exe
-	}
+	host := cfg.Providers.DaemonBinary // resolved by startDomain
 	ts := turns.New(turns.Config{
 		Store: st, Sandboxes: turns.FromManager(sandboxes), HarnessBinary: turns.HarnessBinaries(host),
 		PollInterval: time.Duration(cfg.Turns.PollSeconds) * time.Second, Follow: cfg.Turns.FollowLogs,

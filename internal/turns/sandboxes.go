@@ -44,16 +44,16 @@ func (ms managerSandboxes) Run(ctx context.Context, sb store.Sandbox, command st
 	return res.Stdout, res.ExitCode, nil
 }
 
-// HarnessBinaries says where the hangar binary is inside a sandbox, by provider: local
-// sandboxes run the host's binary (host), Docker containers the one mounted at
-// /opt/hangar/bin/hangar (a container with a daemon has it). Other providers: "" for now.
+// HarnessBinaries says where hangar-envd, which runs the harness, is inside a sandbox, by
+// provider: local sandboxes run the host's (host), Docker containers the one mounted at
+// /opt/hangar/bin/hangar-envd (every container has it). Other providers: "" for now.
 func HarnessBinaries(host string) func(store.Sandbox) string {
 	return func(sb store.Sandbox) string {
 		switch sb.Provider {
 		case "local":
 			return host
 		case "docker":
-			return "/opt/hangar/bin/hangar"
+			return "/opt/hangar/bin/hangar-envd"
 		}
 		return ""
 	}
