@@ -37,6 +37,7 @@ func Envd(ctx context.Context, cmd string, args []string, stdout, stderr io.Writ
 		}
 	}
 
+	tuneRuntime(os.LookupEnv)
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	d := daemon.New(daemon.Config{AccessToken: token, Workdir: workdir, DefaultUser: user, OwnHome: os.Getenv("HOME"), Logger: logger})
 	ln, err := daemon.Listen(listen)

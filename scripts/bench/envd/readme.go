@@ -75,6 +75,9 @@ func table(rep report) string {
 	}
 	row("Each line's delay p50 / p95", "no worse than before", func(d result) string { return ms(d.DelayP50Ms) + " / " + ms(d.DelayP95Ms) })
 	row("Throughput, one stream (median)", "no worse than before", func(d result) string { return fmt.Sprintf("%.0f MiB/s", d.ThroughputMiBs) })
+	if own {
+		row("RSS while that stream runs (highest)", "", func(d result) string { return mb(d.ThroughputRSSBytes) })
+	}
 	row(fmt.Sprintf("%d concurrent streams, per-line delay p50 / p95 / p99", rep.Daemons[0].Streams), "no worse than before", func(d result) string {
 		s := ms(d.StreamsP50Ms) + " / " + ms(d.StreamsP95Ms) + " / " + ms(d.StreamsP99Ms)
 		if d.StreamsMissing > 0 {

@@ -45,13 +45,16 @@ type result struct {
 	DelayP50Ms      float64 `json:"delay_p50_ms"`
 	DelayP95Ms      float64 `json:"delay_p95_ms"`
 	ThroughputMiBs  float64 `json:"throughput_mib_s"` // median over runs
-	Streams         int     `json:"streams"`
-	StreamsP50Ms    float64 `json:"streams_delay_p50_ms"`
-	StreamsP95Ms    float64 `json:"streams_delay_p95_ms"`
-	StreamsP99Ms    float64 `json:"streams_delay_p99_ms"`
-	StreamsMissing  int     `json:"streams_lines_missing"`
-	StartupP50Ms    float64 `json:"docker_startup_p50_ms,omitempty"` // sandbox create to daemon healthy
-	StartupMaxMs    float64 `json:"docker_startup_max_ms,omitempty"`
+	// ThroughputRSSBytes is the highest RSS while one stream moved as fast as it could: what
+	// waits for the client (up to the starter's queue bound) is on the heap then.
+	ThroughputRSSBytes int64   `json:"throughput_rss_bytes,omitempty"`
+	Streams            int     `json:"streams"`
+	StreamsP50Ms       float64 `json:"streams_delay_p50_ms"`
+	StreamsP95Ms       float64 `json:"streams_delay_p95_ms"`
+	StreamsP99Ms       float64 `json:"streams_delay_p99_ms"`
+	StreamsMissing     int     `json:"streams_lines_missing"`
+	StartupP50Ms       float64 `json:"docker_startup_p50_ms,omitempty"` // sandbox create to daemon healthy
+	StartupMaxMs       float64 `json:"docker_startup_max_ms,omitempty"`
 
 	delays, streamDelays, tputs, startups []float64
 	rests                                 []int64
@@ -144,8 +147,10 @@ func measureOwn(ctx context.Context, c config, r *result, s subject, dir string)
 	return measureWire(ctx, c, r, d.url, "", func() *sampler { return sample(d.pid()) })
 }
 
-// measureWire runs the latency, throughput and concurrent measures once against url; sampleFn,
-// when set, samples the daemon's RSS and threads while the concurrent streams run.
+// measureWire runs the latency, concurrent and throughput measures once against url (the
+// throughput last: the output it queues leaves the heap grown for a while). sampleFn, when
+// set, samples the daemon's RSS and threads while the concurrent streams and the throughput
+// run.
 func measureWire(ctx context.Context, c config, r *result, url, token string, sampleFn func() *sampler) error {
 	cl, err := envd.New(envd.Config{URL: url, AccessToken: token})
 	if err != nil {
@@ -157,15 +162,8 @@ func measureWire(ctx context.Context, c config, r *result, url, token string, sa
 		return fmt.Errorf("latency: %w", err)
 	}
 	r.delays = append(r.delays, d...)
-	tp, err := throughput(ctx, cl, c.throughputMiB)
-	if err != nil {
-		return err
-	}
-	r.tputs = append(r.tputs, tp)
-	var smp *sampler
-	if sampleFn != nil {
-		smp = sampleFn()
-	}
+
+	smp := startSampling(sampleFn)
 	d, missing, err := concurrent(ctx, cl, c.streams, c.streamSeconds)
 	if smp != nil {
 		rss, th := smp.stop()
@@ -176,7 +174,25 @@ func measureWire(ctx context.Context, c config, r *result, url, token string, sa
 	}
 	r.streamDelays = append(r.streamDelays, d...)
 	r.StreamsMissing += missing
+
+	smp = startSampling(sampleFn)
+	tp, err := throughput(ctx, cl, c.throughputMiB)
+	if smp != nil {
+		rss, _ := smp.stop()
+		r.ThroughputRSSBytes = max(r.ThroughputRSSBytes, rss)
+	}
+	if err != nil {
+		return err
+	}
+	r.tputs = append(r.tputs, tp)
 	return nil
+}
+
+func startSampling(fn func() *sampler) *sampler {
+	if fn == nil {
+		return nil
+	}
+	return fn()
 }
 
 // measureStartup times Docker sandboxes with a daemon from create to healthy (the provider's
