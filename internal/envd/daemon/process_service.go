@@ -129,7 +129,7 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[rpc.Sta
 		done:   make(chan struct{}),
 		killed: make(chan struct{}),
 	}
-	q, _ := p.subscribe(newBlockingQueue[*rpc.ProcessEvent](s.d.cfg.SubscriberQueueBytes, s.d.cfg.StarterStall, s.d.cfg.Clock))
+	q, _ := p.subscribe(newBlockingQueue[*rpc.ProcessEvent](s.d.cfg.StarterQueueBytes, s.d.cfg.StarterStall, s.d.cfg.Clock))
 
 	if size := req.Msg.GetPty(); size != nil {
 		err = startOnPTY(p, size.GetSize(), id)

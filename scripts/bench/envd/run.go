@@ -35,16 +35,17 @@ type machine struct {
 
 // result is one daemon's figures. Footprint fields are zero for a daemon given by -url.
 type result struct {
-	Name            string  `json:"name"`
-	What            string  `json:"what"`
-	BinaryBytes     int64   `json:"binary_bytes,omitempty"`
-	RestRSSBytes    int64   `json:"rest_rss_bytes,omitempty"` // median over runs, after /health and one command
-	RestThreads     int     `json:"rest_threads,omitempty"`
-	StreamsRSSBytes int64   `json:"streams_rss_bytes,omitempty"` // highest while the concurrent streams ran
-	StreamsThreads  int     `json:"streams_threads,omitempty"`
-	DelayP50Ms      float64 `json:"delay_p50_ms"`
-	DelayP95Ms      float64 `json:"delay_p95_ms"`
-	ThroughputMiBs  float64 `json:"throughput_mib_s"` // median over runs
+	Name            string    `json:"name"`
+	What            string    `json:"what"`
+	BinaryBytes     int64     `json:"binary_bytes,omitempty"`
+	RestRSSBytes    int64     `json:"rest_rss_bytes,omitempty"` // median over runs, after /health and one command
+	RestThreads     int       `json:"rest_threads,omitempty"`
+	StreamsRSSBytes int64     `json:"streams_rss_bytes,omitempty"` // highest while the concurrent streams ran
+	StreamsThreads  int       `json:"streams_threads,omitempty"`
+	DelayP50Ms      float64   `json:"delay_p50_ms"`
+	DelayP95Ms      float64   `json:"delay_p95_ms"`
+	ThroughputMiBs  float64   `json:"throughput_mib_s"` // median over runs
+	ThroughputRuns  []float64 `json:"throughput_runs_mib_s"`
 	// ThroughputRSSBytes is the highest RSS while one stream moved as fast as it could: what
 	// waits for the client (up to the starter's queue bound) is on the heap then.
 	ThroughputRSSBytes int64   `json:"throughput_rss_bytes,omitempty"`
@@ -228,7 +229,7 @@ func measureStartup(ctx context.Context, c config, subs []subject, results []*re
 
 func (r *result) summarise(streams int) {
 	r.DelayP50Ms, r.DelayP95Ms = percentile(r.delays, 50), percentile(r.delays, 95)
-	r.ThroughputMiBs = percentile(r.tputs, 50)
+	r.ThroughputMiBs, r.ThroughputRuns = percentile(r.tputs, 50), r.tputs
 	r.Streams = streams
 	r.StreamsP50Ms, r.StreamsP95Ms, r.StreamsP99Ms = percentile(r.streamDelays, 50), percentile(r.streamDelays, 95), percentile(r.streamDelays, 99)
 	if len(r.rests) > 0 {
