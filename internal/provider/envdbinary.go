@@ -20,9 +20,15 @@ func DefaultEnvdBinary() (path string, fallback bool, err error) {
 	if err != nil {
 		return "", false, fmt.Errorf("find this executable: %w", err)
 	}
+	path, fallback = envdBeside(exe)
+	return path, fallback, nil
+}
+
+// envdBeside is DefaultEnvdBinary for the executable exe.
+func envdBeside(exe string) (path string, fallback bool) {
 	beside := filepath.Join(filepath.Dir(exe), EnvdName)
 	if st, err := os.Stat(beside); err == nil && st.Mode().IsRegular() {
-		return beside, false, nil
+		return beside, false
 	}
-	return exe, filepath.Base(exe) != EnvdName, nil
+	return exe, filepath.Base(exe) != EnvdName
 }
