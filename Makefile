@@ -4,6 +4,9 @@
 
 GO      ?= go
 BIN     ?= bin/hangar
+# hangar-envd, what runs inside sandboxes (the daemon, the turn harness): beside hangar, where
+# `hangar serve` looks for it (HANGAR_DAEMON_BINARY overrides).
+ENVD_BIN ?= $(dir $(BIN))hangar-envd
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 # Static, so the same binary runs as the daemon inside any Linux image.
 LDFLAGS := -s -w -X main.version=$(VERSION)
@@ -16,6 +19,7 @@ SHELL := /bin/bash
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hangar
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(ENVD_BIN) ./cmd/hangar-envd
 
 # The first build downloads hangar's modules and compiles them: minutes, silent, on a cold cache.
 run:
@@ -31,6 +35,7 @@ run:
 # (Built, not `go run`: go run would add its own "exit status 1" after the closing line.)
 test:
 	@$(GO) build -o bin/testsummary ./scripts/testsummary
+	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(ENVD_BIN) ./cmd/hangar-envd
 	@set -o pipefail; $(GO) test -race -count=1 -timeout 30m -json ./... | bin/testsummary
 
 lint:
@@ -41,9 +46,11 @@ lint:
 generate:
 	scripts/generate.sh
 
-# Stream latency and scale, written to bench/results and the table in bench/README.md.
+# Stream latency and scale, written to bench/results and the table in bench/README.md; then
+# the daemon's footprint and wire speed, hangar-envd beside the daemon before it (envd section).
 bench:
 	$(GO) run ./scripts/bench/streams
+	$(GO) run ./scripts/bench/envd
 
 clean:
 	rm -rf bin
@@ -54,7 +61,7 @@ clean:
 conformance:
 	scripts/conformance.sh
 
-# E2B's JS SDK (pinned in scripts/e2bcompat/package.json) in debug mode against `hangar envd`,
+# E2B's JS SDK (pinned in scripts/e2bcompat/package.json) in debug mode against hangar-envd,
 # asserting what E2B's envd answers (needs npm; installs the SDK and Node 22 on first use).
 .PHONY: e2b-compat
 e2b-compat:

@@ -1,5 +1,5 @@
-// Command hangar is the one binary of hangar: the control plane (serve), the in-sandbox daemon
-// (envd), and, in later releases, the turn harness and the client verbs.
+// Command hangar is the control plane (serve). It also carries the verbs of hangar-envd, the
+// in-sandbox binary (envd, the daemon; harness, one turn of an agent), for development.
 package main
 
 import (
@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/hangar-dev/hangar/internal/sandboxcmd"
 )
 
 // verb is one subcommand. run gets the arguments after the verb's name and the process's
@@ -24,8 +26,13 @@ type verb struct {
 func verbs() []verb {
 	return []verb{
 		{"serve", "run the control plane: REST, MCP, /metrics on one listener", runServe},
-		{"envd", "run the in-sandbox daemon (E2B envd compatible)", runEnvd},
-		{"harness", "run one turn of an agent in a sandbox (started by serve)", runHarness},
+		// hangar-envd's verbs, here too for development: sandboxes run hangar-envd's.
+		{"envd", "run the in-sandbox daemon (E2B envd compatible), as hangar-envd does", func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+			return sandboxcmd.Envd(ctx, "hangar envd", args, stdout, stderr)
+		}},
+		{"harness", "run one turn of an agent in a sandbox (started by serve), as hangar-envd does", func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+			return sandboxcmd.Harness(ctx, "hangar harness", args, stdout, stderr)
+		}},
 		{"version", "print hangar's version", runVersion},
 	}
 }
@@ -53,7 +60,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		err := v.run(ctx, args[1:], stdout, stderr)
-		var code exitCode
+		var code sandboxcmd.ExitCode
 		switch {
 		case err == nil:
 			return 0

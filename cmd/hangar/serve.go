@@ -74,15 +74,15 @@ func openStore(ctx context.Context, cfg config.Config) (store.Store, string, err
 	return s, "sqlite " + filepath.Join(cfg.DataDir, sqlite.FileName), err
 }
 
-// e2bHarness is the hangar E2B sandboxes get for their turns' harness: this executable, when
-// it can run there (E2B's VMs are linux/amd64); "" otherwise, and their turns fail saying so.
-func e2bHarness(log *slog.Logger) string {
-	exe, err := os.Executable()
-	if err != nil || runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
-		log.Warn("E2B sandboxes get no harness: this hangar is not a linux/amd64 executable", "goos", runtime.GOOS, "goarch", runtime.GOARCH, "err", err)
+// e2bHarness is what E2B sandboxes get uploaded for their turns' harness: hangar-envd (bin,
+// resolved by startDomain), when this hangar runs on linux/amd64 as E2B's VMs do (the two are
+// built together); else nothing, said once.
+func e2bHarness(bin string, log *slog.Logger) string {
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		log.Warn("E2B sandboxes get no harness: this hangar is not built for linux/amd64", "goos", runtime.GOOS, "goarch", runtime.GOARCH)
 		return ""
 	}
-	return exe
+	return bin
 }
 
 // reconcileTimeout bounds the look at stored sandboxes at start.
@@ -92,11 +92,11 @@ const reconcileTimeout = 30 * time.Second
 // Its close function releases the providers' connections.
 func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, log *slog.Logger) (*sandbox.Manager, func(), error) {
 	pc := cfg.Providers
-	loc, err := local.New(local.Config{DataDir: cfg.DataDir, HangarBinary: pc.DaemonBinary, Logger: log})
+	loc, err := local.New(local.Config{DataDir: cfg.DataDir, EnvdBinary: pc.DaemonBinary, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
-	dock, err := docker.New(docker.Config{Host: pc.DockerHost, Image: pc.DockerImage, HangarBinary: pc.DaemonBinary, Logger: log})
+	dock, err := docker.New(docker.Config{Host: pc.DockerHost, Image: pc.DockerImage, EnvdBinary: pc.DaemonBinary, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -121,7 +121,7 @@ func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, l
 	}
 	if pc.E2BAPIKey != "" {
 		e2bp, err := e2b.New(e2b.Config{APIKey: pc.E2BAPIKey, APIURL: pc.E2BAPIURL, Domain: pc.E2BDomain, Template: pc.E2BTemplate, Logger: log,
-			HarnessBinary: e2bHarness(log)})
+			HarnessBinary: e2bHarness(pc.DaemonBinary, log)})
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("the e2b provider: %w", err)
@@ -234,6 +234,11 @@ type domain struct {
 // close stops the turns' watchers, closes the processes, then the sandboxes.
 func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams *stream.Registry, clock quartz.Clock, log *slog.Logger) (
 	d domain, close func(), err error) {
+	bin, err := envdBinary(cfg.Providers.DaemonBinary, log)
+	if err != nil {
+		return d, nil, err
+	}
+	cfg.Providers.DaemonBinary = bin
 	sandboxes, closeSandboxes, err := newSandboxes(cfg, st, streams, log)
 	if err != nil {
 		return d, nil, err
@@ -268,18 +273,29 @@ func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams
 	return domain{sandboxes, processes, ts, watches, fl}, func() { fl.Close(); watches.Close(); stopTurns(); processes.Close(); closeSandboxes() }, nil
 }
 
+// envdBinary is the hangar-envd that sandboxes run (the daemon, the turn harness): the one
+// --daemon-binary names, else provider.DefaultEnvdBinary's (beside this executable, else this
+// executable, whose envd and harness verbs are the same code, with a warning: every sandbox
+// then carries the whole control plane's binary).
+func envdBinary(set string, log *slog.Logger) (string, error) {
+	if set != "" {
+		return set, nil
+	}
+	bin, fallback, err := provider.DefaultEnvdBinary()
+	if err != nil {
+		return "", fmt.Errorf("find hangar-envd: %w", err)
+	}
+	if fallback {
+		log.Warn("no hangar-envd beside hangar: sandboxes run this binary as their daemon and harness (make build builds both; or set --daemon-binary)", "binary", bin)
+	}
+	return bin, nil
+}
+
 // startTurns starts the sessions' turns service: running turns are watched again, and old
 // events are deleted hourly. stop ends both.
 func startTurns(ctx context.Context, cfg config.Config, st store.Store, sandboxes *sandbox.Manager, streams *stream.Registry, clock quartz.Clock, log *slog.Logger) (
 	*turns.Service, func(), error) {
-	host := cfg.Providers.DaemonBinary
-	if host == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, nil, fmt.Errorf("find this executable, the local sandboxes' harness: %w", err)
-		}
-		host = exe
-	}
+	host := cfg.Providers.DaemonBinary // resolved by startDomain
 	ts := turns.New(turns.Config{
 		Store: st, Sandboxes: turns.FromManager(sandboxes), HarnessBinary: turns.HarnessBinaries(host),
 		PollInterval: time.Duration(cfg.Turns.PollSeconds) * time.Second, Follow: cfg.Turns.FollowLogs,

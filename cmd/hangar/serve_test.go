@@ -29,18 +29,18 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// built is the hangar binary the tests that run local sandboxes (with daemons) share: built
-// (providertest.SharedHangar) on first use, once for the package.
+// built is the hangar-envd the tests that run local sandboxes (with daemons) share: built
+// (providertest.SharedEnvd) on first use, once for the package.
 var built struct {
 	once sync.Once
 	path string
 	err  error
 }
 
-// hangarBinary returns the path of the shared hangar binary, building it on first use.
-func hangarBinary(t *testing.T) string {
+// sharedEnvd returns the path of the shared hangar-envd, building it on first use.
+func sharedEnvd(t *testing.T) string {
 	t.Helper()
-	built.once.Do(func() { built.path, built.err = providertest.SharedHangar() })
+	built.once.Do(func() { built.path, built.err = providertest.SharedEnvd() })
 	if built.err != nil {
 		t.Fatal(built.err)
 	}
@@ -330,7 +330,7 @@ func (ts *testServer) api(t *testing.T, method, path, token, body string) (int, 
 // it again at start; one whose daemon died meanwhile is marked failed, with the reason.
 func TestSandboxesSurviveRestart(t *testing.T) {
 	t.Parallel()
-	bin := hangarBinary(t)
+	bin := sharedEnvd(t)
 	cfg := testConfig(t)
 	cfg.Providers.DaemonBinary = bin
 	ts := startServe(t, cfg)
@@ -385,7 +385,7 @@ func TestSandboxesSurviveRestart(t *testing.T) {
 // token does not, and a process with a forged hangar tag is never adopted.
 func TestProcessesAdoptedAfterRestart(t *testing.T) {
 	t.Parallel()
-	bin := hangarBinary(t)
+	bin := sharedEnvd(t)
 	cfg := testConfig(t)
 	cfg.Providers.DaemonBinary = bin
 	ts := startServe(t, cfg)
@@ -482,7 +482,7 @@ func startTagged(t *testing.T, cfg config.Config, name, tag string) {
 // process, stops serve, and returns what is needed to start it again.
 func restartWithProcess(t *testing.T) (cfg config.Config, admin, tok, tokID, id string) {
 	t.Helper()
-	bin := hangarBinary(t)
+	bin := sharedEnvd(t)
 	cfg = testConfig(t)
 	cfg.Providers.DaemonBinary = bin
 	cfg.Stream.RecheckSeconds = 1

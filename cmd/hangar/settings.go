@@ -2,148 +2,46 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/settings"
 )
 
-// A setting is one flag with its HANGAR_* environment variable. The environment is applied
-// first and the command line overrides it; both go through the same flag.Value, so they are
-// checked the same way.
-type setting struct {
-	name  string // the flag's name; the variable is envPrefix + NAME with '-' as '_'
-	arg   string // what the value looks like in --help: ADDR, DIR, N, BYTES, ...
-	usage string
-	value flag.Value
+// The machinery is package settings', shared with hangar-envd. setting, stringValue and
+// intValue are defined here on its types so that the settings tables keep their short
+// literals (go vet wants keyed fields in literals of another package's types).
+
+// A setting is one flag with its HANGAR_* environment variable (settings.Setting).
+type setting settings.Setting
+
+// parseSettings is settings.Parse over this package's settings.
+func parseSettings(cmd, summary, envPrefix string, ss []setting, args []string, getenv func(string) (string, bool), stdout io.Writer) error {
+	conv := make([]settings.Setting, len(ss))
+	for i, s := range ss {
+		conv[i] = settings.Setting(s)
+	}
+	return settings.Parse(cmd, summary, envPrefix, conv, args, getenv, stdout)
 }
 
-func (s setting) env(prefix string) string {
-	return prefix + strings.ToUpper(strings.ReplaceAll(s.name, "-", "_"))
-}
+func (s setting) env(prefix string) string { return settings.Setting(s).Env(prefix) }
 
-// parseSettings applies the environment and then args to settings. It returns flag.ErrHelp
-// (after writing the help to stdout) when asked for help, and otherwise one-line errors that name
-// the variable or flag and the value that was refused.
-func parseSettings(cmd, summary, envPrefix string, settings []setting, args []string, getenv func(string) (string, bool), stdout io.Writer) error {
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	defaults := make([]string, len(settings))
-	var refused error // a flag's value that Set refused, in our words rather than the flag package's
-	for i, s := range settings {
-		defaults[i] = s.value.String()
-		fs.Var(flagValue{s, &refused}, s.name, s.usage)
-	}
-	fs.Usage = func() {}
-	for _, s := range settings {
-		name := s.env(envPrefix)
-		v, ok := getenv(name)
-		if !ok {
-			continue
-		}
-		if err := s.value.Set(v); err != nil {
-			return fmt.Errorf("invalid %s=%q: %v", name, v, err)
-		}
-	}
-	if err := fs.Parse(args); err != nil {
-		switch {
-		case errors.Is(err, flag.ErrHelp):
-			writeHelp(stdout, cmd, summary, envPrefix, settings, defaults)
-			return err
-		case refused != nil:
-			return refused
-		}
-		return flagError(err, cmd)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (settings are flags: run '%s --help')", fs.Arg(0), cmd)
-	}
-	return nil
-}
-
-// flagValue passes a flag's value to its setting and words a refusal as a variable's is
-// worded, with the flag as the help shows it: "invalid --name=value: reason".
-type flagValue struct {
-	s       setting
-	refused *error
-}
-
-func (v flagValue) String() string {
-	if v.s.value == nil { // the flag package's zero value, for its own use
-		return ""
-	}
-	return v.s.value.String()
-}
-
-func (v flagValue) Set(s string) error {
-	if err := v.s.value.Set(s); err != nil {
-		*v.refused = fmt.Errorf("invalid --%s=%q: %v", v.s.name, s, err)
-		return err
-	}
-	return nil
-}
-
-// flagError rewords the flag package's own errors (an unknown flag, a missing value, bad
-// syntax), which name a flag "-name", with the "--name" the help shows.
-func flagError(err error, cmd string) error {
-	msg := err.Error()
-	for _, m := range []struct{ prefix, format string }{
-		{"flag provided but not defined: -", "unknown flag --%s (run '" + cmd + " --help' for the flags)"},
-		{"flag needs an argument: -", "flag --%s needs a value (--%[1]s=VALUE)"},
-	} {
-		if name, ok := strings.CutPrefix(msg, m.prefix); ok {
-			return fmt.Errorf(m.format, strings.TrimLeft(name, "-"))
-		}
-	}
-	return fmt.Errorf("%s (run '%s --help' for the flags)", msg, cmd)
-}
-
-func writeHelp(w io.Writer, cmd, summary, envPrefix string, settings []setting, defaults []string) {
-	fmt.Fprintf(w, "Usage: %s [flags]\n\n%s\n\nEvery flag can also be set with the environment variable after it; the flag wins.\n\n", cmd, summary)
-	for i, s := range settings {
-		def := defaults[i]
-		if def == "" {
-			def = "none"
-		}
-		fmt.Fprintf(w, "  --%s %s\t%s (default %s)\n      %s\n", s.name, s.arg, s.env(envPrefix), def, s.usage)
-	}
-}
-
-// lookupEnv is os.LookupEnv, but an empty variable counts as unset, as shells often export them.
-func lookupEnv(name string) (string, bool) {
-	v, ok := os.LookupEnv(name)
-	return v, ok && v != ""
-}
+// lookupEnv is os.LookupEnv, but an empty variable counts as unset (settings.LookupEnv).
+func lookupEnv(name string) (string, bool) { return settings.LookupEnv(name) }
 
 // The value kinds. Each refuses what it cannot use with a short reason.
 
-type stringValue struct {
-	p     *string
-	check func(string) error // nil: anything goes
-}
+// stringValue is settings.String.
+type stringValue settings.String
 
-func (v stringValue) String() string {
-	if v.p == nil {
-		return ""
-	}
-	return *v.p
-}
-
-func (v stringValue) Set(s string) error {
-	if v.check != nil {
-		if err := v.check(s); err != nil {
-			return err
-		}
-	}
-	*v.p = s
-	return nil
-}
+func (v stringValue) String() string     { return settings.String(v).String() }
+func (v stringValue) Set(s string) error { return settings.String(v).Set(s) }
 
 func hostPort(s string) error {
 	if _, port, err := net.SplitHostPort(s); err != nil {
@@ -154,12 +52,7 @@ func hostPort(s string) error {
 	return nil
 }
 
-func nonEmpty(s string) error {
-	if strings.TrimSpace(s) == "" {
-		return errors.New("must not be empty")
-	}
-	return nil
-}
+func nonEmpty(s string) error { return settings.NonEmpty(s) }
 
 func minLen(n int) func(string) error {
 	return func(s string) error {
@@ -227,28 +120,11 @@ func (v durationValue) Set(s string) error {
 	return nil
 }
 
-// intValue is a whole number from min to max: a bound for each, so that no setting overflows
-// what it is multiplied into (a number of seconds into a time.Duration) or asks for the absurd.
-type intValue struct {
-	p        *int
-	min, max int
-}
+// intValue is a whole number from min to max (settings.Int).
+type intValue settings.Int
 
-func (v intValue) String() string {
-	if v.p == nil {
-		return ""
-	}
-	return strconv.Itoa(*v.p)
-}
-
-func (v intValue) Set(s string) error {
-	n, err := strconv.Atoi(s)
-	if err != nil || n < v.min || n > v.max {
-		return fmt.Errorf("must be a whole number from %d to %d", v.min, v.max)
-	}
-	*v.p = n
-	return nil
-}
+func (v intValue) String() string     { return settings.Int(v).String() }
+func (v intValue) Set(s string) error { return settings.Int(v).Set(s) }
 
 // boolValue is true or false (also 1/0, t/f, as strconv.ParseBool takes them).
 type boolValue struct{ p *bool }

@@ -156,7 +156,7 @@ func TestServeHelpListsEverySetting(t *testing.T) {
 	}
 	c := config.Default()
 	for _, s := range serveSettings(&c) {
-		line := "--" + s.name + " " + s.arg + "\t" + s.env("HANGAR_") + " (default "
+		line := "--" + s.Name + " " + s.Arg + "\t" + s.env("HANGAR_") + " (default "
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("help lacks %q", line)
 		}
@@ -192,9 +192,9 @@ func TestConfigurationDocListsEverySetting(t *testing.T) {
 	}
 	c := config.Default()
 	for _, s := range serveSettings(&c) {
-		row := "| `" + s.env("HANGAR_") + "` | `--" + s.name + "` | `" + s.value.String() + "` |"
-		if s.value.String() == "" {
-			row = "| `" + s.env("HANGAR_") + "` | `--" + s.name + "` | none |"
+		row := "| `" + s.env("HANGAR_") + "` | `--" + s.Name + "` | `" + s.Value.String() + "` |"
+		if s.Value.String() == "" {
+			row = "| `" + s.env("HANGAR_") + "` | `--" + s.Name + "` | none |"
 		}
 		if !strings.Contains(string(doc), row) {
 			t.Errorf("docs/configuration.md lacks the row %q", row)

@@ -55,8 +55,9 @@ type MCP struct {
 type Providers struct {
 	// Default is the provider of a sandbox whose request names none. Default local.
 	Default string
-	// DaemonBinary is the hangar binary run as local sandboxes' daemon and mounted into docker
-	// sandboxes (so it must be static: make build makes it so). Default "": this executable.
+	// DaemonBinary is hangar-envd, run as local sandboxes' daemon and mounted into docker
+	// sandboxes (so it must be static: make build makes it so), the turn harness too. Default
+	// "": hangar-envd beside this executable, else this executable (its envd and harness verbs).
 	DaemonBinary string
 	// DockerHost is the Docker engine's address. Default unix:///var/run/docker.sock.
 	DockerHost string
@@ -69,7 +70,7 @@ type Providers struct {
 	// K8sImage is the image of a kubernetes sandbox whose request names none. Default
 	// ubuntu:24.04.
 	K8sImage string
-	// K8sHangarImage is an image holding the hangar binary at /usr/local/bin/hangar, copied into
+	// K8sHangarImage is an image holding hangar-envd at /usr/local/bin/hangar-envd, copied into
 	// each pod by an init container. Default "": the provider's, ghcr.io/hangar-dev/hangar:latest.
 	K8sHangarImage string
 	// K8sKubeconfig is a kubeconfig file. Default "": the in-cluster configuration.

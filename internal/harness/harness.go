@@ -24,11 +24,13 @@ import (
 	"github.com/google/renameio/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/hangar-dev/hangar/internal/turns"
+	"github.com/hangar-dev/hangar/internal/turns/runlog"
 )
 
-// PromptArg is the argument of the agent's command line that the prompt replaces.
-const PromptArg = turns.PromptArg
+// PromptArg is the argument of the agent's command line that the prompt replaces: turns'
+// PromptArg, spelled here so that the harness, which runs in the sandbox, does not import the
+// control plane's turns (TestPromptArgIsTurns checks they agree).
+const PromptArg = "{prompt}"
 
 // KillGrace is how long the agent has to exit after the harness passes on a SIGTERM, before
 // its process group gets SIGKILL.
@@ -60,13 +62,13 @@ type Config struct {
 // Status is what the status file holds.
 type Status struct {
 	// ExitCode is the agent's exit code; -1 when a signal ended it or it never started.
-	ExitCode   int           `json:"exit_code"`
-	Signal     string        `json:"signal,omitempty"` // the signal that ended it (SIGTERM, ...)
-	Error      string        `json:"error,omitempty"`  // why it could not run, for a person
-	StartedAt  time.Time     `json:"started_at"`
-	EndedAt    time.Time     `json:"ended_at"`
-	DurationMS int64         `json:"duration_ms"`
-	Summary    turns.Summary `json:"summary"`
+	ExitCode   int            `json:"exit_code"`
+	Signal     string         `json:"signal,omitempty"` // the signal that ended it (SIGTERM, ...)
+	Error      string         `json:"error,omitempty"`  // why it could not run, for a person
+	StartedAt  time.Time      `json:"started_at"`
+	EndedAt    time.Time      `json:"ended_at"`
+	DurationMS int64          `json:"duration_ms"`
+	Summary    runlog.Summary `json:"summary"`
 }
 
 // Run runs the turn until the agent ends, writes the status file and returns the status.
@@ -250,10 +252,10 @@ func reap(pgid int, out *os.File, copied <-chan struct{}) {
 // copyLines appends r to log a line at a time, classifying each line into sum. A line longer
 // than the reader's buffer is written in pieces as it comes; a last line without a newline
 // gets one.
-func copyLines(log io.Writer, r io.Reader, sum *turns.Summary) error {
+func copyLines(log io.Writer, r io.Reader, sum *runlog.Summary) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var (
-		line  []byte // the current line's first turns.MaxLineBytes+1 bytes, for the summary
+		line  []byte // the current line's first runlog.MaxLineBytes+1 bytes, for the summary
 		total int    // the current line's length so far
 	)
 	for {
@@ -263,14 +265,14 @@ func copyLines(log io.Writer, r io.Reader, sum *turns.Summary) error {
 				return werr
 			}
 			total += len(chunk)
-			if room := turns.MaxLineBytes + 1 - len(line); room > 0 {
+			if room := runlog.MaxLineBytes + 1 - len(line); room > 0 {
 				line = append(line, chunk[:min(room, len(chunk))]...)
 			}
 			if chunk[len(chunk)-1] == '\n' {
-				if total <= turns.MaxLineBytes+1 {
+				if total <= runlog.MaxLineBytes+1 {
 					line = line[:len(line)-1] // the whole line is kept: drop its newline
 				} // else: more than MaxLineBytes kept, so Classify cuts and flags it
-				sum.Add(turns.Classify(line))
+				sum.Add(runlog.Classify(line))
 				line, total = line[:0], 0
 			}
 		}
@@ -282,7 +284,7 @@ func copyLines(log io.Writer, r io.Reader, sum *turns.Summary) error {
 				if _, werr := log.Write([]byte{'\n'}); werr != nil {
 					return werr
 				}
-				sum.Add(turns.Classify(line))
+				sum.Add(runlog.Classify(line))
 			}
 			return nil
 		default:

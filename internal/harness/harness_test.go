@@ -33,9 +33,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Chmod(dir, 0o755) // the split test's agent runs the fixture replay from here
-	hangarBin = filepath.Join(dir, "hangar")
-	if out, err := exec.Command("go", "build", "-o", hangarBin, "../../cmd/hangar").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build hangar: %v\n%s", err, out)
+	hangarBin = filepath.Join(dir, "hangar-envd")
+	if out, err := exec.Command("go", "build", "-o", hangarBin, "../../cmd/hangar-envd").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build hangar-envd: %v\n%s", err, out)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -37,7 +37,7 @@ import (
 // hangarBin is a static hangar binary, run as the local sandboxes' daemon.
 var hangarBin string
 
-func TestMain(m *testing.M) { os.Exit(providertest.MainWithHangar(m, &hangarBin)) }
+func TestMain(m *testing.M) { os.Exit(providertest.MainWithEnvd(m, &hangarBin)) }
 
 // Fixed timeouts: generous, since the machine may be busy; a step that passes them has failed.
 const (
@@ -101,7 +101,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if e.admin, _, err = a.Bootstrap(ctx); err != nil {
 		t.Fatal(err)
 	}
-	loc, err := local.New(local.Config{DataDir: t.TempDir(), HangarBinary: hangarBin})
+	loc, err := local.New(local.Config{DataDir: t.TempDir(), EnvdBinary: hangarBin})
 	if err != nil {
 		t.Fatal(err)
 	}

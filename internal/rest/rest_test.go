@@ -39,7 +39,7 @@ import (
 // docker sandboxes.
 var hangarBin string
 
-func TestMain(m *testing.M) { os.Exit(providertest.MainWithHangar(m, &hangarBin)) }
+func TestMain(m *testing.M) { os.Exit(providertest.MainWithEnvd(m, &hangarBin)) }
 
 const staticSecret = "static-secret-0123456789abcdef0123456789"
 
@@ -139,13 +139,13 @@ func newEnv(t *testing.T, opts ...option) *env {
 		t.Fatal(err)
 	}
 	e.admin = secret
-	loc, err := local.New(local.Config{DataDir: e.dir, HangarBinary: hangarBin})
+	loc, err := local.New(local.Config{DataDir: e.dir, EnvdBinary: hangarBin})
 	if err != nil {
 		t.Fatal(err)
 	}
 	providers := map[string]provider.Provider{"local": loc}
 	if dockerEngineUp() {
-		dock, err := docker.New(docker.Config{HangarBinary: hangarBin, Instance: "rest-test"})
+		dock, err := docker.New(docker.Config{EnvdBinary: hangarBin, Instance: "rest-test"})
 		if err != nil {
 			t.Fatal(err)
 		}

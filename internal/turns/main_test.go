@@ -11,7 +11,7 @@ import (
 // hangarBin is the hangar binary the service tests run as the harness, built once.
 var hangarBin string
 
-func TestMain(m *testing.M) { os.Exit(providertest.MainWithHangar(m, &hangarBin)) }
+func TestMain(m *testing.M) { os.Exit(providertest.MainWithEnvd(m, &hangarBin)) }
 
 // runlogDir is the shared fixture logs' directory: ../shared beside the repository (in a
 // worktree, /work/wt/shared; in CI, the clone's sibling). Absent, the tests that need it fail

@@ -44,10 +44,10 @@ func (ms managerSandboxes) Run(ctx context.Context, sb store.Sandbox, command st
 	return res.Stdout, res.ExitCode, nil
 }
 
-// HarnessBinaries says where the hangar binary is inside a sandbox: where its provider says it
-// put it (Data["harness"]: E2B uploads it), else by provider: local sandboxes run the host's
-// binary (host), Docker containers the one mounted at /opt/hangar/bin/hangar (a container with
-// a daemon has it). Other providers: "" for now.
+// HarnessBinaries says where hangar-envd, which runs the harness, is inside a sandbox: where
+// its provider says it put it (Data["harness"]: E2B uploads it), else by provider: local
+// sandboxes run the host's (host), Docker containers the one mounted at
+// /opt/hangar/bin/hangar-envd (every container has it). Other providers: "" for now.
 func HarnessBinaries(host string) func(store.Sandbox) string {
 	return func(sb store.Sandbox) string {
 		if h := sb.Data["harness"]; h != "" {
@@ -57,7 +57,7 @@ func HarnessBinaries(host string) func(store.Sandbox) string {
 		case "local":
 			return host
 		case "docker":
-			return "/opt/hangar/bin/hangar"
+			return "/opt/hangar/bin/hangar-envd"
 		}
 		return ""
 	}

@@ -198,5 +198,10 @@ func TestTwoResultsLog(t *testing.T) {
 	}
 }
 
-// cutText is a result's text as a summary keeps it.
-func cutText(s string) string { return cut(s) }
+// cutText is a result's text as a summary keeps it (cut to its bound).
+func cutText(text string) string {
+	line, _ := json.Marshal(map[string]any{"type": "result", "result": text})
+	var sum Summary
+	sum.Add(Classify(line))
+	return sum.Result
+}

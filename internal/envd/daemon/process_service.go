@@ -129,7 +129,7 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[rpc.Sta
 		done:   make(chan struct{}),
 		killed: make(chan struct{}),
 	}
-	q, _ := p.subscribe(newBlockingQueue[*rpc.ProcessEvent](s.d.cfg.SubscriberQueueBytes, s.d.cfg.StarterStall, s.d.cfg.Clock))
+	q, _ := p.subscribe(newBlockingQueue[*rpc.ProcessEvent](s.d.cfg.StarterQueueBytes, s.d.cfg.StarterStall, s.d.cfg.Clock))
 
 	if size := req.Msg.GetPty(); size != nil {
 		err = startOnPTY(p, size.GetSize(), id)
@@ -189,17 +189,33 @@ func (d *Daemon) command(id *identity, cfg *rpc.ProcessConfig, onPTY bool) (*exe
 }
 
 // startOnPTY starts p.cmd as id on a new pseudo-terminal of size (80x24 when a side is 0), the
-// leader of a new session and so of its own process group.
+// leader of a new session and so of its own process group. The pty's master is on the
+// runtime's poller (see pollable), so reading it holds no thread.
 func startOnPTY(p *process, size *rpc.PTY_Size, id *identity) error {
 	ws := &pty.Winsize{Cols: uint16(min(size.GetCols(), 65535)), Rows: uint16(min(size.GetRows(), 65535))}
 	if ws.Cols == 0 || ws.Rows == 0 {
 		ws.Cols, ws.Rows = 80, 24
 	}
-	tty, err := pty.StartWithAttrs(p.cmd, ws, &syscall.SysProcAttr{Setsid: true, Setctty: true, Credential: id.credential()})
+	master, tty, err := pty.Open()
 	if err != nil {
+		return connect.NewError(connect.CodeInternal, fmt.Errorf("open a pty: %w", err))
+	}
+	defer tty.Close() // the child has its own copy once started
+	if master, err = pollable(master); err != nil {
+		return connect.NewError(connect.CodeInternal, err)
+	}
+	if err := pty.Setsize(master, ws); err != nil {
+		master.Close()
+		return connect.NewError(connect.CodeInternal, fmt.Errorf("size the pty: %w", err))
+	}
+	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = tty, tty, tty
+	// Setctty makes the child's fd 0 (Ctty), the tty, its controlling terminal.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Credential: id.credential()}
+	if err := p.cmd.Start(); err != nil {
+		master.Close()
 		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("start %q on a pty: %w", p.config.GetCmd(), err))
 	}
-	p.tty = tty
+	p.tty = master
 	return nil
 }
 

@@ -1,8 +1,8 @@
 // Package docker is the provider that runs each sandbox as a container on a Docker engine,
-// through the engine API. With a daemon, the hangar binary is bind-mounted read-only into the
-// container and runs as `hangar envd`, its port published on 127.0.0.1 only; without one, the
-// container idles under /bin/sh and every command goes through `docker exec`, so any image with
-// /bin/sh will do.
+// through the engine API. hangar-envd is bind-mounted read-only into every container at
+// /opt/hangar/bin/hangar-envd (the turn harness runs from it). With a daemon the container runs
+// `hangar-envd envd`, its port published on 127.0.0.1 only; without one, the container idles
+// under /bin/sh and every command goes through `docker exec`, so any image with /bin/sh will do.
 package docker
 
 import (
@@ -34,11 +34,12 @@ import (
 // Name is the provider's name in the API.
 const Name = "docker"
 
-// DaemonPort is the port `hangar envd` listens on inside a container, E2B's envd port.
+// DaemonPort is the port `hangar-envd envd` listens on inside a container, E2B's envd port.
 const DaemonPort = 49983
 
-// binaryPath is where the hangar binary is mounted in a container.
-const binaryPath = "/opt/hangar/bin/hangar"
+// EnvdPath is where hangar-envd is mounted in every container: the daemon, and the turn
+// harness (`hangar-envd harness`).
+const EnvdPath = "/opt/hangar/bin/hangar-envd"
 
 // Labels on every container the provider makes; List finds them by labelInstance.
 const (
@@ -72,10 +73,10 @@ type Config struct {
 	// Workdir is the workdir of a sandbox whose spec names none (created if missing). Empty:
 	// /workspace.
 	Workdir string
-	// HangarBinary is the path, on the engine's host, of a static Linux hangar binary
-	// (CGO_ENABLED=0) to mount into containers as their daemon. Empty: os.Executable(), which
-	// must then be static.
-	HangarBinary string
+	// EnvdBinary is the path, on the engine's host, of a static Linux hangar-envd
+	// (CGO_ENABLED=0, as make build builds it) to mount into every container at EnvdPath.
+	// Empty: provider.DefaultEnvdBinary (hangar-envd beside this executable).
+	EnvdBinary string
 	// Instance tells this control plane's containers apart from other control planes' on the
 	// same engine (label dev.hangar.instance); List sees only its own. Empty: "default".
 	Instance string
@@ -114,12 +115,12 @@ func New(cfg Config) (*Provider, error) {
 	if !path.IsAbs(cfg.Workdir) {
 		return nil, fmt.Errorf("new docker provider: workdir %q is not absolute", cfg.Workdir)
 	}
-	if cfg.HangarBinary == "" {
-		exe, err := os.Executable()
+	if cfg.EnvdBinary == "" {
+		bin, _, err := provider.DefaultEnvdBinary()
 		if err != nil {
-			return nil, fmt.Errorf("find hangar binary: %w", err)
+			return nil, fmt.Errorf("new docker provider: %w", err)
 		}
-		cfg.HangarBinary = exe
+		cfg.EnvdBinary = bin
 	}
 	if cfg.Instance == "" {
 		cfg.Instance = "default"
@@ -202,8 +203,8 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.San
 }
 
 // containerConfig is the container of a sandbox of spec: labelled with what Find and List read
-// back, and running either hangar's daemon (spec.Daemon: the hangar binary mounted read-only,
-// its port published on 127.0.0.1 only) or an idle shell.
+// back, with hangar-envd mounted read-only at EnvdPath, and running either its daemon
+// (spec.Daemon: its port published on 127.0.0.1 only) or an idle shell.
 func (p *Provider) containerConfig(spec provider.Spec, image, workdir string) (*container.Config, *container.HostConfig, error) {
 	env := make([]string, 0, len(spec.Env)+1)
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
@@ -221,15 +222,16 @@ func (p *Provider) containerConfig(spec provider.Spec, image, workdir string) (*
 			labelWorkdir:  workdir,
 		},
 	}
-	host := &container.HostConfig{Init: ptr(!p.cfg.NoInit)}
+	// A bind mount of a missing file would make the engine create a folder in its place.
+	if st, err := os.Stat(p.cfg.EnvdBinary); err != nil || !st.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("hangar-envd, to mount at %s, is not a file at %s (%v): build it (make build) or set the daemon binary", EnvdPath, p.cfg.EnvdBinary, err)
+	}
+	// Also without a daemon: the turn harness runs from it.
+	host := &container.HostConfig{Init: ptr(!p.cfg.NoInit), Binds: []string{p.cfg.EnvdBinary + ":" + EnvdPath + ":ro"}}
 	if !spec.Daemon {
 		cfg.Entrypoint = []string{"/bin/sh", "-c", idleScript}
 		cfg.Cmd = []string{}
 		return cfg, host, nil
-	}
-	// A bind mount of a missing file would make the engine create a folder in its place.
-	if st, err := os.Stat(p.cfg.HangarBinary); err != nil || !st.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("the hangar binary to mount, %s, is not a file (%v)", p.cfg.HangarBinary, err)
 	}
 	token, err := provider.NewAccessToken()
 	if err != nil {
@@ -240,10 +242,9 @@ func (p *Provider) containerConfig(spec provider.Spec, image, workdir string) (*
 	// its environment, every command in the container could read it (/proc/1/environ).
 	// A label is kept on the host (docker inspect), never inside the container.
 	cfg.Labels[labelToken] = token
-	cfg.Entrypoint = []string{binaryPath, "envd", "--listen", "0.0.0.0:" + strconv.Itoa(DaemonPort), "--workdir", workdir}
+	cfg.Entrypoint = []string{EnvdPath, "envd", "--listen", "0.0.0.0:" + strconv.Itoa(DaemonPort), "--workdir", workdir}
 	cfg.Cmd = []string{}
 	cfg.ExposedPorts = nat.PortSet{port: {}}
-	host.Binds = []string{p.cfg.HangarBinary + ":" + binaryPath + ":ro"}
 	// 127.0.0.1 only, on a port the engine picks: the daemon is never on the network.
 	host.PortBindings = nat.PortMap{port: {{HostIP: "127.0.0.1", HostPort: ""}}}
 	return cfg, host, nil

@@ -17,7 +17,7 @@ import (
 // hangarBin is the static hangar binary built once for the package's tests.
 var hangarBin string
 
-func TestMain(m *testing.M) { os.Exit(providertest.MainWithHangar(m, &hangarBin)) }
+func TestMain(m *testing.M) { os.Exit(providertest.MainWithEnvd(m, &hangarBin)) }
 
 const testTimeout = 2 * time.Minute
 
@@ -32,7 +32,7 @@ func newProvider(t *testing.T, instance string, mod func(*Config)) *Provider {
 	if err != nil {
 		t.Fatalf("make test image: %v", err)
 	}
-	cfg := Config{Image: img, HangarBinary: hangarBin, Instance: instance}
+	cfg := Config{Image: img, EnvdBinary: hangarBin, Instance: instance}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -132,19 +132,19 @@ func TestDaemonContainer(t *testing.T) {
 	}
 	var mounted bool
 	for _, m := range info.Mounts {
-		if m.Destination == binaryPath {
+		if m.Destination == EnvdPath {
 			mounted = true
 			if m.RW {
-				t.Errorf("%s is mounted read-write", binaryPath)
+				t.Errorf("%s is mounted read-write", EnvdPath)
 			}
 		}
 	}
 	if !mounted {
-		t.Errorf("%s is not mounted: %+v", binaryPath, info.Mounts)
+		t.Errorf("%s is not mounted: %+v", EnvdPath, info.Mounts)
 	}
 	argv := info.Path + " " + strings.Join(info.Args, " ")
 	// The daemon, with nothing of the image's CMD after it, under docker's init.
-	if want := binaryPath + " envd --listen 0.0.0.0:49983 --workdir /workspace"; argv != want {
+	if want := EnvdPath + " envd --listen 0.0.0.0:49983 --workdir /workspace"; argv != want {
 		t.Errorf("container runs %q, want %q", argv, want)
 	}
 	if info.HostConfig.Init == nil || !*info.HostConfig.Init {
@@ -188,7 +188,7 @@ func TestEngineDown(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	p, err := New(Config{Host: "unix://" + t.TempDir() + "/no-engine.sock", HangarBinary: hangarBin})
+	p, err := New(Config{Host: "unix://" + t.TempDir() + "/no-engine.sock", EnvdBinary: hangarBin})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,6 +204,24 @@ func TestEngineDown(t *testing.T) {
 	}
 }
 
+// TestHarnessWithoutDaemon: a container without a daemon has hangar-envd mounted too, so a
+// turn's harness can run in it.
+func TestHarnessWithoutDaemon(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p := newProvider(t, providertest.UniqueName("test"), nil)
+	sb, err := p.Create(ctx, provider.Spec{Name: providertest.UniqueName("plain"), Daemon: false})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	defer p.Destroy(ctx, sb)
+	res, err := p.Exec(ctx, sb, provider.ExecRequest{Command: EnvdPath + " harness --help"})
+	if err != nil || res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "--run-log") {
+		t.Fatalf("%s harness --help in a container without a daemon: exit %d, %q %q, %v", EnvdPath, res.ExitCode, res.Stdout, res.Stderr, err)
+	}
+}
+
 // TestDaemonUnreachable: a container whose daemon never answers comes back failed, with a
 // reason that quotes its output.
 func TestDaemonUnreachable(t *testing.T) {
@@ -211,7 +229,7 @@ func TestDaemonUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	// busybox has no "envd" applet: the "daemon" exits at once with a message.
-	p := newProvider(t, providertest.UniqueName("test"), func(c *Config) { c.HangarBinary = "/bin/busybox" })
+	p := newProvider(t, providertest.UniqueName("test"), func(c *Config) { c.EnvdBinary = "/bin/busybox" })
 	sb, err := p.Create(ctx, provider.Spec{Name: providertest.UniqueName("nodaemon"), Daemon: true})
 	if err != nil {
 		t.Fatalf("Create: %v", err)

@@ -1,6 +1,6 @@
 // Package kubernetes is the provider that runs each sandbox as a pod, through client-go. With a
-// daemon, an init container copies the hangar binary into an emptyDir (unless the image already
-// has it) and the sandbox container runs `hangar envd`, reached at the pod's IP; its access
+// daemon, an init container copies hangar-envd (~10 MB) into an emptyDir (unless the image
+// already has it) and the sandbox container runs `hangar-envd envd`, reached at the pod's IP; its access
 // token lives in a Secret beside the pod. The provider's own exec goes through the pods/exec
 // subresource. Pods cannot be paused.
 package kubernetes
@@ -33,7 +33,7 @@ import (
 // Name is the provider's name in the API.
 const Name = "kubernetes"
 
-// DaemonPort is the port `hangar envd` listens on in a pod, E2B's envd port.
+// DaemonPort is the port `hangar-envd envd` listens on in a pod, E2B's envd port.
 const DaemonPort = 49983
 
 const (
@@ -67,13 +67,13 @@ type Config struct {
 	Image string
 	// Workdir is the workdir of a sandbox whose spec names none. Empty: /workspace.
 	Workdir string
-	// HangarImage is the image whose HangarPath the init container copies into the sandbox, so
+	// HangarImage is the image whose EnvdPath the init container copies into the sandbox, so
 	// the daemon runs in any image. It needs cp. Empty: ghcr.io/hangar-dev/hangar:latest.
 	HangarImage string
-	// HangarPath is where the hangar binary is in HangarImage, or in the sandbox image when
-	// ImageHasDaemon. Empty: /usr/local/bin/hangar.
-	HangarPath string
-	// ImageHasDaemon says sandbox images already hold the hangar binary at HangarPath: no init
+	// EnvdPath is where hangar-envd is in HangarImage, or in the sandbox image when
+	// ImageHasDaemon. Empty: /usr/local/bin/hangar-envd.
+	EnvdPath string
+	// ImageHasDaemon says sandbox images already hold hangar-envd at EnvdPath: no init
 	// container. False: the init container copies it in.
 	ImageHasDaemon bool
 	// RuntimeClassName runs sandbox pods under that runtime class (gVisor, Kata) for stronger
@@ -133,8 +133,8 @@ func newProvider(cfg Config, kube kubernetes.Interface, rc *rest.Config) *Provid
 	if cfg.HangarImage == "" {
 		cfg.HangarImage = "ghcr.io/hangar-dev/hangar:latest"
 	}
-	if cfg.HangarPath == "" {
-		cfg.HangarPath = "/usr/local/bin/hangar"
+	if cfg.EnvdPath == "" {
+		cfg.EnvdPath = "/usr/local/bin/" + provider.EnvdName
 	}
 	if cfg.Instance == "" {
 		cfg.Instance = "default"
@@ -249,15 +249,15 @@ func (p *Provider) podSpec(spec provider.Spec, name, workdir string) *corev1.Pod
 		pod.Spec.RuntimeClassName = ptr(p.cfg.RuntimeClassName)
 	}
 	if spec.Daemon {
-		bin := p.cfg.HangarPath
+		bin := p.cfg.EnvdPath
 		if !p.cfg.ImageHasDaemon {
-			bin = binDir + "/hangar"
+			bin = binDir + "/" + provider.EnvdName
 			pod.Spec.Volumes = []corev1.Volume{{Name: binVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 			pod.Spec.InitContainers = []corev1.Container{{
 				Name:            initName,
 				Image:           p.cfg.HangarImage,
 				ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:         []string{"cp", p.cfg.HangarPath, bin},
+				Command:         []string{"cp", p.cfg.EnvdPath, bin},
 				VolumeMounts:    []corev1.VolumeMount{{Name: binVolume, MountPath: binDir}},
 				SecurityContext: noEscalation,
 			}}

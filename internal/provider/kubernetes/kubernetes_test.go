@@ -109,7 +109,7 @@ func TestCreateWithDaemon(t *testing.T) {
 }
 
 // checkDaemonPod checks the pod of sandbox box, with a daemon whose token is token: no service
-// account token, never restarted, the hangar binary copied in by an init container and mounted
+// account token, never restarted, hangar-envd copied in by an init container and mounted
 // read-only, the token only in the environment (from its secret), a readiness probe on /health.
 func checkDaemonPod(t *testing.T, pod *corev1.Pod, token string) {
 	t.Helper()
@@ -123,7 +123,7 @@ func checkDaemonPod(t *testing.T, pod *corev1.Pod, token string) {
 		t.Fatalf("%d init containers, want 1", len(pod.Spec.InitContainers))
 	}
 	init := pod.Spec.InitContainers[0]
-	if init.Image != "example.com/hangar:1" || strings.Join(init.Command, " ") != "cp /usr/local/bin/hangar /opt/hangar/bin/hangar" {
+	if init.Image != "example.com/hangar:1" || strings.Join(init.Command, " ") != "cp /usr/local/bin/hangar-envd /opt/hangar/bin/hangar-envd" {
 		t.Errorf("init container %s %q, want the hangar image copying the binary", init.Image, init.Command)
 	}
 	if len(pod.Spec.Volumes) != 1 || pod.Spec.Volumes[0].EmptyDir == nil {
@@ -138,7 +138,7 @@ func checkDaemonPod(t *testing.T, pod *corev1.Pod, token string) {
 	if c.Image != "example.com/sandbox:1" || c.WorkingDir != "/workspace" {
 		t.Errorf("sandbox container %s in %s", c.Image, c.WorkingDir)
 	}
-	if got := strings.Join(c.Command, " "); got != "/opt/hangar/bin/hangar envd --listen 0.0.0.0:49983 --workdir /workspace" {
+	if got := strings.Join(c.Command, " "); got != "/opt/hangar/bin/hangar-envd envd --listen 0.0.0.0:49983 --workdir /workspace" {
 		t.Errorf("command %q", got)
 	}
 	if strings.Contains(strings.Join(c.Command, " "), token) {
@@ -179,8 +179,8 @@ func TestCreateVariants(t *testing.T) {
 	}{
 		{name: "no daemon", spec: provider.Spec{Name: "plain", Image: "alpine:3", Workdir: "/src"},
 			wantCommand: "/bin/sh -c " + idleScript},
-		{name: "image has the daemon", cfg: func(c *Config) { c.ImageHasDaemon = true; c.HangarPath = "/bin/hangar" },
-			spec: provider.Spec{Name: "builtin", Daemon: true}, wantCommand: "/bin/hangar envd --listen 0.0.0.0:49983 --workdir /workspace",
+		{name: "image has the daemon", cfg: func(c *Config) { c.ImageHasDaemon = true; c.EnvdPath = "/bin/hangar-envd" },
+			spec: provider.Spec{Name: "builtin", Daemon: true}, wantCommand: "/bin/hangar-envd envd --listen 0.0.0.0:49983 --workdir /workspace",
 			wantSecret: true},
 	}
 	for _, tc := range tests {

@@ -4,7 +4,7 @@
 //
 // Each sandbox is a folder <DataDir>/sandboxes/<name>/ holding sandbox.json (what the provider
 // needs to find it again), envd.log (the daemon's output) and the workdir (work/ unless the spec
-// names another folder inside). With a daemon, `hangar envd` runs detached in its own session,
+// names another folder inside). With a daemon, `hangar-envd envd` runs detached in its own session,
 // so it outlives a control-plane restart.
 package local
 
@@ -38,8 +38,9 @@ type Config struct {
 	// DataDir is the folder under which sandboxes live (in DataDir/sandboxes). Required: New
 	// fails when it is empty.
 	DataDir string
-	// HangarBinary is the hangar executable run as `hangar envd`. Empty: os.Executable().
-	HangarBinary string
+	// EnvdBinary is the hangar-envd executable run as the daemon (`hangar-envd envd`).
+	// Empty: provider.DefaultEnvdBinary (hangar-envd beside this executable).
+	EnvdBinary string
 	// Env is the base environment (KEY=value) of the daemon and of every command, before the
 	// spec's and the request's. Nil: PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 	// and LANG=C.UTF-8. HOME is always the sandbox's folder. The control plane's own environment
@@ -74,12 +75,12 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("new local provider: no data dir")
 	}
-	if cfg.HangarBinary == "" {
-		exe, err := os.Executable()
+	if cfg.EnvdBinary == "" {
+		bin, _, err := provider.DefaultEnvdBinary()
 		if err != nil {
-			return nil, fmt.Errorf("find hangar binary: %w", err)
+			return nil, fmt.Errorf("new local provider: %w", err)
 		}
-		cfg.HangarBinary = exe
+		cfg.EnvdBinary = bin
 	}
 	if cfg.Env == nil {
 		cfg.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
@@ -187,7 +188,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.San
 	return p.sandbox(ctx, dir, rec), nil
 }
 
-// startDaemon runs `hangar envd` detached in its own session and waits for its address and a
+// startDaemon runs `hangar-envd envd` detached in its own session and waits for its address and a
 // healthy /health. It fills in rec.Daemon.
 func (p *Provider) startDaemon(ctx context.Context, dir string, rec *record) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout)
@@ -199,7 +200,7 @@ func (p *Provider) startDaemon(ctx context.Context, dir string, rec *record) err
 	const script = `log=$1; shift; "$@" </dev/null >>"$log" 2>&1 & echo $!`
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", script, "hangar-local",
 		filepath.Join(dir, logFile),
-		p.cfg.HangarBinary, "envd", "--listen", "127.0.0.1:0", "--address-file", addrPath, "--workdir", rec.Workdir)
+		p.cfg.EnvdBinary, "envd", "--listen", "127.0.0.1:0", "--address-file", addrPath, "--workdir", rec.Workdir)
 	cmd.Dir = rec.Workdir
 	cmd.Env = append(p.env(dir, rec.Env, nil), "HANGAR_ENVD_ACCESS_TOKEN="+rec.Daemon.Token)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

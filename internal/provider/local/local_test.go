@@ -21,7 +21,7 @@ import (
 // hangarBin is the hangar binary built once for the package's tests.
 var hangarBin string
 
-func TestMain(m *testing.M) { os.Exit(providertest.MainWithHangar(m, &hangarBin)) }
+func TestMain(m *testing.M) { os.Exit(providertest.MainWithEnvd(m, &hangarBin)) }
 
 const testTimeout = 30 * time.Second
 
@@ -46,7 +46,7 @@ func (b *logBuffer) String() string {
 func newProvider(t *testing.T, dataDir string, mod func(*Config)) (*Provider, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
-	cfg := Config{DataDir: dataDir, HangarBinary: hangarBin, Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	cfg := Config{DataDir: dataDir, EnvdBinary: hangarBin, Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -149,7 +149,7 @@ func TestDaemonThatCannotStart(t *testing.T) {
 	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho 'cannot listen: nope' >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p, _ := newProvider(t, t.TempDir(), func(c *Config) { c.HangarBinary = bin })
+	p, _ := newProvider(t, t.TempDir(), func(c *Config) { c.EnvdBinary = bin })
 	sb, err := p.Create(ctx, provider.Spec{Name: "broken", Daemon: true})
 	if err != nil {
 		t.Fatalf("Create: %v", err)

@@ -12,21 +12,35 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/hangar-dev/hangar/internal/provider"
 )
 
-// BuildHangar builds the hangar binary (./cmd/hangar), static (CGO_ENABLED=0) so it runs in any
-// Linux image, into dir and returns its path. Call it once, from TestMain.
+// BuildHangar builds hangar (./cmd/hangar) and hangar-envd (./cmd/hangar-envd), static
+// (CGO_ENABLED=0) so that hangar-envd runs in any Linux image, side by side into dir, where
+// `hangar serve` finds its hangar-envd; it returns hangar's path. Call it once, from TestMain.
 func BuildHangar(dir string) (string, error) {
+	if _, err := BuildEnvd(dir); err != nil {
+		return "", err
+	}
+	return build(dir, "hangar")
+}
+
+// BuildEnvd builds hangar-envd (./cmd/hangar-envd), static, into dir and returns its path.
+func BuildEnvd(dir string) (string, error) { return build(dir, provider.EnvdName) }
+
+// build builds ./cmd/<name> into dir/<name>.
+func build(dir, name string) (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
-		return "", fmt.Errorf("build hangar: %w", err)
+		return "", fmt.Errorf("build %s: %w", name, err)
 	}
-	out := filepath.Join(dir, "hangar")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/hangar")
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/"+name)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build hangar: %w: %s", err, b)
+		return "", fmt.Errorf("build %s: %w: %s", name, err, b)
 	}
 	return out, nil
 }
@@ -44,30 +58,49 @@ func moduleRoot() (string, error) {
 	return filepath.Dir(gomod), nil
 }
 
-// SharedHangar builds the hangar binary, as BuildHangar does, into a folder of the system's
-// temporary directory that belongs to this checkout of the module (named by a hash of its path),
-// and returns its path. The folder is kept: the next build finds the binary up to date (go build
-// relinks only when a source changed), which saves a link of the whole binary per test package.
-// Concurrent builds of one checkout are safe: go build renames the new binary into place.
-func SharedHangar() (string, error) {
+// sharedDir is a folder of the system's temporary directory that belongs to this checkout of
+// the module (named by a hash of its path). It is kept: the next build finds the binaries up
+// to date (go build relinks only when a source changed), which saves a link per test package.
+// Concurrent builds of one checkout are safe: go build renames a new binary into place.
+func sharedDir() (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
-		return "", fmt.Errorf("build hangar: %w", err)
+		return "", err
 	}
 	sum := sha256.Sum256([]byte(root))
 	dir := filepath.Join(os.TempDir(), "hangar-test-bin-"+hex.EncodeToString(sum[:6]))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// SharedHangar builds hangar and hangar-envd, as BuildHangar does, into the checkout's shared
+// folder and returns hangar's path.
+func SharedHangar() (string, error) {
+	dir, err := sharedDir()
+	if err != nil {
 		return "", fmt.Errorf("build hangar: %w", err)
 	}
 	return BuildHangar(dir)
 }
 
-// MainWithHangar is a TestMain for packages whose tests run the hangar binary: it builds it
-// (SharedHangar), sets *bin, runs the tests, checks for leaked goroutines (goleak) and returns
-// the exit code for os.Exit.
-func MainWithHangar(m *testing.M, bin *string) int {
+// SharedEnvd builds hangar-envd into the checkout's shared folder and returns its path: the
+// binary sandboxes run (the daemon, the turn harness).
+func SharedEnvd() (string, error) {
+	dir, err := sharedDir()
+	if err != nil {
+		return "", fmt.Errorf("build hangar-envd: %w", err)
+	}
+	return BuildEnvd(dir)
+}
+
+// MainWithEnvd is a TestMain for packages whose tests run hangar-envd (as sandboxes' daemon or
+// turn harness): it builds it (SharedEnvd), sets *bin, runs the tests, checks for leaked
+// goroutines (goleak) and returns the exit code for os.Exit.
+func MainWithEnvd(m *testing.M, bin *string) int {
 	var err error
-	if *bin, err = SharedHangar(); err != nil {
+	if *bin, err = SharedEnvd(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

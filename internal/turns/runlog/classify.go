@@ -1,4 +1,4 @@
-package turns
+package runlog
 
 import (
 	"bytes"
@@ -48,6 +48,10 @@ type Item struct {
 
 // TypeInvalid is the type of an event whose line is not JSON.
 const TypeInvalid = "invalid"
+
+// TypeTurnFinished is the type of the event hangar adds when a turn ends (turns'
+// TypeTurnFinished): an agent's line cannot take it.
+const TypeTurnFinished = "turn.finished"
 
 // Classify turns one run-log line (without its newline) into a Line. It never fails: a line
 // that is not a JSON object is kept, flagged invalid.

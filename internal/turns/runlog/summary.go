@@ -1,4 +1,4 @@
-package turns
+package runlog
 
 import "unicode/utf8"
 

@@ -1,4 +1,4 @@
-package main
+package sandboxcmd
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hangar-dev/hangar/internal/harness"
+	"github.com/hangar-dev/hangar/internal/settings"
 )
 
 const harnessSummary = `Runs one turn of an agent: hangar harness [flags] -- AGENT [ARG...]
@@ -28,8 +29,9 @@ With --split-uid, the run log's and status file's directories must be out of the
 (not its own, not writable by group or others, nor any directory above them unless sticky). The harness exits with the agent's exit code (128+N
 after signal N). Its settings are flags only: its environment is the agent's.`
 
-// runHarness runs `hangar harness`.
-func runHarness(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Harness runs one turn (`hangar-envd harness`, `hangar harness`); cmd is how help names the
+// command. It returns an ExitCode when the agent did not exit 0.
+func Harness(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
 	var agent []string
 	if i := slices.Index(args, "--"); i >= 0 {
 		args, agent = args[:i], args[i+1:]
@@ -39,17 +41,16 @@ func runHarness(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	// --detach is taken out before the settings are parsed (they all take a value).
 	detach := slices.Contains(args, "--detach")
 	args = slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == "--detach" })
-	settings := []setting{
-		{"run-log", "FILE", "the run log: the agent's stdout is appended to it", stringValue{&runLog, nonEmpty}},
-		{"status-file", "FILE", "written atomically when the agent has ended", stringValue{&statusFile, nonEmpty}},
-		{"prompt", "TEXT", "the prompt", stringValue{&prompt, nil}},
-		{"prompt-file", "FILE", "read the prompt from this file (instead of --prompt)", stringValue{&promptFile, nil}},
-		{"dir", "DIR", "the agent's working directory; none: the harness's", stringValue{&dir, nil}},
-		{"split-uid", "UID", "run the agent as this uid (the harness must be root); the run log and status file's directory must not be writable by it", intValue{&uid, 0, math.MaxInt32}},
-		{"split-gid", "GID", "the agent's gid with --split-uid", intValue{&gid, 0, math.MaxInt32}},
+	ss := []settings.Setting{
+		{Name: "run-log", Arg: "FILE", Usage: "the run log: the agent's stdout is appended to it", Value: settings.String{P: &runLog, Check: settings.NonEmpty}},
+		{Name: "status-file", Arg: "FILE", Usage: "written atomically when the agent has ended", Value: settings.String{P: &statusFile, Check: settings.NonEmpty}},
+		{Name: "prompt", Arg: "TEXT", Usage: "the prompt", Value: settings.String{P: &prompt}},
+		{Name: "prompt-file", Arg: "FILE", Usage: "read the prompt from this file (instead of --prompt)", Value: settings.String{P: &promptFile}},
+		{Name: "dir", Arg: "DIR", Usage: "the agent's working directory; none: the harness's", Value: settings.String{P: &dir}},
+		{Name: "split-uid", Arg: "UID", Usage: "run the agent as this uid (the harness must be root); the run log and status file's directory must not be writable by it", Value: settings.Int{P: &uid, Max: math.MaxInt32}},
+		{Name: "split-gid", Arg: "GID", Usage: "the agent's gid with --split-uid", Value: settings.Int{P: &gid, Max: math.MaxInt32}},
 	}
-	noEnv := func(string) (string, bool) { return "", false }
-	if err := parseSettings("hangar harness", harnessSummary, "HANGAR_HARNESS_", settings, args, noEnv, stdout); err != nil {
+	if err := settings.Parse(cmd, harnessSummary, "HANGAR_HARNESS_", ss, args, settings.NoEnv, stdout); err != nil {
 		return err
 	}
 	switch {
@@ -98,19 +99,19 @@ func runHarness(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return errors.New(st.Error)
 	}
 	if st.Signal != "" {
-		return exitCode(128 + int(unix.SignalNum(st.Signal)))
+		return ExitCode(128 + int(unix.SignalNum(st.Signal)))
 	}
 	if st.ExitCode != 0 {
-		return exitCode(st.ExitCode)
+		return ExitCode(st.ExitCode)
 	}
 	return nil
 }
 
-// exitCode is an error that makes hangar exit with that code and say nothing more (the harness
-// mirrors its agent's exit code).
-type exitCode int
+// ExitCode is an error that makes the program exit with that code and say nothing more (the
+// harness mirrors its agent's exit code).
+type ExitCode int
 
-func (c exitCode) Error() string { return fmt.Sprintf("exit code %d", int(c)) }
+func (c ExitCode) Error() string { return fmt.Sprintf("exit code %d", int(c)) }
 
 // readyFDEnv tells a detached harness that fd 3 is its ready pipe.
 const readyFDEnv = "HANGAR_HARNESS_READY_FD"
@@ -120,7 +121,7 @@ const readyFDEnv = "HANGAR_HARNESS_READY_FD"
 func detachHarness(args, agent []string, statusFile string, stdout io.Writer) error {
 	exe, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("find hangar: %w", err)
+		return fmt.Errorf("find this executable: %w", err)
 	}
 	errFile, err := os.OpenFile(filepath.Join(filepath.Dir(statusFile), "harness.err"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
