@@ -178,6 +178,8 @@ var matrix = []row{
 	{"MCP resources/list, jobs", action{resource: "list", listed: "{job}"}, want("ok", "ok, hidden", "ok", "ok, hidden", "ok", "401", "401", "401", "ok")},
 	{"MCP read hangar://sessions/{ses}/events", resource("read", "hangar://sessions/{ses}/events?since=1"), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
 	{"MCP subscribe hangar://sessions/{ses}/events", resource("subscribe", "hangar://sessions/{ses}/events"), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
+	{"MCP read hangar://sandboxes/{sb}/watch", resource("read", "hangar://sandboxes/{sb}/watch?path=."), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
+	{"MCP subscribe hangar://sandboxes/{sb}/watch", resource("subscribe", "hangar://sandboxes/{sb}/watch?path=."), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
 	{"MCP read hangar://jobs/{job}/events", resource("read", "hangar://jobs/{job}/events"), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
 	{"MCP subscribe hangar://jobs/{job}/events", resource("subscribe", "hangar://jobs/{job}/events"), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
 }
@@ -222,7 +224,7 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	e := newEnv(t, func(e *env) { e.withMCP, e.maxStreams, e.maxProcs = true, 64, 64 })
+	e := newEnv(t, func(e *env) { e.withMCP, e.maxStreams, e.maxProcs, e.maxWatches = true, 64, 64, 64 })
 	w := &world{top: t, e: e, bound: map[string][2]string{}, clients: map[string]map[int]*mcp.ClientSession{}}
 	_, w.tokens[ownerCol] = e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user", "mcp"]}`)
 	_, w.tokens[otherCol] = e.newToken(t, e.admin, `{"user": "bob", "scopes": ["user", "mcp"]}`)

@@ -60,9 +60,10 @@ type env struct {
 
 	store      store.Store
 	turns      *turns.Service
-	watches    *watch.Service // two watches per token
+	watches    *watch.Service
 	fleet      *fleet.Service // polled every 20 ms
 	withMCP    bool           // serve /mcp too
+	maxWatches int            // 0: 2 watches per token
 	maxStreams int            // 0: 4 per token, 6 in all; else this many of each
 	maxProcs   int            // 0: 3 background processes per token
 	logs       logBuffer
@@ -189,13 +190,17 @@ func newEnv(t *testing.T, opts ...option) *env {
 	e.turns = turns.New(turns.Config{Store: s, Streams: e.streams, Sandboxes: turns.FromManager(sandboxes), HarnessBinary: turns.HarnessBinaries(hangarBin),
 		RunRoot: filepath.Join(e.dir, "turns"), PollInterval: 20 * time.Millisecond, Follow: true})
 	t.Cleanup(e.turns.Close)
-	e.watches = watch.New(watch.Config{Sandboxes: sandboxes, Streams: e.streams, MaxPerToken: 2})
+	maxWatches := 2
+	if e.maxWatches > 0 {
+		maxWatches = e.maxWatches
+	}
+	e.watches = watch.New(watch.Config{Sandboxes: sandboxes, Streams: e.streams, MaxPerToken: maxWatches})
 	t.Cleanup(e.watches.Close)
 	e.fleet = fleet.New(fleet.Config{Store: s, Processes: e.procs, Streams: e.streams, Poll: 20 * time.Millisecond, Coalesce: 50 * time.Millisecond})
 	t.Cleanup(e.fleet.Close)
 	var mcpHandler *hmcp.Handler
 	if e.withMCP {
-		mcpHandler = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Turns: e.turns})
+		mcpHandler = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Turns: e.turns, Watches: e.watches})
 	}
 	cfg := rest.Config{Auth: a, Ready: s.Ping, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: e.reg, MaxBodyBytes: 4096, Now: e.clock,
 		Logger: slog.New(slog.NewTextHandler(&e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Turns: e.turns, Watches: e.watches, Fleet: e.fleet}
