@@ -26,6 +26,7 @@ func verbs() []verb {
 		{"serve", "run the control plane: REST, MCP, /metrics on one listener", runServe},
 		{"envd", "run the in-sandbox daemon (E2B envd compatible)", runEnvd},
 		{"harness", "run one turn of an agent in a sandbox (started by serve)", runHarness},
+		{"tail", "follow a file as it is written, woken by inotify (serve's turn watcher runs it)", runTail},
 		{"version", "print hangar's version", runVersion},
 	}
 }
