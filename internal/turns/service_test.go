@@ -19,6 +19,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/stream"
 )
 
 const testTimeout = 60 * time.Second
@@ -118,6 +119,8 @@ type fixture struct {
 	sbs   *hostSandboxes
 	clock *quartz.Mock
 	cfg   Config
+	// streams is the registry followers count in, once follow_test.go's follow set it.
+	streams *stream.Registry
 }
 
 var (
