@@ -44,6 +44,7 @@ generate:
 # Stream latency and scale, written to bench/results and the table in bench/README.md.
 bench:
 	$(GO) run ./scripts/bench/streams
+	$(GO) run ./scripts/bench/turns
 
 clean:
 	rm -rf bin

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -200,4 +201,47 @@ func SSEEvents(r io.Reader, fn func(name string, data []byte) error) error {
 			data = append([]byte{}, line[6:]...)
 		}
 	}
+}
+
+// Machine is what a results file says of the machine and the code measured.
+type Machine struct {
+	Cores        int    `json:"cores"`
+	MemoryBytes  int64  `json:"memory_bytes"`
+	GoVersion    string `json:"go_version"`
+	HangarCommit string `json:"hangar_commit"`
+	Kernel       string `json:"kernel,omitempty"`
+}
+
+// MachineInfo describes this machine and the checkout's commit ("-dirty" when code outside
+// bench/ has changes).
+func MachineInfo() Machine {
+	m := Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version()}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		fmt.Sscanf(strings.SplitN(string(b), "\n", 2)[0], "MemTotal: %d kB", &kb)
+		m.MemoryBytes = kb << 10
+	}
+	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
+		m.HangarCommit = strings.TrimSpace(string(out))
+		// Changes under bench/ are the benches' own results, not the code measured.
+		if out, _ := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench").Output(); len(out) > 0 {
+			m.HangarCommit += "-dirty"
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+// LoadAvg is the machine's 1-minute load average (0 when unknown): results taken on a shared
+// machine say how loaded it was.
+func LoadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var l float64
+	fmt.Sscanf(string(b), "%f", &l)
+	return l
 }
