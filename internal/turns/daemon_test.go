@@ -35,6 +35,7 @@ type daemonFixture struct {
 	streams *stream.Registry
 	sbs     *sandbox.Manager
 	clock   *quartz.Mock
+	cfg     Config
 	s       *Service
 	sb      store.Sandbox
 	root    string // RunRoot, in the sandbox
@@ -115,8 +116,9 @@ func newDaemonFixture(t *testing.T, prov string) *daemonFixture {
 	if f.sb, err = f.sbs.Get(ctx, admin, req.Name); err != nil {
 		t.Fatal(err)
 	}
-	f.s = New(Config{Store: st, Sandboxes: FromManager(f.sbs), HarnessBinary: HarnessBinaries(hangarBin), RunRoot: f.root,
-		PollInterval: 5 * time.Second, Clock: f.clock, Follow: true, Streams: f.streams})
+	f.cfg = Config{Store: st, Sandboxes: FromManager(f.sbs), HarnessBinary: HarnessBinaries(hangarBin), RunRoot: f.root,
+		PollInterval: 5 * time.Second, Clock: f.clock, Follow: true, Streams: f.streams}
+	f.s = New(f.cfg)
 	t.Cleanup(f.s.Close) // before the sandbox is destroyed
 	return f
 }
@@ -144,6 +146,27 @@ func (f *daemonFixture) upload(t *testing.T, ctx context.Context, src, dst strin
 	if err := c.Upload(ctx, dst, bytes.NewReader(data)); err != nil {
 		t.Fatalf("upload %s: %v", dst, err)
 	}
+}
+
+// followerPIDs lists the daemon's processes following tu's run log (their command names the
+// turn's status file).
+func (f *daemonFixture) followerPIDs(t *testing.T, ctx context.Context, tu store.Turn) []uint32 {
+	t.Helper()
+	c, err := f.sbs.Daemon(f.sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs, err := c.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []uint32
+	for _, p := range procs {
+		if cmd := strings.Join(p.Args, " "); strings.Contains(cmd, " tail -c +") && strings.Contains(cmd, path.Join(tu.Dir, "status.json")) {
+			pids = append(pids, p.PID)
+		}
+	}
+	return pids
 }
 
 // followers is how many run-log followers are open in the registry (nothing else opens a
@@ -228,27 +251,13 @@ func TestFollowFallsBackAndResumes(t *testing.T) {
 		break_ func(t *testing.T, ctx context.Context, f *daemonFixture, tu store.Turn)
 	}{
 		{"killed", func(t *testing.T, ctx context.Context, f *daemonFixture, tu store.Turn) {
-			// This turn's follower, found by the daemon's list (its command names this turn's
-			// status file), killed by its pid.
-			c, err := f.sbs.Daemon(f.sb)
-			if err != nil {
+			pids := f.followerPIDs(t, ctx, tu)
+			if len(pids) != 1 {
+				t.Fatalf("%d followers of the turn in the daemon, want 1", len(pids))
+			}
+			c, _ := f.sbs.Daemon(f.sb)
+			if err := c.Signal(ctx, envd.ByPID(pids[0]), envd.SIGKILL); err != nil {
 				t.Fatal(err)
-			}
-			procs, err := c.List(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			killed := 0
-			for _, p := range procs {
-				if cmd := strings.Join(p.Args, " "); strings.Contains(cmd, " tail -c +") && strings.Contains(cmd, path.Join(tu.Dir, "status.json")) {
-					if err := c.Signal(ctx, envd.ByPID(p.PID), envd.SIGKILL); err != nil {
-						t.Fatal(err)
-					}
-					killed++
-				}
-			}
-			if killed != 1 {
-				t.Fatalf("killed %d followers, want 1 (processes: %+v)", killed, procs)
 			}
 		}},
 		{"truncated", func(t *testing.T, ctx context.Context, f *daemonFixture, tu store.Turn) {
@@ -303,4 +312,45 @@ func TestFollowFallsBackAndResumes(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestFollowAcrossRestart: a Service closed while it follows a turn (serve stopping) stops its
+// follower; the next one resumes following from the saved position; every line is recorded
+// once, in order.
+func TestFollowAcrossRestart(t *testing.T) {
+	file := filepath.Join(runlogDir(t), "codex_exec_edit_file-change_failed-command.jsonl")
+	want, _ := os.ReadFile(file)
+	onDaemons(t, func(t *testing.T, f *daemonFixture) {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		se, err := f.s.CreateSession(ctx, admin, CreateSessionRequest{Name: "s1", Sandbox: f.sb.Name, Agent: "command"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := path.Join(f.root, "fixture.jsonl")
+		f.upload(t, ctx, file, log)
+		gates := []string{path.Join(f.root, "gate1"), path.Join(f.root, "gate2")}
+		tu, err := f.s.StartTurn(ctx, admin, "s1", gatedReplay(log, gates, []int{13}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.waitFollowers(t, ctx, 1)
+		f.run(t, ctx, "touch "+shellQuote(gates[0]))
+		waitEvents(t, ctx, f.st, se.ID, 1+12)
+		f.s.Close()
+		if n := f.followers(); n != 0 {
+			t.Errorf("%d followers after Close, want 0", n)
+		}
+		tt, _ := f.st.GetTurn(ctx, tu.ID)
+		waitFor(t, ctx, "the closed Service's follower gone from the sandbox", func() bool { return len(f.followerPIDs(t, ctx, tt)) == 0 })
+		s2 := New(f.cfg)
+		defer s2.Close()
+		if err := s2.Resume(ctx); err != nil {
+			t.Fatal(err)
+		}
+		f.waitFollowers(t, ctx, 1)
+		f.run(t, ctx, "touch "+shellQuote(gates[1]))
+		waitTurn(t, ctx, f.st, tu.ID)
+		checkEvents(t, ctx, f.st, se.ID, want)
+	})
 }

@@ -130,7 +130,7 @@ var (
 	adaJob2 = auth.Principal{TokenID: "tok_adajobs2", User: "ada", Scopes: []auth.Scope{auth.ScopeJobs}}
 )
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), t.TempDir())
 	if err != nil {
