@@ -242,13 +242,15 @@ func (r *logReader) followCommand() string {
 //
 // The follower is a stream of kind turn_log in the registry: hangar's own (no token), so it
 // counts in HANGAR_STREAM_MAX_TOTAL and in no user's per-token limit; its queue carries the
-// follower's output to this goroutine (unpaced: the daemon is held back when it is full). When
-// the registry is full, or absent, the turn is polled. It reports whether it followed at all.
+// follower's output to this goroutine, paced like any stream (HANGAR_STREAM_BYTES_PER_SECOND:
+// the daemon is held back when the queue is full) and capped (HANGAR_STREAM_MAX_BYTES, then
+// polling carries on). When the registry is full, or absent, the turn is polled. It reports
+// whether it followed at all.
 func (r *logReader) follow(ctx context.Context) bool {
 	if r.s.cfg.Streams == nil {
 		return false
 	}
-	st, err := r.s.cfg.Streams.Open(ctx, stream.Options{Kind: stream.KindTurnLog, Sandbox: r.sb.Name, Unpaced: true})
+	st, err := r.s.cfg.Streams.Open(ctx, stream.Options{Kind: stream.KindTurnLog, Sandbox: r.sb.Name})
 	if err != nil {
 		r.s.log.Info("cannot follow a run log; polling", "turn", r.t.ID, "err", err)
 		return false
@@ -275,6 +277,9 @@ func (r *logReader) follow(ctx context.Context) bool {
 			return true // the follower ended, or the stream did: the status is read again
 		}
 		for _, it := range items {
+			if it.Event == stream.EventCapped {
+				return true // HANGAR_STREAM_MAX_BYTES: polling carries on
+			}
 			if err := r.take(ctx, it.Data); err != nil {
 				r.s.log.Warn("record followed lines", "turn", r.t.ID, "err", err)
 				st.End(stream.ReasonError)
