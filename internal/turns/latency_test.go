@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,12 @@ import (
 // process: a chunk the follower read is recorded (Classify, the store's append) and reaches a
 // reader of the session's events (the notifier, the feed's read of the store, the stream).
 func BenchmarkFollowedLine(b *testing.B) {
+	for _, size := range []int{100, 16 << 10} {
+		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) { benchmarkFollowedLine(b, size) })
+	}
+}
+
+func benchmarkFollowedLine(b *testing.B, size int) {
 	ctx := context.Background()
 	f := newFixture(b)
 	f.cfg.Streams = stream.New(stream.Config{})
@@ -44,7 +51,7 @@ func BenchmarkFollowedLine(b *testing.B) {
 		b.Fatal(err)
 	}
 	r := &logReader{s: s, se: sse, t: t0}
-	line := []byte(`{"type":"assistant","message":{"content":[{"type":"text","text":"a line of about this size"}]}}` + "\n")
+	line := []byte(`{"type":"assistant","message":{"content":[{"type":"text","text":"` + strings.Repeat("a", max(size-70, 1)) + `"}]}}` + "\n")
 	var recorded, fed time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
