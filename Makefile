@@ -50,6 +50,7 @@ generate:
 # the daemon's footprint and wire speed, hangar-envd beside the daemon before it (envd section).
 bench:
 	$(GO) run ./scripts/bench/streams
+	$(GO) run ./scripts/bench/turns
 	$(GO) run ./scripts/bench/envd
 
 clean:

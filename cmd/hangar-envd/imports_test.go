@@ -20,7 +20,7 @@ func TestImportsOnlyTheDaemon(t *testing.T) {
 	// reader, and what the daemon needs of the module (its protocol, its queue, sandbox names).
 	allowed := []string{
 		"cmd/hangar-envd", "internal/sandboxcmd", "internal/settings", "internal/envd/daemon",
-		"internal/envd/spec/", "internal/queue", "internal/harness", "internal/turns/runlog",
+		"internal/envd/spec/", "internal/queue", "internal/harness", "internal/turns/runlog", "internal/logtail",
 	}
 	banned := []string{
 		"k8s.io/", "sigs.k8s.io/", "github.com/docker/", "github.com/moby/", "github.com/containerd/",

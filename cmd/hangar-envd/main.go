@@ -36,9 +36,11 @@ func verbs() []verb {
 		{"harness", "run one turn of an agent (started by hangar serve)", func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return sandboxcmd.Harness(ctx, "hangar-envd harness", args, stdout, stderr)
 		}},
-		// Other in-sandbox verbs go here (a run-log follower, say), with their code in
-		// internal/sandboxcmd or a package as free of the control plane as it is (see
-		// imports_test.go).
+		{"tail", "follow a file as it is written, woken by inotify (the turn watcher runs it)", func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+			return sandboxcmd.Tail(ctx, "hangar-envd tail", args, stdout, stderr)
+		}},
+		// Other in-sandbox verbs go here, with their code in internal/sandboxcmd or a package
+		// as free of the control plane as it is (see imports_test.go).
 		{"version", "print hangar-envd's version", func(_ context.Context, args []string, stdout, _ io.Writer) error {
 			if len(args) > 0 {
 				return fmt.Errorf("version takes no arguments, not %q", args[0])

@@ -33,6 +33,9 @@ func verbs() []verb {
 		{"harness", "run one turn of an agent in a sandbox (started by serve), as hangar-envd does", func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return sandboxcmd.Harness(ctx, "hangar harness", args, stdout, stderr)
 		}},
+		{"tail", "follow a file as it is written, woken by inotify (serve's turn watcher runs it), as hangar-envd does", func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+			return sandboxcmd.Tail(ctx, "hangar tail", args, stdout, stderr)
+		}},
 		{"version", "print hangar's version", runVersion},
 	}
 }

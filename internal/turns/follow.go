@@ -170,7 +170,9 @@ func (s *Service) sendAfter(st *stream.Stream, key string, last *int64,
 			return false
 		}
 		for _, e := range evs {
-			data, _ := json.Marshal(fromStoreEvent(e))
+			// MarshalJSON itself, not json.Marshal: that would check and compact its output
+			// (up to a 1 MiB line) a second time.
+			data, _ := fromStoreEvent(e).MarshalJSON()
 			seq := seqOf(e)
 			if !st.SendWait(s.ctx, stream.Item{ID: strconv.FormatInt(seq, 10), Data: data, JSON: true}) {
 				return false

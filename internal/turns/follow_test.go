@@ -6,7 +6,16 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/hangar-dev/hangar/internal/stream"
 )
+
+// follow turns following on, with a stream registry for the followers to count in.
+func (f *fixture) follow() {
+	f.cfg.Follow = true
+	f.streams = stream.New(stream.Config{Clock: f.clock})
+	f.cfg.Streams = f.streams
+}
 
 // TestFollowRecordsAsWritten: with following on, lines are recorded as the agent writes them
 // while the poll clock stands still; the turn ends once the status file is seen.
@@ -14,7 +23,7 @@ func TestFollowRecordsAsWritten(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)
-	f.cfg.Follow = true
+	f.follow()
 	f.sbs.follows = make(chan string, 16)
 	s := New(f.cfg) // no clock driver: polling never fires on its own
 	defer s.Close()
@@ -58,7 +67,7 @@ func TestFollowBreaksThenResumes(t *testing.T) {
 	defer cancel()
 	log := filepath.Join(runlogDir(t), "codex_exec_edit_file-change_failed-command.jsonl")
 	f := newFixture(t)
-	f.cfg.Follow = true
+	f.follow()
 	f.sbs.follows = make(chan string, 64)
 	f.sbs.breakAfter = 2
 	s := f.service(t) // the clock moves whenever a watcher waits: polling runs too
@@ -93,7 +102,8 @@ func TestFollowCap(t *testing.T) {
 	defer cancel()
 	log := filepath.Join(runlogDir(t), "claude_error-max-turns_one-bash-call.jsonl")
 	f := newFixture(t)
-	f.cfg.Follow, f.cfg.FollowMaxBytes = true, 100
+	f.follow()
+	f.cfg.FollowMaxBytes = 100
 	f.sbs.follows = make(chan string, 64)
 	s := f.service(t)
 	se, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
@@ -116,5 +126,38 @@ func TestFollowCap(t *testing.T) {
 	checkEvents(t, ctx, f.st, se.ID, want)
 	if n := len(f.sbs.follows); n != 0 {
 		t.Errorf("%d more follows started after the cap, want none", n)
+	}
+}
+
+// TestFollowWhenTheRegistryIsFull: with HANGAR_STREAM_MAX_TOTAL reached, a run log is not
+// followed (a follower would be one stream more) but polled; every line is recorded once.
+func TestFollowWhenTheRegistryIsFull(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	log := filepath.Join(runlogDir(t), "codex_exec_edit_file-change_failed-command.jsonl")
+	f := newFixture(t)
+	f.follow()
+	f.streams = stream.New(stream.Config{MaxTotal: 1, Clock: f.clock})
+	f.cfg.Streams = f.streams
+	other, err := f.streams.Open(ctx, stream.Options{Kind: stream.KindEvents, Principal: ada})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	f.sbs.follows = make(chan string, 64)
+	s := f.service(t)
+	se, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu, err := s.StartTurn(ctx, ada, "s1", replayPrompt(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTurn(t, ctx, f.st, tu.ID)
+	want, _ := os.ReadFile(log)
+	checkEvents(t, ctx, f.st, se.ID, want)
+	if n := len(f.sbs.follows); n != 0 {
+		t.Errorf("%d follows started with the registry full, want none", n)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/stream"
 )
 
 const testTimeout = 60 * time.Second
@@ -124,6 +125,8 @@ type fixture struct {
 	sbs   *hostSandboxes
 	clock *quartz.Mock
 	cfg   Config
+	// streams is the registry followers count in, once follow_test.go's follow set it.
+	streams *stream.Registry
 }
 
 var (
@@ -133,7 +136,7 @@ var (
 	adaJob2 = auth.Principal{TokenID: "tok_adajobs2", User: "ada", Scopes: []auth.Scope{auth.ScopeJobs}}
 )
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), t.TempDir())
 	if err != nil {

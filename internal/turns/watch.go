@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/stream"
 )
 
 // maxReadBytes bounds one read of a run log: an exec's output keeps at most 256 KiB
@@ -70,10 +72,14 @@ func (l *lineSplitter) feed(chunk []byte, emit func(line []byte, end int64)) {
 	}
 }
 
-// watch polls a running turn's run log every PollInterval, recording each complete line as an
-// event and moving the turn's read position with it, until the status file says the turn ended.
+// watch records a running turn's run log as events, each complete line once, moving the
+// turn's read position with them, until the status file says the turn ended. It follows the log
+// as it is written (follow) when it can, and polls it every PollInterval when it cannot; after a
+// follow ends without the turn's end (the follower killed, the log truncated, the stream
+// broken) it polls once before following again.
 func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox, t store.Turn) {
 	r := &logReader{s: s, sb: sb, se: se, t: t, pos: t.ReadPos, lines: lineSplitter{readAt: t.ReadPos}}
+	followedLast := false
 	for {
 		// The status first, then the log: the harness writes the status only after the last
 		// line, so a status seen before a read that reaches the end means nothing is left.
@@ -94,10 +100,13 @@ func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox,
 			s.finish(ctx, se, t, st)
 			return
 		}
-		if s.cfg.Follow && err == nil && r.followed < s.cfg.FollowMaxBytes && r.follow(ctx) {
-			continue // the status file is there: read what is left and finish
+		if !followedLast && s.cfg.Follow && err == nil && r.followed < s.cfg.FollowMaxBytes {
+			// A follow ends by itself once the status file is there (hangar tail --until), or
+			// when following broke: either way the status is read again at once.
+			followedLast = r.follow(ctx)
+			continue
 		}
-		// Polling: following is off, impossible, or just broke (it is tried again after this).
+		followedLast = false
 		timer := s.cfg.Clock.NewTimer(s.cfg.PollInterval, "turns", "poll")
 		select {
 		case <-ctx.Done():
@@ -207,67 +216,120 @@ func (s *Service) finish(ctx context.Context, se store.Session, t store.Turn, st
 	s.recordFinished(ctx, se, t, state, code, st.Signal, summary, st.Error)
 }
 
-// followQueue bounds the chunks a follower has read and the watcher not yet recorded; past it
-// the follower waits (and the daemon holds the output back).
-const followQueue = 64
+// followCommand is the command that follows the turn's run log from readAt, through the
+// sandbox's daemon. With hangar's binary in the sandbox (the harness's), it is `hangar tail`:
+// woken by inotify, so a line reaches the watcher as it is written, and ending by itself once
+// the status file exists (a follower orphaned by a serve that went away ends with its turn).
+// Without it (E2B's envd), GNU tail -F, which polls every 0.1 s on overlayfs. Either says on
+// stderr when the log was truncated or replaced.
+func (r *logReader) followCommand() string {
+	log := shellQuote(runLogPath(r.t))
+	if bin := r.s.cfg.HarnessBinary(r.sb); bin != "" {
+		return fmt.Sprintf("exec %s tail -c +%d --until %s %s", shellQuote(bin), r.lines.readAt+1, shellQuote(statusPath(r.t)), log)
+	}
+	return fmt.Sprintf("exec tail -F -s 0.1 -c +%d %s", r.lines.readAt+1, log)
+}
 
-// follow follows the run log from readAt through the daemon (tail -F), recording lines as
-// they come and checking the status file every PollInterval. It returns true once the status
-// file is there, false when following is impossible or breaks (no daemon, the log truncated or
-// replaced: tail says so on stderr, the stream ending) or ctx ends. Either way the follower is
-// stopped and what it read past the last recorded line is left to the next read from readAt.
+// follow follows the run log from readAt through the daemon, recording lines as they come
+// and checking the status file every PollInterval, until the follower ends (the status file is
+// there, or the log was truncated or replaced: the follower says so on stderr), the stream
+// breaks, the log passes FollowMaxBytes, the status file is seen, or ctx ends. What the
+// follower read past the last recorded line is left to the next read from readAt.
+//
+// The follower is a stream of kind turn_log in the registry: hangar's own (no token), so it
+// counts in HANGAR_STREAM_MAX_TOTAL and in no user's per-token limit; its queue carries the
+// follower's output to this goroutine, paced like any stream (HANGAR_STREAM_BYTES_PER_SECOND:
+// the daemon is held back when the queue is full) and capped (HANGAR_STREAM_MAX_BYTES, then
+// polling carries on). When the registry is full, or absent, the turn is polled. It reports
+// whether it followed at all.
 func (r *logReader) follow(ctx context.Context) bool {
+	if r.s.cfg.Streams == nil {
+		return false
+	}
+	st, err := r.s.cfg.Streams.Open(ctx, stream.Options{Kind: stream.KindTurnLog, Sandbox: r.sb.Name})
+	if err != nil {
+		r.s.log.Info("cannot follow a run log; polling", "turn", r.t.ID, "err", err)
+		return false
+	}
 	fctx, cancel := context.WithCancel(ctx)
-	chunks := make(chan []byte, followQueue)
-	go func() {
-		defer close(chunks)
-		cmd := fmt.Sprintf("exec tail -F -s 0.1 -c +%d %s", r.lines.readAt+1, shellQuote(runLogPath(r.t)))
-		err := r.s.cfg.Sandboxes.Follow(fctx, r.sb, cmd, func(stream string, data []byte) {
-			if stream != "stdout" {
-				cancel() // truncated, replaced, unreadable: polling takes over
-				return
-			}
-			select {
-			case chunks <- bytes.Clone(data):
-			case <-fctx.Done():
-			}
-		})
-		if err != nil && !errors.Is(err, ErrCannotFollow) && fctx.Err() == nil {
-			r.s.log.Info("following a run log broke; polling", "turn", r.t.ID, "err", err)
-		}
+	var wg sync.WaitGroup
+	defer func() {
+		cancel() // the follower is killed, the status checks stop
+		wg.Wait()
+		st.Close()
 	}()
-	stop := func() {
-		cancel()
-		for range chunks { // unrecorded: read again from readAt
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		r.runFollower(fctx, st)
+	}()
+	go func() {
+		defer wg.Done()
+		r.checkStatus(fctx, st)
+	}()
+	for {
+		items, err := st.Next(fctx, 0)
+		if err != nil {
+			return true // the follower ended, or the stream did: the status is read again
+		}
+		for _, it := range items {
+			if it.Event == stream.EventCapped {
+				return true // HANGAR_STREAM_MAX_BYTES: polling carries on
+			}
+			if err := r.take(ctx, it.Data); err != nil {
+				r.s.log.Warn("record followed lines", "turn", r.t.ID, "err", err)
+				st.End(stream.ReasonError)
+				return true
+			}
+			if r.followed += int64(len(it.Data)); r.followed >= r.s.cfg.FollowMaxBytes {
+				st.End(stream.ReasonLimit) // the cap: polling carries on
+				return true
+			}
 		}
 	}
+}
+
+// runFollower runs the follower, queueing its stdout on st, and ends st when it ends: Finish
+// (what it queued is recorded first) when it exited, End when it said something on stderr
+// (truncated, replaced: what is queued is read again from readAt) or the stream broke.
+func (r *logReader) runFollower(ctx context.Context, st *stream.Stream) {
+	err := r.s.cfg.Sandboxes.Follow(ctx, r.sb, r.followCommand(), func(name string, data []byte) {
+		if name != "stdout" {
+			r.s.log.Info("the run log changed under its follower; polling", "turn", r.t.ID, "says", string(bytes.TrimSpace(data)))
+			st.End(stream.ReasonError)
+			return
+		}
+		st.SendWait(ctx, stream.Item{Data: bytes.Clone(data)})
+	})
+	switch {
+	case err != nil && ctx.Err() == nil:
+		if !errors.Is(err, ErrCannotFollow) {
+			r.s.log.Info("following a run log broke; polling", "turn", r.t.ID, "err", err)
+		}
+		st.End(stream.ReasonError)
+	default:
+		st.Finish()
+	}
+}
+
+// checkStatus reads the status file every PollInterval while following, and finishes st once
+// it is there: a tail -F never ends by itself, and a harness killed before it wrote the status
+// file leaves none for hangar tail to wait for.
+func (r *logReader) checkStatus(ctx context.Context, st *stream.Stream) {
 	for {
 		timer := r.s.cfg.Clock.NewTimer(r.s.cfg.PollInterval, "turns", "follow")
 		select {
-		case c, ok := <-chunks:
-			timer.Stop()
-			if !ok {
-				cancel()
-				return false
-			}
-			if err := r.take(ctx, c); err != nil {
-				r.s.log.Warn("record followed lines", "turn", r.t.ID, "err", err)
-				stop()
-				return false
-			}
-			if r.followed += int64(len(c)); r.followed >= r.s.cfg.FollowMaxBytes {
-				stop() // the cap: polling carries on
-				return false
-			}
-		case <-timer.C:
-			if _, ended, err := r.s.readStatus(ctx, r.sb, r.t); err == nil && ended {
-				stop()
-				return true
-			}
 		case <-ctx.Done():
 			timer.Stop()
-			stop()
-			return false
+			return
+		case <-st.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		if _, ended, err := r.s.readStatus(ctx, r.sb, r.t); err == nil && ended {
+			st.End(stream.ReasonDone)
+			return
 		}
 	}
 }

@@ -495,7 +495,7 @@ func (b *bench) scale(ctx context.Context, n int, seconds int) scaleResult {
 			}
 		}
 	}()
-	start, cpu0 := time.Now(), cpuSeconds(b.srv.cmd.Process.Pid)
+	start, cpu0 := time.Now(), cpuSeconds(b.srv.PID())
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
@@ -515,7 +515,7 @@ func (b *bench) scale(ctx context.Context, n int, seconds int) scaleResult {
 	stop()
 	<-sampled
 	res.WallSeconds = time.Since(start).Seconds()
-	res.HangarCPUSeconds = cpuSeconds(b.srv.cmd.Process.Pid) - cpu0
+	res.HangarCPUSeconds = cpuSeconds(b.srv.PID()) - cpu0
 	if d.n > 0 {
 		res.HangarCPUPerLine = res.HangarCPUSeconds / float64(d.n) * 1e6
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
+	"github.com/hangar-dev/hangar/scripts/bench/benchkit"
 )
 
 // report is one provider's results file.
@@ -120,12 +121,9 @@ func runAll(ctx context.Context, c config, out io.Writer) error {
 	}
 	defer os.RemoveAll(work)
 	if c.hangar == "" {
-		c.hangar = filepath.Join(work, "hangar")
-		fmt.Fprintln(out, "building hangar")
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", c.hangar, "./cmd/hangar")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("build hangar: %v: %s", err, b)
+		fmt.Fprintln(out, "building hangar and hangar-envd")
+		if c.hangar, err = benchkit.Build(ctx, work); err != nil {
+			return err
 		}
 	}
 	var reports []report
