@@ -27,6 +27,7 @@ func serveSettings(c *config.Config) []setting {
 		{"stream-bytes-per-second", "BYTES", "pace of each stream; every message also counts 64 bytes", sizeValue{&c.Stream.BytesPerSecond, 1 << 10, 1 << 40}},
 		{"stream-max-bytes", "BYTES", "bytes one stream may send; past it nothing more is sent", sizeValue{&c.Stream.MaxBytes, 1 << 10, 1 << 40}},
 		{"background-max-per-token", "N", "running background processes per token", intValue{&c.Stream.BackgroundMaxPerToken, 1, 10_000}},
+		{"stream-max-hours", "N", "an event, watch or fleet stream (or MCP subscription) open longer is closed", intValue{&c.Stream.MaxHours, 1, 24 * 365}},
 		{"watch-max-per-token", "N", "directory watches per token: REST watch streams and MCP subscriptions", intValue{&c.Stream.WatchMaxPerToken, 1, 10_000}},
 		{"stream-recheck-seconds", "N", "how often open streams check that their token is still valid", intValue{&c.Stream.RecheckSeconds, 1, 3600}},
 		{"stream-queue-bytes", "BYTES", "what may wait in one stream's queue; past it a streamed command is held back to the pace", sizeValue{&c.Stream.QueueBytes, 64 << 10, 1 << 30}},

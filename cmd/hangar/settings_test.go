@@ -133,11 +133,9 @@ func TestServeFlagErrors(t *testing.T) {
 		{[]string{"-no-such-flag=1"}, "unknown flag --no-such-flag (run 'hangar serve --help' for the flags)"},
 		{[]string{"--listen"}, "flag --listen needs a value (--listen=VALUE)"},
 		{[]string{"stray"}, "unexpected argument \"stray\" (settings are flags: run 'hangar serve --help')"},
-		// Settings of features hangar does not have yet are not accepted (each comes with its
-		// feature).
-		{[]string{"--watch-max-per-token=8"}, "unknown flag --watch-max-per-token (run 'hangar serve --help' for the flags)"},
 		{[]string{"--stream-turn-logs=maybe"}, `invalid --stream-turn-logs="maybe": must be true or false`},
-		{[]string{"--stream-max-hours=12"}, "unknown flag --stream-max-hours (run 'hangar serve --help' for the flags)"},
+		{[]string{"--stream-max-hours=0"}, `invalid --stream-max-hours="0": must be a whole number from 1 to 8760`},
+		{[]string{"--watch-max-per-token=x"}, `invalid --watch-max-per-token="x": must be a whole number from 1 to 10000`},
 	}
 	for _, c := range cases {
 		_, err := loadServeConfig(c.args, env(nil), &bytes.Buffer{})

@@ -103,6 +103,9 @@ type Stream struct {
 	// WatchMaxPerToken is how many directory watches one token may hold (REST streams and MCP
 	// subscriptions). Default 8.
 	WatchMaxPerToken int
+	// MaxHours ends event, watch and fleet streams (and MCP subscriptions) open longer.
+	// Default 12.
+	MaxHours int
 	// RecheckSeconds is how often open streams check that their token is still valid. Default 5.
 	RecheckSeconds int
 	// QueueBytes bounds what may wait in one stream's queue for its client: output that
@@ -140,6 +143,7 @@ func Default() Config {
 			MaxBytes:              64 << 20,
 			BackgroundMaxPerToken: 16,
 			WatchMaxPerToken:      8,
+			MaxHours:              12,
 			RecheckSeconds:        5,
 			QueueBytes:            16 << 20,
 		},
