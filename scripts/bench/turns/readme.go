@@ -27,8 +27,7 @@ var seed = map[string]string{
 	"sse_polling":   "4,727 / 4,936 ms",
 }
 
-// modeOrder lists the modes in the table's order; the MCP subscriber's row is there, empty,
-// until the bench measures it.
+// modeOrder lists the modes in the table's order.
 var modeOrder = []string{"sse_following", "mcp_following", "sse_polling"}
 
 func section(reports []report) string {
@@ -38,6 +37,8 @@ func section(reports []report) string {
 	b.WriteString("every 100 ms, each line stamped as it is printed) to its event at a client of the session's events\n")
 	b.WriteString("(`scripts/bench/turns`). *Recorded* is from the print to the event's `ts` (when hangar stored it;\n")
 	b.WriteString("millisecond resolution). Target: following ≤ 5 ms p50 and ≤ 10 ms p95 in a Docker container.\n")
+	b.WriteString("The MCP subscriber is told at once of the first change, then at most every 250 ms (the spec's\n")
+	b.WriteString("coalescing), and reads what is new: at 10 lines a second its delay is mostly that wait.\n")
 	for _, r := range reports {
 		fmt.Fprintf(&b, "\n### %s provider (%s, %d cores, %s, hangar %s, fixture %s)\n\n", r.Provider, r.Date, r.Machine.Cores, r.Machine.GoVersion, r.Machine.HangarCommit, r.Fixture)
 		b.WriteString("| Mode | Delay p50 / p95 / p99 (max) | Recorded p50 / p95 | Lines (missing, duplicated) | Load (1 min) | Seed (spec) p50 / p95 |\n")
