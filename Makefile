@@ -52,6 +52,7 @@ bench:
 	$(GO) run ./scripts/bench/streams
 	$(GO) run ./scripts/bench/turns
 	$(GO) run ./scripts/bench/envd
+	$(GO) run ./scripts/bench/watch
 
 clean:
 	rm -rf bin
