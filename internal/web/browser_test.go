@@ -150,6 +150,8 @@ func TestFleetPage(t *testing.T) {
 	}
 	ada := s.api(t, "POST", "/api/tokens", strings.TrimSpace(string(admin)), `{"user": "ada", "scopes": ["user"]}`)["token"].(string)
 	s.api(t, "POST", "/api/sandboxes", ada, `{"name": "box"}`)
+	// A local sandbox's daemon outlives its server: destroy it before the server stops.
+	defer s.api(t, "DELETE", "/api/sandboxes/box", ada, "")
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1400, 900))
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
