@@ -45,9 +45,10 @@ func (ms managerSandboxes) Run(ctx context.Context, sb store.Sandbox, command st
 }
 
 // HarnessBinaries says where hangar-envd, which runs the harness, is inside a sandbox: where
-// its provider says it put it (Data["harness"]: E2B uploads it), else by provider: local
-// sandboxes run the host's (host), Docker containers the one mounted at
-// /opt/hangar/bin/hangar-envd (every container has it). Other providers: "" for now.
+// its provider says it put it (Data["harness"]: E2B uploads it, a Kubernetes pod with a daemon
+// has it copied in by its init container), else by provider: local sandboxes run the host's
+// (host), Docker containers the one mounted at /opt/hangar/bin/hangar-envd (every container
+// has it). Otherwise "": the sandbox cannot run turns.
 func HarnessBinaries(host string) func(store.Sandbox) string {
 	return func(sb store.Sandbox) string {
 		if h := sb.Data["harness"]; h != "" {

@@ -51,7 +51,11 @@ type env struct {
 	dir     string
 }
 
-func newEnv(t *testing.T, cfg Config) *env {
+func newEnv(t *testing.T, cfg Config) *env { return newEnvDaemon(t, cfg, daemon.Config{}) }
+
+// newEnvDaemon is newEnv with the daemon's own settings (its AccessToken and Workdir are set
+// here).
+func newEnvDaemon(t *testing.T, cfg Config, dcfg daemon.Config) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -62,7 +66,8 @@ func newEnv(t *testing.T, cfg Config) *env {
 	}
 	dctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- daemon.New(daemon.Config{AccessToken: "secret", Workdir: dir}).Serve(dctx, ln) }()
+	dcfg.AccessToken, dcfg.Workdir = "secret", dir
+	go func() { served <- daemon.New(dcfg).Serve(dctx, ln) }()
 	t.Cleanup(func() { stop(); <-served })
 	st, err := sqlite.Open(ctx, t.TempDir())
 	if err != nil {
@@ -305,5 +310,30 @@ func TestStream(t *testing.T) {
 			t.Fatal("the ended streams still hold their watches")
 		case <-time.After(5 * time.Millisecond):
 		}
+	}
+}
+
+// TestDaemonLimit: past the daemon's own limit of watches, a watch is refused saying so, at
+// once, and holds nothing.
+func TestDaemonLimit(t *testing.T) {
+	e := newEnvDaemon(t, Config{MaxPerToken: 10}, daemon.Config{MaxWatchers: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	for _, d := range []string{"a", "b"} {
+		if err := os.Mkdir(filepath.Join(e.dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		w, err := e.s.Open(ctx, ada, "box", d, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+	}
+	_, err := e.s.Open(ctx, ada, "box", ".", false)
+	if !errors.Is(err, ErrDaemonLimit) || !strings.Contains(err.Error(), "2 directory watches are open already") {
+		t.Errorf("a third watch: %v, want the daemon's limit", err)
+	}
+	if tok, daemons := e.s.Held(ada.TokenID); tok != 2 || daemons != 2 {
+		t.Errorf("after the refusal: %d held, %d daemon watches; want 2, 2", tok, daemons)
 	}
 }

@@ -249,9 +249,8 @@ func (p *Provider) podSpec(spec provider.Spec, name, workdir string) *corev1.Pod
 		pod.Spec.RuntimeClassName = ptr(p.cfg.RuntimeClassName)
 	}
 	if spec.Daemon {
-		bin := p.cfg.EnvdPath
+		bin := p.envdInPod()
 		if !p.cfg.ImageHasDaemon {
-			bin = binDir + "/" + provider.EnvdName
 			pod.Spec.Volumes = []corev1.Volume{{Name: binVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
 			pod.Spec.InitContainers = []corev1.Container{{
 				Name:            initName,
@@ -499,6 +498,15 @@ func (p *Provider) Resume(context.Context, provider.Sandbox) (provider.Sandbox, 
 	return provider.Sandbox{}, fmt.Errorf("resume sandbox: kubernetes pods cannot be paused: %w", provider.ErrUnsupported)
 }
 
+// envdInPod is where hangar-envd is in a sandbox pod with a daemon: copied by the init
+// container into binDir, or EnvdPath when the image has it.
+func (p *Provider) envdInPod() string {
+	if p.cfg.ImageHasDaemon {
+		return p.cfg.EnvdPath
+	}
+	return binDir + "/" + provider.EnvdName
+}
+
 // sandbox is the provider's view of a pod.
 func (p *Provider) sandbox(ctx context.Context, pod *corev1.Pod) provider.Sandbox {
 	sb := provider.Sandbox{
@@ -511,6 +519,9 @@ func (p *Provider) sandbox(ctx context.Context, pod *corev1.Pod) provider.Sandbo
 	}
 	if pod.Spec.NodeName != "" {
 		sb.Data["node"] = pod.Spec.NodeName
+	}
+	if pod.Labels[labelDaemon] == "true" {
+		sb.Data["harness"] = p.envdInPod() // the turns' harness is hangar-envd's verb
 	}
 	if pod.Labels[labelDaemon] == "true" && pod.Status.PodIP != "" {
 		sb.Daemon = &provider.Daemon{URL: "http://" + hostPort(pod.Status.PodIP), AccessToken: p.token(ctx, pod.Name)}

@@ -100,6 +100,9 @@ func TestCreateWithDaemon(t *testing.T) {
 	if sb.Daemon == nil || sb.Daemon.URL != "http://"+testIP+":49983" || sb.Daemon.AccessToken != token {
 		t.Errorf("Daemon = %+v, want http://%s:49983 with the secret's token", sb.Daemon, testIP)
 	}
+	if sb.Data["harness"] != "/opt/hangar/bin/hangar-envd" {
+		t.Errorf("harness %q, want the copied hangar-envd (the turns' harness)", sb.Data["harness"])
+	}
 
 	pod, err := kube.CoreV1().Pods(testNS).Get(ctx, "hangar-box", metav1.GetOptions{})
 	if err != nil {
