@@ -27,7 +27,7 @@ func (s *Server) Subscribe(ctx context.Context, uri string) (*Subscriber, error)
 			}
 		},
 	})
-	tr := &mcp.StreamableClientTransport{Endpoint: s.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{s.Token, s.HTTP.Transport}}}
+	tr := &mcp.StreamableClientTransport{Endpoint: s.URL + "/mcp", HTTPClient: &http.Client{Transport: Bearer{Token: s.Token, Next: s.HTTP.Transport}}}
 	cs, err := cl.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		return nil, fmt.Errorf("connect an MCP client: %w", err)
@@ -55,14 +55,15 @@ func (s *Subscriber) Read(ctx context.Context, uri string, out any) error {
 // Close ends the client's session.
 func (s *Subscriber) Close() { s.Session.Close() }
 
-// bearer adds a token to every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
+// Bearer adds a token to every request it passes to Next.
+type Bearer struct {
+	Token string
+	Next  http.RoundTripper
 }
 
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+// RoundTrip sends r with the token.
+func (b Bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
+	r.Header.Set("Authorization", "Bearer "+b.Token)
+	return b.Next.RoundTrip(r)
 }

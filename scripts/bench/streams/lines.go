@@ -3,11 +3,12 @@ package main
 import (
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hangar-dev/hangar/scripts/bench/benchkit"
 )
 
 // stampedCommand prints n lines, one every interval, each stamped with the time it was printed:
@@ -93,15 +94,7 @@ type stats struct {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64{}, xs...)
-	sort.Float64s(s)
-	idx := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return math.Round(s[max(0, min(idx, len(s)-1))]*1000) / 1000
-}
+func percentile(xs []float64, p float64) float64 { return benchkit.Percentile(xs, p) }
 
 func summarise(runs []run, want int) stats {
 	var first, overhead, delay []float64

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/scripts/bench/benchkit"
 )
 
 // bench is one provider's bench: a server, a sandbox in it, and an MCP session.
@@ -35,17 +36,6 @@ type bench struct {
 	want     int // lines a run prints
 }
 
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
-}
-
 func (b *bench) connectMCP(ctx context.Context) error {
 	cl := mcp.NewClient(&mcp.Implementation{Name: "hangar-bench", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -55,7 +45,7 @@ func (b *bench) connectMCP(ctx context.Context) error {
 			}
 		},
 	})
-	tr := &mcp.StreamableClientTransport{Endpoint: b.srv.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{b.srv.token, http.DefaultTransport}}, MaxRetries: -1}
+	tr := &mcp.StreamableClientTransport{Endpoint: b.srv.url + "/mcp", HTTPClient: &http.Client{Transport: benchkit.Bearer{Token: b.srv.token, Next: http.DefaultTransport}}, MaxRetries: -1}
 	s, err := cl.Connect(ctx, tr, nil)
 	if err != nil {
 		return fmt.Errorf("connect MCP: %w", err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -135,12 +134,8 @@ func runAll(ctx context.Context, c config, out io.Writer) error {
 		if r == nil {
 			continue
 		}
-		if err := os.MkdirAll(c.outDir, 0o755); err != nil {
-			return err
-		}
-		path := filepath.Join(c.outDir, c.date+"-streams-"+p+".json")
-		b, _ := json.MarshalIndent(r, "", "  ")
-		if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		path, err := benchkit.WriteResults(c.outDir, c.date+"-streams-"+p+".json", r)
+		if err != nil {
 			return err
 		}
 		fmt.Fprintln(out, "wrote", path)

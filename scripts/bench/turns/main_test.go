@@ -7,18 +7,6 @@ import (
 	"testing"
 )
 
-func TestPercentile(t *testing.T) {
-	xs := []float64{5, 1, 4, 2, 3}
-	for _, c := range []struct{ p, want float64 }{{50, 3}, {95, 5}, {100, 5}, {1, 1}} {
-		if got := percentile(xs, c.p); got != c.want {
-			t.Errorf("percentile(%v) = %v, want %v", c.p, got, c.want)
-		}
-	}
-	if got := percentile(nil, 50); got != 0 {
-		t.Errorf("percentile of none = %v, want 0", got)
-	}
-}
-
 // TestWriteReadmeKeepsOtherSections: the turns section goes between its markers (added at the
 // end the first time); the streams section and the rest stay as they were.
 func TestWriteReadmeKeepsOtherSections(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/hangar-dev/hangar/scripts/bench/benchkit"
 )
 
 // The README's turns section lives between these markers; the rest of the README (the other
@@ -81,21 +83,7 @@ func orDash(s string) string {
 // writeReadme puts the section between the markers of path, appending the markers when the
 // README has none yet.
 func writeReadme(path string, reports []report) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	body := string(old)
-	i, j := strings.Index(body, beginMarker), strings.Index(body, endMarker)
-	if i < 0 || j < i {
-		if body == "" {
-			body = "# Benchmarks\n"
-		}
-		body = strings.TrimRight(body, "\n") + "\n\n" + beginMarker + "\n" + endMarker + "\n"
-		i, j = strings.Index(body, beginMarker), strings.Index(body, endMarker)
-	}
-	body = body[:i+len(beginMarker)] + "\n" + section(reports) + "\n" + body[j:]
-	return os.WriteFile(path, []byte(body), 0o644)
+	return benchkit.WriteSection(path, beginMarker, endMarker, section(reports))
 }
 
 // latestReports reads the newest turns results file of each provider in dir.

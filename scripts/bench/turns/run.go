@@ -10,13 +10,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
-	"github.com/docker/docker/client"
-
-	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
 	"github.com/hangar-dev/hangar/scripts/bench/benchkit"
 )
 
@@ -116,12 +112,8 @@ func runAll(ctx context.Context, c config, out io.Writer) error {
 		if r == nil {
 			continue
 		}
-		if err := os.MkdirAll(c.outDir, 0o755); err != nil {
-			return err
-		}
-		path := filepath.Join(c.outDir, c.date+"-turns-"+p+".json")
-		b, _ := json.MarshalIndent(r, "", "  ")
-		if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		path, err := benchkit.WriteResults(c.outDir, c.date+"-turns-"+p+".json", r)
+		if err != nil {
 			return err
 		}
 		fmt.Fprintln(out, "wrote", path)
@@ -137,21 +129,6 @@ func runAll(ctx context.Context, c config, out io.Writer) error {
 	return nil
 }
 
-func dockerImage(ctx context.Context) (string, bool, error) {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return "", false, nil
-	}
-	defer cli.Close()
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(pctx); err != nil {
-		return "", false, nil
-	}
-	image, err := dockertest.EnsureImage(ctx, cli)
-	return image, true, err
-}
-
 func runProvider(ctx context.Context, c config, provider, work string, fixture []byte, out io.Writer) (*report, error) {
 	r := &report{Date: c.date, Provider: provider, Machine: benchkit.MachineInfo(), Modes: map[string]*modeResult{}, Targets: targets,
 		Fixture: filepath.Base(c.fixture),
@@ -159,7 +136,7 @@ func runProvider(ctx context.Context, c config, provider, work string, fixture [
 			"a reader of GET /api/sessions/{ref}/events/stream opened before the turn takes each event's delay from the stamp", c.interval)}
 	create := map[string]any{"provider": provider}
 	if provider == "docker" {
-		image, up, err := dockerImage(ctx)
+		image, up, err := benchkit.DockerImage(ctx)
 		if !up {
 			fmt.Fprintln(out, "docker: no engine answers; skipped")
 			return nil, nil
@@ -231,9 +208,9 @@ func runMode(ctx context.Context, c config, m mode, provider string, create map[
 		res.Received += len(samples)
 		res.Missing += m.lines - len(seen)
 	}
-	res.DelayP50Ms, res.DelayP95Ms, res.DelayP99Ms = percentile(delays, 50), percentile(delays, 95), percentile(delays, 99)
-	res.DelayMaxMs = percentile(delays, 100)
-	res.RecordedP50Ms, res.RecordedP95Ms = percentile(recorded, 50), percentile(recorded, 95)
+	res.DelayP50Ms, res.DelayP95Ms, res.DelayP99Ms = benchkit.Percentile(delays, 50), benchkit.Percentile(delays, 95), benchkit.Percentile(delays, 99)
+	res.DelayMaxMs = benchkit.Percentile(delays, 100)
+	res.RecordedP50Ms, res.RecordedP95Ms = benchkit.Percentile(recorded, 50), benchkit.Percentile(recorded, 95)
 	return res, nil
 }
 
@@ -360,15 +337,4 @@ func readSSE(ctx context.Context, srv *benchkit.Server, session string, since in
 		return fmt.Errorf("the event stream ended before turn.finished")
 	}
 	return err
-}
-
-// percentile is the p-th percentile (nearest rank) of xs; 0 for none.
-func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return math.Round(s[max(i, 0)]*100) / 100
 }

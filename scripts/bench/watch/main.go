@@ -20,16 +20,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/docker/docker/client"
-
-	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
 	"github.com/hangar-dev/hangar/scripts/bench/benchkit"
 )
 
@@ -109,12 +105,8 @@ func run(ctx context.Context, c config, out io.Writer) error {
 		if r == nil {
 			continue
 		}
-		if err := os.MkdirAll(c.outDir, 0o755); err != nil {
-			return err
-		}
-		path := filepath.Join(c.outDir, c.date+"-watch-"+p+".json")
-		b, _ := json.MarshalIndent(r, "", "  ")
-		if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		path, err := benchkit.WriteResults(c.outDir, c.date+"-watch-"+p+".json", r)
+		if err != nil {
 			return err
 		}
 		fmt.Fprintln(out, "wrote", path)
@@ -129,7 +121,7 @@ func run(ctx context.Context, c config, out io.Writer) error {
 func runProvider(ctx context.Context, c config, provider, dir string, out io.Writer) (*report, error) {
 	create := map[string]any{"name": "bench", "provider": provider}
 	if provider == "docker" {
-		image, up, err := dockerImage(ctx)
+		image, up, err := benchkit.DockerImage(ctx)
 		if !up {
 			fmt.Fprintln(out, "docker: no engine answers; skipped")
 			return nil, nil
@@ -169,7 +161,7 @@ func runProvider(ctx context.Context, c config, provider, dir string, out io.Wri
 	for _, reader := range []string{"sse", "mcp"} {
 		ds := delays[reader]
 		res := &result{Received: len(ds), Missing: c.runs*c.files - len(ds),
-			DelayP50Ms: percentile(ds, 50), DelayP95Ms: percentile(ds, 95), DelayP99Ms: percentile(ds, 99), DelayMaxMs: percentile(ds, 100)}
+			DelayP50Ms: benchkit.Percentile(ds, 50), DelayP95Ms: benchkit.Percentile(ds, 95), DelayP99Ms: benchkit.Percentile(ds, 99), DelayMaxMs: benchkit.Percentile(ds, 100)}
 		r.Readers[reader] = res
 		fmt.Fprintf(out, "%-7s %s: %d files: delay %.2f / %.2f / %.2f ms (p50/p95/p99), max %.2f, %d missing, load %v\n",
 			provider, reader, res.Received, res.DelayP50Ms, res.DelayP95Ms, res.DelayP99Ms, res.DelayMaxMs, res.Missing, r.LoadAvg)
@@ -295,32 +287,6 @@ func readMCP(ctx context.Context, srv *benchkit.Server, dir string, ready chan<-
 	return nil
 }
 
-func dockerImage(ctx context.Context) (string, bool, error) {
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err != nil {
-		return "", false, nil
-	}
-	defer cli.Close()
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(pctx); err != nil {
-		return "", false, nil
-	}
-	image, err := dockertest.EnsureImage(ctx, cli)
-	return image, true, err
-}
-
-// percentile is the p-th percentile (nearest rank) of xs; 0 for none.
-func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	i := int(math.Ceil(p/100*float64(len(s)))) - 1
-	return math.Round(s[max(i, 0)]*100) / 100
-}
-
 // The README's watch section lives between these markers.
 const (
 	beginMarker = "<!-- watch:begin (written by scripts/bench/watch) -->"
@@ -351,16 +317,5 @@ func writeReadme(path string, reports []report) error {
 			fmt.Fprintf(&b, "| %s | %.2f / %.2f / %.2f ms (%.2f) | %d |\n", label, res.DelayP50Ms, res.DelayP95Ms, res.DelayP99Ms, res.DelayMaxMs, res.Missing)
 		}
 	}
-	old, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	body := string(old)
-	i, j := strings.Index(body, beginMarker), strings.Index(body, endMarker)
-	if i < 0 || j < i {
-		body = strings.TrimRight(body, "\n") + "\n\n" + beginMarker + "\n" + endMarker + "\n"
-		i, j = strings.Index(body, beginMarker), strings.Index(body, endMarker)
-	}
-	body = body[:i+len(beginMarker)] + "\n" + b.String() + "\n" + body[j:]
-	return os.WriteFile(path, []byte(body), 0o644)
+	return benchkit.WriteSection(path, beginMarker, endMarker, b.String())
 }
