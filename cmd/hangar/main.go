@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,28 +14,20 @@ import (
 	"github.com/hangar-dev/hangar/internal/sandboxcmd"
 )
 
-// verb is one subcommand. run gets the arguments after the verb's name and the process's
-// standard streams; it returns flag.ErrHelp when --help was asked for.
-type verb struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-}
-
-func verbs() []verb {
-	return []verb{
-		{"serve", "run the control plane: REST, MCP, /metrics on one listener", runServe},
+func verbs() []sandboxcmd.Verb {
+	return []sandboxcmd.Verb{
+		{Name: "serve", Summary: "run the control plane: REST, MCP, /metrics on one listener", Run: runServe},
 		// hangar-envd's verbs, here too for development: sandboxes run hangar-envd's.
-		{"envd", "run the in-sandbox daemon (E2B envd compatible), as hangar-envd does", func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		{Name: "envd", Summary: "run the in-sandbox daemon (E2B envd compatible), as hangar-envd does", Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return sandboxcmd.Envd(ctx, "hangar envd", args, stdout, stderr)
 		}},
-		{"harness", "run one turn of an agent in a sandbox (started by serve), as hangar-envd does", func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		{Name: "harness", Summary: "run one turn of an agent in a sandbox (started by serve), as hangar-envd does", Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return sandboxcmd.Harness(ctx, "hangar harness", args, stdout, stderr)
 		}},
-		{"tail", "follow a file as it is written, woken by inotify (serve's turn watcher runs it), as hangar-envd does", func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		{Name: "tail", Summary: "follow a file as it is written, woken by inotify (serve's turn watcher runs it), as hangar-envd does", Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return sandboxcmd.Tail(ctx, "hangar tail", args, stdout, stderr)
 		}},
-		{"version", "print hangar's version", runVersion},
+		{Name: "version", Summary: "print hangar's version", Run: runVersion},
 	}
 }
 
@@ -51,42 +42,7 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stdout)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	for _, v := range verbs() {
-		if v.name != args[0] {
-			continue
-		}
-		err := v.run(ctx, args[1:], stdout, stderr)
-		var code sandboxcmd.ExitCode
-		switch {
-		case err == nil:
-			return 0
-		case errors.As(err, &code):
-			return int(code)
-		case errors.Is(err, flag.ErrHelp):
-			return 0
-		default:
-			fmt.Fprintf(stderr, "hangar %s: %v\n", v.name, err)
-			return 1
-		}
-	}
-	fmt.Fprintf(stderr, "hangar: unknown command %q (run 'hangar --help' for the list)\n", args[0])
-	return 2
-}
-
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "hangar: sandboxes for AI agents, with their work streamed as it happens.")
-	fmt.Fprintln(w, "\nUsage: hangar <command> [flags]\n\nCommands:")
-	for _, v := range verbs() {
-		fmt.Fprintf(w, "  %-8s %s\n", v.name, v.summary)
-	}
-	fmt.Fprintln(w, "\nRun 'hangar <command> --help' for a command's flags.")
+	return sandboxcmd.Main(ctx, "hangar", "hangar: sandboxes for AI agents, with their work streamed as it happens.", verbs(), args, stdout, stderr)
 }
 
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {

@@ -169,13 +169,13 @@ func TestServeHelpListsEverySetting(t *testing.T) {
 func TestEveryVerbHasHelp(t *testing.T) {
 	t.Parallel()
 	for _, v := range verbs() {
-		t.Run(v.name, func(t *testing.T) {
+		t.Run(v.Name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			if code := run(t.Context(), []string{v.name, "--help"}, &out, &errOut); code != 0 {
-				t.Fatalf("hangar %s --help exited %d: %s", v.name, code, errOut.String())
+			if code := run(t.Context(), []string{v.Name, "--help"}, &out, &errOut); code != 0 {
+				t.Fatalf("hangar %s --help exited %d: %s", v.Name, code, errOut.String())
 			}
 			if !strings.Contains(out.String()+errOut.String(), "Usage") && !strings.Contains(out.String()+errOut.String(), "--") {
-				t.Errorf("hangar %s --help printed no usage: %q", v.name, out.String()+errOut.String())
+				t.Errorf("hangar %s --help printed no usage: %q", v.Name, out.String()+errOut.String())
 			}
 		})
 	}
