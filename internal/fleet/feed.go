@@ -45,9 +45,14 @@ type feed struct {
 }
 
 type entry struct {
+	seq  int64
 	at   time.Time
 	item stream.Item
 }
+
+// maxLog bounds the changes kept for resuming, whatever their age: past it a reconnecting
+// client gets a snapshot.
+const maxLog = 2048
 
 // Stream opens a live stream (kind fleet) of user's fleet ("" for p's own): a snapshot, then
 // agent, gone, inbox and summary events as it changes, each with an id. With resume set, since
@@ -217,7 +222,10 @@ func (s *Service) update(f *feed, fl Fleet) {
 func (f *feed) send(now time.Time, event string, data []byte) {
 	f.seq++
 	it := stream.Item{Event: event, ID: strconv.FormatInt(f.seq, 10), Data: data, JSON: true}
-	f.log = append(f.log, entry{at: now, item: it})
+	f.log = append(f.log, entry{seq: f.seq, at: now, item: it})
+	if len(f.log) > maxLog {
+		f.log = f.log[len(f.log)-maxLog:]
+	}
 	for st := range f.subs {
 		if !st.Send(it) {
 			delete(f.subs, st)
@@ -234,10 +242,9 @@ func (s *Service) subscribe(f *feed, st *stream.Stream, since int64, resume bool
 		return false
 	}
 	if resume && f.kept(since) {
-		for _, e := range f.log {
-			if id, _ := strconv.ParseInt(e.item.ID, 10, 64); id > since {
-				st.Send(e.item)
-			}
+		from := sort.Search(len(f.log), func(i int) bool { return f.log[i].seq > since })
+		for _, e := range f.log[from:] {
+			st.Send(e.item)
 		}
 	} else {
 		snap := struct {
@@ -280,8 +287,7 @@ func (f *feed) kept(since int64) bool {
 	if len(f.log) == 0 {
 		return false
 	}
-	first, _ := strconv.ParseInt(f.log[0].item.ID, 10, 64)
-	return since >= first-1
+	return since >= f.log[0].seq-1
 }
 
 // idle stops f when it has had no follower for Retention, and reports whether it did.

@@ -30,6 +30,8 @@ var (
 	ErrForbidden = errors.New("not allowed to see that fleet")
 	// ErrTicket: the ticket is unknown, used already, or expired.
 	ErrTicket = errors.New("the ticket is not valid: it is unknown, used already or expired")
+	// ErrTooManyTickets: the token holds as many unused tickets as it may.
+	ErrTooManyTickets = errors.New("too many unused tickets")
 )
 
 // Config configures a Service.
@@ -96,7 +98,7 @@ func New(cfg Config) *Service {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Service{cfg: cfg, log: cfg.Logger, tickets: tickets{clock: cfg.Clock, ttl: cfg.TicketTTL, m: map[string]ticket{}},
+	return &Service{cfg: cfg, log: cfg.Logger, tickets: tickets{clock: cfg.Clock, ttl: cfg.TicketTTL, m: map[string]ticket{}, n: map[string]int{}},
 		feeds: map[string]*feed{}, caches: map[string]*cache{}, ctx: ctx, cancel: cancel}
 }
 

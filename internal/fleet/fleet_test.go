@@ -338,3 +338,38 @@ func TestResume(t *testing.T) {
 		t.Errorf("an id older than what is kept: %+v, want a snapshot saying so", got)
 	}
 }
+
+// TestTicketsPerToken: a token holds at most a few unused tickets; using one, or their expiry,
+// makes room again.
+func TestTicketsPerToken(t *testing.T) {
+	e := newEnv(t, Config{TicketTTL: time.Minute})
+	ctx := context.Background()
+	var first Ticket
+	for i := range maxTicketsPerToken {
+		tk, err := e.s.IssueTicket(ada)
+		if err != nil {
+			t.Fatalf("ticket %d: %v", i+1, err)
+		}
+		if i == 0 {
+			first = tk
+		}
+	}
+	if _, err := e.s.IssueTicket(ada); !errors.Is(err, ErrTooManyTickets) {
+		t.Fatalf("one ticket more: %v, want ErrTooManyTickets", err)
+	}
+	if _, err := e.s.IssueTicket(bob); err != nil {
+		t.Errorf("another token's ticket: %v", err)
+	}
+	if _, err := e.s.RedeemTicket(first.Ticket); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.IssueTicket(ada); err != nil {
+		t.Errorf("after using one: %v", err)
+	}
+	e.clock.Advance(time.Minute).MustWait(ctx)
+	for i := range maxTicketsPerToken {
+		if _, err := e.s.IssueTicket(ada); err != nil {
+			t.Fatalf("after they expired, ticket %d: %v", i+1, err)
+		}
+	}
+}

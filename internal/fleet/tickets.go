@@ -24,7 +24,15 @@ type tickets struct {
 
 	mu sync.Mutex
 	m  map[string]ticket // by the ticket's hash
+	n  map[string]int    // live tickets per token id
 }
+
+// maxTicketsPerToken bounds the tickets one token may hold unused, and pruneAt the tickets
+// held in all before the expired ones are swept out: asking again and again grows nothing.
+const (
+	maxTicketsPerToken = 8
+	pruneAt            = 1024
+)
 
 type ticket struct {
 	p       auth.Principal // the person's token that asked, without its secret (hangar never has it)
@@ -52,11 +60,14 @@ func (s *Service) IssueTicket(p auth.Principal) (Ticket, error) {
 	expires := now.Add(t.ttl)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for k, v := range t.m {
-		if !now.Before(v.expires) {
-			delete(t.m, k)
-		}
+	if len(t.m) >= pruneAt || t.n[p.TokenID] >= maxTicketsPerToken {
+		t.pruneLocked(now)
 	}
+	if t.n[p.TokenID] >= maxTicketsPerToken {
+		return Ticket{}, fmt.Errorf("%w: this token holds %d unused tickets, the most it may; use one, or wait %s for them to expire",
+			ErrTooManyTickets, maxTicketsPerToken, t.ttl)
+	}
+	t.n[p.TokenID]++
 	// Only what says who the person is: not a sandbox binding (whose refused those), not admin
 	// (a ticket shows its person's own fleet).
 	t.m[hashTicket(secret)] = ticket{p: auth.Principal{TokenID: p.TokenID, User: p.User, Scopes: []auth.Scope{auth.ScopeUser},
@@ -72,11 +83,30 @@ func (s *Service) RedeemTicket(secret string) (auth.Principal, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tk, ok := t.m[h]
-	delete(t.m, h)
+	if ok {
+		delete(t.m, h)
+		t.forgetLocked(tk.p.TokenID)
+	}
 	if !ok || !t.clock.Now().Before(tk.expires) {
 		return auth.Principal{}, ErrTicket
 	}
 	return tk.p, nil
+}
+
+// pruneLocked forgets the expired tickets.
+func (t *tickets) pruneLocked(now time.Time) {
+	for k, v := range t.m {
+		if !now.Before(v.expires) {
+			delete(t.m, k)
+			t.forgetLocked(v.p.TokenID)
+		}
+	}
+}
+
+func (t *tickets) forgetLocked(tok string) {
+	if t.n[tok]--; t.n[tok] <= 0 {
+		delete(t.n, tok)
+	}
 }
 
 func hashTicket(secret string) string {

@@ -107,6 +107,9 @@ var table = []entry{
 	{match: is(turns.ErrConflict), code: CodeConflict, message: "That conflicts with the session's state: a turn is running, or the name is taken."},
 	{match: is(turns.ErrInvalid), code: CodeBadRequest, message: "The request is not valid."},
 	{match: is(fleet.ErrTicket), code: CodeUnauthorized, message: "The ticket is not valid: it is unknown, used already or expired; ask for a new one (POST /api/fleet/tickets)."},
+	{match: is(fleet.ErrTooManyTickets), say: func(err error) *Problem {
+		return &Problem{Code: CodeLimit, Message: sentence(err.Error()), RetryAfter: 10 * time.Second}
+	}},
 	{match: is(fleet.ErrForbidden), code: CodeForbidden, message: "This token may not see that fleet."},
 	{match: is(watch.ErrInvalid), code: CodeBadRequest, message: "The watch request is not valid."},
 	{match: is(watch.ErrNeedsDaemon), code: CodeConflict, message: "Watching a directory needs the sandbox's daemon, which it does not have."},
