@@ -125,6 +125,9 @@ func TestRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitEnd(ctx, t, ada, info.ID)
+	// Its record says it ended too (written just after): else a Get past its retention finds
+	// the record still running and follows the process again.
+	h.waitRecordEnded(ctx, t, info.ID)
 	clock.Advance(time.Minute - time.Millisecond).MustWait(ctx)
 	if ps, err := h.m.List(ctx, ada, "box"); err != nil || len(ps) != 1 {
 		t.Fatalf("listed just before its retention ends: %v, %v", ps, err)
@@ -241,20 +244,7 @@ func TestCloseStopsKillTimers(t *testing.T) {
 	h := newHarness(t, Config{KillGrace: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	info, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "trap '' TERM; echo ready; while :; do sleep 0.1; done"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		out, _, err := h.m.Read(ctx, ada, "box", info.ID, 0)
-		if err != nil || ctx.Err() != nil {
-			t.Fatalf("no output: %v", err)
-		}
-		if len(out.Data) > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	info := h.startIgnoringTerm(ctx, t)
 	if _, err := h.m.Kill(ctx, ada, "box", info.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -405,21 +395,7 @@ func TestKillGraceByClock(t *testing.T) {
 	h := newHarness(t, Config{KillGrace: 3 * time.Second, Clock: clock})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	info, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "trap '' TERM; echo ready; while :; do sleep 0.01; done"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.client(t).Signal(context.Background(), envdByTag(h, info.ID), envd.SIGKILL) }) // even if the test fails
-	for {
-		out, _, err := h.m.Read(ctx, ada, "box", info.ID, 0)
-		if err != nil || ctx.Err() != nil {
-			t.Fatalf("no output: %v", err)
-		}
-		if len(out.Data) > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	info := h.startIgnoringTerm(ctx, t)
 	if _, err := h.m.Kill(ctx, ada, "box", info.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -435,4 +411,26 @@ func TestKillGraceByClock(t *testing.T) {
 	if i := h.waitEnd(ctx, t, ada, info.ID); i.State != StateExited {
 		t.Errorf("after the grace: %+v, want exited", i)
 	}
+}
+
+// startIgnoringTerm starts, as ada in box, a process that ignores SIGTERM, and returns once it
+// runs (it printed). It is killed for good when the test ends, whatever became of the test.
+func (h *harness) startIgnoringTerm(ctx context.Context, t *testing.T) Info {
+	t.Helper()
+	info, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "trap '' TERM; echo ready; while :; do sleep 0.05; done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.client(t).Signal(context.Background(), envdByTag(h, info.ID), envd.SIGKILL) })
+	for {
+		out, _, err := h.m.Read(ctx, ada, "box", info.ID, 0)
+		if err != nil || ctx.Err() != nil {
+			t.Fatalf("no output: %v", err)
+		}
+		if len(out.Data) > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return info
 }
