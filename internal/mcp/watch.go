@@ -31,8 +31,8 @@ const (
 const watchInstructions = " To see what changes in a sandbox's directory as it happens, subscribe to the resource " +
 	"hangar://sandboxes/<sandbox>/watch?path=<dir> and read it with &since=<next> when told it changed."
 
-// errWatchEnded is a subscription's end because its daemon watch ended (the daemon died, the
-// directory went away).
+// errWatchEnded is a subscription's end because its daemon watch ended (its stream broke: the
+// daemon died, say).
 var errWatchEnded = errors.New("the watch ended")
 
 // watchTarget is what a watch resource's URI names.

@@ -370,16 +370,7 @@ func TestPolledThroughManager(t *testing.T) {
 	if err := h.m.Input(ctx, ada, "plain", long.ID, []byte("x"), false); !errors.Is(err, ErrNeedsDaemon) {
 		t.Errorf("input without a daemon: %v", err)
 	}
-	for { // once it printed, its group exists and can be signalled
-		out, _, err := h.m.Read(ctx, ada, "plain", long.ID, 0)
-		if err != nil || ctx.Err() != nil {
-			t.Fatalf("no output: %v", err)
-		}
-		if len(out.Data) > 0 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	h.waitOutput(ctx, t, "plain", long.ID) // once it printed, its group exists and can be signalled
 	h.streams.EndToken(ada.TokenID)
 	if end := h.waitEndIn(ctx, t, ada, "plain", long.ID); !strings.Contains(end.Status, "revoked") {
 		t.Errorf("after the revocation: %+v", end)
@@ -422,15 +413,21 @@ func (h *harness) startIgnoringTerm(ctx context.Context, t *testing.T) Info {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.client(t).Signal(context.Background(), envdByTag(h, info.ID), envd.SIGKILL) })
+	h.waitOutput(ctx, t, "box", info.ID)
+	return info
+}
+
+// waitOutput waits until ada's process id in sandbox sb has printed something.
+func (h *harness) waitOutput(ctx context.Context, t *testing.T, sb, id string) {
+	t.Helper()
 	for {
-		out, _, err := h.m.Read(ctx, ada, "box", info.ID, 0)
+		out, _, err := h.m.Read(ctx, ada, sb, id, 0)
 		if err != nil || ctx.Err() != nil {
-			t.Fatalf("no output: %v", err)
+			t.Fatalf("no output from %s: %v", id, err)
 		}
 		if len(out.Data) > 0 {
-			break
+			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return info
 }
