@@ -27,6 +27,7 @@ func verbs() []sandboxcmd.Verb {
 		{Name: "tail", Summary: "follow a file as it is written, woken by inotify (serve's turn watcher runs it), as hangar-envd does", Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return sandboxcmd.Tail(ctx, "hangar tail", args, stdout, stderr)
 		}},
+		sandboxcmd.InstallVerb("hangar"),
 		{Name: "version", Summary: "print hangar's version", Run: runVersion},
 	}
 }

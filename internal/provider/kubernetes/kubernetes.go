@@ -1,8 +1,9 @@
 // Package kubernetes is the provider that runs each sandbox as a pod, through client-go. With a
-// daemon, an init container copies hangar-envd (~10 MB) into an emptyDir (unless the image
-// already has it) and the sandbox container runs `hangar-envd envd`, reached at the pod's IP; its access
-// token lives in a Secret beside the pod. The provider's own exec goes through the pods/exec
-// subresource. Pods cannot be paused.
+// daemon, an init container (`hangar-envd install`, from hangar's image) copies hangar-envd
+// (~10 MB) into an emptyDir (unless the image already has it) and the sandbox container runs
+// `hangar-envd envd`, reached at the pod's IP or through the API server's port-forward
+// (Config.DaemonVia); its access token lives in a Secret beside the pod. The provider's own
+// exec goes through the pods/exec subresource. Pods cannot be paused.
 package kubernetes
 
 import (
@@ -15,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -67,8 +69,9 @@ type Config struct {
 	Image string
 	// Workdir is the workdir of a sandbox whose spec names none. Empty: /workspace.
 	Workdir string
-	// HangarImage is the image whose EnvdPath the init container copies into the sandbox, so
-	// the daemon runs in any image. It needs cp. Empty: ghcr.io/hangar-dev/hangar:latest.
+	// HangarImage is the image whose EnvdPath the init container runs as `EnvdPath install
+	// DEST` to copy itself into the sandbox, so the daemon runs in any image (hangar's image:
+	// FROM scratch, no cp needed). Empty: ghcr.io/hangar-dev/hangar:latest.
 	HangarImage string
 	// EnvdPath is where hangar-envd is in HangarImage, or in the sandbox image when
 	// ImageHasDaemon. Empty: /usr/local/bin/hangar-envd.
@@ -82,6 +85,11 @@ type Config struct {
 	// Instance tells this control plane's pods apart from other control planes' in the same
 	// namespace (label hangar.dev/instance); List sees only its own. Empty: "default".
 	Instance string
+	// DaemonVia is how the control plane reaches a pod's daemon: DaemonViaPodIP (at the pod's
+	// IP: a control plane in the cluster) or DaemonViaPortForward (through the API server's
+	// port-forward, from a loopback port per sandbox: a control plane outside the cluster).
+	// Empty: DaemonViaPodIP.
+	DaemonVia string
 	// ReadyTimeout bounds how long Create waits for the pod to be Ready (its daemon answering
 	// its readiness probe). Zero: 2m.
 	ReadyTimeout time.Duration
@@ -95,13 +103,22 @@ type Provider struct {
 	kube kubernetes.Interface
 	rest *rest.Config // nil in tests with a fake clientset: no exec then
 	log  *slog.Logger
+
+	fwdMu     sync.Mutex
+	fwd       map[string]*forward // by pod name (DaemonViaPortForward)
+	fwdClosed bool
 }
 
 var _ provider.Provider = (*Provider)(nil)
 
 // New returns a kubernetes provider over the cluster of cfg.Kubeconfig (or the one it runs
-// in). It does not contact the cluster.
+// in). It does not contact the cluster. Close it to end its port-forwards.
 func New(cfg Config) (*Provider, error) {
+	switch cfg.DaemonVia {
+	case "", DaemonViaPodIP, DaemonViaPortForward:
+	default:
+		return nil, fmt.Errorf("kubernetes provider: daemon access %q is neither %q nor %q", cfg.DaemonVia, DaemonViaPodIP, DaemonViaPortForward)
+	}
 	var rc *rest.Config
 	var err error
 	if cfg.Kubeconfig != "" {
@@ -136,6 +153,9 @@ func newProvider(cfg Config, kube kubernetes.Interface, rc *rest.Config) *Provid
 	if cfg.EnvdPath == "" {
 		cfg.EnvdPath = "/usr/local/bin/" + provider.EnvdName
 	}
+	if cfg.DaemonVia == "" {
+		cfg.DaemonVia = DaemonViaPodIP
+	}
 	if cfg.Instance == "" {
 		cfg.Instance = "default"
 	}
@@ -145,7 +165,7 @@ func newProvider(cfg Config, kube kubernetes.Interface, rc *rest.Config) *Provid
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{cfg: cfg, kube: kube, rest: rc, log: cfg.Logger.With("provider", Name)}
+	return &Provider{cfg: cfg, kube: kube, rest: rc, log: cfg.Logger.With("provider", Name), fwd: map[string]*forward{}}
 }
 
 // Name returns "kubernetes".
@@ -256,7 +276,7 @@ func (p *Provider) podSpec(spec provider.Spec, name, workdir string) *corev1.Pod
 				Name:            initName,
 				Image:           p.cfg.HangarImage,
 				ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:         []string{"cp", p.cfg.EnvdPath, bin},
+				Command:         []string{p.cfg.EnvdPath, "install", bin},
 				VolumeMounts:    []corev1.VolumeMount{{Name: binVolume, MountPath: binDir}},
 				SecurityContext: noEscalation,
 			}}
@@ -453,6 +473,9 @@ func (p *Provider) pod(ctx context.Context, sb provider.Sandbox) (*corev1.Pod, e
 	}
 	pod, err := p.kube.CoreV1().Pods(p.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
+		if apierrors.IsNotFound(err) {
+			p.endForward(name)
+		}
 		return nil, fmt.Errorf("get pod %s: %w", name, apiErr(err))
 	}
 	if pod.Labels[labelInstance] != p.cfg.Instance || pod.Labels[labelSandbox] != sb.Name {
@@ -482,6 +505,7 @@ func (p *Provider) Destroy(ctx context.Context, sb provider.Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("destroy sandbox %s: %w", sb.Name, err)
 	}
+	p.endForward(pod.Name)
 	if err := p.delete(ctx, pod.Name, pod.Labels[labelDaemon] == "true"); err != nil {
 		return fmt.Errorf("destroy sandbox %s: %w", sb.Name, err)
 	}
@@ -523,10 +547,10 @@ func (p *Provider) sandbox(ctx context.Context, pod *corev1.Pod) provider.Sandbo
 	if pod.Labels[labelDaemon] == "true" {
 		sb.Data["harness"] = p.envdInPod() // the turns' harness is hangar-envd's verb
 	}
-	if pod.Labels[labelDaemon] == "true" && pod.Status.PodIP != "" {
-		sb.Daemon = &provider.Daemon{URL: "http://" + hostPort(pod.Status.PodIP), AccessToken: p.token(ctx, pod.Name)}
-	}
 	ready, err := readiness(pod)
+	if pod.Labels[labelDaemon] == "true" && pod.Status.PodIP != "" {
+		sb.Daemon = p.daemon(ctx, pod, ready)
+	}
 	switch {
 	case pod.DeletionTimestamp != nil:
 		sb.State = provider.StateDestroyed
@@ -540,6 +564,22 @@ func (p *Provider) sandbox(ctx context.Context, pod *corev1.Pod) provider.Sandbo
 		sb.Reason = "the pod runs but is not ready (its daemon does not answer /health): " + describe(pod)
 	}
 	return sb
+}
+
+// daemon is how to reach the pod's daemon (nil when it cannot be reached now).
+func (p *Provider) daemon(ctx context.Context, pod *corev1.Pod, ready bool) *provider.Daemon {
+	url := "http://" + hostPort(pod.Status.PodIP)
+	if p.cfg.DaemonVia == DaemonViaPortForward {
+		if !ready || pod.DeletionTimestamp != nil {
+			return nil // no port-forward to a pod that is not serving
+		}
+		var err error
+		if url, err = p.forwardedURL(ctx, pod); err != nil {
+			p.log.Warn("reach a sandbox's daemon", "pod", pod.Name, "err", err)
+			return nil
+		}
+	}
+	return &provider.Daemon{URL: url, AccessToken: p.token(ctx, pod.Name)}
 }
 
 // token reads the daemon's access token from the pod's Secret; "" when it cannot.

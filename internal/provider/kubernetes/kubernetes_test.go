@@ -126,7 +126,7 @@ func checkDaemonPod(t *testing.T, pod *corev1.Pod, token string) {
 		t.Fatalf("%d init containers, want 1", len(pod.Spec.InitContainers))
 	}
 	init := pod.Spec.InitContainers[0]
-	if init.Image != "example.com/hangar:1" || strings.Join(init.Command, " ") != "cp /usr/local/bin/hangar-envd /opt/hangar/bin/hangar-envd" {
+	if init.Image != "example.com/hangar:1" || strings.Join(init.Command, " ") != "/usr/local/bin/hangar-envd install /opt/hangar/bin/hangar-envd" {
 		t.Errorf("init container %s %q, want the hangar image copying the binary", init.Image, init.Command)
 	}
 	if len(pod.Spec.Volumes) != 1 || pod.Spec.Volumes[0].EmptyDir == nil {
