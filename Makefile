@@ -68,3 +68,12 @@ conformance:
 .PHONY: e2b-compat
 e2b-compat:
 	scripts/e2bcompat/run.sh
+
+# The Kubernetes provider's tests against a real one-node cluster (scripts/k8s: as root, in a
+# network namespace of its own; the binaries are built from the Go proxy on first use, about 14
+# minutes cold, then kept in $HANGAR_K8S_CACHE or .cache/k8s), torn down afterwards.
+.PHONY: test-k8s
+test-k8s: build
+	scripts/k8s/build
+	@$(GO) build -o bin/testsummary ./scripts/testsummary
+	scripts/k8s/test

@@ -110,12 +110,13 @@ func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, l
 	unconfigured := map[string]string{}
 	if pc.K8sNamespace != "" {
 		k8s, err := kubernetes.New(kubernetes.Config{Kubeconfig: pc.K8sKubeconfig, Namespace: pc.K8sNamespace, Image: pc.K8sImage,
-			HangarImage: pc.K8sHangarImage, Logger: log})
+			HangarImage: pc.K8sHangarImage, DaemonVia: pc.K8sDaemonVia, Logger: log})
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("the kubernetes provider (HANGAR_K8S_NAMESPACE=%s): %w", pc.K8sNamespace, err)
 		}
 		providers["kubernetes"] = k8s
+		closers = append(closers, k8s.Close)
 	} else {
 		unconfigured["kubernetes"] = "set HANGAR_K8S_NAMESPACE (and run hangar where it can reach the cluster)"
 	}

@@ -75,6 +75,10 @@ type Providers struct {
 	K8sHangarImage string
 	// K8sKubeconfig is a kubeconfig file. Default "": the in-cluster configuration.
 	K8sKubeconfig string
+	// K8sDaemonVia is how the control plane reaches a kubernetes sandbox's daemon: pod-ip (at
+	// the pod's IP: a control plane in the cluster) or port-forward (through the API server's
+	// port-forward: a control plane outside it). Default pod-ip.
+	K8sDaemonVia string
 	// E2BAPIKey is E2B's API key; setting it offers the provider. Default "" (not offered).
 	E2BAPIKey string
 	// E2BAPIURL is E2B's API. Default https://api.e2b.app.
@@ -149,13 +153,14 @@ func Default() Config {
 		},
 		MCP: MCP{SessionIdleSeconds: 1800, SessionsPerToken: 32},
 		Providers: Providers{
-			Default:     "local",
-			DockerHost:  "unix:///var/run/docker.sock",
-			DockerImage: "ubuntu:24.04",
-			K8sImage:    "ubuntu:24.04",
-			E2BAPIURL:   "https://api.e2b.app",
-			E2BDomain:   "e2b.app",
-			E2BTemplate: "base",
+			Default:      "local",
+			DockerHost:   "unix:///var/run/docker.sock",
+			DockerImage:  "ubuntu:24.04",
+			K8sImage:     "ubuntu:24.04",
+			K8sDaemonVia: "pod-ip",
+			E2BAPIURL:    "https://api.e2b.app",
+			E2BDomain:    "e2b.app",
+			E2BTemplate:  "base",
 		},
 	}
 }

@@ -1,0 +1,168 @@
+package kubernetes
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hangar-dev/hangar/internal/envd"
+	"github.com/hangar-dev/hangar/internal/provider"
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
+)
+
+// The tests of this file run against a real cluster: the one of HANGAR_TEST_KUBECONFIG
+// (`make test-k8s` brings one up with scripts/k8s/up and sets it), with the images of
+// scripts/k8s/images already on its node. Without it they skip, saying so.
+const (
+	clusterTimeout = 2 * time.Minute
+	// The images scripts/k8s/images imports; HANGAR_TEST_K8S_HANGAR_IMAGE and
+	// HANGAR_TEST_K8S_SANDBOX_IMAGE name others.
+	defaultHangarImage  = "hangar.test/hangar:k8s"
+	defaultSandboxImage = "hangar.test/sandbox:k8s"
+)
+
+// cluster is a real cluster to test against, and a namespace of this test's own in it.
+type cluster struct {
+	kubeconfig, namespace string
+	hangarImage, image    string
+	kube                  kubernetes.Interface
+}
+
+// realCluster returns the cluster of HANGAR_TEST_KUBECONFIG with a new namespace, deleted when
+// the test ends; without HANGAR_TEST_KUBECONFIG the test is skipped.
+func realCluster(t *testing.T) *cluster {
+	t.Helper()
+	kc := os.Getenv("HANGAR_TEST_KUBECONFIG")
+	if kc == "" {
+		t.Skip("no real cluster: HANGAR_TEST_KUBECONFIG is unset (`make test-k8s` brings one up and sets it)")
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		t.Fatalf("load HANGAR_TEST_KUBECONFIG: %v", err)
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{kubeconfig: kc, kube: kube, hangarImage: defaultHangarImage, image: defaultSandboxImage}
+	if v := os.Getenv("HANGAR_TEST_K8S_HANGAR_IMAGE"); v != "" {
+		c.hangarImage = v
+	}
+	if v := os.Getenv("HANGAR_TEST_K8S_SANDBOX_IMAGE"); v != "" {
+		c.image = v
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	ns, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "hangar-test-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create a namespace: %v", err)
+	}
+	c.namespace = ns.Name
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+		defer cancel()
+		if err := kube.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete namespace %s: %v", ns.Name, err)
+		}
+	})
+	return c
+}
+
+// provider returns a provider over c (its namespace, images, instance), closed when the test
+// ends.
+func (c *cluster) provider(t *testing.T, instance, via string) *Provider {
+	t.Helper()
+	p, err := New(Config{Kubeconfig: c.kubeconfig, Namespace: c.namespace, Image: c.image, HangarImage: c.hangarImage,
+		Instance: instance, DaemonVia: via, ReadyTimeout: clusterTimeout})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// TestCluster runs the providers' suite against real pods, reaching their daemons both ways:
+// through the API server's port-forward and at their pod IPs (routed to the test cluster's
+// node). A second provider value stands for a restarted control plane.
+func TestCluster(t *testing.T) {
+	t.Parallel()
+	c := realCluster(t)
+	for _, via := range []string{DaemonViaPortForward, DaemonViaPodIP} {
+		t.Run(via, func(t *testing.T) {
+			t.Parallel()
+			instance := providertest.UniqueName("t")
+			providertest.Run(t, func(t *testing.T) provider.Provider { return c.provider(t, instance, via) },
+				providertest.Options{Daemon: true, NoDaemon: true, NoPause: true, DaemonURLPerProvider: via == DaemonViaPortForward})
+		})
+	}
+}
+
+// TestClusterDaemon: the init container installed hangar-envd with its install verb (hangar's
+// image has no cp), and a command started through the daemon streams its output as it runs.
+func TestClusterDaemon(t *testing.T) {
+	t.Parallel()
+	c := realCluster(t)
+	p := c.provider(t, providertest.UniqueName("t"), DaemonViaPortForward)
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	sb, err := p.Create(ctx, provider.Spec{Name: providertest.UniqueName("stream"), Daemon: true})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Destroy(context.Background(), sb); err != nil {
+			t.Errorf("Destroy: %v", err)
+		}
+	})
+	pod, err := c.kube.CoreV1().Pods(c.namespace).Get(ctx, sb.ID, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pod.Status.InitContainerStatuses) != 1 {
+		t.Fatalf("%d init container statuses, want 1", len(pod.Status.InitContainerStatuses))
+	}
+	init := pod.Status.InitContainerStatuses[0]
+	if term := init.State.Terminated; term == nil || term.ExitCode != 0 {
+		t.Errorf("init container %s (%s): %+v, want exited 0", init.Name, strings.Join(pod.Spec.InitContainers[0].Command, " "), init.State)
+	}
+
+	cli, err := envd.New(envd.Config{URL: sb.Daemon.URL, AccessToken: sb.Daemon.AccessToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	// The second line is written only once the first has been read through the stream: output
+	// arrives as it is written, not when the command ends.
+	st, err := cli.Start(ctx, envd.StartRequest{Cmd: "/bin/sh", Args: []string{"-c", "echo one; read -r line; echo $line"}, Stdin: true, Tag: "stream"})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer st.Close()
+	next := func(want envd.EventKind) envd.Event {
+		t.Helper()
+		ev, err := st.Next()
+		if err != nil || ev.Kind != want {
+			t.Fatalf("Next = %v %q, %v; want %v", ev.Kind, ev.Data, err, want)
+		}
+		return ev
+	}
+	if ev := next(envd.EventStdout); string(ev.Data) != "one\n" {
+		t.Fatalf("first output %q, want \"one\\n\"", ev.Data)
+	}
+	if err := cli.SendInput(ctx, envd.ByTag("stream"), []byte("two\n")); err != nil {
+		t.Fatalf("SendInput: %v", err)
+	}
+	if ev := next(envd.EventStdout); string(ev.Data) != "two\n" {
+		t.Fatalf("second output %q, want \"two\\n\"", ev.Data)
+	}
+	if ev := next(envd.EventEnd); ev.Exit.Code != 0 {
+		t.Errorf("end %+v, want exit 0", ev.Exit)
+	}
+}
