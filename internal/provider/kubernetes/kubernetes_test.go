@@ -425,3 +425,18 @@ func TestEnvScript(t *testing.T) {
 		t.Errorf("output %q, want %q", out, want)
 	}
 }
+
+func TestNewDaemonVia(t *testing.T) {
+	t.Parallel()
+	_, err := New(Config{DaemonVia: "tunnel"})
+	if err == nil || !strings.Contains(err.Error(), `"tunnel" is neither "pod-ip" nor "port-forward"`) {
+		t.Errorf("New(DaemonVia tunnel) error = %v, want it named and the two modes listed", err)
+	}
+	// Without a cluster connection (the fake clientset's tests), a port-forward cannot be made:
+	// the sandbox comes back without a daemon URL rather than with a wrong one.
+	p := newTestProvider(nil, func(c *Config) { c.DaemonVia = DaemonViaPortForward })
+	if _, err := p.startForward(context.Background(), &corev1.Pod{}, 0); !errors.Is(err, provider.ErrUnsupported) {
+		t.Errorf("startForward without a cluster connection: %v, want ErrUnsupported", err)
+	}
+	p.Close()
+}
