@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"path"
 	"slices"
 	"strconv"
@@ -104,6 +105,8 @@ type Provider struct {
 	rest *rest.Config // nil in tests with a fake clientset: no exec then
 	log  *slog.Logger
 
+	http *http.Client // the clientset's, whose idle connections Close closes; nil in tests
+
 	fwdMu     sync.Mutex
 	fwd       map[string]*forward // by pod name (DaemonViaPortForward)
 	fwdClosed bool
@@ -129,11 +132,17 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load kubernetes config: %w", err)
 	}
-	kube, err := kubernetes.NewForConfig(rc)
+	hc, err := rest.HTTPClientFor(rc)
 	if err != nil {
 		return nil, fmt.Errorf("new kubernetes client: %w", err)
 	}
-	return newProvider(cfg, kube, rc), nil
+	kube, err := kubernetes.NewForConfigAndClient(rc, hc)
+	if err != nil {
+		return nil, fmt.Errorf("new kubernetes client: %w", err)
+	}
+	p := newProvider(cfg, kube, rc)
+	p.http = hc
+	return p, nil
 }
 
 // newProvider fills in cfg's defaults; tests call it with a fake clientset.

@@ -149,8 +149,8 @@ func (p *Provider) endForward(name string) {
 	}
 }
 
-// Close ends the provider's port-forwards (DaemonViaPortForward) and refuses new ones; with
-// DaemonViaPodIP it has nothing to do. The pods stay.
+// Close ends the provider's port-forwards (DaemonViaPortForward) and refuses new ones, and
+// closes its idle connections to the API server. The pods stay.
 func (p *Provider) Close() {
 	p.fwdMu.Lock()
 	p.fwdClosed = true
@@ -162,4 +162,7 @@ func (p *Provider) Close() {
 		wg.Go(f.close)
 	}
 	wg.Wait()
+	if p.http != nil {
+		p.http.CloseIdleConnections()
+	}
 }
