@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/httpstream"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
 
@@ -163,6 +164,6 @@ func (p *Provider) Close() {
 	}
 	wg.Wait()
 	if p.http != nil {
-		p.http.CloseIdleConnections()
+		utilnet.CloseIdleConnectionsFor(p.http.Transport) // through client-go's wrappers
 	}
 }
