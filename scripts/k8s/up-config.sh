@@ -10,7 +10,7 @@ network() {
 	k8s_in_ns ip addr add "$K8S_NODE_IP/$K8S_LINK_PREFIX" dev "$K8S_VETH_NODE"
 	k8s_in_ns ip link set "$K8S_VETH_NODE" up
 	k8s_in_ns ip link set lo up
-	k8s_in_ns ip route add default via "$K8S_HOST_IP"
+	# No default route: from the namespace, only this machine's end of the veth is reachable.
 	# The node forwards between its veth and the pods' bridge (this namespace's setting only).
 	k8s_in_ns sysctl -qw net.ipv4.ip_forward=1
 	ip route add "$K8S_POD_CIDR" via "$K8S_NODE_IP" dev "$K8S_VETH_HOST"

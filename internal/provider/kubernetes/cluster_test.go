@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -80,7 +81,7 @@ func realCluster(t *testing.T) *cluster {
 func (c *cluster) provider(t *testing.T, instance, via string) *Provider {
 	t.Helper()
 	p, err := New(Config{Kubeconfig: c.kubeconfig, Namespace: c.namespace, Image: c.image, HangarImage: c.hangarImage,
-		Instance: instance, DaemonVia: via, ReadyTimeout: clusterTimeout})
+		Instance: instance, DaemonVia: via, ReadyTimeout: clusterTimeout, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -121,6 +122,9 @@ func TestClusterDaemon(t *testing.T) {
 			t.Errorf("Destroy: %v", err)
 		}
 	})
+	if sb.Daemon == nil {
+		t.Fatalf("Create: no daemon in %+v", sb)
+	}
 	pod, err := c.kube.CoreV1().Pods(c.namespace).Get(ctx, sb.ID, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
