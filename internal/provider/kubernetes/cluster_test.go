@@ -10,7 +10,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hangar-dev/hangar/internal/envd"
@@ -48,10 +50,7 @@ func realCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatalf("load HANGAR_TEST_KUBECONFIG: %v", err)
 	}
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kube := testClient(t, rc)
 	c := &cluster{kubeconfig: kc, kube: kube, hangarImage: defaultHangarImage, image: defaultSandboxImage}
 	if v := os.Getenv("HANGAR_TEST_K8S_HANGAR_IMAGE"); v != "" {
 		c.hangarImage = v
@@ -74,6 +73,22 @@ func realCluster(t *testing.T) *cluster {
 		}
 	})
 	return c
+}
+
+// testClient is a clientset over rc whose idle connections are closed when the test ends (runs
+// last of its cleanups), so that none outlives the tests (goleak).
+func testClient(t *testing.T, rc *rest.Config) kubernetes.Interface {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
+	kube, err := kubernetes.NewForConfigAndClient(rc, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kube
 }
 
 // provider returns a provider over c (its namespace, images, instance), closed when the test

@@ -1,12 +1,15 @@
 package kubernetes
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"path"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,9 +63,9 @@ func (p *Provider) Exec(ctx context.Context, sb provider.Sandbox, req provider.E
 		runCtx, cancel = context.WithTimeout(ctx, req.Timeout)
 		defer cancel()
 	}
-	var stdout, stderr provider.TailBuffer
+	var stdout, stderr lockedTail
 	err = p.stream(runCtx, pod, argv, &stdout, &stderr)
-	res := provider.ExecResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	res := provider.ExecResult{Stdout: stdout.take(), Stderr: stderr.take()}
 	if runCtx.Err() != nil {
 		p.kill(pod, marker)
 		if ctx.Err() != nil {
@@ -83,7 +86,7 @@ func (p *Provider) Exec(ctx context.Context, sb provider.Sandbox, req provider.E
 }
 
 // stream runs argv in the pod's sandbox container, its output into stdout and stderr.
-func (p *Provider) stream(ctx context.Context, pod *corev1.Pod, argv []string, stdout, stderr *provider.TailBuffer) error {
+func (p *Provider) stream(ctx context.Context, pod *corev1.Pod, argv []string, stdout, stderr io.Writer) error {
 	req := p.kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(pod.Namespace).Name(pod.Name).
 		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
 		Container: containerName,
@@ -112,9 +115,34 @@ func (p *Provider) stream(ctx context.Context, pod *corev1.Pod, argv []string, s
 func (p *Provider) kill(pod *corev1.Pod, marker string) {
 	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
 	defer cancel()
-	var out, errOut provider.TailBuffer
+	var out, errOut lockedTail
 	argv := []string{"/bin/sh", "-c", provider.KillMarkedScript, "hangar-kill", marker}
 	if err := p.stream(ctx, pod, argv, &out, &errOut); err != nil {
-		p.log.Error("kill timed-out exec", "pod", pod.Name, "err", err, "stderr", string(errOut.Bytes()))
+		p.log.Error("kill timed-out exec", "pod", pod.Name, "err", err, "stderr", string(errOut.take()))
 	}
+}
+
+// lockedTail is a TailBuffer for a stream's output. remotecommand's StreamWithContext returns
+// when its context ends without waiting for the goroutines that copy the output, which may
+// still write: take stops them writing and returns a copy of what was kept.
+type lockedTail struct {
+	mu    sync.Mutex
+	buf   provider.TailBuffer
+	taken bool
+}
+
+func (l *lockedTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.taken {
+		return len(p), nil
+	}
+	return l.buf.Write(p)
+}
+
+func (l *lockedTail) take() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.taken = true
+	return bytes.Clone(l.buf.Bytes())
 }

@@ -324,13 +324,16 @@ func (p *Provider) ownSecret(ctx context.Context, pod *corev1.Pod) {
 func (p *Provider) cleanup(sandbox, name string, daemon bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := p.delete(ctx, name, daemon); err != nil && !errors.Is(err, provider.ErrNotFound) {
+	if err := p.delete(ctx, name, daemon, 0); err != nil && !errors.Is(err, provider.ErrNotFound) {
 		p.log.Error("delete pod after failed create", "sandbox", sandbox, "pod", name, "err", err)
 	}
 }
 
-func (p *Provider) delete(ctx context.Context, name string, daemon bool) error {
-	err := p.kube.CoreV1().Pods(p.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr[int64](0)})
+// delete deletes the pod name (and its Secret, with a daemon) after a grace period of grace
+// seconds: 0 removes the object at once, while the kubelet may still be stopping its
+// containers.
+func (p *Provider) delete(ctx context.Context, name string, daemon bool, grace int64) error {
+	err := p.kube.CoreV1().Pods(p.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr(grace)})
 	if daemon {
 		if serr := p.kube.CoreV1().Secrets(p.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); serr != nil && !apierrors.IsNotFound(serr) && err == nil {
 			err = serr
@@ -508,18 +511,61 @@ func (p *Provider) List(ctx context.Context) ([]provider.Sandbox, error) {
 	return out, nil
 }
 
-// Destroy deletes the sandbox's pod (at once, no grace period) and its token's Secret.
+// Destroy deletes the sandbox's pod and its token's Secret, and returns once the pod is gone:
+// its containers stopped (SIGTERM, SIGKILL a second later), so its daemon no longer answers.
+// (A grace period of 0 would remove the pod from the API at once, its containers still
+// running for a while.)
 func (p *Provider) Destroy(ctx context.Context, sb provider.Sandbox) error {
 	pod, err := p.pod(ctx, sb)
 	if err != nil {
 		return fmt.Errorf("destroy sandbox %s: %w", sb.Name, err)
 	}
 	p.endForward(pod.Name)
-	if err := p.delete(ctx, pod.Name, pod.Labels[labelDaemon] == "true"); err != nil {
+	if err := p.delete(ctx, pod.Name, pod.Labels[labelDaemon] == "true", 1); err != nil {
+		return fmt.Errorf("destroy sandbox %s: %w", sb.Name, err)
+	}
+	if err := p.waitGone(ctx, pod); err != nil {
 		return fmt.Errorf("destroy sandbox %s: %w", sb.Name, err)
 	}
 	return nil
 }
+
+// waitGone watches pod until it is deleted (or another pod has its name).
+func (p *Provider) waitGone(ctx context.Context, pod *corev1.Pod) error {
+	pods := p.kube.CoreV1().Pods(p.cfg.Namespace)
+	for {
+		// Watch first, then get: a deletion between the two is then seen either way.
+		w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod.Name})
+		if err != nil {
+			return fmt.Errorf("watch pod %s: %w", pod.Name, apiErr(err))
+		}
+		cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		gone := apierrors.IsNotFound(err) || (err == nil && cur.UID != pod.UID)
+		for !gone && err == nil {
+			select {
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					err = errWatchEnded
+				} else if ev.Type == watch.Deleted {
+					gone = true
+				}
+			case <-ctx.Done():
+				err = fmt.Errorf("pod %s still stopping: %w", pod.Name, ctx.Err())
+			}
+		}
+		w.Stop()
+		switch {
+		case gone:
+			return nil
+		case errors.Is(err, errWatchEnded):
+			continue // a server timeout: watch again
+		case err != nil:
+			return fmt.Errorf("wait for pod %s to go: %w", pod.Name, apiErr(err))
+		}
+	}
+}
+
+var errWatchEnded = errors.New("the watch ended")
 
 // Pause is not possible: a pod cannot be frozen.
 func (p *Provider) Pause(context.Context, provider.Sandbox) (provider.Sandbox, error) {

@@ -7,7 +7,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hangar-dev/hangar/internal/provider"
@@ -30,9 +29,7 @@ func TestClusterChartRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.kube, err = kubernetes.NewForConfig(rc); err != nil {
-		t.Fatal(err)
-	}
+	c.kube = testClient(t, rc)
 
 	t.Run("suite", func(t *testing.T) {
 		instance := providertest.UniqueName("rbac")
