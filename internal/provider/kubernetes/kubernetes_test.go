@@ -16,7 +16,12 @@ import (
 	"github.com/hangar-dev/hangar/internal/provider"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// client-go's websocket exec keeps a heartbeat goroutine after an exec ended by its context (a
+// timed-out Exec, on a real cluster): it sees the closed connection at its next ping, within
+// 5 s (remotecommand's pingPeriod), and returns. Anything else left over fails the tests.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("k8s.io/client-go/tools/remotecommand.(*heartbeat).start"))
+}
 
 const (
 	testTimeout = 30 * time.Second
