@@ -206,13 +206,43 @@ function inbox(items) {
     ...items.map((it) => {
       const li = document.createElement("li");
       li.className = "inbox-" + it.kind;
+      li.dataset.id = it.id;
       const t = document.createElement("time");
       t.textContent = when(it.at);
-      li.append(t, " " + it.text);
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "dismiss";
+      b.textContent = "Dismiss";
+      b.setAttribute("aria-label", "Dismiss: " + it.text);
+      b.addEventListener("click", () => dismiss(it, li, b));
+      li.append(t, " " + it.text + " ", b);
       return li;
     }),
   );
   $("no-inbox").hidden = items.length > 0;
+}
+
+// dismiss takes an item out of the inbox for good; the stream's next inbox event agrees.
+async function dismiss(it, li, b) {
+  b.disabled = true;
+  let r;
+  try {
+    r = await fetch("/api/fleet/inbox/" + encodeURIComponent(it.id), { method: "DELETE", headers: headers() });
+  } catch {
+    b.disabled = false;
+    setStatus("hangar is unreachable: the item was not dismissed.", "error");
+    return;
+  }
+  if (r.status === 401) return signOut(await errorText(r));
+  if (!r.ok && r.status !== 404) {
+    b.disabled = false;
+    setStatus("Not dismissed: " + (await errorText(r)), "error");
+    return;
+  }
+  const next = li.nextElementSibling || li.previousElementSibling;
+  li.remove();
+  $("no-inbox").hidden = $("inbox").children.length > 0;
+  if (next) next.querySelector("button").focus();
 }
 
 function summary(s) {
