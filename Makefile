@@ -47,12 +47,14 @@ generate:
 	scripts/generate.sh
 
 # Stream latency and scale, written to bench/results and the table in bench/README.md; then
-# the daemon's footprint and wire speed, hangar-envd beside the daemon before it (envd section).
+# the daemon's footprint and wire speed, hangar-envd beside the daemon before it (envd section);
+# file watches; the Fleet page with 200 agents in headless Chromium (needs chromium).
 bench:
 	$(GO) run ./scripts/bench/streams
 	$(GO) run ./scripts/bench/turns
 	$(GO) run ./scripts/bench/envd
 	$(GO) run ./scripts/bench/watch
+	$(GO) run ./scripts/bench/fleet
 
 clean:
 	rm -rf bin
