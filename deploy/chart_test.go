@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -73,15 +74,21 @@ func helm(t *testing.T, args ...string) (string, error) {
 	return out.String(), nil
 }
 
-// render runs helm template with the value file of set ("" for the defaults) and extra args,
+// rendered keeps each value set's manifests: the tests read them, never change them.
+var rendered sync.Map // set name -> []object
+
+// render runs helm template with the value file of set ("" for the defaults), once per set,
 // and parses what it prints, the test hook included.
-func render(t *testing.T, set string, args ...string) []object {
+func render(t *testing.T, set string) []object {
 	t.Helper()
+	if objs, ok := rendered.Load(set); ok {
+		return objs.([]object)
+	}
 	a := []string{"template", "rt", chartDir, "--namespace", "hangar"}
 	if set != "" {
 		a = append(a, "-f", filepath.Join("testdata", "values-"+set+".yaml"))
 	}
-	out, err := helm(t, append(a, args...)...)
+	out, err := helm(t, a...)
 	if err != nil {
 		t.Fatalf("helm template (%s): %v", set, err)
 	}
@@ -101,6 +108,7 @@ func render(t *testing.T, set string, args ...string) []object {
 	if len(objs) == 0 {
 		t.Fatalf("helm template (%s) rendered nothing", set)
 	}
+	rendered.Store(set, objs)
 	return objs
 }
 

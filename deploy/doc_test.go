@@ -7,7 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // repoRoot is the repository's top directory (this package is deploy/).
 func repoRoot(t *testing.T) string {
