@@ -336,6 +336,9 @@ func TestChartValueSets(t *testing.T) {
 		}
 		var cm corev1.ConfigMap
 		ofKind(objs, "ConfigMap")[0].into(t, &cm)
+		if cm.Data["HANGAR_LOCAL_PROVIDER"] != "false" {
+			t.Errorf("the chart offers the local provider: its sandboxes would run in hangar's pod")
+		}
 		if cm.Data["HANGAR_STREAM_MAX_TOTAL"] != "1024" || cm.Data["HANGAR_STREAM_TURN_LOGS"] != "false" || cm.Data["HANGAR_LOG_LEVEL"] != "debug" {
 			t.Errorf("config did not become HANGAR_* settings: %v", cm.Data)
 		}
@@ -390,6 +393,7 @@ func TestChartRefuses(t *testing.T) {
 		{"secret.hangarSecret=short", "secret"},
 		{"replicaCount=2", "replicaCount > 1 needs PostgreSQL"},
 		{"gateway.enabled=true", "gateway.enabled needs gateway.parentRefs"},
+		{"kubernetes.enabled=false", "set config.default-provider"},
 	}
 	for _, c := range cases {
 		_, err := helm(t, "template", "rt", chartDir, "--set", c.set)
