@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/yaml"
@@ -143,6 +144,42 @@ func TestChartLint(t *testing.T) {
 			t.Errorf("helm lint (%q): %v\n%s", set, err, out)
 		}
 	}
+}
+
+// typed are the Kubernetes kinds the chart renders, each checked field by field against its Go
+// type: a misspelt field (readinesProbe) would otherwise be dropped by the API server, or
+// refused only at install.
+var typed = map[string]func() any{
+	"Deployment": func() any { return &appsv1.Deployment{} }, "Service": func() any { return &corev1.Service{} },
+	"ServiceAccount": func() any { return &corev1.ServiceAccount{} }, "ConfigMap": func() any { return &corev1.ConfigMap{} },
+	"Secret": func() any { return &corev1.Secret{} }, "Pod": func() any { return &corev1.Pod{} },
+	"Namespace": func() any { return &corev1.Namespace{} }, "PersistentVolumeClaim": func() any { return &corev1.PersistentVolumeClaim{} },
+	"Role": func() any { return &rbacv1.Role{} }, "RoleBinding": func() any { return &rbacv1.RoleBinding{} },
+	"NetworkPolicy": func() any { return &networkingv1.NetworkPolicy{} }, "Ingress": func() any { return &networkingv1.Ingress{} },
+	"PodDisruptionBudget": func() any { return &policyv1.PodDisruptionBudget{} },
+}
+
+// crds are the kinds of other projects' CustomResourceDefinitions the chart may render.
+var crds = []string{"HTTPRoute", "ServiceMonitor", "BackendConfig", "GCPBackendPolicy", "HealthCheckPolicy"}
+
+func TestChartManifestsAreValid(t *testing.T) {
+	eachSet(t, func(t *testing.T, _ string, objs []object) {
+		for _, o := range objs {
+			newObj, ok := typed[o.kind()]
+			if !ok {
+				if !slices.Contains(crds, o.kind()) {
+					t.Errorf("%s %s: a kind this test does not know", o.kind(), o.name())
+				}
+				continue
+			}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o, newObj(), true); err != nil {
+				t.Errorf("%s %s: %v", o.kind(), o.name(), err)
+			}
+			if o.namespace() == "" && o.kind() != "Namespace" {
+				t.Errorf("%s %s has no namespace", o.kind(), o.name())
+			}
+		}
+	})
 }
 
 // checkContainer holds a container to the chart's rules; probes are asked of long-running
@@ -336,6 +373,9 @@ func TestChartValueSets(t *testing.T) {
 		}
 		var cm corev1.ConfigMap
 		ofKind(objs, "ConfigMap")[0].into(t, &cm)
+		if cm.Data["HANGAR_LOCAL_PROVIDER"] != "false" {
+			t.Errorf("the chart offers the local provider: its sandboxes would run in hangar's pod")
+		}
 		if cm.Data["HANGAR_STREAM_MAX_TOTAL"] != "1024" || cm.Data["HANGAR_STREAM_TURN_LOGS"] != "false" || cm.Data["HANGAR_LOG_LEVEL"] != "debug" {
 			t.Errorf("config did not become HANGAR_* settings: %v", cm.Data)
 		}
@@ -344,6 +384,11 @@ func TestChartValueSets(t *testing.T) {
 		objs := render(t, "servicemonitor")
 		if len(ofKind(objs, "ServiceMonitor")) != 1 || len(ofKind(objs, "PersistentVolumeClaim")) != 1 || len(ofKind(objs, "BackendConfig")) != 1 {
 			t.Fatalf("want a ServiceMonitor, a PersistentVolumeClaim and a BackendConfig")
+		}
+		var d appsv1.Deployment
+		ofKind(objs, "Deployment")[0].into(t, &d)
+		if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+			t.Errorf("SQLite on a claim rolls with %q: two pods would open one database", d.Spec.Strategy.Type)
 		}
 	})
 	t.Run("existing-secret", func(t *testing.T) {
@@ -390,6 +435,7 @@ func TestChartRefuses(t *testing.T) {
 		{"secret.hangarSecret=short", "secret"},
 		{"replicaCount=2", "replicaCount > 1 needs PostgreSQL"},
 		{"gateway.enabled=true", "gateway.enabled needs gateway.parentRefs"},
+		{"kubernetes.enabled=false", "set config.default-provider"},
 	}
 	for _, c := range cases {
 		_, err := helm(t, "template", "rt", chartDir, "--set", c.set)
@@ -408,6 +454,8 @@ func TestChartConfigKeysAreSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The settings of `hangar serve`: the page's sections before `hangar health`'s.
+	doc, _, _ = bytes.Cut(doc, []byte("\n## hangar health"))
 	var flags []string
 	for _, m := range regexp.MustCompile("(?m)^\\| `HANGAR_[A-Z0-9_]+` \\| `--([a-z0-9-]+)`").FindAllSubmatch(doc, -1) {
 		flags = append(flags, string(m[1]))

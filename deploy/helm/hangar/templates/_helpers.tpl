@@ -76,6 +76,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and .Values.secret.adminToken (lt (len .Values.secret.adminToken) 32) }}
 {{- fail "secret.adminToken must be at least 32 characters" }}
 {{- end }}
+{{- if and (not .Values.kubernetes.enabled) (not (hasKey .Values.config "default-provider")) }}
+{{- fail "kubernetes.enabled is false: set config.default-provider (e2b, with secret.e2bApiKey)" }}
+{{- end }}
 {{- if and .Values.gateway.enabled (not .Values.gateway.parentRefs) }}
 {{- fail "gateway.enabled needs gateway.parentRefs: the Gateway(s) the HTTPRoute attaches to" }}
 {{- end }}
