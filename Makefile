@@ -47,12 +47,14 @@ generate:
 	scripts/generate.sh
 
 # Stream latency and scale, written to bench/results and the table in bench/README.md; then
-# the daemon's footprint and wire speed, hangar-envd beside the daemon before it (envd section).
+# the daemon's footprint and wire speed, hangar-envd beside the daemon before it (envd section);
+# file watches; the Fleet page with 200 agents in headless Chromium (needs chromium).
 bench:
 	$(GO) run ./scripts/bench/streams
 	$(GO) run ./scripts/bench/turns
 	$(GO) run ./scripts/bench/envd
 	$(GO) run ./scripts/bench/watch
+	$(GO) run ./scripts/bench/fleet
 
 clean:
 	rm -rf bin
@@ -68,6 +70,36 @@ conformance:
 .PHONY: e2b-compat
 e2b-compat:
 	scripts/e2bcompat/run.sh
+
+# The image hangar:dev (Dockerfile: FROM scratch, so the local engine builds it without pulls),
+# from `make build`'s static binaries and this machine's CA bundle, put in .cache/image first.
+IMAGE ?= hangar:dev
+.PHONY: image image-check
+image: build
+	rm -rf .cache/image && mkdir -p .cache/image/data
+	cp $(BIN) $(ENVD_BIN) /etc/ssl/certs/ca-certificates.crt .cache/image/
+	docker build -q -f Dockerfile -t $(IMAGE) .cache/image
+
+# Runs `hangar serve` from the image as the chart runs it (read-only root, /data on a tmpfs,
+# published on 127.0.0.1 only) and checks /readyz and the image's HEALTHCHECK.
+image-check: image
+	scripts/image-check.sh $(IMAGE)
+
+# helm and promtool built from the Go proxy into .cache/tools (skipped when there).
+.PHONY: tools chart-check rules-check
+tools:
+	scripts/tools
+
+# helm lint and helm template over deploy/testdata's value sets, the rendered manifests checked,
+# and the dashboard and rules against hangar's metrics (./deploy's tests; `make test` runs them
+# too, skipping them when .cache/tools/helm is absent).
+chart-check: tools
+	$(GO) test -count=1 ./deploy/...
+
+# promtool check rules and test rules over deploy/prometheus.
+rules-check: tools
+	.cache/tools/promtool check rules deploy/prometheus/hangar-rules.yaml
+	.cache/tools/promtool test rules deploy/prometheus/hangar-rules.test.yaml
 
 # The Kubernetes provider's tests against a real one-node cluster (scripts/k8s: as root, in a
 # network namespace of its own; the binaries are built from the Go proxy on first use, about 14

@@ -29,6 +29,7 @@ func verbs() []sandboxcmd.Verb {
 		}},
 		sandboxcmd.InstallVerb("hangar"),
 		{Name: "version", Summary: "print hangar's version", Run: runVersion},
+		{Name: "health", Summary: "exit 0 if the hangar serving on this machine is ready (GET /readyz), 1 if not: the image's HEALTHCHECK", Run: runHealth},
 	}
 }
 

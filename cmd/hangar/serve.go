@@ -100,7 +100,7 @@ func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, l
 	if err != nil {
 		return nil, nil, err
 	}
-	providers := map[string]provider.Provider{"local": loc, "docker": dock}
+	providers := map[string]provider.Provider{"docker": dock}
 	closers := []func(){func() { dock.Close() }}
 	closeAll := func() {
 		for _, c := range closers {
@@ -108,6 +108,11 @@ func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, l
 		}
 	}
 	unconfigured := map[string]string{}
+	if pc.Local {
+		providers["local"] = loc
+	} else {
+		unconfigured["local"] = "this hangar turned it off (HANGAR_LOCAL_PROVIDER=false): its sandboxes would run commands inside the control plane"
+	}
 	if pc.K8sNamespace != "" {
 		k8s, err := kubernetes.New(kubernetes.Config{Kubeconfig: pc.K8sKubeconfig, Namespace: pc.K8sNamespace, Image: pc.K8sImage,
 			HangarImage: pc.K8sHangarImage, DaemonVia: pc.K8sDaemonVia, Logger: log})
@@ -136,7 +141,9 @@ func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, l
 		closeAll()
 		return nil, nil, fmt.Errorf("HANGAR_DEFAULT_PROVIDER=%s, but that provider is not set up: %s", pc.Default, unconfigured[pc.Default])
 	}
-	log.Warn("the local provider isolates nothing: its sandboxes are folders under the data dir, and their commands run as this user on this machine", "dir", filepath.Join(cfg.DataDir, "sandboxes"))
+	if pc.Local {
+		log.Warn("the local provider isolates nothing: its sandboxes are folders under the data dir, and their commands run as this user on this machine (HANGAR_LOCAL_PROVIDER=false turns it off)", "dir", filepath.Join(cfg.DataDir, "sandboxes"))
+	}
 	m := sandbox.New(sandbox.Config{Store: st, Streams: streams, Providers: providers, Unconfigured: unconfigured, Default: pc.Default, Logger: log})
 	return m, func() { m.Close(); closeAll() }, nil
 }

@@ -699,3 +699,32 @@ func TestEndedProcessNeverAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLocalProviderOff: with HANGAR_LOCAL_PROVIDER=false (the Helm chart's setting) a request
+// for a local sandbox is refused with the variable that turns it on, and a default provider of
+// local stops start-up.
+func TestLocalProviderOff(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Providers.Local = false
+	cfg.Providers.Default = "docker"
+	ts := startServe(t, cfg)
+	code, body := ts.api(t, "POST", "/api/sandboxes", adminToken(t, ts), `{"name": "here", "provider": "local"}`)
+	if msg, _ := json.Marshal(body); code != http.StatusBadRequest || !strings.Contains(string(msg), "HANGAR_LOCAL_PROVIDER") {
+		t.Fatalf("create a local sandbox with the provider off = %d %s, want 400 naming HANGAR_LOCAL_PROVIDER", code, msg)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, "sandboxes", "here")); err == nil {
+		t.Errorf("the refused local sandbox has a folder")
+	}
+
+	cfg = testConfig(t)
+	cfg.Providers.Local = false
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut syncBuffer
+	err = serve(context.Background(), cfg, ln, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "HANGAR_DEFAULT_PROVIDER=local") || !strings.Contains(err.Error(), "HANGAR_LOCAL_PROVIDER=false") {
+		t.Fatalf("serve with the default provider turned off: %v", err)
+	}
+}

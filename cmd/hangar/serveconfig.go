@@ -37,6 +37,7 @@ func serveSettings(c *config.Config) []setting {
 		{"stream-turn-logs", "BOOL", "follow running turns' logs through the daemon (false: polling only)", boolValue{&c.Turns.FollowLogs}},
 		{"event-retention-days", "N", "how long sessions' and jobs' events are kept (0: kept for good)", intValue{&c.Turns.EventRetentionDays, 0, 36500}},
 		{"default-provider", "NAME", "the provider of a sandbox whose request names none: local, docker, kubernetes or e2b", stringValue{&c.Providers.Default, oneOf("local", "docker", "kubernetes", "e2b")}},
+		{"local-provider", "BOOL", "offer the local provider, whose sandboxes run commands as this user on this machine and isolate nothing (false in a shared deployment)", boolValue{&c.Providers.Local}},
 		{"daemon-binary", "FILE", "the static hangar-envd that sandboxes run as their daemon and turn harness (default: hangar-envd beside this executable, else this executable)", stringValue{&c.Providers.DaemonBinary, nonEmpty}},
 		{"docker-host", "URL", "the Docker engine's address", stringValue{&c.Providers.DockerHost, dockerHost}},
 		{"docker-image", "IMAGE", "the image of a docker sandbox whose request names none (never pulled)", stringValue{&c.Providers.DockerImage, nonEmpty}},

@@ -50,11 +50,15 @@ type MCP struct {
 	SessionsPerToken int
 }
 
-// Providers configures where sandboxes live. local and docker are always offered; kubernetes
+// Providers configures where sandboxes live. local (unless Local is false) and docker are always offered; kubernetes
 // when K8sNamespace is set, e2b when E2BAPIKey is set.
 type Providers struct {
 	// Default is the provider of a sandbox whose request names none. Default local.
 	Default string
+	// Local offers the local provider, whose sandboxes are folders on this machine running
+	// commands as this user: they isolate nothing, so a shared deployment (the Helm chart)
+	// turns it off. Default true.
+	Local bool
 	// DaemonBinary is hangar-envd, run as local sandboxes' daemon and mounted into docker
 	// sandboxes (so it must be static: make build makes it so), the turn harness too. Default
 	// "": hangar-envd beside this executable, else this executable (its envd and harness verbs).
@@ -154,6 +158,7 @@ func Default() Config {
 		MCP: MCP{SessionIdleSeconds: 1800, SessionsPerToken: 32},
 		Providers: Providers{
 			Default:      "local",
+			Local:        true,
 			DockerHost:   "unix:///var/run/docker.sock",
 			DockerImage:  "ubuntu:24.04",
 			K8sImage:     "ubuntu:24.04",

@@ -64,9 +64,8 @@ type Config struct {
 
 // Service serves fleets. It is safe for concurrent use.
 type Service struct {
-	cfg     Config
-	log     *slog.Logger
-	tickets tickets
+	cfg Config
+	log *slog.Logger
 
 	mu     sync.Mutex // guards feeds, caches and closed
 	feeds  map[string]*feed
@@ -98,8 +97,7 @@ func New(cfg Config) *Service {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Service{cfg: cfg, log: cfg.Logger, tickets: tickets{clock: cfg.Clock, ttl: cfg.TicketTTL, m: map[string]ticket{}, n: map[string]int{}},
-		feeds: map[string]*feed{}, caches: map[string]*cache{}, ctx: ctx, cancel: cancel}
+	return &Service{cfg: cfg, log: cfg.Logger, feeds: map[string]*feed{}, caches: map[string]*cache{}, ctx: ctx, cancel: cancel}
 }
 
 // Close stops the feeds; their streams end (shutdown).

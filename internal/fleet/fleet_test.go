@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -182,7 +183,7 @@ func TestWhoMaySee(t *testing.T) {
 		if _, err := e.s.Read(ctx, c.p, c.user); !errors.Is(err, ErrForbidden) {
 			t.Errorf("%s: %v, want ErrForbidden", name, err)
 		}
-		if _, err := e.s.IssueTicket(c.p); c.user == "" && !errors.Is(err, ErrForbidden) {
+		if _, err := e.s.IssueTicket(ctx, c.p); c.user == "" && !errors.Is(err, ErrForbidden) {
 			t.Errorf("%s asking for a ticket: %v, want ErrForbidden", name, err)
 		}
 	}
@@ -192,23 +193,23 @@ func TestWhoMaySee(t *testing.T) {
 func TestTickets(t *testing.T) {
 	e := newEnv(t, Config{TicketTTL: time.Minute})
 	ctx := context.Background()
-	tk, err := e.s.IssueTicket(admin)
+	tk, err := e.s.IssueTicket(ctx, admin)
 	if err != nil || !strings.HasPrefix(tk.Ticket, "hft_") {
 		t.Fatalf("ticket %+v, %v", tk, err)
 	}
-	p, err := e.s.RedeemTicket(tk.Ticket)
+	p, err := e.s.RedeemTicket(ctx, tk.Ticket)
 	if err != nil || p.TokenID != admin.TokenID || p.User != "root" || p.IsAdmin() {
 		t.Errorf("redeemed %+v, %v; want root's token, without admin", p, err)
 	}
-	if _, err := e.s.RedeemTicket(tk.Ticket); !errors.Is(err, ErrTicket) {
+	if _, err := e.s.RedeemTicket(ctx, tk.Ticket); !errors.Is(err, ErrTicket) {
 		t.Errorf("a second use: %v, want ErrTicket", err)
 	}
-	if _, err := e.s.RedeemTicket("hft_forged"); !errors.Is(err, ErrTicket) {
+	if _, err := e.s.RedeemTicket(ctx, "hft_forged"); !errors.Is(err, ErrTicket) {
 		t.Errorf("a forged ticket: %v, want ErrTicket", err)
 	}
-	late, _ := e.s.IssueTicket(ada)
+	late, _ := e.s.IssueTicket(ctx, ada)
 	e.clock.Advance(time.Minute).MustWait(ctx)
-	if _, err := e.s.RedeemTicket(late.Ticket); !errors.Is(err, ErrTicket) {
+	if _, err := e.s.RedeemTicket(ctx, late.Ticket); !errors.Is(err, ErrTicket) {
 		t.Errorf("a ticket a minute old: %v, want ErrTicket", err)
 	}
 }
@@ -346,7 +347,7 @@ func TestTicketsPerToken(t *testing.T) {
 	ctx := context.Background()
 	var first Ticket
 	for i := range maxTicketsPerToken {
-		tk, err := e.s.IssueTicket(ada)
+		tk, err := e.s.IssueTicket(ctx, ada)
 		if err != nil {
 			t.Fatalf("ticket %d: %v", i+1, err)
 		}
@@ -354,22 +355,102 @@ func TestTicketsPerToken(t *testing.T) {
 			first = tk
 		}
 	}
-	if _, err := e.s.IssueTicket(ada); !errors.Is(err, ErrTooManyTickets) {
+	if _, err := e.s.IssueTicket(ctx, ada); !errors.Is(err, ErrTooManyTickets) {
 		t.Fatalf("one ticket more: %v, want ErrTooManyTickets", err)
 	}
-	if _, err := e.s.IssueTicket(bob); err != nil {
+	if _, err := e.s.IssueTicket(ctx, bob); err != nil {
 		t.Errorf("another token's ticket: %v", err)
 	}
-	if _, err := e.s.RedeemTicket(first.Ticket); err != nil {
+	if _, err := e.s.RedeemTicket(ctx, first.Ticket); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.s.IssueTicket(ada); err != nil {
+	if _, err := e.s.IssueTicket(ctx, ada); err != nil {
 		t.Errorf("after using one: %v", err)
 	}
 	e.clock.Advance(time.Minute).MustWait(ctx)
 	for i := range maxTicketsPerToken {
-		if _, err := e.s.IssueTicket(ada); err != nil {
+		if _, err := e.s.IssueTicket(ctx, ada); err != nil {
 			t.Fatalf("after they expired, ticket %d: %v", i+1, err)
 		}
+	}
+}
+
+// replica is a second Service on e's store, as another `hangar serve` on one database is.
+func (e *env) replica(t *testing.T) *Service {
+	streams := stream.New(stream.Config{Clock: e.clock})
+	s := New(Config{Store: e.st, Streams: streams, Clock: e.clock})
+	t.Cleanup(func() { streams.Shutdown(); s.Close() })
+	return s
+}
+
+// TestTicketOnAnotherReplica: a ticket asked of one replica opens the stream on another, once.
+func TestTicketOnAnotherReplica(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	other := e.replica(t)
+	tk, err := e.s.IssueTicket(ctx, ada)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := other.RedeemTicket(ctx, tk.Ticket); err != nil || p.User != "ada" {
+		t.Fatalf("redeemed on the other replica: %+v, %v; want ada's", p, err)
+	}
+	if _, err := e.s.RedeemTicket(ctx, tk.Ticket); !errors.Is(err, ErrTicket) {
+		t.Fatalf("then on the first: %v, want ErrTicket (used)", err)
+	}
+}
+
+// TestDismiss: a person takes an item out of their own inbox for good, on every replica and in
+// the live stream; nobody dismisses another's item, and an unknown item is said to be so.
+func TestDismiss(t *testing.T) {
+	e := newEnv(t, Config{Poll: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	polls := e.clock.Trap().NewTimer("fleet", "poll")
+	defer polls.Close()
+	failed := e.session(t, "s3", "ada", "box", store.TurnFailed)
+	item := "turn_failed:" + failed.ID
+	st, err := e.s.Stream(ctx, ada, "", 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	polls.MustWait(ctx).MustRelease(ctx)
+	if items := next(t, st); len(items) != 1 || !strings.Contains(string(items[0].Data), item) {
+		t.Fatalf("snapshot %+v, want the failed turn in the inbox", items)
+	}
+
+	if err := e.s.Dismiss(ctx, bob, item); !errors.Is(err, ErrNoSuchItem) {
+		t.Errorf("bob dismissing ada's item: %v, want ErrNoSuchItem", err)
+	}
+	if err := e.s.Dismiss(ctx, jobs, item); !errors.Is(err, ErrForbidden) {
+		t.Errorf("a jobs token dismissing: %v, want ErrForbidden", err)
+	}
+	if err := e.s.Dismiss(ctx, ada, "turn_failed:nope"); !errors.Is(err, ErrNoSuchItem) {
+		t.Errorf("an unknown item: %v, want ErrNoSuchItem", err)
+	}
+	if err := e.s.Dismiss(ctx, ada, item); err != nil {
+		t.Fatalf("Dismiss: %v", err)
+	}
+	e.poll(ctx, t, polls)
+	items := next(t, st)
+	var events []string
+	for _, it := range items {
+		events = append(events, it.Event)
+	}
+	if strings.Join(events, ",") != "inbox,summary" || strings.Contains(string(items[0].Data), item) {
+		t.Fatalf("after the dismissal: %v %s, want an inbox without it, and the summary", events, items[0].Data)
+	}
+	for name, s := range map[string]*Service{"this replica": e.s, "another replica": e.replica(t)} {
+		f, err := s.Read(ctx, ada, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(f.Inbox, func(it InboxItem) bool { return it.ID == item }) || f.Summary.Inbox != len(f.Inbox) {
+			t.Errorf("%s still shows it: %+v (summary %d)", name, f.Inbox, f.Summary.Inbox)
+		}
+	}
+	if err := e.s.Dismiss(ctx, ada, item); !errors.Is(err, ErrNoSuchItem) {
+		t.Errorf("dismissing it again: %v, want ErrNoSuchItem", err)
 	}
 }

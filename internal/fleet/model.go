@@ -154,6 +154,9 @@ func (s *Service) build(ctx context.Context, user string) (Fleet, error) {
 	}
 	f.Inbox = append(f.Inbox, s.sandboxInbox(sbs, now)...)
 	f.Inbox = append(f.Inbox, s.processInbox(user, now)...)
+	if f.Inbox, err = s.undismissed(ctx, user, f.Inbox, now); err != nil {
+		return Fleet{}, err
+	}
 	sort.SliceStable(f.Agents, func(i, j int) bool {
 		return time.Time(f.Agents[i].StartedAt).After(time.Time(f.Agents[j].StartedAt))
 	})

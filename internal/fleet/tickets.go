@@ -1,52 +1,35 @@
 package fleet
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
+	"errors"
 	"fmt"
-	"sync"
-	"time"
-
-	"github.com/coder/quartz"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/store"
 )
 
 // ticketPrefix starts every ticket, so one is recognisable in a log or a URL.
 const ticketPrefix = "hft_"
 
-// tickets are one-time passes that let a browser open its person's fleet stream: an
-// EventSource cannot send an Authorization header. Only a hash of each is kept.
-type tickets struct {
-	clock quartz.Clock
-	ttl   time.Duration
+// maxTicketsPerToken bounds the tickets one token may hold unused: asking again and again
+// grows nothing.
+const maxTicketsPerToken = 8
 
-	mu sync.Mutex
-	m  map[string]ticket // by the ticket's hash
-	n  map[string]int    // live tickets per token id
-}
-
-// maxTicketsPerToken bounds the tickets one token may hold unused, and pruneAt the tickets
-// held in all before the expired ones are swept out: asking again and again grows nothing.
-const (
-	maxTicketsPerToken = 8
-	pruneAt            = 1024
-)
-
-type ticket struct {
-	p       auth.Principal // the person's token that asked, without its secret (hangar never has it)
-	expires time.Time
-}
-
-// Ticket is a ticket made for a browser.
+// Ticket is a ticket made for a browser: a one-time pass that lets it open its person's fleet
+// stream (an EventSource cannot send an Authorization header). Tickets are kept in the store,
+// only as a hash, so one asked of any replica opens the stream on any, once.
 type Ticket struct {
 	Ticket    string `json:"ticket"`
 	ExpiresAt Stamp  `json:"expires_at"`
 }
 
 // IssueTicket makes a ticket for p's own fleet, usable once within TicketTTL.
-func (s *Service) IssueTicket(p auth.Principal) (Ticket, error) {
+func (s *Service) IssueTicket(ctx context.Context, p auth.Principal) (Ticket, error) {
 	if _, err := whose(p, ""); err != nil {
 		return Ticket{}, err
 	}
@@ -55,61 +38,42 @@ func (s *Service) IssueTicket(p auth.Principal) (Ticket, error) {
 		return Ticket{}, fmt.Errorf("make a ticket: %w", err)
 	}
 	secret := ticketPrefix + base64.RawURLEncoding.EncodeToString(b)
-	t := &s.tickets
-	now := t.clock.Now()
-	expires := now.Add(t.ttl)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.m) >= pruneAt || t.n[p.TokenID] >= maxTicketsPerToken {
-		t.pruneLocked(now)
-	}
-	if t.n[p.TokenID] >= maxTicketsPerToken {
-		return Ticket{}, fmt.Errorf("%w: this token holds %d unused tickets, the most it may; use one, or wait %s for them to expire",
-			ErrTooManyTickets, maxTicketsPerToken, t.ttl)
-	}
-	t.n[p.TokenID]++
+	now := s.cfg.Clock.Now()
+	expires := now.Add(s.cfg.TicketTTL)
 	// Only what says who the person is: not a sandbox binding (whose refused those), not admin
-	// (a ticket shows its person's own fleet).
-	t.m[hashTicket(secret)] = ticket{p: auth.Principal{TokenID: p.TokenID, User: p.User, Scopes: []auth.Scope{auth.ScopeUser},
-		ExpiresAt: p.ExpiresAt, Static: p.Static}, expires: expires}
+	// (a ticket shows its person's own fleet), never the token's secret (hangar has none).
+	t := store.Ticket{Hash: hashTicket(secret), TokenID: p.TokenID, User: p.User, TokenExpiresAt: p.ExpiresAt,
+		Static: p.Static, ExpiresAt: expires}
+	err := s.cfg.Store.CreateTicket(ctx, t, maxTicketsPerToken, now)
+	if errors.Is(err, store.ErrLimit) {
+		// The expired ones no longer count; sweep them now and then, not on every ask.
+		if _, err := s.cfg.Store.DeleteExpiredTickets(ctx, now); err != nil {
+			s.log.Warn("fleet: sweeping expired tickets", "err", err)
+		}
+		return Ticket{}, fmt.Errorf("%w: this token holds %d unused tickets, the most it may; use one, or wait %s for them to expire",
+			ErrTooManyTickets, maxTicketsPerToken, s.cfg.TicketTTL)
+	}
+	if err != nil {
+		return Ticket{}, err
+	}
 	return Ticket{Ticket: secret, ExpiresAt: Stamp(expires)}, nil
 }
 
 // RedeemTicket uses a ticket up: it returns the principal it was made for, or ErrTicket. The
 // caller still checks that the principal's token is valid (it may have been revoked since).
-func (s *Service) RedeemTicket(secret string) (auth.Principal, error) {
-	t := &s.tickets
-	h := hashTicket(secret)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	tk, ok := t.m[h]
-	if ok {
-		delete(t.m, h)
-		t.forgetLocked(tk.p.TokenID)
-	}
-	if !ok || !t.clock.Now().Before(tk.expires) {
+func (s *Service) RedeemTicket(ctx context.Context, secret string) (auth.Principal, error) {
+	t, err := s.cfg.Store.RedeemTicket(ctx, hashTicket(secret), s.cfg.Clock.Now())
+	if errors.Is(err, store.ErrNotFound) {
 		return auth.Principal{}, ErrTicket
 	}
-	return tk.p, nil
-}
-
-// pruneLocked forgets the expired tickets.
-func (t *tickets) pruneLocked(now time.Time) {
-	for k, v := range t.m {
-		if !now.Before(v.expires) {
-			delete(t.m, k)
-			t.forgetLocked(v.p.TokenID)
-		}
+	if err != nil {
+		return auth.Principal{}, err
 	}
-}
-
-func (t *tickets) forgetLocked(tok string) {
-	if t.n[tok]--; t.n[tok] <= 0 {
-		delete(t.n, tok)
-	}
+	return auth.Principal{TokenID: t.TokenID, User: t.User, Scopes: []auth.Scope{auth.ScopeUser},
+		ExpiresAt: t.TokenExpiresAt, Static: t.Static}, nil
 }
 
 func hashTicket(secret string) string {
 	h := sha256.Sum256([]byte(secret))
-	return string(h[:])
+	return hex.EncodeToString(h[:])
 }

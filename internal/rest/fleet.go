@@ -2,8 +2,11 @@ package rest
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/hangar-dev/hangar/internal/problem"
 
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -15,6 +18,7 @@ func (a *api) fleetRoutes(r chi.Router) {
 	r.Get("/fleet", a.getFleet)
 	r.Get("/fleet/stream", a.fleetStream)
 	r.Post("/fleet/tickets", a.fleetTicket)
+	r.Delete("/fleet/inbox/{item}", a.dismissInbox)
 }
 
 // getFleet is GET /api/fleet[?user=]: a person's agents, inbox and summary (another person's
@@ -40,10 +44,26 @@ func (a *api) fleetStream(w http.ResponseWriter, r *http.Request) {
 // fleetTicket is POST /api/fleet/tickets: a one-time ticket, valid for a minute, that opens
 // the caller's own fleet stream from a browser (GET /api/fleet/stream?ticket=...).
 func (a *api) fleetTicket(w http.ResponseWriter, r *http.Request) {
-	t, err := a.Fleet.IssueTicket(principal(r))
+	t, err := a.Fleet.IssueTicket(r.Context(), principal(r))
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, t)
+}
+
+// dismissInbox is DELETE /api/fleet/inbox/{item}: the item leaves the caller's own inbox for
+// good (204), on every replica and in every later read.
+func (a *api) dismissInbox(w http.ResponseWriter, r *http.Request) {
+	// chi gives the segment as sent: a browser escapes the id's colons (%3A).
+	item, err := url.PathUnescape(chi.URLParam(r, "item"))
+	if err != nil {
+		a.writeError(w, r, problem.New(problem.CodeBadRequest, "The inbox item's id is not a valid path segment.", err))
+		return
+	}
+	if err := a.Fleet.Dismiss(r.Context(), principal(r), item); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

@@ -1,6 +1,7 @@
 package rest_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -107,4 +108,54 @@ func snapJSON(ev sseEvent) string {
 		b.WriteString(`"name":"` + a.(map[string]any)["name"].(string) + `",`)
 	}
 	return b.String()
+}
+
+// failedProcess starts a process that exits 3 in sandbox and returns its id once it has ended:
+// an item in its person's inbox.
+func (e *env) failedProcess(t *testing.T, tok, sandbox string) string {
+	t.Helper()
+	id := e.startProcess(t, tok, sandbox, "exit 3")
+	s, r := e.attach(t, tok, sandbox, id, "", "")
+	if s == nil {
+		t.Fatalf("attach %s = %d %s", id, r.status, r.raw)
+	}
+	for {
+		ev, err := s.next()
+		if err != nil {
+			t.Fatalf("waiting for %s to end: %v", id, err)
+		}
+		if ev.name == "end" {
+			return id
+		}
+	}
+}
+
+// TestDismissOverHTTP: DELETE /api/fleet/inbox/{item} takes the item out of the person's inbox
+// for good; a second time, or an item that is not there, is a 404 that says why.
+func TestDismissOverHTTP(t *testing.T) {
+	e := newEnv(t)
+	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
+	e.sandbox(t, ada, "box", "")
+	item := "process_failed:" + e.failedProcess(t, ada, "box")
+	inbox := func() string {
+		r := e.do(t, "GET", "/api/fleet", ada, "")
+		if r.status != http.StatusOK {
+			t.Fatalf("GET /api/fleet = %d %s", r.status, r.raw)
+		}
+		b, _ := json.Marshal(r.body["inbox"])
+		return string(b)
+	}
+	if got := inbox(); !strings.Contains(got, item) {
+		t.Fatalf("inbox %s, want %s in it", got, item)
+	}
+	// As a browser sends it: encodeURIComponent escapes the id's colon.
+	if r := e.do(t, "DELETE", "/api/fleet/inbox/"+strings.ReplaceAll(item, ":", "%3A"), ada, ""); r.status != http.StatusNoContent {
+		t.Fatalf("DELETE /api/fleet/inbox/%s = %d %s, want 204", item, r.status, r.raw)
+	}
+	if got := inbox(); strings.Contains(got, item) {
+		t.Errorf("inbox after the dismissal %s, want it gone", got)
+	}
+	if r := e.do(t, "DELETE", "/api/fleet/inbox/"+item, ada, ""); r.status != http.StatusNotFound || !strings.Contains(r.raw, "not in your inbox") {
+		t.Errorf("dismissing it again = %d %s, want 404 saying it is not in the inbox", r.status, r.raw)
+	}
 }

@@ -133,6 +133,7 @@ var matrix = []row{
 	{"GET /api/fleet?user=ada", restList("GET /api/fleet?user=ada", "{ses}"), want("200", "403", "403", "403", "403", "403", "401", "401", "200")},
 	{"GET /api/fleet/stream?user=ada", route("GET /api/fleet/stream?user=ada", ""), want("200", "403", "403", "403", "403", "403", "401", "401", "200")},
 	{"POST /api/fleet/tickets", route("POST /api/fleet/tickets", ""), want("201", "201", "403", "403", "403", "403", "401", "401", "201")},
+	{"DELETE /api/fleet/inbox/{item}", route("DELETE /api/fleet/inbox/{item}", ""), want("204", "404", "403", "403", "403", "403", "401", "401", "404")},
 	{"POST /api/sessions", route("POST /api/sessions", `{"name": "{new}", "sandbox": "{sb}", "agent": "command"}`), want("201", "404", "201", "404", "403", "403", "401", "401", "201")},
 	{"GET /api/sessions", restList("GET /api/sessions", "{ses}"), want("200", "200, hidden", "200", "200, hidden", "403", "403", "401", "401", "200")},
 	{"GET /api/sessions/{ses}", route("GET /api/sessions/{ses}", ""), want("200", "404", "200", "404", "403", "403", "401", "401", "200")},
@@ -201,6 +202,7 @@ var placeholders = []struct{ name, doc string }{
 	{"{turn}", "that turn"},
 	{"{fses}", "a session of ada's in {sb}, made for this cell"},
 	{"{job}", "a job ada's jobs token started in {sb}"},
+	{"{item}", "an item in ada's inbox made for this cell: a process of the owner token's that exited non-zero"},
 }
 
 // mcpEras are the protocol revisions every MCP row is called over: each must give the row's
@@ -310,6 +312,8 @@ func (w *world) prepare(t *testing.T, r row, col int, era string) *cell {
 			id := w.openTerminal(t, era)
 			c.vars[ph.name] = id
 			c.cleanup = append(c.cleanup, func() { w.do(t, "DELETE", "/api/sandboxes/ada-box/processes/"+id, owner, "") })
+		case "{item}":
+			c.vars[ph.name] = "process_failed:" + w.e.failedProcess(t, owner, "ada-box") // fleet_test.go
 		case "{ses}", "{turn}", "{fses}", "{job}":
 			c.vars[ph.name] = w.turnsPlaceholder(t, ph.name) // sessions_test.go
 		}

@@ -261,7 +261,7 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 // ticketed serves a fleet stream opened with a one-time ticket (a browser's EventSource cannot
 // send a bearer token): as the token that asked for the ticket, if it is still valid.
 func (a *api) ticketed(next http.Handler, w http.ResponseWriter, r *http.Request) {
-	p, err := a.Fleet.RedeemTicket(r.URL.Query().Get("ticket"))
+	p, err := a.Fleet.RedeemTicket(r.Context(), r.URL.Query().Get("ticket"))
 	if err == nil {
 		err = a.Auth.Check(r.Context(), p)
 	}

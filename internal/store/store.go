@@ -60,6 +60,7 @@ type Store interface {
 	DeleteEndedProcesses(ctx context.Context, before time.Time) (int, error)
 
 	TurnStore
+	FleetStore
 }
 
 // Process is a stored background process: who started it where, and what binds the record to
@@ -130,3 +131,6 @@ var (
 	// ErrConflict means a unique key is taken.
 	ErrConflict = errors.New("already exists")
 )
+
+// ErrLimit means a write would pass a bound the caller gave (e.g. unused tickets per token).
+var ErrLimit = errors.New("limit reached")

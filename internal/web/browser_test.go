@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
@@ -217,11 +218,23 @@ func TestFleetPage(t *testing.T) {
 	if first := value("the events", chromedp.Text(chromedp.CSS("#events li"))); !strings.HasPrefix(first, "#1 ") {
 		t.Errorf("the first event shown is %q, want #1", first)
 	}
+	// Its end is in the inbox; dismissed with the keyboard, it is gone, and stays gone after the
+	// restart below (the dismissal is kept by the server).
+	item := fmt.Sprintf(`#inbox li[data-id="job_finished:%s"]`, job["id"].(string))
+	run("dismiss the finished job from the inbox",
+		chromedp.WaitVisible(chromedp.CSS(item+" button")),
+		chromedp.Focus(chromedp.CSS(item+" button")),
+		chromedp.KeyEvent(kb.Enter),
+		poll(fmt.Sprintf(`document.querySelector(%q) === null`, item)),
+	)
 
 	s.stop()
 	waitStatus("says the server is gone", "hangar does not answer")
 	s.start(ctx)
 	waitStatus("live again after the restart", "Live: ada's fleet.")
+	if n := value("the inbox after the restart", chromedp.Evaluate[string](fmt.Sprintf(`String(document.querySelectorAll(%q).length)`, item))); n != "0" {
+		t.Errorf("the dismissed item is back after the restart")
+	}
 	again := s.api(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
 		"prompt": replay(t, "claude_error-max-turns_one-bash-call.jsonl")}))
 	run("a job started after the restart appears", chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-id=%q]`, again["id"].(string)))))

@@ -16,6 +16,8 @@ const fleet = {
   timer: 0,
   agents: new Map(), // id → unit
   rows: new Map(),   // id → <tr>
+  pending: new Map(), // id → unit: changes waiting for the next frame
+  frame: 0,          // the requestAnimationFrame that draws them
   open: null,        // the unit whose detail is shown
   reads: [],         // AbortControllers of the detail's streams
 };
@@ -114,8 +116,11 @@ async function connect() {
     setStatus("Live: " + f.user + "'s fleet.", "ok");
     snapshot(f);
   });
-  on("agent", upsert);
-  on("gone", (g) => remove(g.id));
+  on("agent", later);
+  on("gone", (g) => {
+    fleet.pending.delete(g.id);
+    remove(g.id);
+  });
   on("inbox", (i) => inbox(i.inbox));
   on("summary", summary);
   on("close", (c) => {
@@ -131,7 +136,23 @@ async function connect() {
   };
 }
 
+// later queues a unit's change for the next frame: however many arrive between two frames
+// (two hundred agents each changing every 2 s), the rows are redrawn once per frame, and a
+// unit that changed twice is drawn once.
+function later(u) {
+  fleet.pending.set(u.id, u);
+  if (!fleet.frame) fleet.frame = requestAnimationFrame(flush);
+}
+
+function flush() {
+  fleet.frame = 0;
+  const units = [...fleet.pending.values()];
+  fleet.pending.clear();
+  for (const u of units) upsert(u);
+}
+
 function snapshot(f) {
+  fleet.pending.clear(); // older than the snapshot
   const keep = new Set(f.agents.map((u) => u.id));
   for (const id of [...fleet.rows.keys()]) if (!keep.has(id)) remove(id);
   // Newest first, as the server sorts them.
@@ -206,13 +227,43 @@ function inbox(items) {
     ...items.map((it) => {
       const li = document.createElement("li");
       li.className = "inbox-" + it.kind;
+      li.dataset.id = it.id;
       const t = document.createElement("time");
       t.textContent = when(it.at);
-      li.append(t, " " + it.text);
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "dismiss";
+      b.textContent = "Dismiss";
+      b.setAttribute("aria-label", "Dismiss: " + it.text);
+      b.addEventListener("click", () => dismiss(it, li, b));
+      li.append(t, " " + it.text + " ", b);
       return li;
     }),
   );
   $("no-inbox").hidden = items.length > 0;
+}
+
+// dismiss takes an item out of the inbox for good; the stream's next inbox event agrees.
+async function dismiss(it, li, b) {
+  b.disabled = true;
+  let r;
+  try {
+    r = await fetch("/api/fleet/inbox/" + encodeURIComponent(it.id), { method: "DELETE", headers: headers() });
+  } catch {
+    b.disabled = false;
+    setStatus("hangar is unreachable: the item was not dismissed.", "error");
+    return;
+  }
+  if (r.status === 401) return signOut(await errorText(r));
+  if (!r.ok && r.status !== 404) {
+    b.disabled = false;
+    setStatus("Not dismissed: " + (await errorText(r)), "error");
+    return;
+  }
+  const next = li.nextElementSibling || li.previousElementSibling;
+  li.remove();
+  $("no-inbox").hidden = $("inbox").children.length > 0;
+  if (next) next.querySelector("button").focus();
 }
 
 function summary(s) {

@@ -1,0 +1,257 @@
+package web_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// firefox finds Debian's firefox-esr, or skips (loudly) where there is none; CI installs it.
+func firefox(t *testing.T) string {
+	for _, name := range []string{"firefox-esr", "firefox"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no firefox here, and CI always installs it (apt-get install firefox-esr)")
+	}
+	t.Skip("SKIPPING: no firefox here; apt-get install firefox-esr to run the Fleet page's Firefox test")
+	return ""
+}
+
+// bidi is a WebDriver BiDi session with a headless Firefox (the W3C protocol Firefox speaks
+// itself: no driver in between), enough to load a page and run script in it.
+type bidi struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	conn *websocket.Conn
+	ctx  string // the top-level browsing context
+
+	mu      sync.Mutex
+	next    int
+	waiting map[int]chan bidiAnswer
+	done    chan struct{}
+}
+
+type bidiAnswer struct {
+	Type   string          `json:"type"` // success, error (events are not asked for)
+	ID     *int            `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  string          `json:"error"`
+	Msg    string          `json:"message"`
+}
+
+// listening is what Firefox prints once its WebDriver BiDi server is up.
+var listening = regexp.MustCompile(`WebDriver BiDi listening on (ws://\S+)`)
+
+func startFirefox(ctx context.Context, t *testing.T, exe string) *bidi {
+	t.Helper()
+	profile := t.TempDir()
+	cmd := exec.Command(exe, "--headless", "--no-remote", "--profile", profile, "--remote-debugging-port", "0", "about:blank")
+	cmd.Env = append(os.Environ(), "HOME="+profile, "MOZ_CRASHREPORTER_DISABLE=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start firefox: %v", err)
+	}
+	b := &bidi{t: t, cmd: cmd, waiting: map[int]chan bidiAnswer{}, done: make(chan struct{})}
+	t.Cleanup(b.close)
+	found := make(chan string, 1)
+	var log strings.Builder
+	var logMu sync.Mutex
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logMu.Lock()
+			log.WriteString(sc.Text() + "\n")
+			logMu.Unlock()
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	var url string
+	select {
+	case url = <-found:
+	case <-ctx.Done():
+		logMu.Lock()
+		defer logMu.Unlock()
+		t.Fatalf("firefox did not start its WebDriver BiDi server:\n%s", log.String())
+	}
+	conn, _, err := websocket.DefaultDialer.DialContext(ctx, url+"/session", nil)
+	if err != nil {
+		t.Fatalf("connect to firefox at %s: %v", url, err)
+	}
+	b.conn = conn
+	go b.read()
+	b.call(ctx, "session.new", map[string]any{"capabilities": map[string]any{}}, nil)
+	var tree struct {
+		Contexts []struct {
+			Context string `json:"context"`
+		} `json:"contexts"`
+	}
+	b.call(ctx, "browsingContext.getTree", map[string]any{}, &tree)
+	if len(tree.Contexts) == 0 {
+		t.Fatal("firefox has no browsing context")
+	}
+	b.ctx = tree.Contexts[0].Context
+	return b
+}
+
+func (b *bidi) read() {
+	defer close(b.done)
+	for {
+		var a bidiAnswer
+		if err := b.conn.ReadJSON(&a); err != nil {
+			return
+		}
+		if a.ID == nil {
+			continue // an event
+		}
+		b.mu.Lock()
+		ch := b.waiting[*a.ID]
+		delete(b.waiting, *a.ID)
+		b.mu.Unlock()
+		if ch != nil {
+			ch <- a
+		}
+	}
+}
+
+// call sends a command and decodes its result into out (when set); an error answer fails the
+// test.
+func (b *bidi) call(ctx context.Context, method string, params, out any) {
+	b.t.Helper()
+	b.mu.Lock()
+	b.next++
+	id := b.next
+	ch := make(chan bidiAnswer, 1)
+	b.waiting[id] = ch
+	err := b.conn.WriteJSON(map[string]any{"id": id, "method": method, "params": params})
+	b.mu.Unlock()
+	if err != nil {
+		b.t.Fatalf("%s: %v", method, err)
+	}
+	select {
+	case a := <-ch:
+		if a.Type == "error" {
+			b.t.Fatalf("%s: %s: %s", method, a.Error, a.Msg)
+		}
+		if out != nil {
+			if err := json.Unmarshal(a.Result, out); err != nil {
+				b.t.Fatalf("%s: %v in %s", method, err, a.Result)
+			}
+		}
+	case <-b.done:
+		b.t.Fatalf("%s: firefox closed the connection", method)
+	case <-ctx.Done():
+		b.t.Fatalf("%s: %v", method, ctx.Err())
+	}
+}
+
+// eval runs a JavaScript expression in the page and returns its value as a string.
+func (b *bidi) eval(ctx context.Context, expr string) string {
+	b.t.Helper()
+	var r struct {
+		Type   string `json:"type"`
+		Result struct {
+			Value any `json:"value"`
+		} `json:"result"`
+		ExceptionDetails struct {
+			Text string `json:"text"`
+		} `json:"exceptionDetails"`
+	}
+	b.call(ctx, "script.evaluate", map[string]any{"expression": "String(" + expr + ")", "target": map[string]any{"context": b.ctx},
+		"awaitPromise": true}, &r)
+	if r.Type != "success" {
+		b.t.Fatalf("evaluate %s: %s", expr, r.ExceptionDetails.Text)
+	}
+	s, _ := r.Result.Value.(string)
+	return s
+}
+
+// until evaluates expr every 50 ms until it is true, failing the test at ctx's end.
+func (b *bidi) until(ctx context.Context, what, expr string) {
+	b.t.Helper()
+	for b.eval(ctx, expr) != "true" {
+		select {
+		case <-ctx.Done():
+			b.t.Fatalf("%s: still not so at the deadline (status: %q)", what, b.eval(context.Background(), `document.getElementById("status").textContent`))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (b *bidi) close() {
+	if b.conn != nil {
+		b.conn.Close()
+	}
+	syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+	b.cmd.Wait()
+	if b.conn != nil {
+		<-b.done
+	}
+}
+
+// TestFleetPageFirefox loads the Fleet page in headless Firefox against a real hangar: signing
+// in opens the live stream (ticket, EventSource), a job appears and changes state when its turn
+// ends, its events open, and an inbox item is dismissed.
+func TestFleetPageFirefox(t *testing.T) {
+	exe := firefox(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*waitTimeout)
+	defer cancel()
+	addr := freeAddr(t)
+	s := &server{t: t, addr: addr, url: "http://" + addr, dir: t.TempDir()}
+	s.start(ctx)
+	defer s.stop()
+	admin, err := os.ReadFile(filepath.Join(s.dir, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ada := s.api(t, "POST", "/api/tokens", strings.TrimSpace(string(admin)), `{"user": "ada", "scopes": ["user"]}`)["token"].(string)
+	s.api(t, "POST", "/api/sandboxes", ada, `{"name": "box"}`)
+	defer s.api(t, "DELETE", "/api/sandboxes/box", ada, "")
+
+	b := startFirefox(ctx, t, exe)
+	b.call(ctx, "browsingContext.navigate", map[string]any{"context": b.ctx, "url": s.url + "/fleet/", "wait": "complete"}, nil)
+	b.until(ctx, "the sign-in form shows", `!document.getElementById("signin").hidden`)
+	b.eval(ctx, fmt.Sprintf(`(document.getElementById("token").value = %q, document.querySelector('#token-form button[type="submit"]').click(), true)`, ada))
+	b.until(ctx, "live after signing in", `document.getElementById("status").textContent.startsWith("Live: ada's fleet.")`)
+
+	job := s.api(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
+		"prompt": replay(t, "codex_exec_one-command_completed.jsonl")}))
+	row := fmt.Sprintf(`document.querySelector('tr[data-id="%s"]')`, job["id"].(string))
+	b.until(ctx, "the job appears", row+` !== null`)
+	b.until(ctx, "its turn ends", row+`.classList.contains("state-done")`)
+	b.eval(ctx, "("+row+".click(), true)")
+	b.until(ctx, "its events open live", `document.querySelectorAll("#events li").length >= 5`)
+	if first := b.eval(ctx, `document.querySelector("#events li").textContent`); !strings.HasPrefix(first, "#1 ") {
+		t.Errorf("the first event shown is %q, want #1", first)
+	}
+	item := fmt.Sprintf(`document.querySelector('#inbox li[data-id="job_finished:%s"]')`, job["id"].(string))
+	b.until(ctx, "the finished job is in the inbox", item+` !== null`)
+	b.eval(ctx, "("+item+`.querySelector("button").click(), true)`)
+	b.until(ctx, "the item is dismissed", item+` === null`)
+	if got := s.api(t, "GET", "/api/fleet", ada, "")["inbox"]; strings.Contains(mustJSON(got), job["id"].(string)) {
+		t.Errorf("the server still has the dismissed item: %v", got)
+	}
+}
