@@ -42,7 +42,8 @@ certificates() {
 	openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
 }
 
-# kubeconfig FILE SERVER CERT: a kubeconfig for the client certificate CERT.
+# kubeconfig FILE SERVER CERT: a kubeconfig for the client certificate CERT, embedded (with
+# file paths, client-go starts a goroutine per process that watches them for good).
 kubeconfig() {
 	local pki=$K8S_RUN/pki
 	cat >"$1" <<YAML
@@ -52,12 +53,12 @@ clusters:
 - name: hangar-test
   cluster:
     server: $2
-    certificate-authority: $pki/ca.crt
+    certificate-authority-data: $(base64 -w0 "$pki/ca.crt")
 users:
 - name: $3
   user:
-    client-certificate: $pki/$3.crt
-    client-key: $pki/$3.key
+    client-certificate-data: $(base64 -w0 "$pki/$3.crt")
+    client-key-data: $(base64 -w0 "$pki/$3.key")
 contexts:
 - name: hangar-test
   context: {cluster: hangar-test, user: $3}

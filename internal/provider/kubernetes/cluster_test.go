@@ -128,10 +128,12 @@ func TestClusterDaemon(t *testing.T) {
 	p := c.provider(t, providertest.UniqueName("t"), DaemonViaPortForward)
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
+	start := time.Now()
 	sb, err := p.Create(ctx, provider.Spec{Name: providertest.UniqueName("stream"), Daemon: true})
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
+	t.Logf("Create of a pod with a daemon (init container, readiness probe, port-forward): %s", time.Since(start))
 	t.Cleanup(func() {
 		if err := p.Destroy(context.Background(), sb); err != nil {
 			t.Errorf("Destroy: %v", err)
