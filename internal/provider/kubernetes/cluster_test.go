@@ -187,3 +187,49 @@ func TestClusterDaemon(t *testing.T) {
 		t.Errorf("end %+v, want exit 0", ev.Exit)
 	}
 }
+
+// TestClusterPortForwardAgain: a port-forward that ended (its connection to the API server
+// broke) is made again by the next Get, on the same loopback port, so the daemon URL the
+// control plane holds still works; Destroy then closes it.
+func TestClusterPortForwardAgain(t *testing.T) {
+	t.Parallel()
+	c := realCluster(t)
+	p := c.provider(t, providertest.UniqueName("t"), DaemonViaPortForward)
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	sb, err := p.Create(ctx, provider.Spec{Name: providertest.UniqueName("again"), Daemon: true})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if sb.Daemon == nil {
+		t.Fatalf("Create: no daemon in %+v", sb)
+	}
+	p.fwdMu.Lock()
+	f := p.fwd[sb.ID]
+	p.fwdMu.Unlock()
+	f.close() // as if its connection broke: ended, still in the map
+	got, err := p.Get(ctx, sb)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if got.Daemon == nil || got.Daemon.URL != sb.Daemon.URL {
+		t.Fatalf("Get after the port-forward ended: daemon %+v, want the URL %s again", got.Daemon, sb.Daemon.URL)
+	}
+	cli, err := envd.New(envd.Config{URL: got.Daemon.URL, AccessToken: got.Daemon.AccessToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.List(ctx); err != nil {
+		t.Errorf("the daemon through the new port-forward: %v", err)
+	}
+	if err := p.Destroy(ctx, sb); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	p.fwdMu.Lock()
+	n := len(p.fwd)
+	p.fwdMu.Unlock()
+	if n != 0 {
+		t.Errorf("%d port-forwards left after Destroy, want 0", n)
+	}
+}
