@@ -36,6 +36,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Jobs", testJobs},
 		{"Events", testEvents},
 		{"EventSeqConcurrent", testEventSeqConcurrent},
+		{"OAuthClients", testOAuthClients},
+		{"OAuthCodes", testOAuthCodes},
+		{"OAuthTokensAndRevocation", testOAuthTokensAndRevocation},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
