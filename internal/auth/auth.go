@@ -124,7 +124,7 @@ func usable(t store.Token, now time.Time) error {
 }
 
 func principal(t store.Token) Principal {
-	p := Principal{TokenID: t.ID, User: t.User, Sandbox: t.Sandbox, ExpiresAt: t.ExpiresAt}
+	p := Principal{TokenID: t.ID, User: t.User, Sandbox: t.Sandbox, ExpiresAt: t.ExpiresAt, Audience: t.Audience}
 	for _, s := range t.Scopes {
 		p.Scopes = append(p.Scopes, Scope(s))
 	}
@@ -155,6 +155,29 @@ func (a *Authenticator) Check(ctx context.Context, p Principal) error {
 	return usable(t, now)
 }
 
+// Principal returns the principal of the token id if it is still valid (Check's errors
+// otherwise): the OAuth server acts again for the person who consented, as long as the token
+// they signed in with is valid.
+func (a *Authenticator) Principal(ctx context.Context, id string) (Principal, error) {
+	now := a.now()
+	if p, ok, err := a.static.byID(id, now); ok {
+		return p, nil
+	} else if err != nil {
+		a.log.Error("tokens file", "err", err)
+	}
+	t, err := a.store.TokenByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return Principal{}, ErrUnknownToken
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("look up token %s: %w", id, err)
+	}
+	if err := usable(t, now); err != nil {
+		return Principal{}, err
+	}
+	return principal(t), nil
+}
+
 // NewToken is a request to make a token.
 type NewToken struct {
 	User        string    // "": the creator's own user
@@ -162,6 +185,7 @@ type NewToken struct {
 	Sandbox     string    // "": unbound (or the creator's binding)
 	ExpiresAt   time.Time // zero: never (or the creator's expiry)
 	Description string
+	Audience    string // "": any resource; else the one resource it is for (OAuth access tokens)
 }
 
 // Created is a token just made: the only time its secret is seen.
@@ -223,12 +247,25 @@ func ParseScopes(in []string) ([]Scope, error) {
 // subset of its scopes, bound to its sandbox if it is bound, expiring no later than it does.
 // A token bound to a sandbox belongs to that sandbox's owner (see bind).
 func (a *Authenticator) CreateToken(ctx context.Context, by Principal, req NewToken) (Created, error) {
+	c, t, err := a.PrepareToken(ctx, by, req)
+	if err != nil {
+		return Created{}, err
+	}
+	if err := a.store.CreateToken(ctx, t); err != nil {
+		return Created{}, fmt.Errorf("store token: %w", err)
+	}
+	return c, nil
+}
+
+// PrepareToken checks req as CreateToken does and makes the token, but leaves storing it to
+// the caller (the OAuth server stores it with its grant in one transaction).
+func (a *Authenticator) PrepareToken(ctx context.Context, by Principal, req NewToken) (Created, store.Token, error) {
 	if !by.IsAdmin() && !by.Has(ScopeUser) {
-		return Created{}, fmt.Errorf("%w: making tokens needs the admin or user scope", ErrForbidden)
+		return Created{}, store.Token{}, fmt.Errorf("%w: making tokens needs the admin or user scope", ErrForbidden)
 	}
 	if req.User != "" {
 		if err := checkUserName(req.User); err != nil {
-			return Created{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+			return Created{}, store.Token{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}
 	scopes := make([]string, 0, len(req.Scopes))
@@ -236,37 +273,34 @@ func (a *Authenticator) CreateToken(ctx context.Context, by Principal, req NewTo
 		scopes = append(scopes, string(s))
 	}
 	if _, err := ParseScopes(scopes); err != nil {
-		return Created{}, err
+		return Created{}, store.Token{}, err
 	}
 	now := a.now().Truncate(time.Millisecond) // what the store keeps
 	req.ExpiresAt = req.ExpiresAt.Truncate(time.Millisecond)
 	if !req.ExpiresAt.IsZero() && !req.ExpiresAt.After(now) {
-		return Created{}, fmt.Errorf("%w: the expiry %s has already passed", ErrInvalid, req.ExpiresAt.Format(time.RFC3339))
+		return Created{}, store.Token{}, fmt.Errorf("%w: the expiry %s has already passed", ErrInvalid, req.ExpiresAt.Format(time.RFC3339))
 	}
 	if !by.IsAdmin() {
 		if err := narrower(by, &req); err != nil {
-			return Created{}, err
+			return Created{}, store.Token{}, err
 		}
 	}
 	if err := a.bind(ctx, by, &req); err != nil {
-		return Created{}, err
+		return Created{}, store.Token{}, err
 	}
 	if req.User == "" {
 		req.User = by.User
 	}
 	if _, err := a.store.EnsureUser(ctx, req.User); err != nil {
-		return Created{}, err
+		return Created{}, store.Token{}, err
 	}
 	secret := newSecret()
 	t := store.Token{
 		ID: newTokenID(), User: req.User, Hash: hashSecret(secret), Hint: secret[:len(TokenPrefix)+4],
 		Description: req.Description, Scopes: scopes, Sandbox: req.Sandbox, CreatedBy: by.TokenID,
-		CreatedAt: now, ExpiresAt: req.ExpiresAt,
+		CreatedAt: now, ExpiresAt: req.ExpiresAt, Audience: req.Audience,
 	}
-	if err := a.store.CreateToken(ctx, t); err != nil {
-		return Created{}, fmt.Errorf("store token: %w", err)
-	}
-	return Created{Secret: secret, Token: info(t)}, nil
+	return Created{Secret: secret, Token: info(t)}, t, nil
 }
 
 // narrower holds a token made by a non-admin to its maker's user, scopes, binding and expiry,

@@ -90,7 +90,9 @@ func (s *DB) EnsureUser(ctx context.Context, name string) (store.User, error) {
 const tokenColumns = `id, user_name, hash, hint, description, scopes, sandbox, created_by, created_at, expires_at, revoked_at, audience`
 
 // CreateToken implements store.Store.
-func (s *DB) CreateToken(ctx context.Context, t store.Token) error { return s.insertToken(ctx, s.db, t) }
+func (s *DB) CreateToken(ctx context.Context, t store.Token) error {
+	return s.insertToken(ctx, s.db, t)
+}
 
 // insertToken inserts t through ex: the database, or a transaction.
 func (s *DB) insertToken(ctx context.Context, ex execer, t store.Token) error {
