@@ -71,10 +71,10 @@ func errorFor(status int) (code int, message string) {
 // finish as JSON instead. Everything else passes through untouched.
 type jsonErrors struct {
 	w           http.ResponseWriter
-	metadataURL string // the protected resource metadata's URL, for WWW-Authenticate; "": none
-	hadToken    bool   // the request carried an Authorization header
-	status int          // the status of a plain-text error being rewritten; 0: passing through
-	text   bytes.Buffer // that error's text, its first 1 KiB
+	metadataURL string       // the protected resource metadata's URL, for WWW-Authenticate; "": none
+	hadToken    bool         // the request carried an Authorization header
+	status      int          // the status of a plain-text error being rewritten; 0: passing through
+	text        bytes.Buffer // that error's text, its first 1 KiB
 }
 
 func (j *jsonErrors) Header() http.Header { return j.w.Header() }
