@@ -69,6 +69,9 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 	return &Authenticator{store: cfg.Store, static: st, now: cfg.Now, log: cfg.Logger}, nil
 }
 
+// HashSecret is how a token's secret is kept: hex SHA-256 (store.Token.Hash).
+func HashSecret(secret string) string { return hashSecret(secret) }
+
 func hashSecret(secret string) string {
 	h := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(h[:])

@@ -40,6 +40,13 @@ type OAuthStore interface {
 	// UseOAuthRefresh marks a refresh token used and returns it. ErrNotFound if there is none
 	// of that hash; ErrUsed (with the token) if it was used before.
 	UseOAuthRefresh(ctx context.Context, hash string, at time.Time) (OAuthRefresh, error)
+
+	// OAuthRefreshGrant returns the grant of a refresh token, used or not. ErrNotFound if
+	// there is no refresh token of that hash.
+	OAuthRefreshGrant(ctx context.Context, hash string) (string, error)
+	// OAuthTokenGrant returns the grant that issued an access token. ErrNotFound if no grant
+	// did (a token made through the API).
+	OAuthTokenGrant(ctx context.Context, tokenID string) (string, error)
 }
 
 // ErrUsed means a one-time secret (an authorization code, a refresh token) was used before.

@@ -269,3 +269,25 @@ func (s *DB) UseOAuthRefresh(ctx context.Context, hash string, at time.Time) (st
 	}
 	return r, nil
 }
+
+// OAuthRefreshGrant implements store.Store.
+func (s *DB) OAuthRefreshGrant(ctx context.Context, hash string) (string, error) {
+	return s.oneString(ctx, `SELECT grant_id FROM oauth_refresh_tokens WHERE hash = ?`, hash)
+}
+
+// OAuthTokenGrant implements store.Store.
+func (s *DB) OAuthTokenGrant(ctx context.Context, tokenID string) (string, error) {
+	return s.oneString(ctx, `SELECT grant_id FROM oauth_grant_tokens WHERE token_id = ?`, tokenID)
+}
+
+func (s *DB) oneString(ctx context.Context, query string, arg any) (string, error) {
+	var v string
+	err := s.db.QueryRowContext(ctx, s.q(query), arg).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", store.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("read grant id: %w", err)
+	}
+	return v, nil
+}

@@ -77,6 +77,18 @@ func testOAuthTokensAndRevocation(t *testing.T, ctx context.Context, s store.Sto
 	if got, err := s.TokenByID(ctx, "tok_a1"); err != nil || got.Audience != g.Resource {
 		t.Fatalf("TokenByID = %+v, %v; want audience %s", got, err, g.Resource)
 	}
+	if id, err := s.OAuthRefreshGrant(ctx, "rt-1"); err != nil || id != g.ID {
+		t.Fatalf("OAuthRefreshGrant = %q, %v; want %s", id, err, g.ID)
+	}
+	if id, err := s.OAuthTokenGrant(ctx, "tok_b1"); err != nil || id != other.ID {
+		t.Fatalf("OAuthTokenGrant = %q, %v; want %s", id, err, other.ID)
+	}
+	if _, err := s.OAuthTokenGrant(ctx, "tok_none"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("OAuthTokenGrant(not an OAuth token): %v, want ErrNotFound", err)
+	}
+	if _, err := s.OAuthRefreshGrant(ctx, "rt-none"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("OAuthRefreshGrant(unknown): %v, want ErrNotFound", err)
+	}
 	r, err := s.UseOAuthRefresh(ctx, "rt-1", time.Now())
 	if err != nil || r.GrantID != g.ID || !r.ExpiresAt.Equal(exp) {
 		t.Fatalf("UseOAuthRefresh = %+v, %v", r, err)
