@@ -47,6 +47,10 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		s.writeOAuthError(w, r, oe)
 		return
 	}
+	if err := s.knownClient(r.Context(), clientID); err != nil {
+		s.writeOAuthError(w, r, err)
+		return
+	}
 	if res := form.Get("resource"); res != "" && res != s.Resource() {
 		s.writeOAuthError(w, r, badRequest("invalid_target", "The resource %q is not this server's; it is %s.", res, s.Resource()))
 		return
@@ -87,6 +91,24 @@ func clientOf(r *http.Request, form url.Values) (string, *oauthError) {
 		return "", errUnknownClient("client_id is missing.")
 	}
 	return id, nil
+}
+
+// knownClient checks that a client id at the token endpoint is one hangar knows: registered,
+// or a metadata document URL it may fetch (the document itself was checked at authorization,
+// and the code or refresh token is bound to the id).
+func (s *Server) knownClient(ctx context.Context, id string) error {
+	if strings.HasPrefix(id, "https://") || strings.HasPrefix(id, "http://") {
+		u, err := url.Parse(id)
+		if err != nil {
+			return errUnknownClient("The client id %q is not a valid URL.", id)
+		}
+		if err := s.clientIDAllowed(u); err != nil {
+			return errUnknownClient("The client id %s cannot be used: %v.", id, err)
+		}
+		return nil
+	}
+	_, err := s.lookupClient(ctx, id)
+	return err
 }
 
 // exchangeCode redeems an authorization code (RFC 6749 §4.1.3, RFC 7636 §4.6). A code used a
