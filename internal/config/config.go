@@ -162,7 +162,7 @@ func Default() Config {
 			RecheckSeconds:        5,
 			QueueBytes:            16 << 20,
 		},
-		MCP: MCP{SessionIdleSeconds: 1800, SessionsPerToken: 32},
+		MCP:   MCP{SessionIdleSeconds: 1800, SessionsPerToken: 32},
 		OAuth: OAuth{AccessTokenTTL: time.Hour},
 		Providers: Providers{
 			Default:     "local",
