@@ -111,6 +111,15 @@ func TestOAuthClientStreamsUntilGrantRevoked(t *testing.T) {
 	}})
 	_, ada := e.newToken(t, `{"user": "ada", "scopes": ["user", "mcp"]}`)
 	e.sandbox(t, ada, "box", "")
+	// What a client that knows only the URL meets first: a 401 naming the metadata.
+	resp, err := e.http.Post(e.url+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if want := `Bearer resource_metadata="` + e.url + `/.well-known/oauth-protected-resource/mcp", scope="mcp"`; resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != want {
+		t.Errorf("POST /mcp without a token = %d, WWW-Authenticate %q; want 401, %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), want)
+	}
 	for _, c := range []struct {
 		name, era, client string
 		registration      func(*sdkauth.AuthorizationCodeHandlerConfig)
