@@ -403,4 +403,9 @@ func TestRevocationEndpoint(t *testing.T) {
 	if gs, _ := f.store.ListOAuthGrants(ctx, ""); len(gs) != 0 {
 		t.Errorf("grants after revoking the refresh token: %v", gs)
 	}
+	status, out = f.refresh(t, client, next["refresh_token"].(string))
+	wantOAuthError(t, status, out, http.StatusBadRequest, "invalid_grant")
+	if d := out["error_description"].(string); !strings.Contains(d, "The grant was revoked") {
+		t.Errorf("refresh with the revoked refresh token: %q, want it to say the grant was revoked", d)
+	}
 }

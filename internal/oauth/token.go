@@ -172,7 +172,11 @@ func (s *Server) refresh(ctx context.Context, clientID string, form url.Values) 
 	case errors.Is(err, store.ErrNotFound):
 		return tokenResponse{}, invalidGrant("The refresh token is not one hangar issued.")
 	case errors.Is(err, store.ErrUsed):
-		if g, gerr := s.cfg.Store.GetOAuthGrant(ctx, ref.GrantID); gerr == nil && g.ClientID == clientID && g.RevokedAt.IsZero() {
+		g, gerr := s.cfg.Store.GetOAuthGrant(ctx, ref.GrantID)
+		if gerr == nil && !g.RevokedAt.IsZero() { // revoking a grant spends its refresh tokens
+			return tokenResponse{}, invalidGrant("The grant was revoked; authorize again.")
+		}
+		if gerr == nil && g.ClientID == clientID {
 			s.log.Warn("an oauth refresh token was used twice; its grant is revoked", "grant", g.ID, "client", g.ClientID, "user", g.User)
 			s.revokeGrant(ctx, g.ID)
 		}
