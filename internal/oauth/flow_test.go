@@ -3,7 +3,9 @@ package oauth_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -407,5 +409,68 @@ func TestRevocationEndpoint(t *testing.T) {
 	wantOAuthError(t, status, out, http.StatusBadRequest, "invalid_grant")
 	if d := out["error_description"].(string); !strings.Contains(d, "The grant was revoked") {
 		t.Errorf("refresh with the revoked refresh token: %q, want it to say the grant was revoked", d)
+	}
+}
+
+// TestClientIDMetadataDocument: a client id that is an https URL on an allowed host is fetched
+// and must describe itself; anything else is refused on hangar's page. The documents are
+// served over https on loopback (httptest's TLS server, whose client hangar is given): hangar
+// never fetches a client id over plain http, not even in tests.
+func TestClientIDMetadataDocument(t *testing.T) {
+	t.Parallel()
+	docs := map[string]string{}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, ok := docs[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "https://")
+	doc := func(path, clientID string, extra string) string {
+		docs[path] = `{"client_id": "` + clientID + `", "client_name": "Doc", "redirect_uris": ["` + redirect + `"]` + extra + `}`
+		return srv.URL + path
+	}
+	good := doc("/good.json", srv.URL+"/good.json", "")
+	mismatch := doc("/mismatch.json", srv.URL+"/other.json", "")
+	secret := doc("/secret.json", srv.URL+"/secret.json", `, "token_endpoint_auth_method": "private_key_jwt"`)
+	badRedirect := srv.URL + "/bad-redirect.json"
+	docs["/bad-redirect.json"] = `{"client_id": "` + badRedirect + `", "redirect_uris": ["http://app.example/cb"]}`
+	docs["/not-json.json"] = `<html>`
+	f := newFixture(t, func(c *oauth.Config) { c.ClientIDHosts, c.HTTPClient = []string{host}, srv.Client() })
+	_, challenge := pkce()
+	for _, c := range []struct {
+		name, clientID string
+		status         int
+	}{
+		{"a good document", good, http.StatusOK},
+		{"a document naming another client id", mismatch, http.StatusBadRequest},
+		{"a confidential client", secret, http.StatusBadRequest},
+		{"a redirect URI off loopback over http", badRedirect, http.StatusBadRequest},
+		{"not JSON", srv.URL + "/not-json.json", http.StatusBadRequest},
+		{"no document", srv.URL + "/none.json", http.StatusBadRequest},
+		{"plain http", "http://" + host + "/good.json", http.StatusBadRequest},
+		{"the root", srv.URL + "/", http.StatusBadRequest},
+		{"dot segments", srv.URL + "/x/../good.json", http.StatusBadRequest},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp, body := f.page(t, browser(), authParams(c.clientID, challenge))
+			if resp.StatusCode != c.status || resp.Header.Get("Location") != "" {
+				t.Errorf("consent page = %d, Location %q; want %d\n%s", resp.StatusCode, resp.Header.Get("Location"), c.status, body)
+			}
+		})
+	}
+	// The whole flow with the document's client.
+	status, out := f.exchange(t, good, f.code(t, good, challenge, nil), "")
+	wantOAuthError(t, status, out, http.StatusBadRequest, "invalid_grant") // no verifier: refused
+	v, ch := pkce()
+	if status, out := f.exchange(t, good, f.code(t, good, ch, nil), v); status != http.StatusOK {
+		t.Errorf("token for the document's client = %d %v", status, out)
+	}
+	if status, out := f.exchange(t, "https://elsewhere.example/client.json", "hgc_x", v); status != http.StatusUnauthorized || out["error"] != "invalid_client" {
+		t.Errorf("token for a client id URL not allowed = %d %v", status, out)
 	}
 }

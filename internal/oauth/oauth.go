@@ -49,8 +49,9 @@ type Config struct {
 	// ids, fetched as Client ID Metadata Documents; "*" accepts any host. Default none:
 	// clients register dynamically (RFC 7591).
 	ClientIDHosts []string
-	// HTTPClient fetches Client ID Metadata Documents. Default: a client with a 10s timeout.
-	// Redirects are never followed.
+	// HTTPClient fetches Client ID Metadata Documents, always over https (loopback too: tests
+	// serve documents with httptest.NewTLSServer and pass its client here). Default: a client
+	// with a 10s timeout. Redirects are never followed.
 	HTTPClient *http.Client
 	// AccessTTL is how long an access token lives. Default 1h.
 	AccessTTL time.Duration
