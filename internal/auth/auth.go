@@ -127,7 +127,7 @@ func usable(t store.Token, now time.Time) error {
 }
 
 func principal(t store.Token) Principal {
-	p := Principal{TokenID: t.ID, User: t.User, Sandbox: t.Sandbox, ExpiresAt: t.ExpiresAt, Audience: t.Audience}
+	p := Principal{TokenID: t.ID, User: t.User, Sandbox: t.Sandbox, ExpiresAt: t.ExpiresAt, Audience: t.Audience, Grant: t.Grant}
 	for _, s := range t.Scopes {
 		p.Scopes = append(p.Scopes, Scope(s))
 	}
@@ -137,6 +137,11 @@ func principal(t store.Token) Principal {
 // Check reports whether p's token is still valid: nil, or ErrRevoked, ErrExpired or
 // ErrUnknownToken (a static token whose line was removed). It is one lookup by primary key, cheap
 // enough for the stream registry to call for every open stream every few seconds.
+//
+// An OAuth access token's expiry bounds the requests made with it (Authenticate), not what it
+// opened: its client refreshes it every hour or so and carries on in the same MCP session and
+// streams, so once it has expired Check asks its grant instead (checkGrant). Revoking the token
+// or the grant ends them at once.
 func (a *Authenticator) Check(ctx context.Context, p Principal) error {
 	now := a.now()
 	if p.Static {
@@ -155,7 +160,33 @@ func (a *Authenticator) Check(ctx context.Context, p Principal) error {
 	if err != nil {
 		return fmt.Errorf("look up token %s: %w", p.TokenID, err)
 	}
-	return usable(t, now)
+	err = usable(t, now)
+	if errors.Is(err, ErrExpired) && t.Grant != "" {
+		return a.checkGrant(ctx, t.Grant)
+	}
+	return err
+}
+
+// checkGrant reports whether an OAuth grant still stands: not revoked, and the token the
+// person consented with still valid (else ErrRevoked).
+func (a *Authenticator) checkGrant(ctx context.Context, id string) error {
+	g, err := a.store.GetOAuthGrant(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return ErrUnknownToken
+	}
+	if err != nil {
+		return fmt.Errorf("look up grant %s: %w", id, err)
+	}
+	if !g.RevokedAt.IsZero() {
+		return ErrRevoked
+	}
+	if _, err := a.Principal(ctx, g.ConsentToken); err != nil {
+		if errors.Is(err, ErrExpired) || errors.Is(err, ErrUnknownToken) {
+			return ErrRevoked
+		}
+		return err
+	}
+	return nil
 }
 
 // Principal returns the principal of the token id if it is still valid (Check's errors

@@ -35,6 +35,7 @@ type Principal struct {
 	ExpiresAt time.Time // zero: never
 	Static    bool      // from the tokens file, not the store
 	Audience  string    // "": any resource; else the only resource (RFC 8707) it may be used at
+	Grant     string    // "": none; else the OAuth grant that issued it (see Check)
 }
 
 // Has reports whether the principal holds scope s (admins hold them all).

@@ -150,6 +150,10 @@ func TestOAuthClientStreamsUntilGrantRevoked(t *testing.T) {
 				t.Fatalf("token = %+v, %v; want an access and a refresh token", tok, err)
 			}
 
+			if id := cl.session.ID(); id != "" {
+				refreshedGoesOn(t, e, id, onlyGrant(t, e, ada, c.client)["client_id"].(string), tok.RefreshToken)
+			}
+
 			pidFile := filepath.Join(t.TempDir(), "pid")
 			k := cl.start(map[string]any{"sandbox": "box", "command": sleeper(pidFile)}, true)
 			if p := cl.nextProgress(t, k); p.message != "started\n" {
@@ -196,4 +200,38 @@ func onlyGrant(t *testing.T, e *env, token, client string) map[string]any {
 		t.Fatalf("no grant of %s in %v", client, out)
 	}
 	return found
+}
+
+// refreshedGoesOn refreshes the client's token by hand and checks that a request in its
+// 2025-era session with the new token is its session's still: the session belongs to the
+// grant, not to the access token that opened it.
+func refreshedGoesOn(t *testing.T, e *env, sessionID, clientID, refreshToken string) {
+	t.Helper()
+	resp, err := e.http.PostForm(e.url+"/oauth/token", url.Values{"grant_type": {"refresh_token"}, "client_id": {clientID}, "refresh_token": {refreshToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	json.NewDecoder(resp.Body).Decode(&tok)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || tok.AccessToken == "" {
+		t.Fatalf("refresh = %d", resp.StatusCode)
+	}
+	req, _ := http.NewRequest("POST", e.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":99,"method":"ping"}`))
+	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sessionID)
+	req.Header.Set("Mcp-Protocol-Version", eras[0])
+	resp, err = e.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a ping in the session with the refreshed token = %d %s, want 200", resp.StatusCode, body)
+	}
 }

@@ -15,8 +15,8 @@ import (
 // issued for another resource than resource (RFC 8707; an OAuth access token names the /mcp it
 // was issued for, other tokens none). TokenInfo.Scopes holds "mcp" only when the token has that
 // scope (admin implies it), so the SDK's scope check answers 403 insufficient_scope without it.
-// The principal travels in TokenInfo.Extra["principal"] and the token id in UserID, so a
-// session cannot be taken over by another token. (This glue lives here, not in auth, so that
+// The principal travels in TokenInfo.Extra["principal"] and its session owner in UserID, so a
+// session cannot be taken over by another token (sessionOwner). (This glue lives here, not in auth, so that
 // auth does not depend on the MCP SDK.)
 func verifier(a *auth.Authenticator, resource string) sdkauth.TokenVerifier {
 	return func(ctx context.Context, token string, _ *http.Request) (*sdkauth.TokenInfo, error) {
@@ -31,12 +31,22 @@ func verifier(a *auth.Authenticator, resource string) sdkauth.TokenVerifier {
 		if !p.For(resource) {
 			return nil, fmt.Errorf("%w: the token was issued for another resource (%s)", sdkauth.ErrInvalidToken, p.Audience)
 		}
-		info := &sdkauth.TokenInfo{UserID: p.TokenID, Expiration: p.ExpiresAt, Extra: map[string]any{"principal": p}}
+		info := &sdkauth.TokenInfo{UserID: sessionOwner(p), Expiration: p.ExpiresAt, Extra: map[string]any{"principal": p}}
 		if p.Has(auth.ScopeMCP) {
 			info.Scopes = []string{string(auth.ScopeMCP)}
 		}
 		return info, nil
 	}
+}
+
+// sessionOwner is who a 2025-era session belongs to, for the SDK's check that every request
+// in a session comes from its owner: the token, or for an OAuth access token its grant, so
+// that the client goes on in its session with the token it refreshed.
+func sessionOwner(p auth.Principal) string {
+	if p.Grant != "" {
+		return "grant:" + p.Grant
+	}
+	return p.TokenID
 }
 
 // principalFromTokenInfo returns the principal verifier put into info.

@@ -474,3 +474,37 @@ func TestClientIDMetadataDocument(t *testing.T) {
 		t.Errorf("token for a client id URL not allowed = %d %v", status, out)
 	}
 }
+
+// TestExpiredAccessTokenLivesWithItsGrant: an expired access token is refused for new requests,
+// but what it opened (checked with auth.Check: streams, MCP sessions) goes on while its grant
+// stands, and ends once the grant, or the token the person consented with, is revoked.
+func TestExpiredAccessTokenLivesWithItsGrant(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *oauth.Config) { c.AccessTTL = time.Minute })
+	ctx := context.Background()
+	client := f.register(t, "App", redirect)
+	first, second := f.tokens(t, client), f.tokens(t, client)
+	p1, err := f.auth.Authenticate(ctx, first["access_token"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := f.auth.Authenticate(ctx, second["access_token"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.advance(time.Minute)
+	if _, err := f.auth.Authenticate(ctx, first["access_token"].(string)); !errors.Is(err, auth.ErrExpired) {
+		t.Fatalf("Authenticate(expired access token) = %v, want ErrExpired", err)
+	}
+	if err := f.auth.Check(ctx, p1); err != nil {
+		t.Fatalf("Check(expired access token of a live grant) = %v, want nil", err)
+	}
+	if err := f.store.RevokeToken(ctx, f.adaID, f.clock()); err != nil { // the consent token
+		t.Fatal(err)
+	}
+	for _, p := range []auth.Principal{p1, p2} {
+		if err := f.auth.Check(ctx, p); !errors.Is(err, auth.ErrRevoked) {
+			t.Errorf("Check after the consent token's revocation = %v, want ErrRevoked", err)
+		}
+	}
+}

@@ -33,8 +33,8 @@ type OAuthStore interface {
 	// used before.
 	UseOAuthCode(ctx context.Context, hash string, at time.Time) (OAuthCode, error)
 
-	// AddOAuthToken records that grant issued the access token t and stores t, and, when
-	// refresh is not nil, stores the grant's next refresh token: in one transaction.
+	// AddOAuthToken stores the access token t as issued by grant (its Grant is set), and, when
+	// refresh is not nil, the grant's next refresh token: in one transaction.
 	// ErrNotFound (and nothing stored) if the grant is revoked or missing.
 	AddOAuthToken(ctx context.Context, grantID string, t Token, refresh *OAuthRefresh) error
 	// UseOAuthRefresh marks a refresh token used and returns it. ErrNotFound if there is none

@@ -1,7 +1,10 @@
 -- +goose Up
 -- OAuth for MCP clients (internal/oauth). Access tokens are ordinary tokens; audience is the
--- resource (RFC 8707) an OAuth access token was issued for, '' for every other token.
+-- resource (RFC 8707) an OAuth access token was issued for and grant_id the grant that issued
+-- it, both '' for every other token.
 ALTER TABLE tokens ADD COLUMN audience TEXT NOT NULL DEFAULT '';
+ALTER TABLE tokens ADD COLUMN grant_id TEXT NOT NULL DEFAULT '';
+CREATE INDEX tokens_grant_id ON tokens (grant_id);
 
 -- Clients registered dynamically (RFC 7591). Clients known by a metadata document URL are
 -- fetched when they ask and not kept.
@@ -50,17 +53,11 @@ CREATE TABLE oauth_refresh_tokens (
 );
 CREATE INDEX oauth_refresh_tokens_grant ON oauth_refresh_tokens (grant_id);
 
--- The access tokens each grant issued, to revoke with it.
-CREATE TABLE oauth_grant_tokens (
-    token_id TEXT PRIMARY KEY REFERENCES tokens (id),
-    grant_id TEXT NOT NULL REFERENCES oauth_grants (id)
-);
-CREATE INDEX oauth_grant_tokens_grant ON oauth_grant_tokens (grant_id);
-
 -- +goose Down
-DROP TABLE oauth_grant_tokens;
 DROP TABLE oauth_refresh_tokens;
 DROP TABLE oauth_codes;
 DROP TABLE oauth_grants;
 DROP TABLE oauth_clients;
+DROP INDEX tokens_grant_id;
+ALTER TABLE tokens DROP COLUMN grant_id;
 ALTER TABLE tokens DROP COLUMN audience;

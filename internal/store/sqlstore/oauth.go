@@ -143,8 +143,7 @@ func (s *DB) RevokeOAuthGrant(ctx context.Context, id string, at time.Time) ([]s
 	} else if n == 0 {
 		return nil, fmt.Errorf("revoke grant %s: %w", id, store.ErrNotFound)
 	}
-	rows, err := tx.QueryContext(ctx, s.q(`SELECT t.id FROM tokens t JOIN oauth_grant_tokens g ON g.token_id = t.id
-		WHERE g.grant_id = ? AND t.revoked_at IS NULL ORDER BY t.id`), id)
+	rows, err := tx.QueryContext(ctx, s.q(`SELECT id FROM tokens WHERE grant_id = ? AND revoked_at IS NULL ORDER BY id`), id)
 	if err != nil {
 		return nil, fmt.Errorf("revoke grant %s's tokens: %w", id, err)
 	}
@@ -223,11 +222,9 @@ func (s *DB) AddOAuthToken(ctx context.Context, grantID string, t store.Token, r
 	} else if n == 0 {
 		return fmt.Errorf("grant %s: %w", grantID, store.ErrNotFound)
 	}
+	t.Grant = grantID
 	if err := s.insertToken(ctx, tx, t); err != nil {
 		return err
-	}
-	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO oauth_grant_tokens (token_id, grant_id) VALUES (?, ?)`), t.ID, grantID); err != nil {
-		return fmt.Errorf("add token to grant %s: %w", grantID, err)
 	}
 	if refresh != nil {
 		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO oauth_refresh_tokens (hash, grant_id, expires_at) VALUES (?, ?, ?)`),
@@ -277,7 +274,7 @@ func (s *DB) OAuthRefreshGrant(ctx context.Context, hash string) (string, error)
 
 // OAuthTokenGrant implements store.Store.
 func (s *DB) OAuthTokenGrant(ctx context.Context, tokenID string) (string, error) {
-	return s.oneString(ctx, `SELECT grant_id FROM oauth_grant_tokens WHERE token_id = ?`, tokenID)
+	return s.oneString(ctx, `SELECT grant_id FROM tokens WHERE id = ? AND grant_id <> ''`, tokenID)
 }
 
 func (s *DB) oneString(ctx context.Context, query string, arg any) (string, error) {

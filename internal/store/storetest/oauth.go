@@ -74,8 +74,8 @@ func testOAuthTokensAndRevocation(t *testing.T, ctx context.Context, s store.Sto
 	if err := s.AddOAuthToken(ctx, other.ID, newToken("tok_b1", "ada"), nil); err != nil {
 		t.Fatalf("AddOAuthToken(other grant): %v", err)
 	}
-	if got, err := s.TokenByID(ctx, "tok_a1"); err != nil || got.Audience != g.Resource {
-		t.Fatalf("TokenByID = %+v, %v; want audience %s", got, err, g.Resource)
+	if got, err := s.TokenByID(ctx, "tok_a1"); err != nil || got.Audience != g.Resource || got.Grant != g.ID {
+		t.Fatalf("TokenByID = %+v, %v; want audience %s and grant %s", got, err, g.Resource, g.ID)
 	}
 	if id, err := s.OAuthRefreshGrant(ctx, "rt-1"); err != nil || id != g.ID {
 		t.Fatalf("OAuthRefreshGrant = %q, %v; want %s", id, err, g.ID)
