@@ -22,6 +22,7 @@ import (
 type authRequest struct {
 	client      client
 	redirectURI string
+	redirectSet bool // the request named redirect_uri (then the token request must too, RFC 6749 §4.1.3)
 	state       string
 	challenge   string   // PKCE S256 code challenge
 	scopes      []string // the grantable scopes asked for; always holds mcp
@@ -59,7 +60,7 @@ func (s *Server) parseAuthRequest(ctx context.Context, q url.Values) (authReques
 		}
 		return authRequest{}, &pageError{http.StatusBadRequest, "This application cannot sign in to hangar: " + oe.Description}, nil
 	}
-	ar := authRequest{client: c, redirectURI: q.Get("redirect_uri"), state: q.Get("state")}
+	ar := authRequest{client: c, redirectURI: q.Get("redirect_uri"), redirectSet: q.Has("redirect_uri"), state: q.Get("state")}
 	switch {
 	case ar.redirectURI == "" && len(c.RedirectURIs) == 1:
 		ar.redirectURI = c.RedirectURIs[0]
@@ -137,7 +138,12 @@ func (s *Server) authorizePage(w http.ResponseWriter, r *http.Request) {
 	case oe != nil:
 		s.redirectError(w, r, ar, oe)
 	default:
+		// One value per browser, kept while it is there, so that two consent pages open at
+		// once (two clients, two tabs) both work.
 		csrf := newSecret("")
+		if ck, err := r.Cookie(s.csrfCookieName()); err == nil && csrfValue.MatchString(ck.Value) {
+			csrf = ck.Value
+		}
 		http.SetCookie(w, s.csrfCookie(csrf))
 		s.renderConsent(w, http.StatusOK, ar, csrf, consentForm{Scopes: ar.scopes}, "")
 	}
@@ -151,6 +157,9 @@ func (s *Server) csrfCookieName() string {
 	}
 	return "hangar_consent"
 }
+
+// csrfValue is what newSecret("") makes: 32 bytes, base64url.
+var csrfValue = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
 
 func (s *Server) csrfCookie(value string) *http.Cookie {
 	return &http.Cookie{Name: s.csrfCookieName(), Value: value, Path: "/", HttpOnly: true,
@@ -198,13 +207,16 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	code := newSecret("hgc_")
-	c := store.OAuthCode{Hash: hash(code), RedirectURI: ar.redirectURI, CodeChallenge: ar.challenge, ExpiresAt: s.cfg.Now().Add(s.cfg.CodeTTL)}
+	redirectURI := ar.redirectURI // what the token request must repeat: "" when the request named none
+	if !ar.redirectSet {
+		redirectURI = ""
+	}
+	c := store.OAuthCode{Hash: hash(code), RedirectURI: redirectURI, CodeChallenge: ar.challenge, ExpiresAt: s.cfg.Now().Add(s.cfg.CodeTTL)}
 	if err := s.cfg.Store.CreateOAuthGrant(r.Context(), g, c); err != nil {
 		s.log.Error("store oauth grant", "err", err)
 		s.renderError(w, &pageError{http.StatusInternalServerError, "Something went wrong inside hangar; the server log has the details."})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: s.csrfCookieName(), Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: strings.HasPrefix(s.cfg.Issuer, "https://")})
 	s.redirect(w, r, ar, url.Values{"code": {code}})
 }
 
@@ -277,8 +289,11 @@ var scopeAbout = map[string]string{
 
 func (s *Server) renderConsent(w http.ResponseWriter, status int, ar authRequest, csrf string, form consentForm, problem string) {
 	d := pageData{Error: problem, Client: ar.client.Name, ClientID: ar.client.ID, RedirectTo: origin(ar.redirectURI), Sandbox: form.Sandbox, ShowConsent: true,
-		Fields: map[string]string{"response_type": "code", "client_id": ar.client.ID, "redirect_uri": ar.redirectURI, "state": ar.state,
+		Fields: map[string]string{"response_type": "code", "client_id": ar.client.ID, "state": ar.state,
 			"code_challenge": ar.challenge, "code_challenge_method": "S256", "scope": strings.Join(ar.scopes, " "), "resource": ar.resource, "csrf": csrf}}
+	if ar.redirectSet {
+		d.Fields["redirect_uri"] = ar.redirectURI
+	}
 	for _, sc := range ar.scopes {
 		d.Scopes = append(d.Scopes, scopeChoice{Name: sc, About: scopeAbout[sc], Checked: slices.Contains(form.Scopes, sc)})
 	}

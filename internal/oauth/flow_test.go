@@ -508,3 +508,43 @@ func TestExpiredAccessTokenLivesWithItsGrant(t *testing.T) {
 		}
 	}
 }
+
+// TestRedirectURIOmitted: a client with one redirect URI may leave it out of the request (it is
+// then used), and then out of the token request too (RFC 6749 §4.1.3).
+func TestRedirectURIOmitted(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	client := f.register(t, "App", redirect)
+	v, ch := pkce()
+	b := browser()
+	q := authParams(client, ch)
+	q.Del("redirect_uri")
+	form := f.consentForm(t, b, q)
+	resp, body := f.submit(t, b, form, nil)
+	loc, _ := url.Parse(resp.Header.Get("Location"))
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc.String(), redirect+"?") {
+		t.Fatalf("consent = %d %s %s", resp.StatusCode, loc, body)
+	}
+	status, out := f.post(t, "/oauth/token", url.Values{"grant_type": {"authorization_code"}, "client_id": {client},
+		"code": {loc.Query().Get("code")}, "code_verifier": {v}})
+	if status != http.StatusOK {
+		t.Errorf("token without redirect_uri = %d %v", status, out)
+	}
+}
+
+// TestTwoConsentPagesAtOnce: a browser with two consent pages open (two clients, two tabs) can
+// send either form: the CSRF cookie is one per browser.
+func TestTwoConsentPagesAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	a, b := f.register(t, "A", redirect), f.register(t, "B", redirect)
+	_, ch := pkce()
+	br := browser()
+	formA := f.consentForm(t, br, authParams(a, ch))
+	formB := f.consentForm(t, br, authParams(b, ch))
+	for name, form := range map[string]url.Values{"first": formA, "second": formB} {
+		if resp, body := f.submit(t, br, form, nil); resp.StatusCode != http.StatusSeeOther {
+			t.Errorf("the %s page's form = %d %s", name, resp.StatusCode, body)
+		}
+	}
+}

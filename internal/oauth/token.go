@@ -140,7 +140,7 @@ func (s *Server) exchangeCode(ctx context.Context, clientID string, form url.Val
 		return tokenResponse{}, invalidGrant("The authorization code was issued to another client.")
 	case !s.cfg.Now().Before(c.ExpiresAt):
 		return tokenResponse{}, invalidGrant("The authorization code has expired; authorize again.")
-	case form.Get("redirect_uri") != c.RedirectURI:
+	case c.RedirectURI != "" && form.Get("redirect_uri") != c.RedirectURI: // "": the request named none
 		return tokenResponse{}, invalidGrant("redirect_uri is not the one the code was issued for.")
 	case !pkceVerifier.MatchString(form.Get("code_verifier")):
 		return tokenResponse{}, invalidGrant("code_verifier is missing or malformed (43 to 128 of A-Z a-z 0-9 - . _ ~).")
