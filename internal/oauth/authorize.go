@@ -217,6 +217,11 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		s.renderError(w, &pageError{http.StatusInternalServerError, "Something went wrong inside hangar; the server log has the details."})
 		return
 	}
+	// Each new grant sweeps the codes and refresh tokens that have expired, so that they do not
+	// pile up (no timer needed: nothing expired matters until someone asks).
+	if _, err := s.cfg.Store.DeleteExpiredOAuth(r.Context(), s.cfg.Now()); err != nil {
+		s.log.Warn("delete expired oauth codes and refresh tokens", "err", err)
+	}
 	s.redirect(w, r, ar, url.Values{"code": {code}})
 }
 

@@ -44,6 +44,9 @@ type OAuthStore interface {
 	// OAuthRefreshGrant returns the grant of a refresh token, used or not. ErrNotFound if
 	// there is no refresh token of that hash.
 	OAuthRefreshGrant(ctx context.Context, hash string) (string, error)
+	// DeleteExpiredOAuth forgets the authorization codes and refresh tokens that expired before
+	// the given time, used or not, and says how many.
+	DeleteExpiredOAuth(ctx context.Context, before time.Time) (int, error)
 	// OAuthTokenGrant returns the grant that issued an access token. ErrNotFound if no grant
 	// did (a token made through the API).
 	OAuthTokenGrant(ctx context.Context, tokenID string) (string, error)

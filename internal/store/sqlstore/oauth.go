@@ -288,3 +288,20 @@ func (s *DB) oneString(ctx context.Context, query string, arg any) (string, erro
 	}
 	return v, nil
 }
+
+// DeleteExpiredOAuth implements store.Store.
+func (s *DB) DeleteExpiredOAuth(ctx context.Context, before time.Time) (int, error) {
+	n := 0
+	for _, table := range []string{"oauth_codes", "oauth_refresh_tokens"} {
+		res, err := s.db.ExecContext(ctx, s.q(`DELETE FROM `+table+` WHERE expires_at < ?`), before.UnixMilli())
+		if err != nil {
+			return n, fmt.Errorf("delete expired %s: %w", table, err)
+		}
+		m, err := res.RowsAffected()
+		if err != nil {
+			return n, fmt.Errorf("delete expired %s: %w", table, err)
+		}
+		n += int(m)
+	}
+	return n, nil
+}

@@ -130,3 +130,30 @@ func testOAuthTokensAndRevocation(t *testing.T, ctx context.Context, s store.Sto
 		t.Errorf("ListOAuthGrants after revoking one = %v, %v; want only %s", gs, err, other.ID)
 	}
 }
+
+func testOAuthExpiry(t *testing.T, ctx context.Context, s store.Store) {
+	mustUser(t, ctx, s, "ada")
+	g := newGrant(t, ctx, s, "gr_1") // its code expires in a minute
+	now := time.UnixMilli(time.Now().UnixMilli())
+	if err := s.AddOAuthToken(ctx, g.ID, newToken("tok_a1", "ada"), &store.OAuthRefresh{Hash: "rt-old", ExpiresAt: now.Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddOAuthToken(ctx, g.ID, newToken("tok_a2", "ada"), &store.OAuthRefresh{Hash: "rt-new", ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.DeleteExpiredOAuth(ctx, now); err != nil || n != 1 {
+		t.Fatalf("DeleteExpiredOAuth(now) = %d, %v; want the one expired refresh token", n, err)
+	}
+	if _, err := s.OAuthRefreshGrant(ctx, "rt-old"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the expired refresh token: %v, want ErrNotFound", err)
+	}
+	if n, err := s.DeleteExpiredOAuth(ctx, now.Add(2*time.Minute)); err != nil || n != 1 {
+		t.Fatalf("DeleteExpiredOAuth(in 2 minutes) = %d, %v; want the code", n, err)
+	}
+	if _, err := s.UseOAuthCode(ctx, "code-gr_1", now); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the expired code: %v, want ErrNotFound", err)
+	}
+	if id, err := s.OAuthRefreshGrant(ctx, "rt-new"); err != nil || id != g.ID {
+		t.Errorf("the live refresh token = %q, %v", id, err)
+	}
+}
