@@ -22,6 +22,11 @@ func newOAuth(cfg config.Config, st store.Store, authn *auth.Authenticator, stre
 			hosts = append(hosts, h)
 		}
 	}
-	return oauth.New(oauth.Config{Store: st, Auth: authn, Issuer: cfg.PublicURL, ClientIDHosts: hosts, AccessTTL: cfg.OAuth.AccessTokenTTL,
+	s, err := oauth.New(oauth.Config{Store: st, Auth: authn, Issuer: cfg.PublicURL, ClientIDHosts: hosts, AccessTTL: cfg.OAuth.AccessTokenTTL,
 		EndToken: streams.EndToken, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("OAuth for MCP clients", "issuer", cfg.PublicURL, "resource", s.Resource(), "client_id_hosts", hosts)
+	return s, nil
 }
