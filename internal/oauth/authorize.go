@@ -280,6 +280,10 @@ type pageData struct {
 	Scopes      []scopeChoice
 	Sandbox     string
 	ShowConsent bool
+	// OnThisMachine warns that the redirect goes to a loopback address while the client is
+	// known by a metadata document URL: any program on the person's machine could use that
+	// client id (draft-ietf-oauth-client-id-metadata-document, security considerations).
+	OnThisMachine bool
 }
 
 type scopeChoice struct {
@@ -298,6 +302,9 @@ func (s *Server) renderConsent(w http.ResponseWriter, status int, ar authRequest
 			"code_challenge": ar.challenge, "code_challenge_method": "S256", "scope": strings.Join(ar.scopes, " "), "resource": ar.resource, "csrf": csrf}}
 	if ar.redirectSet {
 		d.Fields["redirect_uri"] = ar.redirectURI
+	}
+	if u, err := url.Parse(ar.redirectURI); err == nil && isLoopback(u.Hostname()) && strings.HasPrefix(ar.client.ID, "https://") {
+		d.OnThisMachine = true
 	}
 	for _, sc := range ar.scopes {
 		d.Scopes = append(d.Scopes, scopeChoice{Name: sc, About: scopeAbout[sc], Checked: slices.Contains(form.Scopes, sc)})

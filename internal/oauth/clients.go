@@ -196,6 +196,20 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		s.writeOAuthError(w, r, err)
 		return
 	}
+	switch meta.ApplicationType { // OpenID Connect Registration §2, which the 2026-07-28 revision asks for
+	case "", "native":
+	case "web":
+		for _, u := range meta.RedirectURIs {
+			if !strings.HasPrefix(u, "https://") {
+				s.writeOAuthError(w, r, &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri",
+					Description: fmt.Sprintf("A web application's redirect URIs must be https; %q is not (a native application's may be http on a loopback address).", u)})
+				return
+			}
+		}
+	default:
+		s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "application_type must be web or native, not %q.", meta.ApplicationType))
+		return
+	}
 	for _, g := range meta.GrantTypes {
 		if g != "authorization_code" && g != "refresh_token" {
 			s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "The grant type %q is not offered; hangar offers authorization_code and refresh_token.", g))

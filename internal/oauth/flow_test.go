@@ -84,6 +84,8 @@ func TestRegistrationRefusals(t *testing.T) {
 		{"a relative URI", `{"redirect_uris": ["/cb"]}`, "invalid_redirect_uri"},
 		{"the implicit grant", `{"redirect_uris": ["https://app.example/cb"], "grant_types": ["implicit"]}`, "invalid_client_metadata"},
 		{"a token response", `{"redirect_uris": ["https://app.example/cb"], "response_types": ["token"]}`, "invalid_client_metadata"},
+		{"a web application on loopback", `{"redirect_uris": ["http://127.0.0.1:9/cb"], "application_type": "web"}`, "invalid_redirect_uri"},
+		{"an unknown application type", `{"redirect_uris": ["https://app.example/cb"], "application_type": "robot"}`, "invalid_client_metadata"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			resp, err := http.Post(f.url+"/oauth/register", "application/json", strings.NewReader(c.body))
@@ -462,6 +464,9 @@ func TestClientIDMetadataDocument(t *testing.T) {
 				t.Errorf("consent page = %d, Location %q; want %d\n%s", resp.StatusCode, resp.Header.Get("Location"), c.status, body)
 			}
 		})
+	}
+	if _, body := f.page(t, browser(), authParams(good, challenge)); !strings.Contains(body, "on your own computer") {
+		t.Error("the consent page of a metadata-document client redirecting to loopback does not warn that any program could use its client id")
 	}
 	// The whole flow with the document's client.
 	status, out := f.exchange(t, good, f.code(t, good, challenge, nil), "")
