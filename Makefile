@@ -68,3 +68,10 @@ conformance:
 .PHONY: e2b-compat
 e2b-compat:
 	scripts/e2bcompat/run.sh
+
+# The MCP TypeScript SDK's OAuth client (pinned in scripts/oauthts/package.json) against `hangar
+# serve` with OAuth on: registration, consent, an exec with progress, a revoked grant (needs npm;
+# installs the SDK and Node 22 on first use).
+.PHONY: oauth-ts
+oauth-ts:
+	scripts/oauthts/run.sh
