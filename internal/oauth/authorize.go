@@ -60,7 +60,7 @@ func (s *Server) parseAuthRequest(ctx context.Context, q url.Values) (authReques
 		}
 		return authRequest{}, &pageError{http.StatusBadRequest, "This application cannot sign in to hangar: " + oe.Description}, nil
 	}
-	ar := authRequest{client: c, redirectURI: q.Get("redirect_uri"), redirectSet: q.Has("redirect_uri"), state: q.Get("state")}
+	ar := authRequest{client: c, redirectURI: q.Get("redirect_uri"), redirectSet: q.Get("redirect_uri") != "", state: q.Get("state")}
 	switch {
 	case ar.redirectURI == "" && len(c.RedirectURIs) == 1:
 		ar.redirectURI = c.RedirectURIs[0]
