@@ -553,3 +553,36 @@ func TestTwoConsentPagesAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestCORS: a browser-based client (the MCP Inspector) may call registration, the token and
+// revocation endpoints from another origin; the consent page gives no other origin anything.
+func TestCORS(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	for _, path := range []string{"/oauth/register", "/oauth/token", "/oauth/revoke"} {
+		req, _ := http.NewRequest("OPTIONS", f.url+path, nil)
+		req.Header.Set("Origin", "https://inspector.example")
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent || resp.Header.Get("Access-Control-Allow-Origin") != "*" {
+			t.Errorf("OPTIONS %s = %d, Access-Control-Allow-Origin %q", path, resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
+		}
+		resp, err = http.Post(f.url+path, "application/x-www-form-urlencoded", strings.NewReader(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.Header.Get("Access-Control-Allow-Origin") != "*" {
+			t.Errorf("POST %s: no Access-Control-Allow-Origin", path)
+		}
+	}
+	_, challenge := pkce()
+	resp, _ := f.page(t, browser(), authParams(f.register(t, "App", redirect), challenge))
+	if resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Error("the consent page allows other origins")
+	}
+}

@@ -147,11 +147,24 @@ func (s *Server) Routes(r chi.Router) {
 	r.Handle(ResourceMetadataPath+"/mcp", prm)
 	r.Handle(ResourceMetadataPath, prm)
 	r.Get(ServerMetadataPath, s.serverMetadata)
-	r.Post(RegisterPath, s.register)
 	r.Get(AuthorizePath, s.authorizePage)
 	r.Post(AuthorizePath, s.consent)
-	r.Post(TokenPath, s.token)
-	r.Post(RevokePath, s.revoke)
+	// Browser-based clients (the MCP Inspector) call these from another origin. They take no
+	// cookie and no ambient credential, so any origin may: what they need is in the request.
+	for path, h := range map[string]http.HandlerFunc{RegisterPath: s.register, TokenPath: s.token, RevokePath: s.revoke} {
+		r.Post(path, withCORS(h))
+		r.Options(path, withCORS(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	}
+}
+
+// withCORS lets any origin call h (and its preflight pass).
+func withCORS(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		w.Header().Set("Access-Control-Allow-Methods", "POST, OPTIONS")
+		w.Header().Set("Access-Control-Allow-Headers", "Content-Type, Authorization")
+		h(w, r)
+	}
 }
 
 // serverMetadata is the authorization server's metadata (RFC 8414).
