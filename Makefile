@@ -100,3 +100,10 @@ chart-check: tools
 rules-check: tools
 	.cache/tools/promtool check rules deploy/prometheus/hangar-rules.yaml
 	.cache/tools/promtool test rules deploy/prometheus/hangar-rules.test.yaml
+
+# The MCP TypeScript SDK's OAuth client (pinned in scripts/oauthts/package.json) against `hangar
+# serve` with OAuth on: registration, consent, an exec with progress, a revoked grant (needs npm;
+# installs the SDK and Node 22 on first use).
+.PHONY: oauth-ts
+oauth-ts:
+	scripts/oauthts/run.sh

@@ -198,14 +198,22 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	}
 	defer closeDomain() // after the shutdown below ended the streams: the followers return
 
-	mcpHandler := mcp.New(mcp.Config{Auth: authn, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Watches: d.watches, Turns: d.turns, Logger: log, Version: version, Clock: clock,
+	oauthServer, err := newOAuth(cfg, st, authn, streams, log)
+	if err != nil {
+		return err
+	}
+	mcpCfg := mcp.Config{Auth: authn, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Watches: d.watches, Turns: d.turns, Logger: log, Version: version, Clock: clock,
 		SessionIdle: time.Duration(cfg.MCP.SessionIdleSeconds) * time.Second, SessionsPerToken: cfg.MCP.SessionsPerToken,
-		Recheck: time.Duration(cfg.Stream.RecheckSeconds) * time.Second})
+		Recheck: time.Duration(cfg.Stream.RecheckSeconds) * time.Second}
+	if oauthServer != nil {
+		mcpCfg.Resource, mcpCfg.ResourceMetadataURL = oauthServer.Resource(), oauthServer.ResourceMetadataURL()
+	}
+	mcpHandler := mcp.New(mcpCfg)
 	mcpRechecked := make(chan struct{})
 	go func() { mcpHandler.Run(rechecks); close(mcpRechecked) }()
 	defer func() { stopRechecks(); <-mcpRechecked }()
 
-	srv := rest.New(rest.Config{Auth: authn, Ready: st.Ping, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MCP: mcpHandler})
+	srv := rest.New(rest.Config{Auth: authn, Ready: st.Ping, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MCP: mcpHandler, OAuth: oauthServer})
 	if cfg.PprofListen != "" {
 		stopPprof, err := servePprof(cfg.PprofListen, log)
 		if err != nil {
