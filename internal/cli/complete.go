@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"encoding/json"
+
+	"github.com/spf13/cobra"
+)
+
+// remarshal copies v (decoded JSON) into out's type.
+func remarshal(v, out any) {
+	b, _ := json.Marshal(v)
+	json.Unmarshal(b, out)
+}
+
+// completeSandboxes completes a sandbox name, the first argument, from hangar's list (nothing,
+// quietly, when hangar cannot be reached).
+func (a *app) completeSandboxes(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	c, err := a.client()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out struct {
+		Sandboxes []sandboxJSON `json:"sandboxes"`
+	}
+	if c.do(cmd.Context(), "GET", "/api/sandboxes", nil, &out) != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	names := make([]string, 0, len(out.Sandboxes))
+	for _, sb := range out.Sandboxes {
+		names = append(names, sb.Name)
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
+}
