@@ -42,7 +42,7 @@ process whose output comes as one stream (standard error with standard output), 
 --timeout are not available.`,
 		Example: "  hangar exec demo -- 'echo hi from $(pwd)'\n  hangar exec demo -- ls -la /tmp\n  echo hello | hangar exec -i demo -- cat\n  hangar exec -it demo",
 		Args: func(cmd *cobra.Command, args []string) error {
-			if o.tty && len(args) == 1 {
+			if o.tty && (len(args) == 1 || len(args) == 2 && args[1] == "--") {
 				return nil
 			}
 			return a.commandArgs(cmd, args)
@@ -78,15 +78,22 @@ process whose output comes as one stream (standard error with standard output), 
 
 // commandArgs wants a sandbox and a command.
 func (a *app) commandArgs(cmd *cobra.Command, args []string) error {
-	if len(args) < 2 {
+	if len(args) < 2 || (len(args) == 2 && args[1] == "--") {
 		return usageError{fmt.Sprintf("%s takes a sandbox's name and a command: %s", cmd.CommandPath(), cmd.UseLine())}
 	}
 	return nil
 }
 
 // commandLine makes the shell command line of a command's arguments: one argument is a
-// command line already; several are each quoted, so they reach the command as they are.
+// command line already; several are each quoted, so they reach the command as they are. A
+// leading "--" (flags stop at the sandbox's name, so it is not taken away) is dropped.
 func commandLine(args []string) string {
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	if len(args) == 0 {
+		return ""
+	}
 	if len(args) == 1 {
 		return args[0]
 	}

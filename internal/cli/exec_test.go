@@ -1,0 +1,68 @@
+package cli_test
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestExecSeparatesStreamsAndExits: exec prints the command's stdout on stdout and its stderr
+// on stderr, and exits with its exit code; several arguments reach the command as they are.
+func TestExecSeparatesStreamsAndExits(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	s.sandbox(t, "exec-box")
+	env := s.env(t)
+	r := hangar(t, env, "", "exec", "exec-box", "--", "echo out; echo err >&2; exit 3").want(t, 3)
+	if r.stdout != "out\n" || r.stderr != "err\n" {
+		t.Errorf("stdout %q, stderr %q; want out and err each on its own", r.stdout, r.stderr)
+	}
+	r = hangar(t, env, "", "exec", "exec-box", "--", "printf", "%s|", "a b", "it's", "$HOME").want(t, 0)
+	if r.stdout != "a b|it's|$HOME|" {
+		t.Errorf("argv through exec = %q, want each argument as it is", r.stdout)
+	}
+	r = hangar(t, env, "", "exec", "--timeout", "0.5", "exec-box", "--", "sleep 30").want(t, 124)
+	if !strings.Contains(r.stderr, "timeout") {
+		t.Errorf("a timed-out command's stderr = %q, want it to say so", r.stderr)
+	}
+	r = hangar(t, env, "", "exec", "no-such-box", "--", "true").want(t, 1)
+	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "hangar: ") {
+		t.Errorf("an unknown sandbox's error = %q, want one line", r.stderr)
+	}
+}
+
+// TestExecInterruptKillsTheCommand: Ctrl-C (SIGINT to the client) ends the remote command, as
+// the REST client going away does, and the client exits 130.
+func TestExecInterruptKillsTheCommand(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	s.sandbox(t, "int-box")
+	b := startHangar(t, s.env(t), "exec", "int-box", "--", "echo $$; exec sleep 300")
+	pid, err := strconv.Atoi(strings.TrimSpace(b.line(t)))
+	if err != nil {
+		t.Fatalf("the command's pid: %v", err)
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("the command (pid %d) does not run: %v", pid, err)
+	}
+	b.cmd.Process.Signal(syscall.SIGINT)
+	if code := b.wait(t); code != 130 {
+		t.Errorf("exit code after Ctrl-C = %d, want 130", code)
+	}
+	// The local provider's commands are processes of this machine.
+	eventually(t, "the remote command ends", func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
+}
+
+// TestExecInteractive: -i forwards stdin, closes the command's at its end, and exits with the
+// command's code.
+func TestExecInteractive(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	s.sandbox(t, "in-box")
+	r := hangar(t, s.env(t), "hello\nworld\n", "exec", "-i", "in-box", "--", "cat; exit 4").want(t, 4)
+	if r.stdout != "hello\nworld\n" {
+		t.Errorf("stdout = %q, want what stdin said", r.stdout)
+	}
+}
