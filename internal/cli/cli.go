@@ -61,6 +61,10 @@ func NewRoot(cfg Config) *cobra.Command {
 	root.SetIn(cfg.Stdin)
 	root.SetOut(cfg.Stdout)
 	root.SetErr(cfg.Stderr)
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		_, err := a.json() // a bad --output is a usage error before anything is asked of hangar
+		return err
+	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
 	root.AddGroup(&cobra.Group{ID: "client", Title: "Client commands (talk to a hangar over its REST API):"},
 		&cobra.Group{ID: "server", Title: "Server and sandbox commands:"})
@@ -119,6 +123,19 @@ func (a *app) commands() []*cobra.Command {
 	cmds := []*cobra.Command{a.loginCmd(), a.sandboxCmd(), a.execCmd(), a.psCmd(), a.startCmd(), a.attachCmd(), a.killCmd(),
 		a.logsCmd(), a.jobsCmd(), a.tokensCmd(), a.fleetCmd(), a.watchCmd()}
 	return cmds
+}
+
+// group makes cmd a verb of verbs: run alone it shows its help (exit 2), with an unknown verb
+// it says so.
+func group(cmd *cobra.Command) *cobra.Command {
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageError{fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())}
+		}
+		cmd.Help()
+		return ExitCode(2)
+	}
+	return cmd
 }
 
 // exactArgs is cobra.ExactArgs with a usage error naming what is wanted.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"syscall"
 )
 
@@ -37,8 +38,15 @@ func (e *apiError) Error() string {
 	if msg == "" {
 		msg = fmt.Sprintf("hangar answered %d %s", e.Status, http.StatusText(e.Status))
 	}
-	if e.Status == http.StatusUnauthorized {
+	switch e.Status {
+	case http.StatusUnauthorized:
 		msg += " Run hangar login with a valid token (or set HANGAR_TOKEN)."
+	case http.StatusBadRequest, http.StatusConflict, http.StatusTooManyRequests:
+		// The detail's last clause says which thing and why ("sandbox demo is paused; resume
+		// it first"), where the sentence is general.
+		if _, tail, ok := strings.Cut(e.Detail, ": "); ok && tail != "" && !strings.Contains(msg, tail) {
+			msg = strings.TrimSuffix(msg, ".") + " (" + tail + ")."
+		}
 	}
 	return msg
 }

@@ -24,11 +24,11 @@ type sandboxJSON struct {
 }
 
 func (a *app) sandboxCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := group(&cobra.Command{
 		Use:     "sandbox",
 		Aliases: []string{"sandboxes", "sb"},
 		Short:   "make, list, pause, resume and delete sandboxes",
-	}
+	})
 	a.outputFlag(cmd)
 	cmd.AddCommand(a.sandboxCreateCmd(), a.sandboxLsCmd(),
 		a.sandboxActionCmd("rm NAME", "delete a sandbox (its commands and processes end)", "DELETE", ""),

@@ -21,11 +21,11 @@ type tokenJSON struct {
 }
 
 func (a *app) tokensCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := group(&cobra.Command{
 		Use:     "tokens",
 		Aliases: []string{"token"},
 		Short:   "make, list and revoke tokens",
-	}
+	})
 	a.outputFlag(cmd)
 	cmd.AddCommand(a.tokensCreateCmd(), a.tokensLsCmd(), a.tokensRevokeCmd())
 	return cmd
