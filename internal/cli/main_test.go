@@ -245,6 +245,7 @@ func startHangar(t *testing.T, env []string, args ...string) *background {
 	}()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
+		pr.Close() // output nobody read must not hold up Wait's copying
 		<-b.done
 	})
 	return b
@@ -279,12 +280,21 @@ func (b *background) wait(t *testing.T) int {
 	}
 }
 
-// rest reads what is left of stdout once the run ended.
+// rest reads what is left of stdout until the run ends.
 func (b *background) rest(t *testing.T) string {
 	t.Helper()
-	b.wait(t)
-	rest, _ := io.ReadAll(b.stdout)
-	return string(rest)
+	got := make(chan string, 1)
+	go func() {
+		rest, _ := io.ReadAll(b.stdout) // EOF once the run ended and its output was copied
+		got <- string(rest)
+	}()
+	select {
+	case s := <-got:
+		return s
+	case <-time.After(waitTimeout):
+		t.Fatalf("hangar did not end; stderr: %s", b.stderr.String())
+		return ""
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe for a process's writer and the test to share.
