@@ -162,5 +162,3 @@ func (a *app) json() (bool, error) {
 	}
 	return false, usageError{fmt.Sprintf("--output must be table or json, not %q", a.output)}
 }
-
-func (a *app) fleetCmd() *cobra.Command { return &cobra.Command{Use: "fleet"} }
