@@ -120,8 +120,8 @@ type app struct {
 }
 
 func (a *app) commands() []*cobra.Command {
-	cmds := []*cobra.Command{a.loginCmd(), a.sandboxCmd(), a.execCmd(), a.psCmd(), a.startCmd(), a.attachCmd(), a.killCmd(),
-		a.logsCmd(), a.jobsCmd(), a.tokensCmd(), a.fleetCmd(), a.watchCmd()}
+	cmds := []*cobra.Command{a.loginCmd(), a.whoamiCmd(), a.sandboxCmd(), a.execCmd(), a.psCmd(), a.startCmd(), a.attachCmd(), a.killCmd(),
+		a.logsCmd(), a.jobsCmd(), a.tokensCmd(), a.fleetCmd(), a.watchCmd(), a.metricsCmd()}
 	return cmds
 }
 

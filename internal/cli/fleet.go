@@ -99,7 +99,11 @@ func (v *fleetView) render(w io.Writer, col bool, now time.Time) {
 		states = append(states, fmt.Sprintf("%d %s", n, paint(col, stateColour(st), st)))
 	}
 	sort.Strings(states)
-	fmt.Fprintf(w, "%s's fleet: %d agents (%s), %d stuck, %d in the inbox, $%.2f today\n\n", v.User, v.Summary.Agents, strings.Join(states, ", "), v.Summary.Stuck, v.Summary.Inbox, v.Summary.Cost)
+	byState := ""
+	if len(states) > 0 {
+		byState = " (" + strings.Join(states, ", ") + ")"
+	}
+	fmt.Fprintf(w, "%s's fleet: %d agents%s, %d stuck, %d in the inbox, $%.2f today\n\n", v.User, v.Summary.Agents, byState, v.Summary.Stuck, v.Summary.Inbox, v.Summary.Cost)
 	agents := make([]*fleetAgent, 0, len(v.Agents))
 	for _, ag := range v.Agents {
 		agents = append(agents, ag)

@@ -119,7 +119,12 @@ func TestLogin(t *testing.T) {
 	if !strings.Contains(string(b), s.url) || !strings.Contains(string(b), s.admin) {
 		t.Errorf("config file = %s", b)
 	}
-	hangar(t, env, "", "sandbox", "ls").want(t, 0)
+	if r := hangar(t, env, "", "whoami").want(t, 0); !strings.Contains(r.stdout, "You are admin") {
+		t.Errorf("whoami after login = %q", r.stdout)
+	}
+	if r := hangar(t, env, "", "metrics", "hangar_streams_open").want(t, 0); !strings.HasPrefix(r.stdout, "hangar_streams_open{") {
+		t.Errorf("metrics = %q", r.stdout)
+	}
 	hangar(t, append(env, "HANGAR_TOKEN=hgr_nope"), "", "sandbox", "ls").want(t, 1)
 	hangar(t, append(env, "HANGAR_URL=http://127.0.0.1:1"), "", "sandbox", "ls").want(t, 1)
 }
