@@ -151,13 +151,23 @@ func (a *app) execStream(ctx context.Context, c *client, sandbox, line string, o
 			return &e
 		case "result":
 			var r struct {
-				ExitCode *int   `json:"exit_code"`
-				Status   string `json:"status"`
-				TimedOut bool   `json:"timed_out"`
-				Closed   string `json:"closed"`
+				ExitCode       *int   `json:"exit_code"`
+				Status         string `json:"status"`
+				TimedOut       bool   `json:"timed_out"`
+				Closed         string `json:"closed"`
+				Streamed       bool   `json:"streamed"`
+				Stdout         string `json:"stdout"`
+				StdoutEncoding string `json:"stdout_encoding"`
+				Stderr         string `json:"stderr"`
+				StderrEncoding string `json:"stderr_encoding"`
 			}
 			if err := json.Unmarshal(ev.Data, &r); err != nil {
 				return fmt.Errorf("read the command's result: %w", err)
+			}
+			if !r.Streamed {
+				// Without a daemon the output comes only here, in one piece at the end.
+				a.cfg.Stdout.Write(decoded(r.Stdout, r.StdoutEncoding))
+				a.cfg.Stderr.Write(decoded(r.Stderr, r.StderrEncoding))
 			}
 			if r.Closed != "" && r.ExitCode == nil {
 				if why, ok := closeReasons[r.Closed]; ok {
@@ -168,6 +178,16 @@ func (a *app) execStream(ctx context.Context, c *client, sandbox, line string, o
 			return a.exitOf(r.ExitCode, r.Status, r.TimedOut)
 		}
 	}
+}
+
+// decoded is s, or the bytes it carries when encoding is base64.
+func decoded(s, encoding string) []byte {
+	if encoding == "base64" {
+		if b, err := base64.StdEncoding.DecodeString(s); err == nil {
+			return b
+		}
+	}
+	return []byte(s)
 }
 
 // execProcess runs a command as a background process (on a terminal with -t), forwards this

@@ -23,6 +23,12 @@ func TestExecSeparatesStreamsAndExits(t *testing.T) {
 	if r.stdout != "a b|it's|$HOME|" {
 		t.Errorf("argv through exec = %q, want each argument as it is", r.stdout)
 	}
+	hangar(t, env, "", "sandbox", "create", "--no-daemon", "exec-nod").want(t, 0)
+	t.Cleanup(func() { hangar(t, env, "", "sandbox", "rm", "exec-nod") })
+	r = hangar(t, env, "", "exec", "exec-nod", "--", "echo out; echo err >&2; exit 3").want(t, 3)
+	if r.stdout != "out\n" || r.stderr != "err\n" {
+		t.Errorf("without a daemon: stdout %q, stderr %q; want out and err each on its own", r.stdout, r.stderr)
+	}
 	r = hangar(t, env, "", "exec", "--timeout", "0.5", "exec-box", "--", "sleep 30").want(t, 124)
 	if !strings.Contains(r.stderr, "timeout") {
 		t.Errorf("a timed-out command's stderr = %q, want it to say so", r.stderr)
