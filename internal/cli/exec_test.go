@@ -40,25 +40,50 @@ func TestExecSeparatesStreamsAndExits(t *testing.T) {
 }
 
 // TestExecInterruptKillsTheCommand: Ctrl-C (SIGINT to the client) ends the remote command, as
-// the REST client going away does, and the client exits 130.
+// the REST client going away does, and the client exits 130; with -i too (the command then
+// runs as a background process, which the client kills). attach, interrupted, detaches: the
+// process runs on.
 func TestExecInterruptKillsTheCommand(t *testing.T) {
 	t.Parallel()
 	s := sharedServer(t)
 	s.sandbox(t, "int-box")
-	b := startHangar(t, s.env(t), "exec", "int-box", "--", "echo $$; exec sleep 300")
-	pid, err := strconv.Atoi(strings.TrimSpace(b.line(t)))
-	if err != nil {
-		t.Fatalf("the command's pid: %v", err)
+	for _, c := range []struct {
+		name  string
+		args  []string
+		ended bool
+	}{
+		{"exec", []string{"exec", "int-box", "--", "echo $$; exec sleep 300"}, true},
+		{"exec -i", []string{"exec", "-i", "int-box", "--", "echo $$; exec sleep 300"}, true},
+		{"attach", []string{"attach", "int-box"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.name == "attach" {
+				id := s.api(t, "POST", "/api/sandboxes/int-box/processes", `{"command": "echo $$; exec sleep 300"}`)["process_id"].(string)
+				defer s.api(t, "DELETE", "/api/sandboxes/int-box/processes/"+id, "")
+				c.args = append(c.args, id)
+			}
+			b := startHangar(t, s.env(t), c.args...)
+			pid, err := strconv.Atoi(strings.TrimSpace(b.line(t)))
+			if err != nil {
+				t.Fatalf("the command's pid: %v", err)
+			}
+			if err := syscall.Kill(pid, 0); err != nil {
+				t.Fatalf("the command (pid %d) does not run: %v", pid, err)
+			}
+			b.cmd.Process.Signal(syscall.SIGINT)
+			if code := b.wait(t); code != 130 {
+				t.Errorf("exit code after Ctrl-C = %d, want 130", code)
+			}
+			if !c.ended {
+				if err := syscall.Kill(pid, 0); err != nil {
+					t.Errorf("attach's Ctrl-C ended the process: %v", err)
+				}
+				return
+			}
+			// The local provider's commands are processes of this machine.
+			eventually(t, "the remote command ends", func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
+		})
 	}
-	if err := syscall.Kill(pid, 0); err != nil {
-		t.Fatalf("the command (pid %d) does not run: %v", pid, err)
-	}
-	b.cmd.Process.Signal(syscall.SIGINT)
-	if code := b.wait(t); code != 130 {
-		t.Errorf("exit code after Ctrl-C = %d, want 130", code)
-	}
-	// The local provider's commands are processes of this machine.
-	eventually(t, "the remote command ends", func() bool { return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) })
 }
 
 // TestExecInteractive: -i forwards stdin, closes the command's at its end, and exits with the

@@ -119,6 +119,12 @@ func TestColourOnlyOnATerminal(t *testing.T) {
 	if !strings.Contains(onTerm.text(), "\x1b[32mrunning") {
 		t.Errorf("sandbox ls on a terminal = %q, want running in green", onTerm.text())
 	}
+	spin, _ := startPTY(t, s.env(t), &pty.Winsize{Rows: 24, Cols: 200}, "sandbox", "create", "spin-box")
+	spin.wait(t)
+	defer hangar(t, s.env(t), "", "sandbox", "rm", "spin-box")
+	if !strings.Contains(spin.text(), "making sandbox spin-box…") {
+		t.Errorf("sandbox create on a terminal = %q, want a spinner", spin.text())
+	}
 	noColour, _ := startPTY(t, s.env(t, "NO_COLOR=1"), &pty.Winsize{Rows: 24, Cols: 200}, "sandbox", "ls")
 	noColour.wait(t)
 	if strings.Contains(noColour.text(), "\x1b[") || !strings.Contains(noColour.text(), "colour-box") {
