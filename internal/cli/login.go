@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -88,7 +89,7 @@ func (a *app) readToken() (string, error) {
 	line, err := bufio.NewReader(a.cfg.Stdin).ReadString('\n')
 	line = strings.TrimSpace(line)
 	if line == "" {
-		if err != nil && !errors.Is(err, errEOF) {
+		if err != nil && !errors.Is(err, io.EOF) {
 			return "", fmt.Errorf("read the token: %w", err)
 		}
 		return "", usageError{"no token: give it with --token, HANGAR_TOKEN or on standard input"}

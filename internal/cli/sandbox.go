@@ -2,15 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 )
-
-// errEOF is io.EOF, named where a reader's end is expected.
-var errEOF = io.EOF
 
 // sandboxJSON is the part of a sandbox the tables show; -o json prints hangar's answer whole.
 type sandboxJSON struct {
