@@ -34,3 +34,26 @@ func (a *app) completeSandboxes(cmd *cobra.Command, args []string, _ string) ([]
 	}
 	return names, cobra.ShellCompDirectiveNoFileComp
 }
+
+// completeProcess completes a sandbox's name, then one of its processes' ids (with its
+// command as the description).
+func (a *app) completeProcess(cmd *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+	if len(args) == 0 {
+		return a.completeSandboxes(cmd, args, prefix)
+	}
+	c, err := a.client()
+	if len(args) > 1 || err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out struct {
+		Processes []procInfo `json:"processes"`
+	}
+	if c.do(cmd.Context(), "GET", procPath(args[0], ""), nil, &out) != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	ids := make([]string, 0, len(out.Processes))
+	for _, p := range out.Processes {
+		ids = append(ids, p.ID+"\t"+oneLine(p.Command, 50))
+	}
+	return ids, cobra.ShellCompDirectiveNoFileComp
+}

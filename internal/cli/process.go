@@ -93,8 +93,9 @@ func (a *app) startCmd() *cobra.Command {
 		Long: `start starts COMMAND in the sandbox as a background process and prints its id at once;
 follow it with hangar attach, list it with hangar ps, end it with hangar kill. One argument is a
 shell command line; several are quoted as they are, one word each.`,
-		Example: "  ID=$(hangar start demo -- 'for i in $(seq 1 5); do echo $i; sleep 1; done')\n  hangar attach demo $ID",
-		Args:    a.commandArgs,
+		Example:           "  ID=$(hangar start demo -- 'for i in $(seq 1 5); do echo $i; sleep 1; done')\n  hangar attach demo $ID",
+		Args:              a.commandArgs,
+		ValidArgsFunction: a.completeSandboxes,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			asJSON, err := a.json()
 			if err != nil {
@@ -128,7 +129,7 @@ func (a *app) killCmd() *cobra.Command {
 		Use:               "kill SANDBOX ID",
 		Short:             "end a background process: SIGTERM to its process group, SIGKILL 3 s later",
 		Args:              exactArgs(2, "a sandbox's name and a process id"),
-		ValidArgsFunction: a.completeSandboxes,
+		ValidArgsFunction: a.completeProcess,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			asJSON, err := a.json()
 			if err != nil {
@@ -168,8 +169,9 @@ func (a *app) attachCmd() *cobra.Command {
 live, and exits with its exit code when it ends. A dropped connection is resumed where it
 stopped (Last-Event-ID), nothing lost or repeated; if hangar itself restarted, what the process
 printed while hangar was down is lost, and attach says so. Ctrl-C detaches: the process runs on.`,
-		Example: "  hangar attach demo p_65e945bfdbbd",
-		Args:    exactArgs(2, "a sandbox's name and a process id"),
+		Example:           "  hangar attach demo p_65e945bfdbbd",
+		Args:              exactArgs(2, "a sandbox's name and a process id"),
+		ValidArgsFunction: a.completeProcess,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {

