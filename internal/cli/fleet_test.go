@@ -31,6 +31,7 @@ func TestFleet(t *testing.T) {
 	screen, _ := startPTY(t, env, &pty.Winsize{Rows: 40, Cols: 200}, "fleet")
 	eventually(t, "the table on the terminal", func() bool { return strings.Contains(screen.text(), "admin's fleet") })
 	s.api(t, "POST", "/api/sessions", `{"name": "fleet-chat", "sandbox": "fleet-box", "agent": "command"}`)
+	defer s.api(t, "DELETE", "/api/sessions/fleet-chat", "")
 	for ev.Event != "agent" || ev.Data["name"] != "fleet-chat" {
 		if err := json.Unmarshal([]byte(b.line(t)), &ev); err != nil {
 			t.Fatal(err)
