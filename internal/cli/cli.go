@@ -121,7 +121,7 @@ type app struct {
 
 func (a *app) commands() []*cobra.Command {
 	cmds := []*cobra.Command{a.loginCmd(), a.whoamiCmd(), a.sandboxCmd(), a.execCmd(), a.psCmd(), a.startCmd(), a.attachCmd(), a.killCmd(),
-		a.logsCmd(), a.jobsCmd(), a.tokensCmd(), a.fleetCmd(), a.watchCmd(), a.metricsCmd()}
+		a.logsCmd(), a.sessionsCmd(), a.jobsCmd(), a.tokensCmd(), a.fleetCmd(), a.watchCmd(), a.metricsCmd()}
 	return cmds
 }
 

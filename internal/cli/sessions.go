@@ -23,7 +23,7 @@ it is recorded, until Ctrl-C. -o json prints the events as hangar gives them, on
 		Example: "  hangar logs chat -f",
 		Args:    exactArgs(1, "a session's name or id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.events(cmd.Context(), "/api/sessions/"+esc(args[0])+"/events", follow, false)
+			return a.events(cmd.Context(), "/api/sessions/"+esc(args[0])+"/events", 0, follow, nil)
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow new events as they are recorded")
@@ -31,9 +31,10 @@ it is recorded, until Ctrl-C. -o json prints the events as hangar gives them, on
 	return cmd
 }
 
-// events prints the events at base (a session's or a job's events route): the pages recorded,
-// then, with follow, the stream from there (until the turn ends when untilFinished).
-func (a *app) events(ctx context.Context, base string, follow, untilFinished bool) error {
+// events prints the events at base (a session's or a job's events route) after seq since: the
+// pages recorded or, with follow, the stream, until an event for which until says so (nil:
+// until Ctrl-C).
+func (a *app) events(ctx context.Context, base string, since int64, follow bool, until func(agentEvent) bool) error {
 	asJSON, err := a.json()
 	if err != nil {
 		return err
@@ -43,7 +44,7 @@ func (a *app) events(ctx context.Context, base string, follow, untilFinished boo
 		return err
 	}
 	p := &eventPrinter{w: a.cfg.Stdout, colour: a.colour(a.cfg.Stdout)}
-	show := func(raw json.RawMessage) (finished bool) {
+	show := func(raw json.RawMessage) (last bool) {
 		var ev agentEvent
 		json.Unmarshal(raw, &ev)
 		if asJSON {
@@ -53,10 +54,9 @@ func (a *app) events(ctx context.Context, base string, follow, untilFinished boo
 		} else {
 			p.print(ev)
 		}
-		return ev.Type == "turn.finished"
+		return until != nil && until(ev)
 	}
 	if !follow {
-		var since int64
 		for {
 			var page struct {
 				Events []json.RawMessage `json:"events"`
@@ -76,13 +76,16 @@ func (a *app) events(ctx context.Context, base string, follow, untilFinished boo
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	return a.followEvents(ctx, c, base+"/stream", func(ev event) error {
-		if show(ev.Data) && untilFinished {
+	return a.followEvents(ctx, c, base+"/stream?since="+strconv.FormatInt(since, 10), func(ev event) error {
+		if show(ev.Data) {
 			stop()
 		}
 		return nil
 	})
 }
+
+// turnFinished is the end of a job's events: its one turn's turn.finished.
+func turnFinished(ev agentEvent) bool { return ev.Type == "turn.finished" }
 
 type jobJSON struct {
 	ID        string `json:"id"`
@@ -154,7 +157,7 @@ did not end done.`,
 				return nil
 			}
 			fmt.Fprintf(a.cfg.Stderr, "Job %s in sandbox %s.\n", j.ID, j.Sandbox)
-			if err := a.events(cmd.Context(), "/api/jobs/"+esc(j.ID)+"/events", true, true); err != nil {
+			if err := a.events(cmd.Context(), "/api/jobs/"+esc(j.ID)+"/events", 0, true, turnFinished); err != nil {
 				return err
 			}
 			if cmd.Context().Err() != nil {
@@ -226,7 +229,7 @@ func (a *app) jobsLogsCmd() *cobra.Command {
 		Short: "print a job's events, made readable; -f follows them until its turn ends",
 		Args:  exactArgs(1, "a job's id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.events(cmd.Context(), "/api/jobs/"+url.PathEscape(args[0])+"/events", follow, true)
+			return a.events(cmd.Context(), "/api/jobs/"+url.PathEscape(args[0])+"/events", 0, follow, turnFinished)
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow its events until its turn ends")

@@ -53,3 +53,31 @@ func TestJobsAndLogs(t *testing.T) {
 		t.Errorf("logs of the job's session = %q", r.stdout)
 	}
 }
+
+// TestSessions: sessions create, ls, turn -f (the turn's events until it ends, with the turn's
+// exit), logs by name, rm.
+func TestSessions(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	s.sandbox(t, "ses-box")
+	env := s.env(t)
+	hangar(t, env, "", "sessions", "create", "ses-chat", "--sandbox", "ses-box", "--agent", "command").want(t, 0)
+	t.Cleanup(func() { hangar(t, env, "", "sessions", "rm", "ses-chat") })
+	var list struct {
+		Sessions []map[string]any `json:"sessions"`
+	}
+	if err := json.Unmarshal([]byte(hangar(t, env, "", "sessions", "ls", "-o", "json").want(t, 0).stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	r := hangar(t, env, "", "sessions", "turn", "-f", "ses-chat", claudeTurn).want(t, 0)
+	if !strings.Contains(r.stdout, "$ go test ./...") || !strings.Contains(r.stdout, "── turn done, exit 0") {
+		t.Errorf("turn -f = %q", r.stdout)
+	}
+	r = hangar(t, env, "", "sessions", "turn", "-f", "ses-chat", "echo '{\"type\":\"tick\"}'; exit 3").want(t, 1)
+	if strings.Contains(r.stdout, "go test") || !strings.Contains(r.stdout, "── turn failed, exit 3") {
+		t.Errorf("the second turn -f = %q, want its own events only, ending failed", r.stdout)
+	}
+	if r := hangar(t, env, "", "logs", "ses-chat").want(t, 0); strings.Count(r.stdout, "started (command)") != 2 {
+		t.Errorf("logs = %q, want both turns", r.stdout)
+	}
+}
