@@ -93,7 +93,7 @@ func AddVerb(root *cobra.Command, name, summary string, run func(ctx context.Con
 // the command line; 1 with the error on stderr.
 func Execute(ctx context.Context, root *cobra.Command, args []string) int {
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	var code ExitCode
 	var usage usageError
 	switch {
@@ -102,7 +102,7 @@ func Execute(ctx context.Context, root *cobra.Command, args []string) int {
 	case errors.As(err, &code):
 		return int(code)
 	case errors.As(err, &usage), strings.HasPrefix(err.Error(), "unknown command"):
-		fmt.Fprintf(root.ErrOrStderr(), "hangar: %v\nRun 'hangar --help' for usage.\n", err)
+		fmt.Fprintf(root.ErrOrStderr(), "hangar: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
 		return 2
 	case ctx.Err() != nil && errors.Is(err, context.Canceled):
 		return int(exitInterrupted)
