@@ -127,6 +127,7 @@ var matrix = []row{
 	{"GET /api/sandboxes/{sb}/processes/{proc}", route("GET /api/sandboxes/{sb}/processes/{proc}", ""), want("200", "404", "404", "404", "403", "403", "401", "401", "200")},
 	{"GET /api/sandboxes/{sb}/processes/{proc}/stream", route("GET /api/sandboxes/{sb}/processes/{proc}/stream", ""), want("200", "404", "404", "404", "403", "403", "401", "401", "200")},
 	{"POST /api/sandboxes/{sb}/processes/{proc}/input", route("POST /api/sandboxes/{sb}/processes/{proc}/input", `{"input": "x\n"}`), want("204", "404", "404", "404", "403", "403", "401", "401", "204")},
+	{"POST /api/sandboxes/{sb}/processes/{term}/resize", route("POST /api/sandboxes/{sb}/processes/{term}/resize", `{"cols": 100, "rows": 30}`), want("204", "404", "404", "404", "403", "403", "401", "401", "204")},
 	{"DELETE /api/sandboxes/{sb}/processes/{fproc}", route("DELETE /api/sandboxes/{sb}/processes/{fproc}", ""), want("202", "404", "404", "404", "403", "403", "401", "401", "202")},
 	{"GET /api/sandboxes/{sb}/watch", route("GET /api/sandboxes/{sb}/watch?path=.", ""), want("200", "404", "200", "404", "403", "403", "401", "401", "200")},
 	{"GET /api/fleet", restList("GET /api/fleet", "{ses}"), want("200", "200, hidden", "403", "403", "403", "403", "401", "401", "200, hidden")},
