@@ -62,7 +62,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			case errors.Is(err, flag.ErrHelp):
 				return nil
 			case err != nil:
-				return fmt.Errorf("%s: %w", v.Name, err)
+				// The server verbs' own form, as hangar-envd says it: "hangar serve: ...".
+				fmt.Fprintf(stderr, "hangar %s: %v\n", v.Name, err)
+				return cli.ExitCode(1)
 			}
 			return nil
 		})
