@@ -97,6 +97,9 @@ type Config struct {
 	Clock quartz.Clock
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// Owners, with several replicas on one database, says which one follows each sandbox's
+	// processes (replicas.go). Nil: this Manager follows them all.
+	Owners Owners
 }
 
 // Manager runs and follows background processes. It is safe for concurrent use.
@@ -216,6 +219,8 @@ type proc struct {
 	started              time.Time
 	recorded             bool     // it has a record in the Store (set before it is listed)
 	f                    follower // set before it is listed
+
+	stop context.CancelFunc // stops its follower (Release); set before it is listed
 
 	exited chan struct{} // closed when the process ends
 
@@ -424,6 +429,9 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 	if err != nil {
 		return Info{}, err
 	}
+	if err := m.owned(ctx, sb.Name); err != nil {
+		return Info{}, err
+	}
 	// A slot is reserved before the process starts, so concurrent starts cannot pass the
 	// limit together; it is released once the process is listed (or failed to start).
 	m.mu.Lock()
@@ -513,6 +521,9 @@ func (m *Manager) find(ctx context.Context, p auth.Principal, ref, id string) (*
 	if err != nil {
 		return nil, sb, err
 	}
+	if err := m.owned(ctx, sb.Name); err != nil {
+		return nil, sb, err
+	}
 	pr, err := m.lookup(p, sb, id)
 	if errors.Is(err, ErrNotFound) {
 		m.adoptSandbox(ctx, sb)
@@ -527,6 +538,9 @@ func (m *Manager) find(ctx context.Context, p auth.Principal, ref, id string) (*
 func (m *Manager) List(ctx context.Context, p auth.Principal, ref string) ([]Info, error) {
 	sb, err := m.cfg.Sandboxes.Get(ctx, p, ref)
 	if err != nil {
+		return nil, err
+	}
+	if err := m.owned(ctx, sb.Name); err != nil {
 		return nil, err
 	}
 	m.adoptSandbox(ctx, sb)

@@ -55,6 +55,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// ReplicaURL is this replica's advertised URL, with several replicas on one database
+	// (requests about a sandbox's processes go to the replica that follows them); "" alone.
+	ReplicaURL string
 }
 
 // Server is the one listener's HTTP server.

@@ -96,6 +96,18 @@ type Config struct {
 	// Clock is the clock of pacing, stall detection, idle timeouts, lifetimes, rechecks and
 	// first-output times. Default the real clock; tests pass quartz.NewMock.
 	Clock quartz.Clock
+	// Announce, with several replicas on one database, hears each EndSandbox and EndToken, to
+	// pass it on to the other replicas, which end their streams with EndedElsewhere. Nil: this
+	// is the only replica.
+	Announce func(Ending)
+}
+
+// Ending is an EndSandbox or EndToken, as passed between replicas: Sandbox with its Reason, or
+// Token (revoked).
+type Ending struct {
+	Sandbox string
+	Reason  Reason
+	Token   string
 }
 
 func (c *Config) setDefaults() {
@@ -261,6 +273,24 @@ func (r *Registry) Shutdown() {
 
 // EndSandbox ends the streams of a sandbox that was destroyed or paused.
 func (r *Registry) EndSandbox(name string, reason Reason) {
+	r.endSandbox(name, reason)
+	if r.cfg.Announce != nil {
+		r.cfg.Announce(Ending{Sandbox: name, Reason: reason})
+	}
+}
+
+// EndedElsewhere ends this replica's streams of what another replica ended (its EndSandbox
+// or EndToken), without announcing it again.
+func (r *Registry) EndedElsewhere(e Ending) {
+	switch {
+	case e.Token != "":
+		r.endToken(e.Token)
+	case e.Sandbox != "" && (e.Reason == ReasonDestroyed || e.Reason == ReasonPaused):
+		r.endSandbox(e.Sandbox, e.Reason)
+	}
+}
+
+func (r *Registry) endSandbox(name string, reason Reason) {
 	for _, s := range r.snapshot() {
 		if s.opts.Sandbox == name {
 			s.End(reason)
@@ -279,6 +309,13 @@ func (r *Registry) EndKind(kind Kind, reason Reason) {
 
 // EndToken ends the streams of a token (ReasonRevoked), as a recheck would.
 func (r *Registry) EndToken(tokenID string) {
+	r.endToken(tokenID)
+	if r.cfg.Announce != nil {
+		r.cfg.Announce(Ending{Token: tokenID})
+	}
+}
+
+func (r *Registry) endToken(tokenID string) {
 	for _, s := range r.snapshot() {
 		if s.opts.Principal.TokenID == tokenID {
 			s.End(ReasonRevoked)
