@@ -160,7 +160,7 @@ func Default() Config {
 			RecheckSeconds:        5,
 			QueueBytes:            16 << 20,
 		},
-		MCP: MCP{SessionIdleSeconds: 1800, SessionsPerToken: 32},
+		MCP:      MCP{SessionIdleSeconds: 1800, SessionsPerToken: 32},
 		Replicas: Replicas{LeaseSeconds: 15},
 		Providers: Providers{
 			Default:     "local",

@@ -103,8 +103,8 @@ type Service struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex      // guards watching and closed
-	closed   bool            // Close was called: no turn starts
+	mu       sync.Mutex          // guards watching and closed
+	closed   bool                // Close was called: no turn starts
 	watching map[string]*watcher // by turn id: the turns with a watcher
 
 	woken notifier // wakes the event streams' feeders after each append
