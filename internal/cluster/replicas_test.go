@@ -344,3 +344,110 @@ func TestOutputThroughAnotherReplica(t *testing.T) {
 		t.Errorf("processes listed through replica a = %v, want the one b follows", list.Processes)
 	}
 }
+
+// tickPrompt is a command-agent prompt that prints n JSON lines a tenth of a second apart, each
+// with its number and the time it was printed (ns since the epoch).
+func tickPrompt(n int) string {
+	return fmt.Sprintf(`for i in $(seq 1 %d); do echo "{\"type\":\"tick\",\"n\":$i,\"ns\":$(date +%%s%%N)}"; sleep 0.1; done`, n)
+}
+
+// tick is what a tickPrompt line becomes as an event.
+type tick struct {
+	Seq  int64  `json:"seq"`
+	Type string `json:"type"`
+	Data struct {
+		N  int   `json:"n"`
+		NS int64 `json:"ns"`
+	} `json:"data"`
+}
+
+// TestTakeoverAfterKill: replica B follows a process and watches a turn, and is killed with
+// SIGKILL mid-turn. Replica A takes the sandbox's lease once it expires, adopts the process and
+// watches the turn on from its saved read position: the turn's events are recorded once each,
+// gapless; the process takes input and ends through A, its end recorded once. Meanwhile a
+// reader attached to A saw B's events live (LISTEN/NOTIFY).
+func TestTakeoverAfterKill(t *testing.T) {
+	t.Parallel()
+	s := newService(t)
+	a := s.start("a")
+	b := s.start("b")
+	s.sandbox(a, "tk-sb", b)
+	must(t, "POST", b.url+"/api/sessions", s.token, `{"name":"tk","sandbox":"tk-sb","agent":"command"}`, nil)
+	const lines = 40
+	prompt, _ := json.Marshal(map[string]string{"prompt": tickPrompt(lines)})
+	must(t, "POST", b.url+"/api/sessions/tk/turns", s.token, string(prompt), nil)
+	var proc struct {
+		ID string `json:"process_id"`
+	}
+	must(t, "POST", b.url+"/api/sandboxes/tk-sb/processes", s.token, `{"command":"read x; echo got-$x"}`, &proc)
+
+	// A reader on A sees the events B records, as B records them.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := openSSE(t, ctx, a.url+"/api/sessions/tk/events/stream", s.token)
+	var delays []time.Duration
+	for {
+		var tk tick
+		ev := next(t, events, "")
+		json.Unmarshal([]byte(ev.data), &tk)
+		if tk.Type != "tick" {
+			continue
+		}
+		delays = append(delays, ev.at.Sub(time.Unix(0, tk.Data.NS)))
+		if tk.Data.N >= 5 {
+			break
+		}
+	}
+	t.Logf("from a line printed in the sandbox to its event at a reader on the other replica: %v", delays)
+
+	b.kill()
+	killed := time.Now()
+	waitFor(t, "replica a to take the sandbox over", func() bool {
+		code, _ := call(t, "GET", a.url+"/api/sandboxes/tk-sb/processes/"+proc.ID, s.token, "")
+		return code == http.StatusOK
+	})
+	t.Logf("replica a answered for the sandbox %v after replica b was killed (lease 2s)", time.Since(killed).Round(time.Millisecond))
+	if got := metric(t, a, "hangar_leases_held"); got != "1" {
+		t.Errorf("replica a holds %q leases, want 1", got)
+	}
+
+	for {
+		ev := next(t, events, "")
+		if strings.Contains(ev.data, `"type":"turn.finished"`) {
+			if !strings.Contains(ev.data, `"status":"done"`) {
+				t.Errorf("turn.finished = %s, want done", ev.data)
+			}
+			break
+		}
+	}
+	var page struct {
+		Events []tick `json:"events"`
+	}
+	must(t, "GET", a.url+"/api/sessions/tk/events?limit=1000", s.token, "", &page)
+	seen := map[int]int{}
+	types := map[string]int{}
+	for i, e := range page.Events {
+		if e.Seq != int64(i+1) {
+			t.Errorf("event %d has seq %d: seqs must be gapless from 1", i, e.Seq)
+		}
+		types[e.Type]++
+		if e.Type == "tick" {
+			seen[e.Data.N]++
+		}
+	}
+	for n := 1; n <= lines; n++ {
+		if seen[n] != 1 {
+			t.Errorf("line %d recorded %d times, want once", n, seen[n])
+		}
+	}
+	if types["turn.started"] != 1 || types["turn.finished"] != 1 {
+		t.Errorf("turn.started recorded %d times, turn.finished %d: want once each", types["turn.started"], types["turn.finished"])
+	}
+
+	out := openSSE(t, ctx, a.url+"/api/sandboxes/tk-sb/processes/"+proc.ID+"/stream", s.token)
+	must(t, "POST", a.url+"/api/sandboxes/tk-sb/processes/"+proc.ID+"/input", s.token, `{"input":"go\n"}`, nil)
+	end := next(t, out, "end")
+	if !strings.Contains(end.data, `"exit_code":0`) || !strings.Contains(end.data, `"adopted":true`) {
+		t.Errorf("the process's end through replica a = %s, want exit code 0, adopted", end.data)
+	}
+}
