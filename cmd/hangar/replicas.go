@@ -88,6 +88,14 @@ func (r *replicas) forTurns() turns.Replicas {
 	return r
 }
 
+// shared counts tokens' streams across the replicas: nil alone.
+func (r *replicas) shared() stream.SharedCounts {
+	if r == nil {
+		return nil
+	}
+	return r.cl
+}
+
 // announce is the stream registry's Announce: nil alone.
 func (r *replicas) announce() func(stream.Ending) {
 	if r == nil {

@@ -86,6 +86,9 @@ func (c *Cluster) beat(ctx context.Context) {
 	if err := c.heartbeat(ctx); err != nil {
 		c.log.Warn("replica heartbeat", "err", err)
 	}
+	if err := c.forgetDead(ctx); err != nil {
+		c.log.Warn("forget dead replicas", "err", err)
+	}
 	if err := c.renew(ctx); err != nil {
 		c.log.Warn("renew leases", "err", err)
 		c.mu.Lock()
@@ -178,6 +181,9 @@ func (c *Cluster) leave() {
 	defer cancel()
 	if _, err := c.pool.Exec(ctx, `DELETE FROM leases WHERE replica = $1`, c.cfg.ID); err != nil {
 		c.log.Warn("hand leases back", "err", err)
+	}
+	if _, err := c.pool.Exec(ctx, `DELETE FROM stream_slots WHERE replica = $1`, c.cfg.ID); err != nil {
+		c.log.Warn("hand stream counts back", "err", err)
 	}
 	if _, err := c.pool.Exec(ctx, `DELETE FROM replicas WHERE id = $1`, c.cfg.ID); err != nil {
 		c.log.Warn("unlist replica", "err", err)

@@ -451,3 +451,60 @@ func TestTakeoverAfterKill(t *testing.T) {
 		t.Errorf("the process's end through replica a = %s, want exit code 0, adopted", end.data)
 	}
 }
+
+// status makes a GET whose answer may be a stream that does not end, and returns its status
+// (0 when the request failed); the body is left unread.
+func status(t *testing.T, url, token string) int {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestRevokeAndLimitAcrossReplicas, with three replicas: a token's streams count across them
+// all (HANGAR_STREAM_MAX_PER_TOKEN=2: two streams on B and C, and a third on A is refused),
+// and revoking the token through A ends its streams on B at once, not at the next recheck
+// (an hour here).
+func TestRevokeAndLimitAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	s := newService(t, "--stream-recheck-seconds", "3600", "--stream-max-per-token", "2")
+	a := s.start("a")
+	b := s.start("b")
+	c := s.start("c")
+	var bob struct {
+		ID    string `json:"id"`
+		Token string `json:"token"`
+	}
+	must(t, "POST", a.url+"/api/tokens", s.token, `{"user":"bob","scopes":["user"]}`, &bob)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	onB := openSSE(t, ctx, b.url+"/api/fleet/stream", bob.Token)
+	cctx, closeC := context.WithCancel(ctx)
+	onC := openSSE(t, cctx, c.url+"/api/fleet/stream", bob.Token)
+	next(t, onB, "snapshot")
+	next(t, onC, "snapshot")
+	if code := status(t, a.url+"/api/fleet/stream", bob.Token); code != http.StatusTooManyRequests {
+		t.Errorf("a third stream of the token, on replica a = %d, want 429", code)
+	}
+	// One closed on C: A admits one again.
+	closeC()
+	for range onC {
+	}
+	waitFor(t, "replica a to admit a stream once one closed on c", func() bool {
+		return status(t, a.url+"/api/fleet/stream", bob.Token) == http.StatusOK
+	})
+
+	must(t, "DELETE", a.url+"/api/tokens/"+bob.ID, s.token, "", nil)
+	end := next(t, onB, "close")
+	if !strings.Contains(end.data, "revoked") {
+		t.Errorf("the stream on replica b closed with %s, want revoked", end.data)
+	}
+}
