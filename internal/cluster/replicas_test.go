@@ -343,6 +343,22 @@ func TestOutputThroughAnotherReplica(t *testing.T) {
 	if len(list.Processes) != 1 || list.Processes[0]["process_id"] != started.ID {
 		t.Errorf("processes listed through replica a = %v, want the one b follows", list.Processes)
 	}
+
+	// A turn started through A in B's sandbox is queued for B, which runs it (A does not: it
+	// does not own the sandbox).
+	must(t, "POST", a.url+"/api/sessions", s.token, `{"name":"out","sandbox":"out-sb","agent":"command"}`, nil)
+	turnEvents := openSSE(t, ctx, a.url+"/api/sessions/out/events/stream", s.token)
+	prompt, _ := json.Marshal(map[string]string{"prompt": tickPrompt(3)})
+	must(t, "POST", a.url+"/api/sessions/out/turns", s.token, string(prompt), nil)
+	for {
+		ev := next(t, turnEvents, "")
+		if strings.Contains(ev.data, `"type":"turn.finished"`) {
+			if !strings.Contains(ev.data, `"status":"done"`) {
+				t.Errorf("turn.finished = %s, want done", ev.data)
+			}
+			break
+		}
+	}
 }
 
 // tickPrompt is a command-agent prompt that prints n JSON lines a tenth of a second apart, each
