@@ -119,9 +119,25 @@ func (c *Cluster) beat(ctx context.Context) {
 }
 
 // renew moves the expiry of this replica's leases; those it held and no longer does are lost.
+// The leases of sandboxes that were destroyed (or failed) are dropped first: nothing there is
+// left to follow.
 func (c *Cluster) renew(ctx context.Context) error {
 	start := time.Now()
-	rows, err := c.pool.Query(ctx, `UPDATE leases SET expires_at = now() + $2 * interval '1 millisecond' WHERE replica = $1 RETURNING sandbox`,
+	rows, err := c.pool.Query(ctx, `DELETE FROM leases l USING sandboxes s
+		WHERE l.replica = $1 AND s.name = l.sandbox AND s.state IN ('destroyed', 'failed') RETURNING l.sandbox`, c.cfg.ID)
+	if err != nil {
+		return err
+	}
+	dropped, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	for _, sb := range dropped {
+		delete(c.held, sb)
+	}
+	c.mu.Unlock()
+	rows, err = c.pool.Query(ctx, `UPDATE leases SET expires_at = now() + $2 * interval '1 millisecond' WHERE replica = $1 RETURNING sandbox`,
 		c.cfg.ID, c.cfg.LeaseTTL.Milliseconds())
 	if err != nil {
 		return err

@@ -4,10 +4,12 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/postgres"
 	"github.com/hangar-dev/hangar/internal/store/storetest"
 )
@@ -148,5 +150,36 @@ func TestTakeCountsAcrossReplicas(t *testing.T) {
 	a.leave()
 	if ok, _ := b.Take(ctx, "tok", 2); !ok {
 		t.Fatal("a take after a left was refused: a's count stayed")
+	}
+}
+
+// TestDestroyedSandboxLeaseDropped: the lease of a sandbox that was destroyed is dropped at the
+// next round, without counting as a loss.
+func TestDestroyedSandboxLeaseDropped(t *testing.T) {
+	t.Parallel()
+	db, a, _, ea, _, _ := newPair(t)
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.EnsureUser(ctx, "u"); err != nil {
+		t.Fatal(err)
+	}
+	sb := store.Sandbox{Name: "gone", Owner: "u", Provider: "local", State: "running", CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	if err := st.CreateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	if _, mine, _ := a.Owner(ctx, "gone"); !mine {
+		t.Fatal("a does not own a free sandbox")
+	}
+	sb.State = "destroyed"
+	if err := st.UpdateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	a.beat(ctx)
+	if a.Held() != 0 || len(ea.lost) != 0 || testutil.ToFloat64(a.losses) != 0 {
+		t.Errorf("after the round: held %d, lost %v, losses %v; want the lease dropped quietly", a.Held(), ea.lost, testutil.ToFloat64(a.losses))
 	}
 }
