@@ -220,7 +220,8 @@ type proc struct {
 	recorded             bool     // it has a record in the Store (set before it is listed)
 	f                    follower // set before it is listed
 
-	stop context.CancelFunc // stops its follower (Release); set before it is listed
+	stop     context.CancelFunc // stops its follower (set by run; guarded by mu)
+	released bool               // Release let it go: run stops its follower at once (guarded by mu)
 
 	exited chan struct{} // closed when the process ends
 

@@ -30,7 +30,7 @@ func (e *ElsewhereError) Error() string {
 	return fmt.Sprintf("the processes of sandbox %s are followed by another hangar replica (%s); ask it, or try again", e.Sandbox, e.URL)
 }
 
-// mine returns nil when this Manager follows the processes of sb, else an *ElsewhereError (or
+// owned returns nil when this Manager follows the processes of sb, else an *ElsewhereError (or
 // the error of asking).
 func (m *Manager) owned(ctx context.Context, sandbox string) error {
 	if m.cfg.Owners == nil {
@@ -94,6 +94,7 @@ func (m *Manager) Release(name string) {
 			s.End(stream.ReasonShutdown)
 		}
 		pr.subs = map[*stream.Stream]struct{}{}
+		pr.released = true
 		stop := pr.stop
 		pr.mu.Unlock()
 		if stop != nil {
