@@ -13,6 +13,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/cluster"
 	"github.com/hangar-dev/hangar/internal/config"
+	"github.com/hangar-dev/hangar/internal/forward"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
@@ -110,11 +111,12 @@ func (r *replicas) announce() func(stream.Ending) {
 	}
 }
 
-func (r *replicas) url() string {
+// forwarder passes requests on to the replica that owns their sandbox: nil alone.
+func (r *replicas) forwarder(streams *stream.Registry) *forward.Forwarder {
 	if r == nil {
-		return ""
+		return nil
 	}
-	return r.cl.AdvertiseURL()
+	return &forward.Forwarder{Self: r.cl.AdvertiseURL(), Streams: streams}
 }
 
 // Owns is turns.Replicas'. A database that does not answer owns nothing: the turn waits, as

@@ -199,7 +199,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	defer closeDomain() // after the shutdown below ended the streams: the followers return
 	rp.start(streams)
 
-	mcpHandler := mcp.New(mcp.Config{Auth: authn, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Watches: d.watches, Turns: d.turns, Logger: log, Version: version, Clock: clock,
+	mcpHandler := mcp.New(mcp.Config{Auth: authn, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Forward: rp.forwarder(streams), Watches: d.watches, Turns: d.turns, Logger: log, Version: version, Clock: clock,
 		SessionIdle: time.Duration(cfg.MCP.SessionIdleSeconds) * time.Second, SessionsPerToken: cfg.MCP.SessionsPerToken,
 		Recheck: time.Duration(cfg.Stream.RecheckSeconds) * time.Second})
 	mcpRechecked := make(chan struct{})
@@ -207,7 +207,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	defer func() { stopRechecks(); <-mcpRechecked }()
 
 	srv := rest.New(rest.Config{Auth: authn, Ready: st.Ping, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MCP: mcpHandler,
-		ReplicaURL: rp.url()})
+		Forward: rp.forwarder(streams)})
 	if cfg.PprofListen != "" {
 		stopPprof, err := servePprof(cfg.PprofListen, log)
 		if err != nil {

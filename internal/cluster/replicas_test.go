@@ -293,6 +293,31 @@ func metric(t *testing.T, r *replica, name string) string {
 	return ""
 }
 
+// mcpCall calls an MCP tool in the 2026-07-28 revision (one request, no session) and returns
+// the answer's body.
+func mcpCall(t *testing.T, r *replica, token, tool, args string) string {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `,` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	req, _ := http.NewRequest("POST", r.url+"/mcp", strings.NewReader(body))
+	for k, v := range map[string]string{
+		"Authorization": "Bearer " + token, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool,
+	} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("MCP %s through replica %s = %d %s", tool, r.name, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
 // TestOutputThroughAnotherReplica: a process started through replica B is followed by B (it
 // takes the sandbox's lease); a client attached through replica A sees its output, because A
 // forwards the request to B; and listing through A shows what B follows.
@@ -342,6 +367,11 @@ func TestOutputThroughAnotherReplica(t *testing.T) {
 	must(t, "GET", a.url+"/api/sandboxes/out-sb/processes", s.token, "", &list)
 	if len(list.Processes) != 1 || list.Processes[0]["process_id"] != started.ID {
 		t.Errorf("processes listed through replica a = %v, want the one b follows", list.Processes)
+	}
+
+	// Over MCP (2026-07-28, stateless), a process call through A is forwarded to B too.
+	if out := mcpCall(t, a, s.token, "process", `{"action":"list","sandbox":"out-sb"}`); !strings.Contains(out, started.ID) {
+		t.Errorf("MCP process list through replica a = %s, want the process b follows", out)
 	}
 
 	// A turn started through A in B's sandbox is queued for B, which runs it (A does not: it

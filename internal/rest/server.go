@@ -19,6 +19,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/fleet"
+	"github.com/hangar-dev/hangar/internal/forward"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -55,9 +56,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
-	// ReplicaURL is this replica's advertised URL, with several replicas on one database
-	// (requests about a sandbox's processes go to the replica that follows them); "" alone.
-	ReplicaURL string
+	// Forward, with several replicas on one database, passes requests about a sandbox's
+	// processes on to the replica that follows them. Nil: this is the only replica.
+	Forward *forward.Forwarder
 }
 
 // Server is the one listener's HTTP server.
