@@ -25,6 +25,14 @@ func (c *Cluster) OnLeases(gained func(ctx context.Context, sandbox string), los
 // its holder let it expire: mine is true when this replica does (and holds it from now on);
 // else url is where the owner is reached.
 func (c *Cluster) Owner(ctx context.Context, sandbox string) (url string, mine bool, err error) {
+	c.mu.Lock()
+	held := c.held[sandbox]
+	c.mu.Unlock()
+	if held {
+		// Renewed by keep, which drops it from held once another replica has it: no write per
+		// request.
+		return c.cfg.AdvertiseURL, true, nil
+	}
 	var owner string
 	err = c.pool.QueryRow(ctx, `INSERT INTO leases AS l (sandbox, replica, expires_at) VALUES ($1, $2, now() + $3 * interval '1 millisecond')
 		ON CONFLICT (sandbox) DO UPDATE SET replica = EXCLUDED.replica, expires_at = EXCLUDED.expires_at,
