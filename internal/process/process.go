@@ -433,10 +433,14 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 	if err := m.owned(ctx, sb.Name); err != nil {
 		return Info{}, err
 	}
+	others, err := m.runningElsewhere(ctx, p.TokenID)
+	if err != nil {
+		return Info{}, err
+	}
 	// A slot is reserved before the process starts, so concurrent starts cannot pass the
 	// limit together; it is released once the process is listed (or failed to start).
 	m.mu.Lock()
-	if m.runningLocked(p.TokenID)+m.starting[p.TokenID] >= m.cfg.MaxPerToken {
+	if m.runningLocked(p.TokenID)+m.starting[p.TokenID]+others >= m.cfg.MaxPerToken {
 		m.mu.Unlock()
 		return Info{}, &LimitError{Max: m.cfg.MaxPerToken}
 	}

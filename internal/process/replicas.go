@@ -105,3 +105,26 @@ func (m *Manager) Release(name string) {
 		m.log.Info("stopped following the processes of a sandbox another replica owns now", "sandbox", name, "count", len(gone))
 	}
 }
+
+// runningElsewhere counts the token's processes that the records say run and that this
+// Manager does not follow: with several replicas, those the others follow, so
+// MaxPerToken holds across them (two starts on two replicas at the same moment may still pass
+// it by one). Alone it is 0: every running process is followed here.
+func (m *Manager) runningElsewhere(ctx context.Context, token string) (int, error) {
+	if m.cfg.Owners == nil || m.cfg.Store == nil {
+		return 0, nil
+	}
+	recs, err := m.cfg.Store.ListRunningProcesses(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("count the token's running processes: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, rec := range recs {
+		if _, here := m.procs[rec.ID]; rec.TokenID == token && !here {
+			n++
+		}
+	}
+	return n, nil
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
@@ -105,4 +106,30 @@ func TestReleaseThenAdopt(t *testing.T) {
 		t.Errorf("end after adoption: %+v", end)
 	}
 	h.waitRecordEnded(ctx, t, info.ID)
+}
+
+// TestLimitCountsOtherReplicas: HANGAR_BACKGROUND_MAX_PER_TOKEN counts the token's processes
+// that other replicas follow (their records say they run).
+func TestLimitCountsOtherReplicas(t *testing.T) {
+	own := &owners{elsewhere: map[string]string{}}
+	h := newHarness(t, Config{Owners: own, MaxPerToken: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	// A process of ada's in another sandbox, followed by another replica.
+	if err := h.st.CreateProcess(ctx, store.Process{ID: "p_other", TokenID: ada.TokenID, User: ada.User, Sandbox: "elsewhere",
+		Command: "sleep 100", Tag: "hangar:p_other:x", PID: 1, Daemon: true, State: "running", StartedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	var le *LimitError
+	if _, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "true"}); !errors.As(err, &le) {
+		t.Fatalf("a start past the limit counted across replicas: %v, want a LimitError", err)
+	}
+	if err := h.st.EndProcess(ctx, "p_other", 0, "exit status 0", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	info, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "true"})
+	if err != nil {
+		t.Fatalf("a start once the other ended: %v", err)
+	}
+	h.waitEnd(ctx, t, ada, info.ID)
 }
