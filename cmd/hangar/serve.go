@@ -278,7 +278,8 @@ func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams
 		closeSandboxes()
 		return d, nil, err
 	}
-	watches := watch.New(watch.Config{Sandboxes: sandboxes, Streams: streams, MaxPerToken: cfg.Stream.WatchMaxPerToken, Clock: clock, Logger: log})
+	watches := watch.New(watch.Config{Sandboxes: sandboxes, Streams: streams, MaxPerToken: cfg.Stream.WatchMaxPerToken, Clock: clock, Logger: log,
+		Shared: rp.shared()})
 	fl := fleet.New(fleet.Config{Store: st, Processes: processes, Streams: streams, Clock: clock, Logger: log})
 	return domain{sandboxes, processes, ts, watches, fl}, func() { fl.Close(); watches.Close(); stopTurns(); processes.Close(); closeSandboxes() }, nil
 }
