@@ -35,7 +35,6 @@ type replicas struct {
 
 	processes *process.Manager
 	turns     *turns.Service
-	streams   *stream.Registry
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // Run, and the handlers' own goroutines
@@ -182,7 +181,6 @@ func (r *replicas) start(streams *stream.Registry) {
 	if r == nil {
 		return
 	}
-	r.streams = streams
 	r.cl.Handle(topicEvents, func(ctx context.Context, arg string) {
 		if r.turns != nil {
 			r.turns.Wake(turns.ParseEventsArg(arg))
