@@ -563,7 +563,8 @@ func (m *Manager) List(ctx context.Context, p auth.Principal, ref string) ([]Inf
 }
 
 // OfUser lists the processes of every token of user that are still listed (running, or ended
-// within Retention), oldest first: what a person's fleet shows.
+// within Retention), oldest first: what a person's fleet shows. With several replicas, those
+// the others follow too, as their records say.
 func (m *Manager) OfUser(user string) []Info {
 	m.prune()
 	m.mu.Lock()
@@ -574,6 +575,7 @@ func (m *Manager) OfUser(user string) []Info {
 		}
 	}
 	m.mu.Unlock()
+	out = append(out, m.ofUserElsewhere(user)...)
 	sort.Slice(out, func(i, j int) bool { return out[i].StartedAt.Before(out[j].StartedAt) })
 	return out
 }

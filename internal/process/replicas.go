@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -127,4 +128,34 @@ func (m *Manager) runningElsewhere(ctx context.Context, token string) (int, erro
 		}
 	}
 	return n, nil
+}
+
+// ofUserElsewhere lists what the records say of user's processes that other replicas follow
+// (running, or ended within Retention); none alone. Their output offsets are not known here.
+func (m *Manager) ofUserElsewhere(user string) []Info {
+	if m.cfg.Owners == nil || m.cfg.Store == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
+	defer cancel()
+	recs, err := m.cfg.Store.ListUserProcesses(ctx, user, m.cfg.Clock.Now().Add(-m.cfg.Retention))
+	if err != nil {
+		m.log.Warn("list the processes other replicas follow", "user", user, "err", err)
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Info
+	for _, rec := range recs {
+		if _, here := m.procs[rec.ID]; here {
+			continue
+		}
+		i := Info{ID: rec.ID, Sandbox: rec.Sandbox, Owner: rec.TokenID, User: rec.User, Command: rec.Command, Cwd: rec.Cwd, PID: rec.PID,
+			State: StateRunning, Daemon: rec.Daemon, PTY: rec.PTY, StartedAt: rec.StartedAt, EndedAt: rec.EndedAt, Status: rec.Status}
+		if rec.State != "running" {
+			i.State, i.ExitCode = StateExited, rec.ExitCode
+		}
+		out = append(out, i)
+	}
+	return out
 }

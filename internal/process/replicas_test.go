@@ -133,3 +133,23 @@ func TestLimitCountsOtherReplicas(t *testing.T) {
 	}
 	h.waitEnd(ctx, t, ada, info.ID)
 }
+
+// TestOfUserCountsOtherReplicas: a person's processes include those other replicas follow, as
+// their records say (what the fleet's inbox shows of them).
+func TestOfUserCountsOtherReplicas(t *testing.T) {
+	own := &owners{elsewhere: map[string]string{}}
+	h := newHarness(t, Config{Owners: own})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := h.st.CreateProcess(ctx, store.Process{ID: "p_other", TokenID: ada.TokenID, User: ada.User, Sandbox: "elsewhere",
+		Command: "false", Tag: "hangar:p_other:x", PID: 1, Daemon: true, State: "running", StartedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.st.EndProcess(ctx, "p_other", 1, "exit status 1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	got := h.m.OfUser(ada.User)
+	if len(got) != 1 || got[0].ID != "p_other" || got[0].State != StateExited || got[0].ExitCode == nil || *got[0].ExitCode != 1 {
+		t.Fatalf("OfUser = %+v, want the process another replica followed, exited 1", got)
+	}
+}

@@ -60,6 +60,7 @@ type Store interface {
 	DeleteEndedProcesses(ctx context.Context, before time.Time) (int, error)
 
 	TurnStore
+	ReplicaStore
 }
 
 // Process is a stored background process: who started it where, and what binds the record to
