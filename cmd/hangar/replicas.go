@@ -55,6 +55,9 @@ func newReplicas(ctx context.Context, cfg config.Config, addr net.Addr, reg prom
 		return nil, err
 	}
 	log.Info("one of several replicas on this database", "replica", cl.ID(), "advertise_url", url, "lease", time.Duration(cfg.Replicas.LeaseSeconds)*time.Second)
+	if cfg.Secret == "" {
+		log.Warn("HANGAR_SECRET is not set: this replica keys process tags with <data dir>/secret, so another replica taking over its sandboxes cannot adopt their processes unless every replica shares that file; set the same HANGAR_SECRET on every replica")
+	}
 	return &replicas{cl: cl, log: log}, nil
 }
 
