@@ -57,11 +57,11 @@ type Cluster struct {
 
 	scan chan struct{} // a peer released its leases: look for expired ones now
 
-	mu           sync.Mutex      // guards held and lastRenewed
-	held         map[string]bool // the sandboxes whose lease this replica holds
-	lastRenewed  time.Time       // the last renewal the database confirmed
-	losses       prometheus.Counter
-	heldGaugeReg prometheus.Collector
+	mu          sync.Mutex      // guards held and lastRenewed
+	held        map[string]bool // the sandboxes whose lease this replica holds
+	lastRenewed time.Time       // the last renewal the database confirmed
+
+	losses prometheus.Counter // hangar_lease_losses_total; nil without a Registerer
 }
 
 // New connects to the database and lists this replica. Close it after Run returned.
@@ -137,9 +137,6 @@ func (c *Cluster) Run(ctx context.Context) {
 
 // Close releases the database connections.
 func (c *Cluster) Close() {
-	if c.cfg.Registerer != nil && c.heldGaugeReg != nil {
-		c.cfg.Registerer.Unregister(c.heldGaugeReg)
-	}
 	c.pool.Close()
 }
 

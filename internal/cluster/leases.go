@@ -234,5 +234,4 @@ func (c *Cluster) metrics(reg prometheus.Registerer) {
 	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hangar_leases_held",
 		Help: "Sandboxes whose process followers and turn watchers this replica owns (their leases)."}, func() float64 { return float64(c.Held()) })
 	reg.MustRegister(c.losses, held)
-	c.heldGaugeReg = held
 }
