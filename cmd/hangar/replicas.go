@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hangar-dev/hangar/internal/cluster"
@@ -41,7 +42,7 @@ type replicas struct {
 }
 
 // newReplicas joins the replicas of cfg's PostgreSQL; nil without one.
-func newReplicas(ctx context.Context, cfg config.Config, addr net.Addr, reg prometheus.Registerer, log *slog.Logger) (*replicas, error) {
+func newReplicas(ctx context.Context, cfg config.Config, addr net.Addr, reg prometheus.Registerer, clock quartz.Clock, log *slog.Logger) (*replicas, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, nil
 	}
@@ -50,7 +51,7 @@ func newReplicas(ctx context.Context, cfg config.Config, addr net.Addr, reg prom
 		url = advertised(addr)
 	}
 	cl, err := cluster.New(ctx, cluster.Config{DatabaseURL: cfg.DatabaseURL, AdvertiseURL: url,
-		LeaseTTL: time.Duration(cfg.Replicas.LeaseSeconds) * time.Second, Registerer: reg, Logger: log})
+		LeaseTTL: time.Duration(cfg.Replicas.LeaseSeconds) * time.Second, Registerer: reg, Logger: log, Clock: clock})
 	if err != nil {
 		return nil, err
 	}

@@ -173,14 +173,14 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 		return err
 	}
 	defer stopTracing()
+	clock := quartz.NewReal() // the one clock of pacing, stalls, lifetimes and rechecks
 	// With PostgreSQL, one of several replicas. Stopped after the domain (deferred first): its
 	// leases are handed back once nothing here follows their sandboxes.
-	rp, err := newReplicas(ctx, cfg, ln.Addr(), reg, log)
+	rp, err := newReplicas(ctx, cfg, ln.Addr(), reg, clock, log)
 	if err != nil {
 		return err
 	}
 	defer rp.stop()
-	clock := quartz.NewReal() // the one clock of pacing, stalls, lifetimes and rechecks
 	streams := stream.New(stream.Config{
 		MaxPerToken: cfg.Stream.MaxPerToken, MaxTotal: cfg.Stream.MaxTotal, BytesPerSecond: cfg.Stream.BytesPerSecond,
 		MaxBytes: cfg.Stream.MaxBytes, MaxLifetime: time.Duration(cfg.Stream.MaxHours) * time.Hour,

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +41,9 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// Clock drives the rounds of renewals and takeovers and the waits before reconnecting.
+	// Expiries themselves are the database's clock. Default the real clock.
+	Clock quartz.Clock
 }
 
 // Cluster is this replica's part of the service. Set its handlers (Handle, OnResync, OnLeases)
@@ -78,12 +82,15 @@ func New(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = quartz.NewReal()
+	}
 	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres for replicas: %w", err)
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger.With("replica", cfg.ID), pool: pool, handlers: map[string]func(context.Context, string){},
-		scan: make(chan struct{}, 1), held: map[string]bool{}, lastRenewed: time.Now()}
+		scan: make(chan struct{}, 1), held: map[string]bool{}, lastRenewed: cfg.Clock.Now()}
 	var schema string
 	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		pool.Close()
@@ -150,7 +157,7 @@ func (c *Cluster) listen(ctx context.Context) {
 			return
 		}
 		c.log.Warn("listening to the other replicas broke; reconnecting", "err", err, "in", wait)
-		t := time.NewTimer(wait)
+		t := c.cfg.Clock.NewTimer(wait, "cluster", "reconnect")
 		select {
 		case <-ctx.Done():
 			t.Stop()

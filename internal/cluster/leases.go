@@ -75,7 +75,7 @@ func (c *Cluster) gain(ctx context.Context, sandbox string) {
 // keep renews this replica's leases and takes over expired ones every LeaseTTL/3 (at once when
 // a peer says it released its own), until ctx ends.
 func (c *Cluster) keep(ctx context.Context) {
-	t := time.NewTicker(c.cfg.LeaseTTL / 3)
+	t := c.cfg.Clock.NewTicker(c.cfg.LeaseTTL/3, "cluster", "round")
 	defer t.Stop()
 	for {
 		c.beat(ctx)
@@ -100,7 +100,7 @@ func (c *Cluster) beat(ctx context.Context) {
 	if err := c.renew(ctx); err != nil {
 		c.log.Warn("renew leases", "err", err)
 		c.mu.Lock()
-		late := time.Since(c.lastRenewed) >= c.cfg.LeaseTTL
+		late := c.cfg.Clock.Since(c.lastRenewed) >= c.cfg.LeaseTTL
 		c.mu.Unlock()
 		if late {
 			// Unrenewed for a whole lease time: another replica may follow these sandboxes
@@ -130,7 +130,7 @@ func (c *Cluster) beat(ctx context.Context) {
 // The leases of sandboxes that were destroyed (or failed) are dropped first: nothing there is
 // left to follow.
 func (c *Cluster) renew(ctx context.Context) error {
-	start := time.Now()
+	start := c.cfg.Clock.Now()
 	rows, err := c.pool.Query(ctx, `DELETE FROM leases l USING sandboxes s
 		WHERE l.replica = $1 AND s.name = l.sandbox AND s.state IN ('destroyed', 'failed') RETURNING l.sandbox`, c.cfg.ID)
 	if err != nil {
