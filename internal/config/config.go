@@ -44,6 +44,19 @@ type Config struct {
 	Providers Providers
 	MCP       MCP
 	Turns     Turns
+	Replicas  Replicas
+}
+
+// Replicas configures several `hangar serve` on one PostgreSQL (docs/replicas.md). Unused with
+// SQLite.
+type Replicas struct {
+	// AdvertiseURL is where the other replicas reach this one (http://host:port), to forward
+	// requests about the sandboxes it owns. Default "": http://<listen address>, with the
+	// machine's hostname when it listens on every interface.
+	AdvertiseURL string
+	// LeaseSeconds is how long a replica owns a sandbox's followers without renewing its
+	// lease: a replica that dies hands its sandboxes over within it. Default 15.
+	LeaseSeconds int
 }
 
 // OAuth configures hangar's authorization server for MCP clients (with PublicURL).
@@ -166,8 +179,9 @@ func Default() Config {
 			RecheckSeconds:        5,
 			QueueBytes:            16 << 20,
 		},
-		MCP:   MCP{SessionIdleSeconds: 1800, SessionsPerToken: 32},
-		OAuth: OAuth{AccessTokenTTL: time.Hour},
+		MCP:      MCP{SessionIdleSeconds: 1800, SessionsPerToken: 32},
+		OAuth:    OAuth{AccessTokenTTL: time.Hour},
+		Replicas: Replicas{LeaseSeconds: 15},
 		Providers: Providers{
 			Default:     "local",
 			Local:       true,

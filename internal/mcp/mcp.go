@@ -24,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/forward"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -49,6 +50,9 @@ type Config struct {
 	// Processes runs background processes: the process and terminal_* tools. Nil: those
 	// tools are not offered.
 	Processes *process.Manager
+	// Forward, with several replicas on one database, passes 2026-07-28 process tool calls
+	// on to the replica that follows the sandbox's processes (replicas.go). Nil: alone.
+	Forward *forward.Forwarder
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 	// Version is the server version MCP clients are told. Default "dev".
@@ -235,7 +239,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
-	if !checkBody(w, r) {
+	if !checkBody(w, r) || h.toOwner(w, r) {
 		return
 	}
 	id := strconv.FormatUint(h.nextID.Add(1), 10)

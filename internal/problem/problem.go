@@ -105,6 +105,9 @@ var table = []entry{
 	{match: is(process.ErrExited), code: CodeConflict, message: "The process has exited."},
 	{match: is(process.ErrNeedsDaemon), code: CodeConflict, message: "This needs the sandbox's daemon, which it does not have."},
 	{match: is(process.ErrInvalid), code: CodeBadRequest, message: "The process request is not valid."},
+	{match: as[*process.ElsewhereError](), say: func(err error) *Problem {
+		return &Problem{Code: CodeUnavailable, Message: sentence(err.Error()), RetryAfter: time.Second}
+	}},
 	{match: is(turns.ErrNotFound), code: CodeNotFound, message: "There is no such session, turn or job, or it is not yours."},
 	{match: is(turns.ErrConflict), code: CodeConflict, message: "That conflicts with the session's state: a turn is running, or the name is taken."},
 	{match: is(turns.ErrInvalid), code: CodeBadRequest, message: "The request is not valid."},

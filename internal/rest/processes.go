@@ -14,6 +14,7 @@ import (
 )
 
 func (a *api) processRoutes(r chi.Router) {
+	r.Use(a.toOwner)
 	r.Post("/", a.startProcess)
 	r.Get("/", a.listProcesses)
 	r.Get("/{id}", a.readProcess)

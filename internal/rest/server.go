@@ -20,6 +20,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/fleet"
 	"github.com/hangar-dev/hangar/internal/oauth"
+	"github.com/hangar-dev/hangar/internal/forward"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -59,6 +60,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Forward, with several replicas on one database, passes requests about a sandbox's
+	// processes on to the replica that follows them. Nil: this is the only replica.
+	Forward *forward.Forwarder
 }
 
 // Server is the one listener's HTTP server.

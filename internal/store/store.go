@@ -62,6 +62,7 @@ type Store interface {
 	TurnStore
 	FleetStore
 	OAuthStore
+	ReplicaStore
 }
 
 // Process is a stored background process: who started it where, and what binds the record to

@@ -31,6 +31,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SandboxRoundTrip", testSandboxRoundTrip},
 		{"SandboxNames", testSandboxNames},
 		{"ProcessLifecycle", testProcessLifecycle},
+		{"UserProcesses", testUserProcesses},
 		{"Sessions", testSessions},
 		{"TurnLifecycle", testTurnLifecycle},
 		{"Jobs", testJobs},
