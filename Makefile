@@ -101,6 +101,13 @@ rules-check: tools
 	.cache/tools/promtool check rules deploy/prometheus/hangar-rules.yaml
 	.cache/tools/promtool test rules deploy/prometheus/hangar-rules.test.yaml
 
+# The MCP TypeScript SDK's OAuth client (pinned in scripts/oauthts/package.json) against `hangar
+# serve` with OAuth on: registration, consent, an exec with progress, a revoked grant (needs npm;
+# installs the SDK and Node 22 on first use).
+.PHONY: oauth-ts
+oauth-ts:
+	scripts/oauthts/run.sh
+
 # The Kubernetes provider's tests against a real one-node cluster (scripts/k8s: as root, in a
 # network namespace of its own; the binaries are built from the Go proxy on first use, about 14
 # minutes cold, then kept in $HANGAR_K8S_CACHE or .cache/k8s), torn down afterwards.

@@ -447,7 +447,7 @@ func TestChartRefuses(t *testing.T) {
 
 // managedSettings are the settings the chart sets itself; every other setting of
 // docs/configuration.md must be a key of config in values.schema.json.
-var managedSettings = []string{"listen", "data-dir", "database-url", "tokens-file", "secret", "e2b-api-key", "k8s-namespace", "k8s-hangar-image", "k8s-image"}
+var managedSettings = []string{"listen", "data-dir", "database-url", "tokens-file", "secret", "e2b-api-key", "k8s-namespace", "k8s-hangar-image", "k8s-image", "advertise-url"}
 
 func TestChartConfigKeysAreSettings(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "configuration.md"))

@@ -52,3 +52,14 @@ func TestTransportsImportNeitherStoreNorEnvd(t *testing.T) {
 		}
 	}
 }
+
+// TestCLIImportsNoServerPackage: the client verbs (internal/cli) talk to hangar over HTTP only,
+// with their own REST client: none of hangar's packages is among their dependencies.
+func TestCLIImportsNoServerPackage(t *testing.T) {
+	t.Parallel()
+	for _, dep := range goList(t, `{{join .Deps " "}}`, "internal/cli") {
+		if strings.HasPrefix(dep, module) {
+			t.Errorf("internal/cli depends on %s", dep)
+		}
+	}
+}

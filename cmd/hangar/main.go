@@ -1,9 +1,11 @@
-// Command hangar is the control plane (serve). It also carries the verbs of hangar-envd, the
-// in-sandbox binary (envd, the daemon; harness, one turn of an agent), for development.
+// Command hangar is the control plane (serve) and its command-line client (sandbox, exec,
+// attach, ...: internal/cli). It also carries the verbs of hangar-envd, the in-sandbox binary
+// (envd, the daemon; harness, one turn of an agent), for development.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,9 +13,12 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/hangar-dev/hangar/internal/cli"
 	"github.com/hangar-dev/hangar/internal/sandboxcmd"
 )
 
+// verbs are hangar's server and in-sandbox verbs; each parses its own flags. A new one plugs in
+// with one line here. The client verbs are internal/cli's.
 func verbs() []sandboxcmd.Verb {
 	return []sandboxcmd.Verb{
 		{Name: "serve", Summary: "run the control plane: REST, MCP, /metrics on one listener", Run: runServe},
@@ -43,8 +48,29 @@ func main() {
 	os.Exit(code)
 }
 
+// run runs hangar with args and returns its exit code: a client verb's (internal/cli), or one
+// of verbs(): 0, the verb's sandboxcmd.ExitCode, or 1 with its error on stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return sandboxcmd.Main(ctx, "hangar", "hangar: sandboxes for AI agents, with their work streamed as it happens.", verbs(), args, stdout, stderr)
+	root := cli.NewRoot(cli.Config{Stdin: os.Stdin, Stdout: stdout, Stderr: stderr, Getenv: os.Getenv,
+		About: "hangar: sandboxes for AI agents, with their work streamed as it happens."})
+	for _, v := range verbs() {
+		cli.AddVerb(root, v.Name, v.Summary, func(ctx context.Context, args []string) error {
+			err := v.Run(ctx, args, stdout, stderr)
+			var code sandboxcmd.ExitCode
+			switch {
+			case errors.As(err, &code):
+				return cli.ExitCode(code)
+			case errors.Is(err, flag.ErrHelp):
+				return nil
+			case err != nil:
+				// The server verbs' own form, as hangar-envd says it: "hangar serve: ...".
+				fmt.Fprintf(stderr, "hangar %s: %v\n", v.Name, err)
+				return cli.ExitCode(1)
+			}
+			return nil
+		})
+	}
+	return cli.Execute(ctx, root, args)
 }
 
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {

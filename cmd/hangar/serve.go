@@ -182,31 +182,48 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	}
 	defer stopTracing()
 	clock := quartz.NewReal() // the one clock of pacing, stalls, lifetimes and rechecks
+	// With PostgreSQL, one of several replicas. Stopped after the domain (deferred first): its
+	// leases are handed back once nothing here follows their sandboxes.
+	rp, err := newReplicas(ctx, cfg, ln.Addr(), reg, clock, log)
+	if err != nil {
+		return err
+	}
+	defer rp.stop()
 	streams := stream.New(stream.Config{
 		MaxPerToken: cfg.Stream.MaxPerToken, MaxTotal: cfg.Stream.MaxTotal, BytesPerSecond: cfg.Stream.BytesPerSecond,
 		MaxBytes: cfg.Stream.MaxBytes, MaxLifetime: time.Duration(cfg.Stream.MaxHours) * time.Hour,
 		Recheck: time.Duration(cfg.Stream.RecheckSeconds) * time.Second, QueueBytes: cfg.Stream.QueueBytes, Check: authn.Check,
-		Registerer: reg, Tracer: tracer, Logger: log, Clock: clock,
+		Registerer: reg, Tracer: tracer, Logger: log, Clock: clock, Announce: rp.announce(), Shared: rp.shared(),
 	})
 	rechecks, stopRechecks := context.WithCancel(context.WithoutCancel(ctx))
 	recheckDone := make(chan struct{})
 	go func() { streams.Run(rechecks); close(recheckDone) }()
 	defer func() { stopRechecks(); <-recheckDone }()
 
-	d, closeDomain, err := startDomain(ctx, cfg, st, streams, clock, log)
+	d, closeDomain, err := startDomain(ctx, cfg, st, streams, clock, log, rp)
 	if err != nil {
 		return err
 	}
 	defer closeDomain() // after the shutdown below ended the streams: the followers return
+	rp.start(streams)
 
-	mcpHandler := mcp.New(mcp.Config{Auth: authn, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Watches: d.watches, Turns: d.turns, Logger: log, Version: version, Clock: clock,
+	oauthServer, err := newOAuth(cfg, st, authn, streams, log)
+	if err != nil {
+		return err
+	}
+	mcpCfg := mcp.Config{Auth: authn, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Forward: rp.forwarder(streams), Watches: d.watches, Turns: d.turns, Logger: log, Version: version, Clock: clock,
 		SessionIdle: time.Duration(cfg.MCP.SessionIdleSeconds) * time.Second, SessionsPerToken: cfg.MCP.SessionsPerToken,
-		Recheck: time.Duration(cfg.Stream.RecheckSeconds) * time.Second})
+		Recheck: time.Duration(cfg.Stream.RecheckSeconds) * time.Second}
+	if oauthServer != nil {
+		mcpCfg.Resource, mcpCfg.ResourceMetadataURL = oauthServer.Resource(), oauthServer.ResourceMetadataURL()
+	}
+	mcpHandler := mcp.New(mcpCfg)
 	mcpRechecked := make(chan struct{})
 	go func() { mcpHandler.Run(rechecks); close(mcpRechecked) }()
 	defer func() { stopRechecks(); <-mcpRechecked }()
 
-	srv := rest.New(rest.Config{Auth: authn, Ready: st.Ping, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MCP: mcpHandler})
+	srv := rest.New(rest.Config{Auth: authn, Ready: st.Ping, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MCP: mcpHandler, OAuth: oauthServer,
+		Forward: rp.forwarder(streams)})
 	if cfg.PprofListen != "" {
 		stopPprof, err := servePprof(cfg.PprofListen, log)
 		if err != nil {
@@ -240,7 +257,7 @@ type domain struct {
 // the records say runs is followed again now, not when its owner next asks (so revoking its
 // token kills it, and admins see it, across restarts), and every running turn is watched again.
 // close stops the turns' watchers, closes the processes, then the sandboxes.
-func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams *stream.Registry, clock quartz.Clock, log *slog.Logger) (
+func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams *stream.Registry, clock quartz.Clock, log *slog.Logger, rp *replicas) (
 	d domain, close func(), err error) {
 	bin, err := envdBinary(cfg.Providers.DaemonBinary, log)
 	if err != nil {
@@ -261,22 +278,24 @@ func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams
 		return d, nil, err
 	}
 	processes, err := process.New(process.Config{Sandboxes: sandboxes, Streams: streams, Secret: secret, Store: st, Clock: clock,
-		MaxPerToken: cfg.Stream.BackgroundMaxPerToken, Logger: log})
+		MaxPerToken: cfg.Stream.BackgroundMaxPerToken, Logger: log, Owners: rp.owners()})
 	if err != nil {
 		closeSandboxes()
 		return d, nil, err
 	}
+	rp.setLeases(processes)
 	actx, acancel := context.WithTimeout(ctx, reconcileTimeout)
 	processes.AdoptAll(actx)
 	acancel()
 
-	ts, stopTurns, err := startTurns(ctx, cfg, st, sandboxes, streams, clock, log)
+	ts, stopTurns, err := startTurns(ctx, cfg, st, sandboxes, streams, clock, log, rp)
 	if err != nil {
 		processes.Close()
 		closeSandboxes()
 		return d, nil, err
 	}
-	watches := watch.New(watch.Config{Sandboxes: sandboxes, Streams: streams, MaxPerToken: cfg.Stream.WatchMaxPerToken, Clock: clock, Logger: log})
+	watches := watch.New(watch.Config{Sandboxes: sandboxes, Streams: streams, MaxPerToken: cfg.Stream.WatchMaxPerToken, Clock: clock, Logger: log,
+		Shared: rp.shared()})
 	fl := fleet.New(fleet.Config{Store: st, Processes: processes, Streams: streams, Clock: clock, Logger: log})
 	return domain{sandboxes, processes, ts, watches, fl}, func() { fl.Close(); watches.Close(); stopTurns(); processes.Close(); closeSandboxes() }, nil
 }
@@ -301,15 +320,16 @@ func envdBinary(set string, log *slog.Logger) (string, error) {
 
 // startTurns starts the sessions' turns service: running turns are watched again, and old
 // events are deleted hourly. stop ends both.
-func startTurns(ctx context.Context, cfg config.Config, st store.Store, sandboxes *sandbox.Manager, streams *stream.Registry, clock quartz.Clock, log *slog.Logger) (
+func startTurns(ctx context.Context, cfg config.Config, st store.Store, sandboxes *sandbox.Manager, streams *stream.Registry, clock quartz.Clock, log *slog.Logger, rp *replicas) (
 	*turns.Service, func(), error) {
 	host := cfg.Providers.DaemonBinary // resolved by startDomain
 	ts := turns.New(turns.Config{
 		Store: st, Sandboxes: turns.FromManager(sandboxes), HarnessBinary: turns.HarnessBinaries(host),
 		PollInterval: time.Duration(cfg.Turns.PollSeconds) * time.Second, Follow: cfg.Turns.FollowLogs,
 		FollowMaxBytes: cfg.Stream.MaxBytes, EventRetention: time.Duration(cfg.Turns.EventRetentionDays) * 24 * time.Hour,
-		Clock: clock, Logger: log, Streams: streams,
+		Clock: clock, Logger: log, Streams: streams, Replicas: rp.forTurns(),
 	})
+	rp.setTurns(ts)
 	rctx, rcancel := context.WithTimeout(ctx, reconcileTimeout)
 	err := ts.Resume(rctx)
 	rcancel()

@@ -89,6 +89,26 @@ func httpURL(s string) error {
 	return nil
 }
 
+// originURL is an http(s) URL with no path, query or fragment: what OAuth's issuer must be.
+func originURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return errors.New("must be an http:// or https:// URL with no path, like https://hangar.example.com")
+	}
+	return nil
+}
+
+// hostList is comma-separated hosts (host or host:port), or *.
+func hostList(s string) error {
+	for _, h := range strings.Split(s, ",") {
+		h = strings.TrimSpace(h)
+		if h == "" || strings.ContainsAny(h, "/ @?#") {
+			return errors.New("must be hosts separated by commas, like clients.example.com,apps.example.org:8443, or *")
+		}
+	}
+	return nil
+}
+
 func dockerHost(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "unix" && u.Scheme != "tcp" && u.Scheme != "http" && u.Scheme != "https") {

@@ -69,6 +69,9 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 	return &Authenticator{store: cfg.Store, static: st, now: cfg.Now, log: cfg.Logger}, nil
 }
 
+// HashSecret is how a token's secret is kept: hex SHA-256 (store.Token.Hash).
+func HashSecret(secret string) string { return hashSecret(secret) }
+
 func hashSecret(secret string) string {
 	h := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(h[:])
@@ -124,7 +127,7 @@ func usable(t store.Token, now time.Time) error {
 }
 
 func principal(t store.Token) Principal {
-	p := Principal{TokenID: t.ID, User: t.User, Sandbox: t.Sandbox, ExpiresAt: t.ExpiresAt}
+	p := Principal{TokenID: t.ID, User: t.User, Sandbox: t.Sandbox, ExpiresAt: t.ExpiresAt, Audience: t.Audience, Grant: t.Grant}
 	for _, s := range t.Scopes {
 		p.Scopes = append(p.Scopes, Scope(s))
 	}
@@ -134,6 +137,11 @@ func principal(t store.Token) Principal {
 // Check reports whether p's token is still valid: nil, or ErrRevoked, ErrExpired or
 // ErrUnknownToken (a static token whose line was removed). It is one lookup by primary key, cheap
 // enough for the stream registry to call for every open stream every few seconds.
+//
+// An OAuth access token's expiry bounds the requests made with it (Authenticate), not what it
+// opened: its client refreshes it every hour or so and carries on in the same MCP session and
+// streams, so once it has expired Check asks its grant instead (checkGrant). Revoking the token
+// or the grant ends them at once.
 func (a *Authenticator) Check(ctx context.Context, p Principal) error {
 	now := a.now()
 	if p.Static {
@@ -152,7 +160,56 @@ func (a *Authenticator) Check(ctx context.Context, p Principal) error {
 	if err != nil {
 		return fmt.Errorf("look up token %s: %w", p.TokenID, err)
 	}
-	return usable(t, now)
+	err = usable(t, now)
+	if errors.Is(err, ErrExpired) && t.Grant != "" {
+		return a.checkGrant(ctx, t.Grant)
+	}
+	return err
+}
+
+// checkGrant reports whether an OAuth grant still stands: not revoked, and the token the
+// person consented with still valid (else ErrRevoked).
+func (a *Authenticator) checkGrant(ctx context.Context, id string) error {
+	g, err := a.store.GetOAuthGrant(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return ErrUnknownToken
+	}
+	if err != nil {
+		return fmt.Errorf("look up grant %s: %w", id, err)
+	}
+	if !g.RevokedAt.IsZero() {
+		return ErrRevoked
+	}
+	if _, err := a.Principal(ctx, g.ConsentToken); err != nil {
+		if errors.Is(err, ErrExpired) || errors.Is(err, ErrUnknownToken) {
+			return ErrRevoked
+		}
+		return err
+	}
+	return nil
+}
+
+// Principal returns the principal of the token id if it is still valid (Check's errors
+// otherwise): the OAuth server acts again for the person who consented, as long as the token
+// they signed in with is valid.
+func (a *Authenticator) Principal(ctx context.Context, id string) (Principal, error) {
+	now := a.now()
+	if p, ok, err := a.static.byID(id, now); ok {
+		return p, nil
+	} else if err != nil {
+		a.log.Error("tokens file", "err", err)
+	}
+	t, err := a.store.TokenByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return Principal{}, ErrUnknownToken
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("look up token %s: %w", id, err)
+	}
+	if err := usable(t, now); err != nil {
+		return Principal{}, err
+	}
+	return principal(t), nil
 }
 
 // NewToken is a request to make a token.
@@ -162,6 +219,7 @@ type NewToken struct {
 	Sandbox     string    // "": unbound (or the creator's binding)
 	ExpiresAt   time.Time // zero: never (or the creator's expiry)
 	Description string
+	Audience    string // "": any resource; else the one resource it is for (OAuth access tokens)
 }
 
 // Created is a token just made: the only time its secret is seen.
@@ -223,12 +281,25 @@ func ParseScopes(in []string) ([]Scope, error) {
 // subset of its scopes, bound to its sandbox if it is bound, expiring no later than it does.
 // A token bound to a sandbox belongs to that sandbox's owner (see bind).
 func (a *Authenticator) CreateToken(ctx context.Context, by Principal, req NewToken) (Created, error) {
+	c, t, err := a.PrepareToken(ctx, by, req)
+	if err != nil {
+		return Created{}, err
+	}
+	if err := a.store.CreateToken(ctx, t); err != nil {
+		return Created{}, fmt.Errorf("store token: %w", err)
+	}
+	return c, nil
+}
+
+// PrepareToken checks req as CreateToken does and makes the token, but leaves storing it to
+// the caller (the OAuth server stores it with its grant in one transaction).
+func (a *Authenticator) PrepareToken(ctx context.Context, by Principal, req NewToken) (Created, store.Token, error) {
 	if !by.IsAdmin() && !by.Has(ScopeUser) {
-		return Created{}, fmt.Errorf("%w: making tokens needs the admin or user scope", ErrForbidden)
+		return Created{}, store.Token{}, fmt.Errorf("%w: making tokens needs the admin or user scope", ErrForbidden)
 	}
 	if req.User != "" {
 		if err := checkUserName(req.User); err != nil {
-			return Created{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+			return Created{}, store.Token{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}
 	scopes := make([]string, 0, len(req.Scopes))
@@ -236,37 +307,34 @@ func (a *Authenticator) CreateToken(ctx context.Context, by Principal, req NewTo
 		scopes = append(scopes, string(s))
 	}
 	if _, err := ParseScopes(scopes); err != nil {
-		return Created{}, err
+		return Created{}, store.Token{}, err
 	}
 	now := a.now().Truncate(time.Millisecond) // what the store keeps
 	req.ExpiresAt = req.ExpiresAt.Truncate(time.Millisecond)
 	if !req.ExpiresAt.IsZero() && !req.ExpiresAt.After(now) {
-		return Created{}, fmt.Errorf("%w: the expiry %s has already passed", ErrInvalid, req.ExpiresAt.Format(time.RFC3339))
+		return Created{}, store.Token{}, fmt.Errorf("%w: the expiry %s has already passed", ErrInvalid, req.ExpiresAt.Format(time.RFC3339))
 	}
 	if !by.IsAdmin() {
 		if err := narrower(by, &req); err != nil {
-			return Created{}, err
+			return Created{}, store.Token{}, err
 		}
 	}
 	if err := a.bind(ctx, by, &req); err != nil {
-		return Created{}, err
+		return Created{}, store.Token{}, err
 	}
 	if req.User == "" {
 		req.User = by.User
 	}
 	if _, err := a.store.EnsureUser(ctx, req.User); err != nil {
-		return Created{}, err
+		return Created{}, store.Token{}, err
 	}
 	secret := newSecret()
 	t := store.Token{
 		ID: newTokenID(), User: req.User, Hash: hashSecret(secret), Hint: secret[:len(TokenPrefix)+4],
 		Description: req.Description, Scopes: scopes, Sandbox: req.Sandbox, CreatedBy: by.TokenID,
-		CreatedAt: now, ExpiresAt: req.ExpiresAt,
+		CreatedAt: now, ExpiresAt: req.ExpiresAt, Audience: req.Audience,
 	}
-	if err := a.store.CreateToken(ctx, t); err != nil {
-		return Created{}, fmt.Errorf("store token: %w", err)
-	}
-	return Created{Secret: secret, Token: info(t)}, nil
+	return Created{Secret: secret, Token: info(t)}, t, nil
 }
 
 // narrower holds a token made by a non-admin to its maker's user, scopes, binding and expiry,

@@ -34,6 +34,8 @@ type Principal struct {
 	Sandbox   string    // "": not bound; else the one sandbox this token may touch
 	ExpiresAt time.Time // zero: never
 	Static    bool      // from the tokens file, not the store
+	Audience  string    // "": any resource; else the only resource (RFC 8707) it may be used at
+	Grant     string    // "": none; else the OAuth grant that issued it (see Check)
 }
 
 // Has reports whether the principal holds scope s (admins hold them all).
@@ -45,6 +47,10 @@ func (p Principal) Has(s Scope) bool {
 // bound to a sandbox. A bound token is confined to its sandbox whatever its scopes say (the API
 // refuses to make one with the admin scope; a tokens-file line may still have one).
 func (p Principal) IsAdmin() bool { return p.Sandbox == "" && slices.Contains(p.Scopes, ScopeAdmin) }
+
+// For reports whether the principal's token may be used at resource: a token with no audience
+// anywhere, an OAuth access token only at the resource it was issued for.
+func (p Principal) For(resource string) bool { return p.Audience == "" || p.Audience == resource }
 
 type principalKey struct{}
 

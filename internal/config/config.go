@@ -34,11 +34,39 @@ type Config struct {
 	// restarts for processes to be found again. Default "": 32 random bytes kept in
 	// <data dir>/secret.
 	Secret string
+	// PublicURL is the URL clients reach hangar at (https://hangar.example.com, no path).
+	// Setting it serves OAuth for MCP clients: the issuer is this URL and the resource
+	// PublicURL+"/mcp". Default "": no OAuth, only pasted tokens.
+	PublicURL string
 
+	OAuth     OAuth
 	Stream    Stream
 	Providers Providers
 	MCP       MCP
 	Turns     Turns
+	Replicas  Replicas
+}
+
+// Replicas configures several `hangar serve` on one PostgreSQL (docs/replicas.md). Unused with
+// SQLite.
+type Replicas struct {
+	// AdvertiseURL is where the other replicas reach this one (http://host:port), to forward
+	// requests about the sandboxes it owns. Default "": http://<listen address>, with the
+	// machine's hostname when it listens on every interface.
+	AdvertiseURL string
+	// LeaseSeconds is how long a replica owns a sandbox's followers without renewing its
+	// lease: a replica that dies hands its sandboxes over within it. Default 15.
+	LeaseSeconds int
+}
+
+// OAuth configures hangar's authorization server for MCP clients (with PublicURL).
+type OAuth struct {
+	// ClientIDHosts lists, comma-separated, the hosts whose https URLs are accepted as
+	// client ids (Client ID Metadata Documents, fetched by hangar); "*" any host. Default "":
+	// none, clients register dynamically.
+	ClientIDHosts string
+	// AccessTokenTTL is how long an OAuth access token lives. Default 1h.
+	AccessTokenTTL time.Duration
 }
 
 // MCP bounds the 2025-era MCP sessions (initialize, Mcp-Session-Id) on /mcp.
@@ -155,7 +183,9 @@ func Default() Config {
 			RecheckSeconds:        5,
 			QueueBytes:            16 << 20,
 		},
-		MCP: MCP{SessionIdleSeconds: 1800, SessionsPerToken: 32},
+		MCP:      MCP{SessionIdleSeconds: 1800, SessionsPerToken: 32},
+		OAuth:    OAuth{AccessTokenTTL: time.Hour},
+		Replicas: Replicas{LeaseSeconds: 15},
 		Providers: Providers{
 			Default:      "local",
 			Local:        true,

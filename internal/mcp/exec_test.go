@@ -345,24 +345,35 @@ func TestExecDestroyedSandbox(t *testing.T) {
 	}
 }
 
+// TestMCPNeedsTheMCPScope: no token or a bad one is a 401 and a token without the mcp scope a
+// 403, each with the WWW-Authenticate challenge RFC 6750 gives it (the scope needed, and the
+// error when a token was sent).
 func TestMCPNeedsTheMCPScope(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	_, userOnly := e.newToken(t, `{"user": "ada", "scopes": ["user"]}`)
-	for name, tok := range map[string]string{"no mcp scope": userOnly, "no token": "", "unknown token": "hgr_nope"} {
-		t.Run(name, func(t *testing.T) {
+	for _, c := range []struct {
+		name, tok string
+		status    int
+		challenge string
+	}{
+		{"no mcp scope", userOnly, http.StatusForbidden, `Bearer error="insufficient_scope", scope="mcp"`},
+		{"no token", "", http.StatusUnauthorized, `Bearer scope="mcp"`},
+		{"unknown token", "hgr_nope", http.StatusUnauthorized, `Bearer error="invalid_token", scope="mcp"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			req, _ := http.NewRequest("POST", e.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json, text/event-stream")
-			if tok != "" {
-				req.Header.Set("Authorization", "Bearer "+tok)
+			if c.tok != "" {
+				req.Header.Set("Authorization", "Bearer "+c.tok)
 			}
 			resp, err := e.http.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusUnauthorized {
-				t.Errorf("status = %d, want 401", resp.StatusCode)
+			if resp.StatusCode != c.status || resp.Header.Get("WWW-Authenticate") != c.challenge {
+				t.Errorf("status %d, WWW-Authenticate %q; want %d, %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), c.status, c.challenge)
 			}
 		})
 	}

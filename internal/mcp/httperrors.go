@@ -70,9 +70,11 @@ func errorFor(status int) (code int, message string) {
 // (http.Error, which the SDK and the bearer-token middleware use) is held back and written by
 // finish as JSON instead. Everything else passes through untouched.
 type jsonErrors struct {
-	w      http.ResponseWriter
-	status int          // the status of a plain-text error being rewritten; 0: passing through
-	text   bytes.Buffer // that error's text, its first 1 KiB
+	w           http.ResponseWriter
+	metadataURL string       // the protected resource metadata's URL, for WWW-Authenticate; "": none
+	hadToken    bool         // the request carried an Authorization header
+	status      int          // the status of a plain-text error being rewritten; 0: passing through
+	text        bytes.Buffer // that error's text, its first 1 KiB
 }
 
 func (j *jsonErrors) Header() http.Header { return j.w.Header() }
@@ -110,10 +112,40 @@ func (j *jsonErrors) finish() {
 		return
 	}
 	code, message := errorFor(j.status)
-	if j.status == http.StatusUnauthorized && j.w.Header().Get("WWW-Authenticate") == "" {
-		j.w.Header().Set("WWW-Authenticate", "Bearer") // RFC 6750: how to authenticate
+	detail := strings.TrimSpace(j.text.String())
+	insufficient := j.status == http.StatusForbidden && detail == sdkInsufficientScope
+	switch {
+	case j.status == http.StatusUnauthorized || insufficient:
+		j.w.Header().Set("WWW-Authenticate", challenge(j.status, insufficient, j.hadToken, j.metadataURL))
+	case j.status == http.StatusForbidden:
+		j.w.Header().Del("WWW-Authenticate") // a session of another token: no token would do
 	}
-	writeError(j.w, j.status, code, message, strings.TrimSpace(j.text.String()))
+	if insufficient {
+		message = "This token lacks the mcp scope, which /mcp needs: use a token with it (or ask for the mcp scope when authorizing)."
+	}
+	writeError(j.w, j.status, code, message, detail)
+}
+
+// sdkInsufficientScope is the text of go-sdk's RequireBearerToken when the token lacks a
+// required scope.
+const sdkInsufficientScope = "insufficient scope"
+
+// challenge is the WWW-Authenticate of a 401 or of a 403 insufficient_scope (RFC 6750 §3, with
+// RFC 9728's resource_metadata): the scope /mcp needs, where to learn how to get a token, and
+// why the token given was refused, if one was.
+func challenge(status int, insufficient, hadToken bool, metadataURL string) string {
+	var params []string
+	switch {
+	case insufficient:
+		params = append(params, `error="insufficient_scope"`)
+	case status == http.StatusUnauthorized && hadToken:
+		params = append(params, `error="invalid_token"`)
+	}
+	if metadataURL != "" {
+		params = append(params, fmt.Sprintf("resource_metadata=%q", metadataURL))
+	}
+	params = append(params, `scope="mcp"`)
+	return "Bearer " + strings.Join(params, ", ")
 }
 
 // checkBody reads a POST's body and answers a parse error when it is not JSON, before the SDK

@@ -24,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/forward"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -35,6 +36,13 @@ import (
 type Config struct {
 	// Auth verifies bearer tokens (they need the mcp scope). Required.
 	Auth *auth.Authenticator
+	// Resource is /mcp's canonical URL (RFC 8707), e.g. https://hangar.example.com/mcp: an
+	// OAuth access token issued for another resource is refused. Default "": OAuth is off, and
+	// only tokens with no audience are accepted.
+	Resource string
+	// ResourceMetadataURL is where the protected resource metadata (RFC 9728) is served; a
+	// 401 or 403 from /mcp names it in WWW-Authenticate. Default "": not named.
+	ResourceMetadataURL string
 	// Sandboxes runs the tools' commands. Required.
 	Sandboxes *sandbox.Manager
 	// Streams admits streamed execs. Required.
@@ -42,6 +50,9 @@ type Config struct {
 	// Processes runs background processes: the process and terminal_* tools. Nil: those
 	// tools are not offered.
 	Processes *process.Manager
+	// Forward, with several replicas on one database, passes 2026-07-28 process tool calls
+	// on to the replica that follows the sandbox's processes (replicas.go). Nil: alone.
+	Forward *forward.Forwarder
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 	// Version is the server version MCP clients are told. Default "dev".
@@ -208,7 +219,9 @@ func New(cfg Config) *Handler {
 	h.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		PropagateRequestCancellation: true, Logger: quieter(cfg.Logger), SessionTimeout: cfg.SessionIdle,
 	})
-	h.authed = sdkauth.RequireBearerToken(verifier(cfg.Auth), &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(http.HandlerFunc(h.serve))
+	h.authed = sdkauth.RequireBearerToken(verifier(cfg.Auth, cfg.Resource), &sdkauth.RequireBearerTokenOptions{
+		AllowMissingExpiration: true, Scopes: []string{string(auth.ScopeMCP)},
+	})(http.HandlerFunc(h.serve))
 	return h
 }
 
@@ -220,13 +233,13 @@ const sinkHeader = "X-Hangar-Mcp-Sink"
 // a sink that adds keep-alives and X-Accel-Buffering to response streams. Errors the SDK or the
 // token check would answer in plain text are answered in JSON (see httperrors.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	j := &jsonErrors{w: w}
+	j := &jsonErrors{w: w, metadataURL: h.cfg.ResourceMetadataURL, hadToken: r.Header.Get("Authorization") != ""}
 	h.authed.ServeHTTP(j, r)
 	j.finish()
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
-	if !checkBody(w, r) {
+	if !checkBody(w, r) || h.toOwner(w, r) {
 		return
 	}
 	id := strconv.FormatUint(h.nextID.Add(1), 10)

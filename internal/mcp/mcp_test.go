@@ -22,6 +22,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	hmcp "github.com/hangar-dev/hangar/internal/mcp"
+	"github.com/hangar-dev/hangar/internal/oauth"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/provider/local"
@@ -78,6 +79,9 @@ type envOptions struct {
 	clock quartz.Clock
 	// watches serves the watch resource, two watches per token.
 	watches bool
+	// oauth serves the OAuth authorization server (oauth_test.go), with these changes to its
+	// Config.
+	oauth func(*oauth.Config)
 }
 
 // newEnv serves the REST routes and /mcp on a real port-0 listener, over the local provider.
@@ -150,16 +154,29 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.clock != nil {
 		recheck = time.Hour // a test's clock moves only for what it tests
 	}
-	e.mcp = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, KeepAlive: o.keepAlive, Logger: quiet,
-		SessionIdle: o.sessionIdle, SessionsPerToken: o.sessionsPerToken, Recheck: recheck, Turns: e.turns, Watches: watches, Clock: o.clock})
-	mcpRechecked := make(chan struct{})
-	go func() { e.mcp.Run(rechecks); close(mcpRechecked) }()
-	t.Cleanup(func() { stopRechecks(); <-mcpRechecked })
-	srv := rest.New(rest.Config{Auth: a, Ready: s.Ping, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Turns: e.turns, Registry: reg, MCP: e.mcp, Logger: quiet})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.url = "http://" + ln.Addr().String()
+	var oauthServer *oauth.Server
+	var resource, metadataURL string
+	if o.oauth != nil {
+		cfg := oauth.Config{Store: s, Auth: a, Issuer: e.url, EndToken: e.streams.EndToken, Logger: quiet}
+		o.oauth(&cfg)
+		if oauthServer, err = oauth.New(cfg); err != nil {
+			t.Fatal(err)
+		}
+		resource, metadataURL = oauthServer.Resource(), oauthServer.ResourceMetadataURL()
+	}
+	e.mcp = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, KeepAlive: o.keepAlive, Logger: quiet,
+		SessionIdle: o.sessionIdle, SessionsPerToken: o.sessionsPerToken, Recheck: recheck, Turns: e.turns, Watches: watches, Clock: o.clock,
+		Resource: resource, ResourceMetadataURL: metadataURL})
+	mcpRechecked := make(chan struct{})
+	go func() { e.mcp.Run(rechecks); close(mcpRechecked) }()
+	t.Cleanup(func() { stopRechecks(); <-mcpRechecked })
+	srv := rest.New(rest.Config{Auth: a, Ready: s.Ping, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Turns: e.turns, Registry: reg, MCP: e.mcp, Logger: quiet,
+		OAuth: oauthServer})
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {
@@ -173,7 +190,6 @@ func newEnv(t *testing.T, o envOptions) *env {
 		}
 		e.http.CloseIdleConnections()
 	})
-	e.url = "http://" + ln.Addr().String()
 	return e
 }
 
@@ -244,6 +260,13 @@ type client struct {
 
 func (e *env) connect(t *testing.T, token, version string) *client {
 	t.Helper()
+	tr := &mcp.StreamableClientTransport{Endpoint: e.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{token, e.http.Transport}}, MaxRetries: -1}
+	return e.connectWith(t, tr, version)
+}
+
+// connectWith connects over tr.
+func (e *env) connectWith(t *testing.T, tr *mcp.StreamableClientTransport, version string) *client {
+	t.Helper()
 	c := &client{progress: make(chan progress, 1000)}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "hangar-test", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -252,7 +275,6 @@ func (e *env) connect(t *testing.T, token, version string) *client {
 			c.progress <- p
 		},
 	})
-	tr := &mcp.StreamableClientTransport{Endpoint: e.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{token, e.http.Transport}}, MaxRetries: -1}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	s, err := cl.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: version})

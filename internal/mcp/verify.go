@@ -11,11 +11,14 @@ import (
 	"github.com/hangar-dev/hangar/internal/auth"
 )
 
-// verifier fits go-sdk's auth.TokenVerifier to a: it authenticates the token and requires the
-// mcp scope. The principal travels in TokenInfo.Extra["principal"] and the token id in UserID,
-// so a session cannot be taken over by another token. (This glue lives here, not in auth, so
-// that auth does not depend on the MCP SDK.)
-func verifier(a *auth.Authenticator) sdkauth.TokenVerifier {
+// verifier fits go-sdk's auth.TokenVerifier to a: it authenticates the token and refuses one
+// issued for another resource than resource (RFC 8707; an OAuth access token names the /mcp it
+// was issued for, other tokens none). TokenInfo.Scopes holds "mcp" only when the token has that
+// scope (admin implies it), so the SDK's scope check answers 403 insufficient_scope without it.
+// The principal travels in TokenInfo.Extra["principal"] and its session owner in UserID, so a
+// session cannot be taken over by another token (sessionOwner). (This glue lives here, not in auth, so that
+// auth does not depend on the MCP SDK.)
+func verifier(a *auth.Authenticator, resource string) sdkauth.TokenVerifier {
 	return func(ctx context.Context, token string, _ *http.Request) (*sdkauth.TokenInfo, error) {
 		p, err := a.Authenticate(ctx, token)
 		if err != nil {
@@ -25,15 +28,25 @@ func verifier(a *auth.Authenticator) sdkauth.TokenVerifier {
 			}
 			return nil, err
 		}
-		if !p.Has(auth.ScopeMCP) {
-			return nil, fmt.Errorf("%w: the token lacks the mcp scope", sdkauth.ErrInvalidToken)
+		if !p.For(resource) {
+			return nil, fmt.Errorf("%w: the token was issued for another resource (%s)", sdkauth.ErrInvalidToken, p.Audience)
 		}
-		info := &sdkauth.TokenInfo{UserID: p.TokenID, Expiration: p.ExpiresAt, Extra: map[string]any{"principal": p}}
-		for _, s := range p.Scopes {
-			info.Scopes = append(info.Scopes, string(s))
+		info := &sdkauth.TokenInfo{UserID: sessionOwner(p), Expiration: p.ExpiresAt, Extra: map[string]any{"principal": p}}
+		if p.Has(auth.ScopeMCP) {
+			info.Scopes = []string{string(auth.ScopeMCP)}
 		}
 		return info, nil
 	}
+}
+
+// sessionOwner is who a 2025-era session belongs to, for the SDK's check that every request
+// in a session comes from its owner: the token, or for an OAuth access token its grant, so
+// that the client goes on in its session with the token it refreshed.
+func sessionOwner(p auth.Principal) string {
+	if p.Grant != "" {
+		return "grant:" + p.Grant
+	}
+	return p.TokenID
 }
 
 // principalFromTokenInfo returns the principal verifier put into info.

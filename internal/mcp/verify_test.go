@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -11,8 +12,9 @@ import (
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 )
 
-// TestVerifier: a token with the mcp scope passes and carries its principal; one without it,
-// and an unknown one, are ErrInvalidToken (a 401 from the SDK's middleware).
+// TestVerifier: a token with the mcp scope passes and carries its principal; one without it
+// has no mcp in its scopes (a 403 insufficient_scope from the SDK's middleware); an unknown
+// one and one issued for another resource are ErrInvalidToken (a 401).
 func TestVerifier(t *testing.T) {
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, t.TempDir())
@@ -40,15 +42,29 @@ func TestVerifier(t *testing.T) {
 		return c.Secret
 	}
 	withMCP, withoutMCP := create(auth.ScopeMCP), create(auth.ScopeJobs)
-	verify := verifier(a)
-	info, err := verify(ctx, withMCP, nil)
+	const resource = "https://hangar.example/mcp"
+	forUs, err := a.CreateToken(ctx, admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeMCP}, Audience: resource})
 	if err != nil {
-		t.Fatalf("verify: %v", err)
+		t.Fatal(err)
 	}
-	if p, ok := principalFromTokenInfo(info); !ok || p.User != "ada" || info.UserID != p.TokenID {
-		t.Errorf("principal from token info = %+v, %v (UserID %q)", p, ok, info.UserID)
+	forOther, err := a.CreateToken(ctx, admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeMCP}, Audience: "https://other.example/mcp"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, secret := range []string{withoutMCP, "hgr_nope", ""} {
+	verify := verifier(a, resource)
+	for _, secret := range []string{withMCP, forUs.Secret, secret} {
+		info, err := verify(ctx, secret, nil)
+		if err != nil {
+			t.Fatalf("verify: %v", err)
+		}
+		if p, ok := principalFromTokenInfo(info); !ok || info.UserID != p.TokenID || !slices.Equal(info.Scopes, []string{"mcp"}) {
+			t.Errorf("principal from token info = %+v, %v (UserID %q, scopes %v)", p, ok, info.UserID, info.Scopes)
+		}
+	}
+	if info, err := verify(ctx, withoutMCP, nil); err != nil || len(info.Scopes) != 0 {
+		t.Errorf("verify(no mcp scope) = %+v, %v; want no scopes", info, err)
+	}
+	for _, secret := range []string{forOther.Secret, "hgr_nope", ""} {
 		if _, err := verify(ctx, secret, nil); !errors.Is(err, sdkauth.ErrInvalidToken) {
 			t.Errorf("verify(%q) = %v, want ErrInvalidToken", secret, err)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/fleet"
+	"github.com/hangar-dev/hangar/internal/oauth"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
@@ -96,6 +97,7 @@ var table = []entry{
 	{match: is(auth.ErrNotFound), code: CodeNotFound, message: "There is no such token."},
 	{match: is(auth.ErrNoSandbox), code: CodeNotFound, message: "There is no such sandbox, or it is not yours."},
 	{match: is(auth.ErrStatic), code: CodeConflict, message: "That token comes from the tokens file and can only be changed there."},
+	{match: is(oauth.ErrNoGrant), code: CodeNotFound, message: "There is no such OAuth grant, or it is not yours."},
 	{match: as[*stream.LimitError](), say: streamLimit},
 	{match: is(stream.ErrShuttingDown), code: CodeUnavailable, message: "hangar is shutting down; try again in a moment."},
 	{match: as[*process.LimitError](), say: backgroundLimit},
@@ -103,6 +105,9 @@ var table = []entry{
 	{match: is(process.ErrExited), code: CodeConflict, message: "The process has exited."},
 	{match: is(process.ErrNeedsDaemon), code: CodeConflict, message: "This needs the sandbox's daemon, which it does not have."},
 	{match: is(process.ErrInvalid), code: CodeBadRequest, message: "The process request is not valid."},
+	{match: as[*process.ElsewhereError](), say: func(err error) *Problem {
+		return &Problem{Code: CodeUnavailable, Message: sentence(err.Error()), RetryAfter: time.Second}
+	}},
 	{match: is(turns.ErrNotFound), code: CodeNotFound, message: "There is no such session, turn or job, or it is not yours."},
 	{match: is(turns.ErrConflict), code: CodeConflict, message: "That conflicts with the session's state: a turn is running, or the name is taken."},
 	{match: is(turns.ErrInvalid), code: CodeBadRequest, message: "The request is not valid."},

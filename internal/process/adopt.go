@@ -46,6 +46,9 @@ func (m *Manager) AdoptAll(ctx context.Context) {
 		case sb.State == string(provider.StateDestroyed) || sb.State == string(provider.StateFailed):
 			m.endRecords(recs, "unknown: its sandbox is "+sb.State)
 		default:
+			if err := m.owned(ctx, name); err != nil {
+				continue // another replica follows them (or will, once it can say so)
+			}
 			m.adoptRecords(ctx, sb, recs)
 		}
 	}

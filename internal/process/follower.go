@@ -42,6 +42,12 @@ type ender func(state State, exit *envd.Exit)
 // first), or the Manager closes.
 func (m *Manager) run(pr *proc, f follower, fst *stream.Stream) {
 	ctx, cancel := context.WithCancel(m.ctx)
+	pr.mu.Lock()
+	pr.stop = cancel
+	if pr.released { // released between being listed and this: nothing follows it here
+		cancel()
+	}
+	pr.mu.Unlock()
 	follow := func() {
 		defer fst.Close()
 		defer cancel()

@@ -97,6 +97,9 @@ type Config struct {
 	Clock quartz.Clock
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// Owners, with several replicas on one database, says which one follows each sandbox's
+	// processes (replicas.go). Nil: this Manager follows them all.
+	Owners Owners
 }
 
 // Manager runs and follows background processes. It is safe for concurrent use.
@@ -216,6 +219,9 @@ type proc struct {
 	started              time.Time
 	recorded             bool     // it has a record in the Store (set before it is listed)
 	f                    follower // set before it is listed
+
+	stop     context.CancelFunc // stops its follower (set by run; guarded by mu)
+	released bool               // Release let it go: run stops its follower at once (guarded by mu)
 
 	exited chan struct{} // closed when the process ends
 
@@ -424,10 +430,17 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 	if err != nil {
 		return Info{}, err
 	}
+	if err := m.owned(ctx, sb.Name); err != nil {
+		return Info{}, err
+	}
+	others, err := m.runningElsewhere(ctx, p.TokenID)
+	if err != nil {
+		return Info{}, err
+	}
 	// A slot is reserved before the process starts, so concurrent starts cannot pass the
 	// limit together; it is released once the process is listed (or failed to start).
 	m.mu.Lock()
-	if m.runningLocked(p.TokenID)+m.starting[p.TokenID] >= m.cfg.MaxPerToken {
+	if m.runningLocked(p.TokenID)+m.starting[p.TokenID]+others >= m.cfg.MaxPerToken {
 		m.mu.Unlock()
 		return Info{}, &LimitError{Max: m.cfg.MaxPerToken}
 	}
@@ -513,6 +526,9 @@ func (m *Manager) find(ctx context.Context, p auth.Principal, ref, id string) (*
 	if err != nil {
 		return nil, sb, err
 	}
+	if err := m.owned(ctx, sb.Name); err != nil {
+		return nil, sb, err
+	}
 	pr, err := m.lookup(p, sb, id)
 	if errors.Is(err, ErrNotFound) {
 		m.adoptSandbox(ctx, sb)
@@ -527,6 +543,9 @@ func (m *Manager) find(ctx context.Context, p auth.Principal, ref, id string) (*
 func (m *Manager) List(ctx context.Context, p auth.Principal, ref string) ([]Info, error) {
 	sb, err := m.cfg.Sandboxes.Get(ctx, p, ref)
 	if err != nil {
+		return nil, err
+	}
+	if err := m.owned(ctx, sb.Name); err != nil {
 		return nil, err
 	}
 	m.adoptSandbox(ctx, sb)
@@ -544,7 +563,8 @@ func (m *Manager) List(ctx context.Context, p auth.Principal, ref string) ([]Inf
 }
 
 // OfUser lists the processes of every token of user that are still listed (running, or ended
-// within Retention), oldest first: what a person's fleet shows.
+// within Retention), oldest first: what a person's fleet shows. With several replicas, those
+// the others follow too, as their records say.
 func (m *Manager) OfUser(user string) []Info {
 	m.prune()
 	m.mu.Lock()
@@ -555,6 +575,7 @@ func (m *Manager) OfUser(user string) []Info {
 		}
 	}
 	m.mu.Unlock()
+	out = append(out, m.ofUserElsewhere(user)...)
 	sort.Slice(out, func(i, j int) bool { return out[i].StartedAt.Before(out[j].StartedAt) })
 	return out
 }

@@ -104,8 +104,8 @@ func want(outcomes ...string) [nCallers]string {
 	return w
 }
 
-// matrix: REST outcomes are HTTP statuses; MCP ones are ok, 401 (refused before any JSON-RPC)
-// or "not found" (a tool error saying there is no such sandbox, process, terminal, session,
+// matrix: REST outcomes are HTTP statuses; MCP ones are ok, 401 or 403 (refused before any
+// JSON-RPC: no valid token, or one without the mcp scope) or "not found" (a tool error saying there is no such sandbox, process, terminal, session,
 // turn or job, or none this token may use; for a resource, the JSON-RPC "Resource not found").
 var matrix = []row{
 	{"GET /api/whoami", route("GET /api/whoami", ""), want("200", "200", "200", "200", "200", "200", "401", "401", "200")},
@@ -127,6 +127,7 @@ var matrix = []row{
 	{"GET /api/sandboxes/{sb}/processes/{proc}", route("GET /api/sandboxes/{sb}/processes/{proc}", ""), want("200", "404", "404", "404", "403", "403", "401", "401", "200")},
 	{"GET /api/sandboxes/{sb}/processes/{proc}/stream", route("GET /api/sandboxes/{sb}/processes/{proc}/stream", ""), want("200", "404", "404", "404", "403", "403", "401", "401", "200")},
 	{"POST /api/sandboxes/{sb}/processes/{proc}/input", route("POST /api/sandboxes/{sb}/processes/{proc}/input", `{"input": "x\n"}`), want("204", "404", "404", "404", "403", "403", "401", "401", "204")},
+	{"POST /api/sandboxes/{sb}/processes/{term}/resize", route("POST /api/sandboxes/{sb}/processes/{term}/resize", `{"cols": 100, "rows": 30}`), want("204", "404", "404", "404", "403", "403", "401", "401", "204")},
 	{"DELETE /api/sandboxes/{sb}/processes/{fproc}", route("DELETE /api/sandboxes/{sb}/processes/{fproc}", ""), want("202", "404", "404", "404", "403", "403", "401", "401", "202")},
 	{"GET /api/sandboxes/{sb}/watch", route("GET /api/sandboxes/{sb}/watch?path=.", ""), want("200", "404", "200", "404", "403", "403", "401", "401", "200")},
 	{"GET /api/fleet", restList("GET /api/fleet", "{ses}"), want("200", "200, hidden", "403", "403", "403", "403", "401", "401", "200, hidden")},
@@ -150,39 +151,49 @@ var matrix = []row{
 	{"POST /api/jobs/{job}/cancel", route("POST /api/jobs/{job}/cancel", ""), want("202", "404", "202", "404", "403", "202", "401", "401", "202")},
 	{"GET /api/jobs/{job}/events", route("GET /api/jobs/{job}/events", ""), want("200", "404", "200", "404", "403", "200", "401", "401", "200")},
 	{"GET /api/jobs/{job}/events/stream", route("GET /api/jobs/{job}/events/stream", ""), want("200", "404", "200", "404", "403", "200", "401", "401", "200")},
-	{"MCP exec", tool("exec", `{"sandbox": "{sb}", "command": "true"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP exec, streamed", tool("exec", `{"sandbox": "{sb}", "command": "true", "stream": true}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP process start", tool("process", `{"action": "start", "sandbox": "{sb}", "command": "true"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP process list", toolList("process", `{"action": "list", "sandbox": "{sb}"}`, "{proc}"), want("ok", "not found", "ok, hidden", "not found", "ok, hidden", "401", "401", "401", "ok")},
-	{"MCP process attach {proc}", tool("process", `{"action": "attach", "sandbox": "{sb}", "process_id": "{proc}"}`), want("ok", "not found", "not found", "not found", "not found", "401", "401", "401", "ok")},
-	{"MCP process input {proc}", tool("process", `{"action": "input", "sandbox": "{sb}", "process_id": "{proc}", "input": "x\n"}`), want("ok", "not found", "not found", "not found", "not found", "401", "401", "401", "ok")},
-	{"MCP process kill {fproc}", tool("process", `{"action": "kill", "sandbox": "{sb}", "process_id": "{fproc}"}`), want("ok", "not found", "not found", "not found", "not found", "401", "401", "401", "ok")},
-	{"MCP terminal_open", tool("terminal_open", `{"sandbox": "{sb}", "command": "cat"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP terminal_write {term}", tool("terminal_write", `{"sandbox": "{sb}", "terminal_id": "{term}", "input": "x"}`), want("ok", "not found", "not found", "not found", "not found", "401", "401", "401", "ok")},
-	{"MCP terminal_read {term}", tool("terminal_read", `{"sandbox": "{sb}", "terminal_id": "{term}"}`), want("ok", "not found", "not found", "not found", "not found", "401", "401", "401", "ok")},
-	{"MCP terminal_resize {term}", tool("terminal_resize", `{"sandbox": "{sb}", "terminal_id": "{term}", "cols": 80, "rows": 24}`), want("ok", "not found", "not found", "not found", "not found", "401", "401", "401", "ok")},
-	{"MCP terminal_close {fterm}", tool("terminal_close", `{"sandbox": "{sb}", "terminal_id": "{fterm}"}`), want("ok", "not found", "not found", "not found", "not found", "401", "401", "401", "ok")},
-	{"MCP session create", tool("session", `{"action": "create", "name": "{new}", "sandbox": "{sb}", "agent": "command"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP session list", toolList("session", `{"action": "list"}`, "{ses}"), want("ok", "ok, hidden", "ok", "ok, hidden", "ok", "401", "401", "401", "ok")},
-	{"MCP session get {ses}", tool("session", `{"action": "get", "session": "{ses}"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP session events {ses}", tool("session", `{"action": "events", "session": "{ses}"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP turn start {fses}", tool("turn", `{"action": "start", "session": "{fses}", "prompt": "true"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP turn list {ses}", toolList("turn", `{"action": "list", "session": "{ses}"}`, "{turn}"), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP turn get {turn}", tool("turn", `{"action": "get", "session": "{ses}", "turn_id": "{turn}"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP turn cancel {turn}", tool("turn", `{"action": "cancel", "session": "{ses}", "turn_id": "{turn}"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP job start", tool("job", `{"action": "start", "prompt": "true", "agent": "command", "sandbox": "{sb}"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP job list", toolList("job", `{"action": "list"}`, "{job}"), want("ok", "ok, hidden", "ok", "ok, hidden", "ok", "401", "401", "401", "ok")},
-	{"MCP job get {job}", tool("job", `{"action": "get", "job_id": "{job}"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP job cancel {job}", tool("job", `{"action": "cancel", "job_id": "{job}"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP job events {job}", tool("job", `{"action": "events", "job_id": "{job}"}`), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP resources/list", action{resource: "list", listed: "{ses}"}, want("ok", "ok, hidden", "ok", "ok, hidden", "ok", "401", "401", "401", "ok")},
-	{"MCP resources/list, jobs", action{resource: "list", listed: "{job}"}, want("ok", "ok, hidden", "ok", "ok, hidden", "ok", "401", "401", "401", "ok")},
-	{"MCP read hangar://sessions/{ses}/events", resource("read", "hangar://sessions/{ses}/events?since=1"), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP subscribe hangar://sessions/{ses}/events", resource("subscribe", "hangar://sessions/{ses}/events"), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP read hangar://sandboxes/{sb}/watch", resource("read", "hangar://sandboxes/{sb}/watch?path=."), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP subscribe hangar://sandboxes/{sb}/watch", resource("subscribe", "hangar://sandboxes/{sb}/watch?path=."), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP read hangar://jobs/{job}/events", resource("read", "hangar://jobs/{job}/events"), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
-	{"MCP subscribe hangar://jobs/{job}/events", resource("subscribe", "hangar://jobs/{job}/events"), want("ok", "not found", "ok", "not found", "ok", "401", "401", "401", "ok")},
+	{"GET /api/oauth/grants", restList("GET /api/oauth/grants", "{grant}"), want("200", "200, hidden", "200", "200, hidden", "403", "403", "401", "401", "200")},
+	{"DELETE /api/oauth/grants/{fgrant}", route("DELETE /api/oauth/grants/{fgrant}", ""), want("204", "404", "204", "404", "403", "403", "401", "401", "204")},
+	// The OAuth endpoints take no bearer token: each caller's gets the same answer as none.
+	{"GET /.well-known/oauth-protected-resource/mcp", route("GET /.well-known/oauth-protected-resource/mcp", ""), want("200", "200", "200", "200", "200", "200", "200", "200", "200")},
+	{"GET /.well-known/oauth-authorization-server", route("GET /.well-known/oauth-authorization-server", ""), want("200", "200", "200", "200", "200", "200", "200", "200", "200")},
+	{"POST /oauth/register", route("POST /oauth/register", `{"redirect_uris": ["https://app.example/cb"]}`), want("201", "201", "201", "201", "201", "201", "201", "201", "201")},
+	{"GET /oauth/authorize, no client", route("GET /oauth/authorize", ""), want("400", "400", "400", "400", "400", "400", "400", "400", "400")},
+	{"POST /oauth/authorize, not from the page", route("POST /oauth/authorize", ""), want("403", "403", "403", "403", "403", "403", "403", "403", "403")},
+	{"POST /oauth/token, no client", route("POST /oauth/token", ""), want("401", "401", "401", "401", "401", "401", "401", "401", "401")},
+	{"POST /oauth/revoke, no client", route("POST /oauth/revoke", ""), want("401", "401", "401", "401", "401", "401", "401", "401", "401")},
+	{"MCP exec", tool("exec", `{"sandbox": "{sb}", "command": "true"}`), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP exec, streamed", tool("exec", `{"sandbox": "{sb}", "command": "true", "stream": true}`), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP process start", tool("process", `{"action": "start", "sandbox": "{sb}", "command": "true"}`), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP process list", toolList("process", `{"action": "list", "sandbox": "{sb}"}`, "{proc}"), want("ok", "not found", "ok, hidden", "not found", "ok, hidden", "403", "401", "401", "ok")},
+	{"MCP process attach {proc}", tool("process", `{"action": "attach", "sandbox": "{sb}", "process_id": "{proc}"}`), want("ok", "not found", "not found", "not found", "not found", "403", "401", "401", "ok")},
+	{"MCP process input {proc}", tool("process", `{"action": "input", "sandbox": "{sb}", "process_id": "{proc}", "input": "x\n"}`), want("ok", "not found", "not found", "not found", "not found", "403", "401", "401", "ok")},
+	{"MCP process kill {fproc}", tool("process", `{"action": "kill", "sandbox": "{sb}", "process_id": "{fproc}"}`), want("ok", "not found", "not found", "not found", "not found", "403", "401", "401", "ok")},
+	{"MCP terminal_open", tool("terminal_open", `{"sandbox": "{sb}", "command": "cat"}`), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP terminal_write {term}", tool("terminal_write", `{"sandbox": "{sb}", "terminal_id": "{term}", "input": "x"}`), want("ok", "not found", "not found", "not found", "not found", "403", "401", "401", "ok")},
+	{"MCP terminal_read {term}", tool("terminal_read", `{"sandbox": "{sb}", "terminal_id": "{term}"}`), want("ok", "not found", "not found", "not found", "not found", "403", "401", "401", "ok")},
+	{"MCP terminal_resize {term}", tool("terminal_resize", `{"sandbox": "{sb}", "terminal_id": "{term}", "cols": 80, "rows": 24}`), want("ok", "not found", "not found", "not found", "not found", "403", "401", "401", "ok")},
+	{"MCP terminal_close {fterm}", tool("terminal_close", `{"sandbox": "{sb}", "terminal_id": "{fterm}"}`), want("ok", "not found", "not found", "not found", "not found", "403", "401", "401", "ok")},
+	{"MCP session create", tool("session", `{"action": "create", "name": "{new}", "sandbox": "{sb}", "agent": "command"}`), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP session list", toolList("session", `{"action": "list"}`, "{ses}"), want("ok", "ok, hidden", "ok", "ok, hidden", "ok", "403", "401", "401", "ok")},
+	{"MCP session get {ses}", tool("session", `{"action": "get", "session": "{ses}"}`), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP session events {ses}", tool("session", `{"action": "events", "session": "{ses}"}`), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP turn start {fses}", tool("turn", `{"action": "start", "session": "{fses}", "prompt": "true"}`), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP turn list {ses}", toolList("turn", `{"action": "list", "session": "{ses}"}`, "{turn}"), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP turn get {turn}", tool("turn", `{"action": "get", "session": "{ses}", "turn_id": "{turn}"}`), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP turn cancel {turn}", tool("turn", `{"action": "cancel", "session": "{ses}", "turn_id": "{turn}"}`), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP job start", tool("job", `{"action": "start", "prompt": "true", "agent": "command", "sandbox": "{sb}"}`), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP job list", toolList("job", `{"action": "list"}`, "{job}"), want("ok", "ok, hidden", "ok", "ok, hidden", "ok", "403", "401", "401", "ok")},
+	{"MCP job get {job}", tool("job", `{"action": "get", "job_id": "{job}"}`), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP job cancel {job}", tool("job", `{"action": "cancel", "job_id": "{job}"}`), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP job events {job}", tool("job", `{"action": "events", "job_id": "{job}"}`), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP resources/list", action{resource: "list", listed: "{ses}"}, want("ok", "ok, hidden", "ok", "ok, hidden", "ok", "403", "401", "401", "ok")},
+	{"MCP resources/list, jobs", action{resource: "list", listed: "{job}"}, want("ok", "ok, hidden", "ok", "ok, hidden", "ok", "403", "401", "401", "ok")},
+	{"MCP read hangar://sessions/{ses}/events", resource("read", "hangar://sessions/{ses}/events?since=1"), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP subscribe hangar://sessions/{ses}/events", resource("subscribe", "hangar://sessions/{ses}/events"), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP read hangar://sandboxes/{sb}/watch", resource("read", "hangar://sandboxes/{sb}/watch?path=."), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP subscribe hangar://sandboxes/{sb}/watch", resource("subscribe", "hangar://sandboxes/{sb}/watch?path=."), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP read hangar://jobs/{job}/events", resource("read", "hangar://jobs/{job}/events"), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
+	{"MCP subscribe hangar://jobs/{job}/events", resource("subscribe", "hangar://jobs/{job}/events"), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
 }
 
 // placeholders are what a row's {name}s stand for. Each cell gets its own fresh ones, so that
@@ -203,6 +214,8 @@ var placeholders = []struct{ name, doc string }{
 	{"{fses}", "a session of ada's in {sb}, made for this cell"},
 	{"{job}", "a job ada's jobs token started in {sb}"},
 	{"{item}", "an item in ada's inbox made for this cell: a process of the owner token's that exited non-zero"},
+	{"{grant}", "an OAuth grant of ada's, bound to {sb}"},
+	{"{fgrant}", "an OAuth grant of ada's, bound to {sb}, made for this cell"},
 }
 
 // mcpEras are the protocol revisions every MCP row is called over: each must give the row's
@@ -222,11 +235,13 @@ type world struct {
 	n       int                                   // names made so far
 	bound   map[string][2]string                  // per fresh sandbox: the bound-own and bound-other tokens
 	clients map[string]map[int]*mcp.ClientSession // per era and column
+	refused [nCallers]string                      // per column: the status /mcp refused its token with
+	grant   string                                // {grant}, made on first use
 }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	e := newEnv(t, func(e *env) { e.withMCP, e.maxStreams, e.maxProcs, e.maxWatches = true, 64, 64, 64 })
+	e := newEnv(t, func(e *env) { e.withMCP, e.withOAuth, e.maxStreams, e.maxProcs, e.maxWatches = true, true, 64, 64, 64 })
 	w := &world{top: t, e: e, bound: map[string][2]string{}, clients: map[string]map[int]*mcp.ClientSession{}}
 	_, w.tokens[ownerCol] = e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user", "mcp"]}`)
 	_, w.tokens[otherCol] = e.newToken(t, e.admin, `{"user": "bob", "scopes": ["user", "mcp"]}`)
@@ -314,6 +329,13 @@ func (w *world) prepare(t *testing.T, r row, col int, era string) *cell {
 			c.cleanup = append(c.cleanup, func() { w.do(t, "DELETE", "/api/sandboxes/ada-box/processes/"+id, owner, "") })
 		case "{item}":
 			c.vars[ph.name] = "process_failed:" + w.e.failedProcess(t, owner, "ada-box") // fleet_test.go
+		case "{grant}":
+			if w.grant == "" {
+				w.grant = w.oauthGrant(t) // oauth_test.go
+			}
+			c.vars[ph.name] = w.grant
+		case "{fgrant}":
+			c.vars[ph.name] = w.oauthGrant(t)
 		case "{ses}", "{turn}", "{fses}", "{job}":
 			c.vars[ph.name] = w.turnsPlaceholder(t, ph.name) // sessions_test.go
 		}
@@ -404,7 +426,7 @@ func (w *world) session(t *testing.T, era string, col int, token string) (*mcp.C
 	t.Helper()
 	if s, ok := w.clients[era][col]; ok {
 		if s == nil {
-			return nil, "401"
+			return nil, w.refused[col]
 		}
 		return s, ""
 	}
@@ -424,9 +446,10 @@ func (w *world) session(t *testing.T, era string, col int, token string) (*mcp.C
 	if w.clients[era] == nil {
 		w.clients[era] = map[int]*mcp.ClientSession{}
 	}
-	if resp.StatusCode == http.StatusUnauthorized {
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		w.clients[era][col] = nil
-		return nil, "401"
+		w.refused[col] = strconv.Itoa(resp.StatusCode)
+		return nil, w.refused[col]
 	}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "isolation", Version: "1"}, nil)
 	tr := &mcp.StreamableClientTransport{Endpoint: w.e.url + "/mcp", HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1}

@@ -3,6 +3,7 @@ package rest
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -13,17 +14,37 @@ import (
 )
 
 func (a *api) processRoutes(r chi.Router) {
+	r.Use(a.toOwner)
 	r.Post("/", a.startProcess)
 	r.Get("/", a.listProcesses)
 	r.Get("/{id}", a.readProcess)
 	r.Get("/{id}/stream", a.streamProcess)
 	r.Post("/{id}/input", a.inputProcess)
+	r.Post("/{id}/resize", a.resizeProcess)
 	r.Delete("/{id}", a.killProcess)
 }
 
 type startProcessRequest struct {
-	Command string `json:"command"`
-	Cwd     string `json:"cwd"`
+	Command string   `json:"command"`
+	Cwd     string   `json:"cwd"`
+	PTY     *ptySize `json:"pty"` // run it on a terminal of this size (needs the daemon)
+}
+
+// ptySize is a terminal's size in character cells, each between 1 and maxTermSize.
+type ptySize struct {
+	Cols int `json:"cols"`
+	Rows int `json:"rows"`
+}
+
+// maxTermSize bounds a terminal's columns and rows (as MCP's terminal tools do).
+const maxTermSize = 1000
+
+// size checks s and returns it in the domain's terms.
+func (s ptySize) size() (*process.PTYSize, error) {
+	if s.Cols < 1 || s.Rows < 1 || s.Cols > maxTermSize || s.Rows > maxTermSize {
+		return nil, newError(CodeBadRequest, "A terminal's cols and rows must each be between 1 and 1000.", fmt.Errorf("cols %d, rows %d", s.Cols, s.Rows))
+	}
+	return &process.PTYSize{Cols: uint32(s.Cols), Rows: uint32(s.Rows)}, nil
 }
 
 func (a *api) startProcess(w http.ResponseWriter, r *http.Request) {
@@ -32,7 +53,15 @@ func (a *api) startProcess(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	info, err := a.Processes.Start(r.Context(), principal(r), chi.URLParam(r, "ref"), process.StartRequest{Command: req.Command, Cwd: req.Cwd})
+	start := process.StartRequest{Command: req.Command, Cwd: req.Cwd}
+	if req.PTY != nil {
+		var err error
+		if start.PTY, err = req.PTY.size(); err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+	}
+	info, err := a.Processes.Start(r.Context(), principal(r), chi.URLParam(r, "ref"), start)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -150,6 +179,24 @@ func (a *api) inputProcess(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err := a.Processes.Input(r.Context(), principal(r), chi.URLParam(r, "ref"), chi.URLParam(r, "id"), data, req.EOF); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// resizeProcess is POST .../processes/{id}/resize {cols, rows}: a terminal's new size.
+func (a *api) resizeProcess(w http.ResponseWriter, r *http.Request) {
+	var req ptySize
+	if err := decodeJSON(r, &req); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	size, err := req.size()
+	if err == nil {
+		err = a.Processes.Resize(r.Context(), principal(r), chi.URLParam(r, "ref"), chi.URLParam(r, "id"), *size)
+	}
+	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}

@@ -391,3 +391,35 @@ func TestProcessStartAfterDaemonDied(t *testing.T) {
 		t.Errorf("the sandbox = %v, want failed", r.body)
 	}
 }
+
+// TestProcessOnTerminal: a process started with a pty size runs on a terminal of that size,
+// and resize changes it; a bad size, or resizing a process without a terminal, is 400.
+func TestProcessOnTerminal(t *testing.T) {
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	r := e.do(t, "POST", "/api/sandboxes/box/processes", e.admin, `{"command": "stty size; read x; stty size", "pty": {"cols": 91, "rows": 17}}`)
+	if r.status != http.StatusCreated || r.body["pty"] != true {
+		t.Fatalf("start on a terminal = %d %s", r.status, r.raw)
+	}
+	id := r.body["process_id"].(string)
+	s, _ := e.attach(t, e.admin, "box", id, "", "")
+	var seen []sseEvent
+	for !strings.Contains(output(seen, "output"), "17 91") {
+		ev, err := s.next()
+		if err != nil {
+			t.Fatalf("read SSE waiting for the size 17 91: %v (got %q)", err, output(seen, "output"))
+		}
+		seen = append(seen, ev)
+	}
+	if r := e.do(t, "POST", "/api/sandboxes/box/processes/"+id+"/resize", e.admin, `{"cols": 100, "rows": 30}`); r.status != 204 {
+		t.Fatalf("resize = %d %s", r.status, r.raw)
+	}
+	e.do(t, "POST", "/api/sandboxes/box/processes/"+id+"/input", e.admin, `{"input": "\n"}`)
+	if got := output(s.until(t, "end"), "output"); !strings.Contains(got, "30 100") {
+		t.Errorf("output after resize = %q, want the new size 30 100", got)
+	}
+	wantError(t, e.do(t, "POST", "/api/sandboxes/box/processes", e.admin, `{"command": "true", "pty": {"cols": 0, "rows": 5}}`), 400, "bad_request")
+	plain := e.startProcess(t, e.admin, "box", "sleep 300")
+	defer e.do(t, "DELETE", "/api/sandboxes/box/processes/"+plain, e.admin, "")
+	wantError(t, e.do(t, "POST", "/api/sandboxes/box/processes/"+plain+"/resize", e.admin, `{"cols": 80, "rows": 24}`), 400, "bad_request")
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/fleet"
 	hmcp "github.com/hangar-dev/hangar/internal/mcp"
+	"github.com/hangar-dev/hangar/internal/oauth"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/provider/docker"
@@ -63,6 +64,7 @@ type env struct {
 	watches    *watch.Service
 	fleet      *fleet.Service // polled every 20 ms
 	withMCP    bool           // serve /mcp too
+	withOAuth  bool           // serve the OAuth authorization server too (with /mcp)
 	maxWatches int            // 0: 2 watches per token
 	maxStreams int            // 0: 4 per token, 6 in all; else this many of each
 	maxProcs   int            // 0: 3 background processes per token
@@ -198,21 +200,31 @@ func newEnv(t *testing.T, opts ...option) *env {
 	t.Cleanup(e.watches.Close)
 	e.fleet = fleet.New(fleet.Config{Store: s, Processes: e.procs, Streams: e.streams, Poll: 20 * time.Millisecond, Coalesce: 50 * time.Millisecond})
 	t.Cleanup(e.fleet.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.url = "http://" + ln.Addr().String()
+	var oauthServer *oauth.Server
+	mcpCfg := hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Turns: e.turns, Watches: e.watches}
+	if e.withOAuth {
+		if oauthServer, err = oauth.New(oauth.Config{Store: s, Auth: a, Issuer: e.url, EndToken: e.streams.EndToken, Now: e.clock}); err != nil {
+			t.Fatal(err)
+		}
+		mcpCfg.Resource, mcpCfg.ResourceMetadataURL = oauthServer.Resource(), oauthServer.ResourceMetadataURL()
+	}
 	var mcpHandler *hmcp.Handler
 	if e.withMCP {
-		mcpHandler = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Turns: e.turns, Watches: e.watches})
+		mcpHandler = hmcp.New(mcpCfg)
 	}
 	cfg := rest.Config{Auth: a, Ready: s.Ping, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: e.reg, MaxBodyBytes: 4096, Now: e.clock,
 		Logger: slog.New(slog.NewTextHandler(&e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Turns: e.turns, Watches: e.watches, Fleet: e.fleet}
 	if mcpHandler != nil {
 		cfg.MCP = mcpHandler
 	}
+	cfg.OAuth = oauthServer
 	srv := rest.New(cfg)
 	e.srv = srv
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {
@@ -228,7 +240,6 @@ func newEnv(t *testing.T, opts ...option) *env {
 		}
 		http.DefaultClient.CloseIdleConnections()
 	})
-	e.url = "http://" + ln.Addr().String()
 	return e
 }
 

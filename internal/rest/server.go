@@ -19,6 +19,8 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/fleet"
+	"github.com/hangar-dev/hangar/internal/oauth"
+	"github.com/hangar-dev/hangar/internal/forward"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -47,6 +49,9 @@ type Config struct {
 	Fleet *fleet.Service
 	// MCP, when set, is served at /mcp (it does its own bearer-token auth).
 	MCP http.Handler
+	// OAuth, when set, serves the OAuth authorization server and /mcp's protected resource
+	// metadata (outside /api, without bearer tokens), and /api/oauth/grants.
+	OAuth *oauth.Server
 	// Registry is served at /metrics; the server adds its HTTP metrics to it. Required.
 	Registry *prometheus.Registry
 	// Logger. Default slog.Default().
@@ -55,6 +60,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Forward, with several replicas on one database, passes requests about a sandbox's
+	// processes on to the replica that follows them. Nil: this is the only replica.
+	Forward *forward.Forwarder
 }
 
 // Server is the one listener's HTTP server.
@@ -108,6 +116,9 @@ func New(cfg Config) *Server {
 	if cfg.MCP != nil {
 		r.Handle("/mcp", cfg.MCP)
 	}
+	if cfg.OAuth != nil {
+		r.Group(cfg.OAuth.Routes)
+	}
 	if cfg.Fleet != nil {
 		r.Get("/fleet", http.RedirectHandler("/fleet/", http.StatusMovedPermanently).ServeHTTP)
 		r.Handle("/fleet/*", web.Handler("/fleet/"))
@@ -118,6 +129,10 @@ func New(cfg Config) *Server {
 		r.Post("/tokens", a.createToken)
 		r.Get("/tokens", a.listTokens)
 		r.Delete("/tokens/{id}", a.revokeToken)
+		if cfg.OAuth != nil {
+			r.Get("/oauth/grants", a.listGrants)
+			r.Delete("/oauth/grants/{id}", a.revokeGrant)
+		}
 		r.Route("/sandboxes", a.sandboxRoutes)
 		if cfg.Turns != nil {
 			r.Group(a.turnsRoutes)

@@ -61,6 +61,8 @@ type Store interface {
 
 	TurnStore
 	FleetStore
+	OAuthStore
+	ReplicaStore
 }
 
 // Process is a stored background process: who started it where, and what binds the record to
@@ -118,6 +120,8 @@ type Token struct {
 	Description string    // what it is for, as its creator said
 	Scopes      []string  // admin, user, mcp, jobs
 	Sandbox     string    // "": any sandbox the user may see; else the one it is bound to
+	Audience    string    // "": any; else the resource (RFC 8707) an OAuth access token is for
+	Grant       string    // "": none; else the OAuth grant that issued it (set by AddOAuthToken)
 	CreatedBy   string    // the id of the token that created it ("" for the first admin token)
 	CreatedAt   time.Time //
 	ExpiresAt   time.Time // zero: never

@@ -96,6 +96,30 @@ type Config struct {
 	// Clock is the clock of pacing, stall detection, idle timeouts, lifetimes, rechecks and
 	// first-output times. Default the real clock; tests pass quartz.NewMock.
 	Clock quartz.Clock
+	// Announce, with several replicas on one database, hears each EndSandbox and EndToken, to
+	// pass it on to the other replicas, which end their streams with EndedElsewhere. Nil: this
+	// is the only replica.
+	Announce func(Ending)
+	// Shared, with several replicas on one database, counts each token's open streams across
+	// them all, so MaxPerToken holds for the whole service. Nil: counted here only.
+	Shared SharedCounts
+}
+
+// SharedCounts counts tokens' open streams across replicas.
+type SharedCounts interface {
+	// Take counts one more open stream of token, unless it has max open across the replicas
+	// already: then it reports false and counts nothing.
+	Take(ctx context.Context, token string, max int) (bool, error)
+	// Give counts one fewer.
+	Give(token string)
+}
+
+// Ending is an EndSandbox or EndToken, as passed between replicas: Sandbox with its Reason, or
+// Token (revoked).
+type Ending struct {
+	Sandbox string
+	Reason  Reason
+	Token   string
 }
 
 func (c *Config) setDefaults() {
@@ -161,7 +185,8 @@ type Registry struct {
 
 	mu       sync.Mutex // guards the fields below
 	streams  map[*Stream]struct{}
-	perToken map[string]int
+	perToken map[string]int // open and reserved streams per token
+	reserved int            // streams counted by reserve and not yet opened (see Open)
 	closing  bool
 }
 
@@ -191,36 +216,74 @@ type Options struct {
 // Open admits a stream, or refuses it with a *LimitError or ErrShuttingDown. The caller must
 // Close it.
 func (r *Registry) Open(ctx context.Context, o Options) (*Stream, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closing {
-		return nil, ErrShuttingDown
-	}
-	if len(r.streams) >= r.cfg.MaxTotal {
-		return nil, &LimitError{Setting: "HANGAR_STREAM_MAX_TOTAL", Max: r.cfg.MaxTotal, RetryAfter: 5 * time.Second}
-	}
 	tok := o.Principal.TokenID
 	if o.Own {
 		tok = ""
 	}
-	if tok != "" && r.perToken[tok] >= r.cfg.MaxPerToken {
-		return nil, &LimitError{Setting: "HANGAR_STREAM_MAX_PER_TOKEN", Max: r.cfg.MaxPerToken, RetryAfter: 5 * time.Second}
+	if err := r.reserve(tok); err != nil {
+		return nil, err
 	}
+	taken := false
+	if tok != "" && r.cfg.Shared != nil {
+		ok, err := r.cfg.Shared.Take(ctx, tok, r.cfg.MaxPerToken)
+		taken = ok && err == nil
+		if err != nil {
+			// The other replicas' count is not known: this replica's own limit still holds.
+			r.cfg.Logger.Warn("count the token's streams across replicas", "token", tok, "err", err)
+		}
+		if !ok && err == nil {
+			r.unreserve(tok)
+			return nil, &LimitError{Setting: "HANGAR_STREAM_MAX_PER_TOKEN", Max: r.cfg.MaxPerToken, RetryAfter: 5 * time.Second}
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	s := newStream(r, o)
+	s.shared = taken
 	_, s.span = r.cfg.Tracer.Start(ctx, "stream "+string(o.Kind), trace.WithSpanKind(trace.SpanKindServer))
 	r.streams[s] = struct{}{}
+	r.reserved--
+	r.m.open.WithLabelValues(string(o.Kind)).Inc()
+	return s, nil
+}
+
+// reserve counts a stream about to open against the limits here (tok "": the total only), or
+// refuses it. Open turns the reservation into the stream, or undoes it (unreserve).
+func (r *Registry) reserve(tok string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closing {
+		return ErrShuttingDown
+	}
+	if len(r.streams)+r.reserved >= r.cfg.MaxTotal {
+		return &LimitError{Setting: "HANGAR_STREAM_MAX_TOTAL", Max: r.cfg.MaxTotal, RetryAfter: 5 * time.Second}
+	}
+	if tok != "" && r.perToken[tok] >= r.cfg.MaxPerToken {
+		return &LimitError{Setting: "HANGAR_STREAM_MAX_PER_TOKEN", Max: r.cfg.MaxPerToken, RetryAfter: 5 * time.Second}
+	}
+	r.reserved++
 	if tok != "" {
 		r.perToken[tok]++
 	}
-	r.m.open.WithLabelValues(string(o.Kind)).Inc()
-	return s, nil
+	return nil
+}
+
+func (r *Registry) unreserve(tok string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reserved--
+	if tok != "" {
+		if r.perToken[tok]--; r.perToken[tok] <= 0 {
+			delete(r.perToken, tok)
+		}
+	}
 }
 
 // release is Stream.Close's part: the stream no longer counts.
 func (r *Registry) release(s *Stream) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if _, ok := r.streams[s]; !ok {
+		r.mu.Unlock()
 		return
 	}
 	delete(r.streams, s)
@@ -230,6 +293,10 @@ func (r *Registry) release(s *Stream) {
 		}
 	}
 	r.m.open.WithLabelValues(string(s.opts.Kind)).Dec()
+	r.mu.Unlock()
+	if s.shared {
+		r.cfg.Shared.Give(s.opts.Principal.TokenID)
+	}
 }
 
 func (r *Registry) snapshot() []*Stream {
@@ -261,6 +328,24 @@ func (r *Registry) Shutdown() {
 
 // EndSandbox ends the streams of a sandbox that was destroyed or paused.
 func (r *Registry) EndSandbox(name string, reason Reason) {
+	r.endSandbox(name, reason)
+	if r.cfg.Announce != nil {
+		r.cfg.Announce(Ending{Sandbox: name, Reason: reason})
+	}
+}
+
+// EndedElsewhere ends this replica's streams of what another replica ended (its EndSandbox
+// or EndToken), without announcing it again.
+func (r *Registry) EndedElsewhere(e Ending) {
+	switch {
+	case e.Token != "":
+		r.endToken(e.Token)
+	case e.Sandbox != "" && (e.Reason == ReasonDestroyed || e.Reason == ReasonPaused):
+		r.endSandbox(e.Sandbox, e.Reason)
+	}
+}
+
+func (r *Registry) endSandbox(name string, reason Reason) {
 	for _, s := range r.snapshot() {
 		if s.opts.Sandbox == name {
 			s.End(reason)
@@ -279,6 +364,13 @@ func (r *Registry) EndKind(kind Kind, reason Reason) {
 
 // EndToken ends the streams of a token (ReasonRevoked), as a recheck would.
 func (r *Registry) EndToken(tokenID string) {
+	r.endToken(tokenID)
+	if r.cfg.Announce != nil {
+		r.cfg.Announce(Ending{Token: tokenID})
+	}
+}
+
+func (r *Registry) endToken(tokenID string) {
 	for _, s := range r.snapshot() {
 		if s.opts.Principal.TokenID == tokenID {
 			s.End(ReasonRevoked)

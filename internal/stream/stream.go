@@ -50,6 +50,7 @@ type Stream struct {
 	limiter *rate.Limiter // nil: unpaced
 	chunk   int           // the largest Data one item may carry, so pacing stays smooth
 	q       *queue.Queue[Item]
+	shared  bool // counted in Config.Shared too: Close gives it back there
 
 	// This stream's own series of the kind's metrics, looked up once.
 	mBytes       prometheus.Counter

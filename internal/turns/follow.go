@@ -58,6 +58,16 @@ func (n *notifier) wake(keys ...string) {
 	}
 }
 
+// wakeAll wakes every waiter.
+func (n *notifier) wakeAll() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, w := range n.chans {
+		close(w.ch)
+		delete(n.chans, k)
+	}
+}
+
 // waiting is how many keys have followers waiting (for tests).
 func (n *notifier) waiting() int {
 	n.mu.Lock()
@@ -72,6 +82,9 @@ func jobKey(id string) string     { return "job " + id }
 // followers, whatever the outcome: on a conflict another watcher recorded them.
 func (s *Service) appendEvents(ctx context.Context, a store.EventAppend) ([]store.Event, error) {
 	evs, err := s.cfg.Store.AppendEvents(ctx, a)
+	if err == nil {
+		s.announce(ctx, a)
+	}
 	keys := []string{sessionKey(a.SessionID)}
 	if a.JobID != "" {
 		keys = append(keys, jobKey(a.JobID))

@@ -87,6 +87,10 @@ type Config struct {
 	// Streams admits the live event streams (Follow, FollowJob): kind events. Required for
 	// them.
 	Streams *stream.Registry
+	// Replicas, with several replicas on one database, says which one runs and watches each
+	// sandbox's turns, and carries the news of appended events to the others (replicas.go).
+	// Nil: this Service is the only one.
+	Replicas Replicas
 }
 
 // Service is the sessions, turns and jobs domain. It owns one watcher goroutine per running
@@ -99,9 +103,9 @@ type Service struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex      // guards watching and closed
-	closed   bool            // Close was called: no turn starts
-	watching map[string]bool // turn ids with a watcher
+	mu       sync.Mutex          // guards watching and closed
+	closed   bool                // Close was called: no turn starts
+	watching map[string]*watcher // by turn id: the turns with a watcher
 
 	woken notifier // wakes the event streams' feeders after each append
 }
@@ -133,7 +137,7 @@ func New(cfg Config) *Service {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Service{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, watching: map[string]bool{}, woken: notifier{chans: map[string]*waiters{}}}
+	return &Service{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, watching: map[string]*watcher{}, woken: notifier{chans: map[string]*waiters{}}}
 }
 
 // Close stops watching and waits for the watchers to return. Turns keep running in their

@@ -49,6 +49,9 @@ func (s *Service) startTurn(ctx context.Context, se store.Session, jobID, turnID
 	if err := checkPrompt(prompt); err != nil {
 		return store.Turn{}, err
 	}
+	// Asked before the turn is stored: gaining the sandbox's lease resumes its turns, and
+	// fails the queued ones.
+	mine := s.owns(ctx, se.Sandbox)
 	t := store.Turn{ID: turnID, SessionID: se.ID, JobID: jobID, Prompt: prompt, State: store.TurnQueued, CreatedAt: time.Now().UTC()}
 	if err := s.cfg.Store.CreateTurn(ctx, t); err != nil {
 		if errors.Is(err, store.ErrConflict) {
@@ -56,19 +59,15 @@ func (s *Service) startTurn(ctx context.Context, se store.Session, jobID, turnID
 		}
 		return store.Turn{}, err
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !mine {
+		// Another replica owns the sandbox: it runs the turn.
+		s.cfg.Replicas.Queued(ctx, t.ID)
+		return t, nil
+	}
+	if !s.spawn(t.ID, se.Sandbox, func(ctx context.Context) { s.run(ctx, se, t) }) {
 		s.fail(ctx, se, t, "hangar shut down before the turn started")
 		return store.Turn{}, fmt.Errorf("start turn: %w", stream.ErrShuttingDown)
 	}
-	s.watching[t.ID] = true
-	s.wg.Add(1) // under mu, so Close's Wait never races it
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		s.run(s.ctx, se, t)
-	}()
 	return t, nil
 }
 
@@ -285,7 +284,6 @@ func (s *Service) launch(ctx context.Context, se store.Session, sb store.Sandbox
 // run takes a queued turn through its life: start the harness, record turn.started, watch
 // the run log until the status file appears, record turn.finished.
 func (s *Service) run(ctx context.Context, se store.Session, t store.Turn) {
-	defer s.forget(t.ID)
 	sb, err := s.sandboxFor(ctx, se)
 	if err != nil {
 		s.fail(ctx, se, t, fmt.Sprintf("sandbox %s: %v", se.Sandbox, err))
@@ -349,15 +347,15 @@ func (s *Service) recordFinished(ctx context.Context, se store.Session, t store.
 	}
 }
 
-func (s *Service) forget(turnID string) {
-	s.mu.Lock()
-	delete(s.watching, turnID)
-	s.mu.Unlock()
-}
-
 // Resume watches the turns the store says are running (a control plane restarted while they
 // ran), from their saved read positions. A turn still queued never got its harness: it fails.
+// With several replicas, only the turns of the sandboxes this one owns.
 func (s *Service) Resume(ctx context.Context) error {
+	return s.resume(ctx, func(sandbox string) bool { return s.owns(ctx, sandbox) })
+}
+
+// resume is Resume for the turns whose sandbox passes mine.
+func (s *Service) resume(ctx context.Context, mine func(sandbox string) bool) error {
 	ts, err := s.cfg.Store.ListActiveTurns(ctx)
 	if err != nil {
 		return fmt.Errorf("resume turns: %w", err)
@@ -372,6 +370,15 @@ func (s *Service) Resume(ctx context.Context) error {
 			s.log.Warn("resume turn", "turn", t.ID, "err", err)
 			continue
 		}
+		if !mine(se.Sandbox) {
+			continue
+		}
+		s.mu.Lock()
+		watched := s.watching[t.ID] != nil
+		s.mu.Unlock()
+		if watched {
+			continue
+		}
 		if t.State == store.TurnQueued {
 			s.fail(ctx, se, t, "the control plane restarted before the turn started")
 			continue
@@ -382,19 +389,7 @@ func (s *Service) Resume(ctx context.Context) error {
 				s.log.Warn("resume a cancel", "turn", t.ID, "err", err)
 			}
 		}
-		s.mu.Lock()
-		if s.watching[t.ID] {
-			s.mu.Unlock()
-			continue
-		}
-		s.watching[t.ID] = true
-		s.mu.Unlock()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			defer s.forget(t.ID)
-			s.watch(s.ctx, se, sb, t)
-		}()
+		s.spawn(t.ID, se.Sandbox, func(ctx context.Context) { s.watch(ctx, se, sb, t) })
 	}
 	return nil
 }

@@ -53,6 +53,9 @@ type Config struct {
 	Clock quartz.Clock
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// Shared, with several replicas on one database, counts each token's watches across them
+	// all, so MaxPerToken holds for the whole service. Nil: counted here only.
+	Shared stream.SharedCounts
 }
 
 // Event is one change under a watched directory.
@@ -127,10 +130,11 @@ func (s *Service) Close() {
 
 // Watch is one client's hold on a shared daemon watch. Close it when done.
 type Watch struct {
-	s    *Service
-	sh   *shared
-	tok  string
-	once sync.Once
+	s      *Service
+	sh     *shared
+	tok    string
+	once   sync.Once
+	shared bool // counted in Config.Shared too: Close gives it back there
 
 	// Sandbox and Dir are what is watched: the sandbox's name and the absolute directory.
 	Sandbox, Dir string
@@ -146,11 +150,18 @@ func (s *Service) Open(ctx context.Context, p auth.Principal, ref, dir string, r
 	if err != nil {
 		return nil, err
 	}
-	sh, err := s.join(p.TokenID, k, sb)
+	taken, err := s.takeShared(ctx, p.TokenID)
 	if err != nil {
 		return nil, err
 	}
-	w := &Watch{s: s, sh: sh, tok: p.TokenID, Sandbox: sb.Name, Dir: k.dir, Recursive: recursive}
+	sh, err := s.join(p.TokenID, k, sb)
+	if err != nil {
+		if taken {
+			s.cfg.Shared.Give(sharedKey(p.TokenID))
+		}
+		return nil, err
+	}
+	w := &Watch{s: s, sh: sh, tok: p.TokenID, shared: taken, Sandbox: sb.Name, Dir: k.dir, Recursive: recursive}
 	select {
 	case <-sh.started:
 	case <-ctx.Done():
@@ -212,7 +223,36 @@ func (s *Service) Held(tok string) (token, daemon int) {
 }
 
 // Close releases the hold. It is safe to call more than once.
-func (w *Watch) Close() { w.once.Do(func() { w.s.leave(w.tok, w.sh) }) }
+func (w *Watch) Close() {
+	w.once.Do(func() {
+		w.s.leave(w.tok, w.sh)
+		if w.shared {
+			w.s.cfg.Shared.Give(sharedKey(w.tok))
+		}
+	})
+}
+
+// sharedKey is what a token's watches are counted under in Config.Shared (beside its streams,
+// counted under its id).
+func sharedKey(tok string) string { return "watch " + tok }
+
+// takeShared counts one more watch of tok across the replicas (Config.Shared), or refuses it
+// past MaxPerToken. taken says whether it was counted there (Close gives it back). A count
+// that cannot be read leaves this replica's own limit alone to hold.
+func (s *Service) takeShared(ctx context.Context, tok string) (taken bool, err error) {
+	if tok == "" || s.cfg.Shared == nil {
+		return false, nil
+	}
+	ok, err := s.cfg.Shared.Take(ctx, sharedKey(tok), s.cfg.MaxPerToken)
+	if err != nil {
+		s.log.Warn("count the token's watches across replicas", "token", tok, "err", err)
+		return false, nil
+	}
+	if !ok {
+		return false, &stream.LimitError{Setting: LimitSetting, Max: s.cfg.MaxPerToken, RetryAfter: 5 * time.Second}
+	}
+	return true, nil
+}
 
 // Read returns the kept events after since, and next, the seq to pass as since next time.
 // gap is set when events after since are no longer kept (more than Keep happened since).

@@ -87,13 +87,18 @@ func (s *DB) EnsureUser(ctx context.Context, name string) (store.User, error) {
 	return store.User{Name: name, CreatedAt: time.UnixMilli(created)}, nil
 }
 
-const tokenColumns = `id, user_name, hash, hint, description, scopes, sandbox, created_by, created_at, expires_at, revoked_at`
+const tokenColumns = `id, user_name, hash, hint, description, scopes, sandbox, created_by, created_at, expires_at, revoked_at, audience, grant_id`
 
 // CreateToken implements store.Store.
 func (s *DB) CreateToken(ctx context.Context, t store.Token) error {
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+	return s.insertToken(ctx, s.db, t)
+}
+
+// insertToken inserts t through ex: the database, or a transaction.
+func (s *DB) insertToken(ctx context.Context, ex execer, t store.Token) error {
+	_, err := ex.ExecContext(ctx, s.q(`INSERT INTO tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		t.ID, t.User, t.Hash, t.Hint, t.Description, strings.Join(t.Scopes, ","), t.Sandbox, t.CreatedBy,
-		t.CreatedAt.UnixMilli(), millis(t.ExpiresAt), millis(t.RevokedAt))
+		t.CreatedAt.UnixMilli(), millis(t.ExpiresAt), millis(t.RevokedAt), t.Audience, t.Grant)
 	if err != nil {
 		if s.d.IsUniqueViolation(err) {
 			return fmt.Errorf("insert token %s: %w", t.ID, store.ErrConflict)
@@ -183,7 +188,7 @@ func scanToken(r scanner) (store.Token, error) {
 		created          int64
 		expires, revoked sql.NullInt64
 	)
-	if err := r.Scan(&t.ID, &t.User, &t.Hash, &t.Hint, &t.Description, &scopes, &t.Sandbox, &t.CreatedBy, &created, &expires, &revoked); err != nil {
+	if err := r.Scan(&t.ID, &t.User, &t.Hash, &t.Hint, &t.Description, &scopes, &t.Sandbox, &t.CreatedBy, &created, &expires, &revoked, &t.Audience, &t.Grant); err != nil {
 		return store.Token{}, err
 	}
 	if scopes != "" {

@@ -31,6 +31,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SandboxRoundTrip", testSandboxRoundTrip},
 		{"SandboxNames", testSandboxNames},
 		{"ProcessLifecycle", testProcessLifecycle},
+		{"UserProcesses", testUserProcesses},
 		{"Sessions", testSessions},
 		{"TurnLifecycle", testTurnLifecycle},
 		{"Jobs", testJobs},
@@ -39,6 +40,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Tickets", testTickets},
 		{"TicketRedeemedOnce", testTicketRedeemedOnce},
 		{"InboxDismissals", testInboxDismissals},
+		{"OAuthClients", testOAuthClients},
+		{"OAuthCodes", testOAuthCodes},
+		{"OAuthTokensAndRevocation", testOAuthTokensAndRevocation},
+		{"OAuthExpiry", testOAuthExpiry},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"log/slog"
+	"strings"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/config"
+	"github.com/hangar-dev/hangar/internal/oauth"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/stream"
+)
+
+// newOAuth is the OAuth authorization server when HANGAR_PUBLIC_URL is set, else nil.
+func newOAuth(cfg config.Config, st store.Store, authn *auth.Authenticator, streams *stream.Registry, log *slog.Logger) (*oauth.Server, error) {
+	if cfg.PublicURL == "" {
+		return nil, nil
+	}
+	var hosts []string
+	for _, h := range strings.Split(cfg.OAuth.ClientIDHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	s, err := oauth.New(oauth.Config{Store: st, Auth: authn, Issuer: cfg.PublicURL, ClientIDHosts: hosts, AccessTTL: cfg.OAuth.AccessTokenTTL,
+		EndToken: streams.EndToken, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("OAuth for MCP clients", "issuer", cfg.PublicURL, "resource", s.Resource(), "client_id_hosts", hosts)
+	return s, nil
+}

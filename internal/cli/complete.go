@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"encoding/json"
+
+	"github.com/spf13/cobra"
+)
+
+// remarshal copies v (decoded JSON) into out's type.
+func remarshal(v, out any) {
+	b, _ := json.Marshal(v)
+	json.Unmarshal(b, out)
+}
+
+// completeSandboxes completes a sandbox name, the first argument, from hangar's list (nothing,
+// quietly, when hangar cannot be reached).
+func (a *app) completeSandboxes(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	c, err := a.client()
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out struct {
+		Sandboxes []sandboxJSON `json:"sandboxes"`
+	}
+	if c.do(cmd.Context(), "GET", "/api/sandboxes", nil, &out) != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	names := make([]string, 0, len(out.Sandboxes))
+	for _, sb := range out.Sandboxes {
+		names = append(names, sb.Name)
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeProcess completes a sandbox's name, then one of its processes' ids (with its
+// command as the description).
+func (a *app) completeProcess(cmd *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+	if len(args) == 0 {
+		return a.completeSandboxes(cmd, args, prefix)
+	}
+	c, err := a.client()
+	if len(args) > 1 || err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out struct {
+		Processes []procInfo `json:"processes"`
+	}
+	if c.do(cmd.Context(), "GET", procPath(args[0], ""), nil, &out) != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	ids := make([]string, 0, len(out.Processes))
+	for _, p := range out.Processes {
+		ids = append(ids, p.ID+"\t"+oneLine(p.Command, 50))
+	}
+	return ids, cobra.ShellCompDirectiveNoFileComp
+}

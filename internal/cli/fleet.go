@@ -1,0 +1,254 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// fleetAgent is one agent unit of the fleet.
+type fleetAgent struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	Agent   string `json:"agent"`
+	Sandbox string `json:"sandbox"`
+	State   string `json:"state"`
+	Stuck   bool   `json:"stuck"`
+	Last    *struct {
+		Kind string `json:"kind"`
+		Text string `json:"text"`
+	} `json:"last"`
+	CostUSD   float64 `json:"cost_usd"`
+	UpdatedAt string  `json:"updated_at"`
+}
+
+type fleetInbox struct {
+	Kind string `json:"kind"`
+	Text string `json:"text"`
+	At   string `json:"at"`
+}
+
+type fleetSummary struct {
+	Agents  int            `json:"agents"`
+	ByState map[string]int `json:"by_state"`
+	Stuck   int            `json:"stuck"`
+	Inbox   int            `json:"inbox"`
+	Cost    float64        `json:"cost_today_usd"`
+}
+
+// fleetView is the fleet as the stream has told it so far.
+type fleetView struct {
+	User    string                 `json:"user"`
+	Agents  map[string]*fleetAgent `json:"-"`
+	Inbox   []fleetInbox           `json:"inbox"`
+	Summary fleetSummary           `json:"summary"`
+}
+
+// apply changes v by one fleet stream event.
+func (v *fleetView) apply(ev event) {
+	switch ev.Name {
+	case "snapshot":
+		var snap struct {
+			User    string        `json:"user"`
+			Agents  []*fleetAgent `json:"agents"`
+			Inbox   []fleetInbox  `json:"inbox"`
+			Summary fleetSummary  `json:"summary"`
+		}
+		json.Unmarshal(ev.Data, &snap)
+		v.User, v.Inbox, v.Summary = snap.User, snap.Inbox, snap.Summary
+		v.Agents = map[string]*fleetAgent{}
+		for _, ag := range snap.Agents {
+			v.Agents[ag.ID] = ag
+		}
+	case "agent":
+		var ag fleetAgent
+		if json.Unmarshal(ev.Data, &ag) == nil && v.Agents != nil {
+			v.Agents[ag.ID] = &ag
+		}
+	case "gone":
+		var g struct {
+			ID string `json:"id"`
+		}
+		json.Unmarshal(ev.Data, &g)
+		delete(v.Agents, g.ID)
+	case "inbox":
+		var in struct {
+			Inbox []fleetInbox `json:"inbox"`
+		}
+		json.Unmarshal(ev.Data, &in)
+		v.Inbox = in.Inbox
+	case "summary":
+		json.Unmarshal(ev.Data, &v.Summary)
+	}
+}
+
+// render writes the fleet as a person reads it: the summary, the agents newest change first,
+// the inbox.
+func (v *fleetView) render(w io.Writer, col bool, now time.Time) {
+	states := make([]string, 0, len(v.Summary.ByState))
+	for st, n := range v.Summary.ByState {
+		states = append(states, fmt.Sprintf("%d %s", n, paint(col, stateColour(st), st)))
+	}
+	sort.Strings(states)
+	byState := ""
+	if len(states) > 0 {
+		byState = " (" + strings.Join(states, ", ") + ")"
+	}
+	fmt.Fprintf(w, "%s's fleet: %d agents%s, %d stuck, %d in the inbox, $%.2f today\n\n", v.User, v.Summary.Agents, byState, v.Summary.Stuck, v.Summary.Inbox, v.Summary.Cost)
+	agents := make([]*fleetAgent, 0, len(v.Agents))
+	for _, ag := range v.Agents {
+		agents = append(agents, ag)
+	}
+	sort.Slice(agents, func(i, j int) bool { return agents[i].UpdatedAt > agents[j].UpdatedAt })
+	t := newTable(w, "NAME", "KIND", "STATE", "SANDBOX", "COST", "UPDATED", "LAST")
+	for _, ag := range agents {
+		state := ag.State
+		if ag.Stuck {
+			state = "stuck"
+		}
+		last := ""
+		if ag.Last != nil {
+			last = ag.Last.Kind + ": " + oneLine(ag.Last.Text, 60)
+		}
+		t.row(ag.Name, ag.Kind, paint(col, stateColour(state), state), ag.Sandbox, fmt.Sprintf("$%.2f", ag.CostUSD), ago(ag.UpdatedAt, now), last)
+	}
+	t.flush()
+	if len(v.Inbox) > 0 {
+		fmt.Fprintln(w, "\nInbox:")
+		for _, it := range v.Inbox {
+			fmt.Fprintf(w, "  %s  %s  %s\n", ago(it.At, now), paint(col, "33", it.Kind), oneLine(it.Text, 100))
+		}
+	}
+}
+
+func (a *app) fleetCmd() *cobra.Command {
+	var once bool
+	cmd := &cobra.Command{
+		Use:   "fleet",
+		Short: "your agents at a glance, live: a table redrawn as they change",
+		Long: `fleet shows your sessions and jobs, their state, what they did last and their cost, and the
+inbox of what needs you, redrawn on a terminal as the fleet stream changes (until Ctrl-C).
+Elsewhere it prints the table again after each change. --once prints it once and exits; -o json
+prints the stream's events, one JSON a line ({"event", "id", "data"}), or with --once the fleet.`,
+		Example: "  hangar fleet\n  hangar fleet --once -o json",
+		Args:    exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := a.json()
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			if once {
+				return a.fleetOnce(cmd.Context(), c, asJSON)
+			}
+			return a.fleetLive(cmd.Context(), c, asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&once, "once", false, "print the fleet once and exit")
+	a.outputFlag(cmd)
+	return cmd
+}
+
+func (a *app) fleetOnce(ctx context.Context, c *client, asJSON bool) error {
+	var raw json.RawMessage
+	if err := c.do(ctx, "GET", "/api/fleet", nil, &raw); err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(a.cfg.Stdout, raw)
+	}
+	var v fleetView
+	v.apply(event{Name: "snapshot", Data: raw})
+	v.render(a.cfg.Stdout, a.colour(a.cfg.Stdout), time.Now())
+	return nil
+}
+
+// fleetLive follows the fleet stream, opened with a one-time ticket (docs/fleet.md), each time
+// with a new one: after a dropped connection it resumes from the last event's id.
+func (a *app) fleetLive(ctx context.Context, c *client, asJSON bool) error {
+	term := isTerminal(a.cfg.Stdout)
+	col := a.colour(a.cfg.Stdout)
+	var v fleetView
+	lastID, warned := "", false
+	backoff := 250 * time.Millisecond
+	for {
+		err := a.fleetStream(ctx, c, lastID, func(ev event) {
+			lastID = ev.ID
+			if asJSON {
+				var line bytes.Buffer
+				json.Compact(&line, ev.Data)
+				fmt.Fprintf(a.cfg.Stdout, `{"event":%q,"id":%q,"data":%s}`+"\n", ev.Name, ev.ID, line.Bytes())
+				return
+			}
+			v.apply(ev)
+			var screen bytes.Buffer
+			if term {
+				screen.WriteString("\x1b[H\x1b[2J") // home, clear: the whole table again
+			} else if ev.Name != "snapshot" {
+				screen.WriteString("\n")
+			}
+			v.render(&screen, col, time.Now())
+			a.cfg.Stdout.Write(screen.Bytes())
+			warned, backoff = false, 250*time.Millisecond
+		})
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !retriable(err) {
+			return err
+		}
+		if !warned {
+			fmt.Fprintf(a.cfg.Stderr, "hangar: %v; reconnecting…\n", err)
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// fleetStream asks for a ticket, opens the stream with it from since, and calls fn for each
+// event until the stream ends.
+func (a *app) fleetStream(ctx context.Context, c *client, since string, fn func(event)) error {
+	var t struct {
+		Ticket string `json:"ticket"`
+	}
+	if err := c.do(ctx, "POST", "/api/fleet/tickets", nil, &t); err != nil {
+		return err
+	}
+	q := url.Values{"ticket": {t.Ticket}}
+	if since != "" {
+		q.Set("since", since)
+	}
+	anon := newClient(c.base, "") // the ticket stands for the token
+	sse, body, err := anon.stream(ctx, "GET", "/api/fleet/stream?"+q.Encode(), nil, "")
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	for {
+		ev, err := sse.next()
+		if err != nil {
+			return streamBroke{"lost the fleet stream"}
+		}
+		if ev.Name == "close" {
+			return closeError(ev.Data)
+		}
+		fn(ev)
+	}
+}

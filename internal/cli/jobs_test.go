@@ -1,0 +1,83 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// claudeTurn is a command-agent prompt that prints what Claude Code prints for a tool call
+// and a result with its cost.
+const claudeTurn = `echo '{"type":"assistant","message":{"content":[{"type":"text","text":"Running the tests."},{"type":"tool_use","name":"Bash","input":{"command":"go test ./..."}}]}}'; ` +
+	`echo '{"type":"user","message":{"content":[{"type":"tool_result","content":"ok  all"}]}}'; ` +
+	`echo '{"type":"result","subtype":"success","result":"All green.","total_cost_usd":0.25}'`
+
+// TestJobsAndLogs: jobs run -f follows a job's events, made readable, until its turn ends;
+// jobs ls lists it; jobs logs -o json gives hangar's events, one JSON a line; logs reads a
+// session's.
+func TestJobsAndLogs(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	s.sandbox(t, "job-box")
+	env := s.env(t)
+	r := hangar(t, env, "", "jobs", "run", "--agent", "command", "--sandbox", "job-box", "-f", claudeTurn).want(t, 0)
+	for _, want := range []string{"Running the tests.", "$ go test ./...", "→ ok all", "result: All green. (cost $0.2500)", "── turn done, exit 0"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("jobs run -f lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "\x1b[") {
+		t.Errorf("colour into a pipe: %q", r.stdout)
+	}
+	var jobs struct {
+		Jobs []map[string]any `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(hangar(t, env, "", "jobs", "ls", "-o", "json").want(t, 0).stdout), &jobs); err != nil || len(jobs.Jobs) == 0 {
+		t.Fatalf("jobs ls -o json: %v %v", jobs, err)
+	}
+	id := jobs.Jobs[0]["id"].(string)
+	r = hangar(t, env, "", "jobs", "logs", id, "-o", "json").want(t, 0)
+	var types []string
+	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("jobs logs -o json line %q: %v", line, err)
+		}
+		types = append(types, ev["type"].(string))
+	}
+	if strings.Join(types, " ") != "turn.started assistant user result turn.finished" {
+		t.Errorf("event types = %v", types)
+	}
+	session := jobs.Jobs[0]["session"].(string)
+	if r := hangar(t, env, "", "logs", session).want(t, 0); !strings.Contains(r.stdout, "$ go test ./...") {
+		t.Errorf("logs of the job's session = %q", r.stdout)
+	}
+}
+
+// TestSessions: sessions create, ls, turn -f (the turn's events until it ends, with the turn's
+// exit), logs by name, rm.
+func TestSessions(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	s.sandbox(t, "ses-box")
+	env := s.env(t)
+	hangar(t, env, "", "sessions", "create", "ses-chat", "--sandbox", "ses-box", "--agent", "command").want(t, 0)
+	t.Cleanup(func() { hangar(t, env, "", "sessions", "rm", "ses-chat") })
+	var list struct {
+		Sessions []map[string]any `json:"sessions"`
+	}
+	if err := json.Unmarshal([]byte(hangar(t, env, "", "sessions", "ls", "-o", "json").want(t, 0).stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	r := hangar(t, env, "", "sessions", "turn", "-f", "ses-chat", claudeTurn).want(t, 0)
+	if !strings.Contains(r.stdout, "$ go test ./...") || !strings.Contains(r.stdout, "── turn done, exit 0") {
+		t.Errorf("turn -f = %q", r.stdout)
+	}
+	r = hangar(t, env, "", "sessions", "turn", "-f", "ses-chat", "echo '{\"type\":\"tick\"}'; exit 3").want(t, 1)
+	if strings.Contains(r.stdout, "go test") || !strings.Contains(r.stdout, "── turn failed, exit 3") {
+		t.Errorf("the second turn -f = %q, want its own events only, ending failed", r.stdout)
+	}
+	if r := hangar(t, env, "", "logs", "ses-chat").want(t, 0); strings.Count(r.stdout, "started (command)") != 2 {
+		t.Errorf("logs = %q, want both turns", r.stdout)
+	}
+}

@@ -1,0 +1,328 @@
+package cli_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
+)
+
+// hangarBin is the built hangar: the server the tests start and the client they drive.
+var hangarBin string
+
+// waitTimeout bounds every wait of these tests.
+const waitTimeout = 30 * time.Second
+
+func TestMain(m *testing.M) {
+	var err error
+	if hangarBin, err = providertest.SharedHangar(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	shared.stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// server is a `hangar serve` process on a fixed loopback port, restartable on it.
+type server struct {
+	url, addr, dir string
+	admin          string
+	mu             sync.Mutex
+	cmd            *exec.Cmd
+	logs           *syncBuffer
+}
+
+// lazyServer is a server started on first use.
+type lazyServer struct {
+	once sync.Once
+	s    *server
+	err  error
+}
+
+// shared is the server the tests that need no restart share.
+var shared lazyServer
+
+func (sh *lazyServer) stop() {
+	if sh.s != nil {
+		sh.s.stop()
+		os.RemoveAll(sh.s.dir)
+	}
+}
+
+func sharedServer(t *testing.T) *server {
+	t.Helper()
+	shared.once.Do(func() {
+		dir, err := os.MkdirTemp("", "hangar-cli-test-")
+		if err != nil {
+			shared.err = err
+			return
+		}
+		shared.s, shared.err = newServer(dir)
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.s
+}
+
+// newServer starts hangar serve on a free port with its data in dir.
+func newServer(dir string) (*server, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s := &server{addr: addr, url: "http://" + addr, dir: dir, logs: &syncBuffer{}}
+	if err := s.start(); err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "admin-token"))
+	if err != nil {
+		s.stop()
+		return nil, err
+	}
+	s.admin = strings.TrimSpace(string(b))
+	return s, nil
+}
+
+func (s *server) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cmd = exec.Command(hangarBin, "serve", "--listen", s.addr, "--data-dir", s.dir, "--session-poll-seconds", "1")
+	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
+	s.cmd.Env = append(os.Environ(), "HOME="+s.dir)
+	if err := s.cmd.Start(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(waitTimeout)
+	for time.Now().Before(deadline) {
+		if r, err := http.Get(s.url + "/readyz"); err == nil {
+			r.Body.Close()
+			if r.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond) // polling for readiness, with a deadline
+	}
+	return fmt.Errorf("hangar serve did not get ready: %s", s.logs.String())
+}
+
+func (s *server) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	s.cmd.Wait()
+	s.cmd = nil
+}
+
+// api sends a request to the server as the admin and decodes the answer.
+func (s *server) api(t *testing.T, method, path, body string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+s.admin)
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	raw, _ := io.ReadAll(r.Body)
+	if r.StatusCode >= 300 {
+		t.Fatalf("%s %s = %d %s", method, path, r.StatusCode, raw)
+	}
+	var out map[string]any
+	json.Unmarshal(raw, &out)
+	return out
+}
+
+// sandbox makes a local sandbox for one test, deleted when it ends.
+func (s *server) sandbox(t *testing.T, name string) {
+	t.Helper()
+	s.api(t, "POST", "/api/sandboxes", `{"name": "`+name+`"}`)
+	t.Cleanup(func() {
+		req, _ := http.NewRequest("DELETE", s.url+"/api/sandboxes/"+name, nil)
+		req.Header.Set("Authorization", "Bearer "+s.admin)
+		if r, err := http.DefaultClient.Do(req); err == nil {
+			r.Body.Close()
+		}
+	})
+}
+
+// env is the environment of a client run against s: its URL and admin token, and a config
+// folder of the test's own.
+func (s *server) env(t *testing.T, extra ...string) []string {
+	cfg := t.TempDir()
+	env := []string{"HANGAR_URL=" + s.url, "HANGAR_TOKEN=" + s.admin, "XDG_CONFIG_HOME=" + cfg, "HOME=" + cfg, "PATH=" + os.Getenv("PATH")}
+	return append(env, extra...)
+}
+
+// result is what a client run printed and its exit code.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// hangar runs the client with env and stdin, and waits for it.
+func hangar(t *testing.T, env []string, stdin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, hangarBin, args...)
+	cmd.Env = env
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	res := result{stdout: out.String(), stderr: errOut.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		res.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run hangar %v: %v", args, err)
+	}
+	return res
+}
+
+// want fails the test unless r exited code.
+func (r result) want(t *testing.T, code int) result {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit code %d, want %d\nstdout: %q\nstderr: %q", r.code, code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+// background is a client run that the test reads from while it runs.
+type background struct {
+	cmd    *exec.Cmd
+	stdout *bufio.Reader
+	stderr *syncBuffer
+	done   chan struct{}
+	code   int
+}
+
+func startHangar(t *testing.T, env []string, args ...string) *background {
+	t.Helper()
+	cmd := exec.Command(hangarBin, args...)
+	cmd.Env = env
+	pr, pw := io.Pipe()
+	b := &background{cmd: cmd, stdout: bufio.NewReader(pr), stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = pw, b.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := cmd.Wait()
+		b.code = cmd.ProcessState.ExitCode()
+		_ = err
+		pw.Close()
+		close(b.done)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		pr.Close() // output nobody read must not hold up Wait's copying
+		<-b.done
+	})
+	return b
+}
+
+// line reads the next line of the run's stdout, failing after waitTimeout.
+func (b *background) line(t *testing.T) string {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		l, _ := b.stdout.ReadString('\n')
+		got <- l
+	}()
+	select {
+	case l := <-got:
+		return l
+	case <-time.After(waitTimeout):
+		t.Fatalf("no line from hangar; stderr: %s", b.stderr.String())
+		return ""
+	}
+}
+
+// wait waits for the run to end and returns its exit code.
+func (b *background) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-b.done:
+		return b.code
+	case <-time.After(waitTimeout):
+		t.Fatalf("hangar did not end; stderr: %s", b.stderr.String())
+		return 0
+	}
+}
+
+// rest reads what is left of stdout until the run ends.
+func (b *background) rest(t *testing.T) string {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		rest, _ := io.ReadAll(b.stdout) // EOF once the run ended and its output was copied
+		got <- string(rest)
+	}()
+	select {
+	case s := <-got:
+		return s
+	case <-time.After(waitTimeout):
+		t.Fatalf("hangar did not end; stderr: %s", b.stderr.String())
+		return ""
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a process's writer and the test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// eventually polls cond until it holds, failing after waitTimeout.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, waitTimeout)
+		}
+		time.Sleep(20 * time.Millisecond) // polling with a deadline
+	}
+}

@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/term"
+)
+
+// fdOf is w's file descriptor when w is a file.
+func fdOf(v any) (int, bool) {
+	f, ok := v.(interface{ Fd() uintptr })
+	if !ok {
+		return 0, false
+	}
+	return int(f.Fd()), true
+}
+
+// isTerminal says whether v (a reader or writer) is a terminal.
+func isTerminal(v any) bool {
+	fd, ok := fdOf(v)
+	return ok && term.IsTerminal(fd)
+}
+
+// colour says whether to colour what goes to w: only on a terminal, never with NO_COLOR.
+func (a *app) colour(w io.Writer) bool {
+	return a.cfg.Getenv("NO_COLOR") == "" && isTerminal(w)
+}
+
+// paint wraps s in the ANSI colour code when on is true.
+func paint(on bool, code, s string) string {
+	if !on || s == "" {
+		return s
+	}
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
+}
+
+// stateColour is a state's colour: green running or done, red failed, yellow paused or stuck,
+// grey what has ended.
+func stateColour(state string) string {
+	switch state {
+	case "running", "done", "exited 0":
+		return "32"
+	case "failed", "lost":
+		return "31"
+	case "paused", "stuck", "queued", "creating":
+		return "33"
+	case "destroyed", "exited", "cancelled", "idle":
+		return "90"
+	}
+	if strings.HasPrefix(state, "exited") {
+		return "31"
+	}
+	return ""
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table writes rows under a header, in columns. Colour codes do not count toward a column's
+// width: tabwriter is told to ignore what is between its escape characters.
+type table struct {
+	tw *tabwriter.Writer
+}
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.StripEscape)}
+	t.row(header...)
+	return t
+}
+
+// row adds a row; cell may hold colour codes made by paint.
+func (t *table) row(cells ...string) {
+	for i, c := range cells {
+		if i > 0 {
+			io.WriteString(t.tw, "\t")
+		}
+		io.WriteString(t.tw, escapeColour(c))
+	}
+	io.WriteString(t.tw, "\n")
+}
+
+func (t *table) flush() error { return t.tw.Flush() }
+
+// escapeColour brackets ANSI sequences with tabwriter's escape character, so they take no width.
+func escapeColour(s string) string {
+	if !strings.Contains(s, "\x1b[") {
+		return s
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "\x1b[")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		j := strings.IndexByte(s[i:], 'm')
+		if j < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i])
+		b.WriteByte(tabwriter.Escape)
+		b.WriteString(s[i : i+j+1])
+		b.WriteByte(tabwriter.Escape)
+		s = s[i+j+1:]
+	}
+}
+
+// oneLine is s on one line, cut to n characters with an ellipsis.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// ago says how long ago an RFC 3339 time was, roughly: "5s", "3m", "2h", "4d".
+func ago(ts string, now time.Time) string {
+	t, err := time.Parse(time.RFC3339, ts)
+	if err != nil {
+		return ts
+	}
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+// spinner shows a turning wheel and a message on w while a long wait lasts, only when w is a
+// terminal. Its one goroutine redraws it every 100 ms until stop, which clears the line.
+type spinner struct {
+	stopOnce sync.Once
+	done     chan struct{}
+	exited   chan struct{}
+}
+
+func (a *app) spin(msg string) *spinner {
+	s := &spinner{done: make(chan struct{}), exited: make(chan struct{})}
+	w := a.cfg.Stderr
+	if !isTerminal(w) {
+		close(s.exited)
+		return s
+	}
+	frames := []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+	go func() {
+		defer close(s.exited)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			fmt.Fprintf(w, "\r%s %s", frames[i%len(frames)], msg)
+			select {
+			case <-s.done:
+				fmt.Fprint(w, "\r\x1b[K")
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *spinner) stop() {
+	s.stopOnce.Do(func() { close(s.done) })
+	<-s.exited
+}
+
+// stdinFile is stdin as an *os.File, when it is one.
+func (a *app) stdinFile() (*os.File, bool) {
+	f, ok := a.cfg.Stdin.(*os.File)
+	return f, ok
+}

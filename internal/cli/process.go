@@ -1,0 +1,367 @@
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// procInfo is a background process as hangar shows it.
+type procInfo struct {
+	ID          string `json:"process_id"`
+	Sandbox     string `json:"sandbox"`
+	User        string `json:"user"`
+	Command     string `json:"command"`
+	State       string `json:"state"`
+	ExitCode    *int   `json:"exit_code"`
+	Status      string `json:"status"`
+	Adopted     bool   `json:"adopted"`
+	PTY         bool   `json:"pty"`
+	StartedAt   string `json:"started_at"`
+	OutputStart int64  `json:"output_start"`
+	OutputEnd   int64  `json:"output_end"`
+}
+
+func procPath(sandbox, id string) string {
+	p := "/api/sandboxes/" + esc(sandbox) + "/processes"
+	if id != "" {
+		p += "/" + esc(id)
+	}
+	return p
+}
+
+func (a *app) psCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:               "ps SANDBOX",
+		Short:             "list a sandbox's background processes (running, and ended in the last 10 minutes)",
+		Args:              exactArgs(1, "a sandbox's name"),
+		ValidArgsFunction: a.completeSandboxes,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := a.json()
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Processes []json.RawMessage `json:"processes"`
+			}
+			if err := c.do(cmd.Context(), "GET", procPath(args[0], ""), nil, &out); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(a.cfg.Stdout, out)
+			}
+			col := a.colour(a.cfg.Stdout)
+			t := newTable(a.cfg.Stdout, "ID", "STATE", "EXIT", "STARTED", "USER", "COMMAND")
+			now := time.Now()
+			for _, raw := range out.Processes {
+				var p procInfo
+				json.Unmarshal(raw, &p)
+				exit := ""
+				if p.ExitCode != nil {
+					exit = strconv.Itoa(*p.ExitCode)
+				}
+				state := p.State
+				if p.State == "exited" && p.ExitCode != nil && *p.ExitCode != 0 {
+					state = "exited " + exit
+				}
+				t.row(p.ID, paint(col, stateColour(state), p.State), exit, ago(p.StartedAt, now), p.User, oneLine(p.Command, 60))
+			}
+			return t.flush()
+		},
+	}
+	a.outputFlag(cmd)
+	return cmd
+}
+
+func (a *app) startCmd() *cobra.Command {
+	var cwd string
+	cmd := &cobra.Command{
+		Use:   "start [flags] SANDBOX -- COMMAND...",
+		Short: "start a background process and print its id",
+		Long: `start starts COMMAND in the sandbox as a background process and prints its id at once;
+follow it with hangar attach, list it with hangar ps, end it with hangar kill. One argument is a
+shell command line; several are quoted as they are, one word each.`,
+		Example:           "  ID=$(hangar start demo -- 'for i in $(seq 1 5); do echo $i; sleep 1; done')\n  hangar attach demo $ID",
+		Args:              a.commandArgs,
+		ValidArgsFunction: a.completeSandboxes,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := a.json()
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			if err := c.do(cmd.Context(), "POST", procPath(args[0], ""), map[string]any{"command": commandLine(args[1:]), "cwd": cwd}, &raw); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(a.cfg.Stdout, raw)
+			}
+			var p procInfo
+			json.Unmarshal(raw, &p)
+			fmt.Fprintln(a.cfg.Stdout, p.ID)
+			return nil
+		},
+	}
+	cmd.Flags().SetInterspersed(false)
+	cmd.Flags().StringVar(&cwd, "cwd", "", "where it runs (default: the sandbox's workdir)")
+	a.outputFlag(cmd)
+	return cmd
+}
+
+func (a *app) killCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:               "kill SANDBOX ID",
+		Short:             "end a background process: SIGTERM to its process group, SIGKILL 3 s later",
+		Args:              exactArgs(2, "a sandbox's name and a process id"),
+		ValidArgsFunction: a.completeProcess,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := a.json()
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			if err := c.do(cmd.Context(), "DELETE", procPath(args[0], args[1]), nil, &raw); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(a.cfg.Stdout, raw)
+			}
+			var p procInfo
+			json.Unmarshal(raw, &p)
+			if p.State == "running" {
+				fmt.Fprintf(a.cfg.Stdout, "Killing %s (SIGTERM, then SIGKILL 3 s later).\n", p.ID)
+			} else {
+				fmt.Fprintf(a.cfg.Stdout, "%s has already ended: %s.\n", p.ID, p.Status)
+			}
+			return nil
+		},
+	}
+	a.outputFlag(cmd)
+	return cmd
+}
+
+func (a *app) attachCmd() *cobra.Command {
+	var since int64
+	cmd := &cobra.Command{
+		Use:   "attach SANDBOX ID",
+		Short: "print a background process's kept output, then follow it until it ends",
+		Long: `attach prints what hangar keeps of the process's output (its last 256 KiB), then follows it
+live, and exits with its exit code when it ends. A dropped connection is resumed where it
+stopped (Last-Event-ID), nothing lost or repeated; if hangar itself restarted, what the process
+printed while hangar was down is lost, and attach says so. Ctrl-C detaches: the process runs on.`,
+		Example:           "  hangar attach demo p_65e945bfdbbd",
+		Args:              exactArgs(2, "a sandbox's name and a process id"),
+		ValidArgsFunction: a.completeProcess,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			end, err := a.follow(cmd.Context(), c, args[0], args[1], since, a.cfg.Stdout)
+			if err != nil {
+				return err
+			}
+			return a.exitOf(end.ExitCode, end.Status, false)
+		},
+	}
+	cmd.Flags().Int64Var(&since, "since", 0, "the byte offset to start from (0: all that is kept)")
+	return cmd
+}
+
+// follow writes a process's output to w from offset since until it ends, and returns how it
+// ended. It reconnects after a broken stream or a restarted hangar, resuming at the offset it
+// reached (Last-Event-ID).
+func (a *app) follow(ctx context.Context, c *client, sandbox, id string, since int64, w io.Writer) (procInfo, error) {
+	var info procInfo
+	if err := c.do(ctx, "GET", procPath(sandbox, id), nil, &struct {
+		Process *procInfo `json:"process"`
+	}{&info}); err != nil {
+		return info, err
+	}
+	adopted, next := info.Adopted, since
+	backoff, warned := 250*time.Millisecond, false
+	for {
+		sse, body, err := c.stream(ctx, "GET", procPath(sandbox, id)+"/stream", nil, strconv.FormatInt(next, 10))
+		if err == nil {
+			var end *procInfo
+			end, err = a.pumpProcess(sse, w, &next)
+			body.Close()
+			if end != nil {
+				return *end, nil
+			}
+		}
+		if ctx.Err() != nil {
+			return info, ctx.Err()
+		}
+		if !retriable(err) {
+			return info, err
+		}
+		if !warned {
+			fmt.Fprintf(a.cfg.Stderr, "hangar: %v; reconnecting…\n", err)
+			warned = true
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return info, ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			var now procInfo
+			err := c.do(ctx, "GET", procPath(sandbox, id), nil, &struct {
+				Process *procInfo `json:"process"`
+			}{&now})
+			if err != nil && retriable(err) {
+				continue
+			}
+			if err != nil {
+				return info, err
+			}
+			// A restarted hangar adopts the process with its offsets from 0 again: the old
+			// offset means nothing in the new numbering, whose output this client has not seen.
+			if (now.Adopted && !adopted) || now.OutputEnd < next {
+				fmt.Fprintln(a.cfg.Stderr, "hangar: hangar restarted and took the process up again; what it printed while hangar was down is lost.")
+				next, adopted = now.OutputStart, true
+			}
+			break
+		}
+		if warned {
+			fmt.Fprintln(a.cfg.Stderr, "hangar: reconnected.")
+			warned, backoff = false, 250*time.Millisecond
+		}
+	}
+}
+
+// streamBroke is a stream that ended before its end event: worth resuming.
+type streamBroke struct{ why string }
+
+func (e streamBroke) Error() string { return e.why }
+
+// retriable says whether following may go on after err: hangar unreachable or restarting, or
+// the stream broken; not a refusal (404, 401, ...).
+func retriable(err error) bool {
+	var re *reachErr
+	var sb streamBroke
+	var ae *apiError
+	switch {
+	case errors.As(err, &re), errors.As(err, &sb):
+		return true
+	case errors.As(err, &ae):
+		return ae.Status == http.StatusServiceUnavailable || ae.Status == http.StatusBadGateway || ae.Status == http.StatusGatewayTimeout
+	}
+	return false
+}
+
+// closeReasons say in words why hangar closed a stream it will not serve again.
+var closeReasons = map[string]string{
+	"destroyed": "the sandbox was destroyed",
+	"paused":    "the sandbox was paused; resume it and attach again",
+	"revoked":   "the token was revoked or expired; run hangar login with a valid one",
+	"limit":     "this token has too many streams open; close one first",
+	"error":     "hangar's stream from the sandbox broke",
+}
+
+// closeError is a close event's reason as an error: shutdown, lifetime and slow may be resumed.
+func closeError(data []byte) error {
+	var c struct {
+		Reason string `json:"reason"`
+	}
+	json.Unmarshal(data, &c)
+	switch c.Reason {
+	case "shutdown", "lifetime", "slow":
+		return streamBroke{"hangar closed the stream (" + c.Reason + ")"}
+	}
+	if why, ok := closeReasons[c.Reason]; ok {
+		return errors.New("the stream ended: " + why)
+	}
+	return fmt.Errorf("the stream ended (%s)", c.Reason)
+}
+
+// pumpProcess writes a process stream's output to w, moving *next past it, until the end
+// event (returned) or the stream's end (an error).
+func (a *app) pumpProcess(sse *sseReader, w io.Writer, next *int64) (*procInfo, error) {
+	for {
+		ev, err := sse.next()
+		if err != nil {
+			return nil, streamBroke{"lost the stream from hangar"}
+		}
+		switch ev.Name {
+		case "output":
+			b, err := outputBytes(ev.Data)
+			if err != nil {
+				return nil, err
+			}
+			w.Write(b)
+			if n, err := strconv.ParseInt(ev.ID, 10, 64); err == nil {
+				*next = n
+			}
+		case "gap":
+			var g struct{ From, To int64 }
+			json.Unmarshal(ev.Data, &g)
+			fmt.Fprintf(a.cfg.Stderr, "hangar: %d bytes of output are no longer kept (hangar keeps the last 256 KiB); going on after them.\n", g.To-g.From)
+			*next = g.To
+		case "end":
+			var end procInfo
+			if err := json.Unmarshal(ev.Data, &end); err != nil {
+				return nil, fmt.Errorf("read the process's end: %w", err)
+			}
+			return &end, nil
+		case "close":
+			return nil, closeError(ev.Data)
+		}
+	}
+}
+
+// outputBytes decodes an output event's data: {"data": text} or {"data": base64, "encoding":
+// "base64"}.
+func outputBytes(data []byte) ([]byte, error) {
+	var o struct {
+		Data     string `json:"data"`
+		Encoding string `json:"encoding"`
+	}
+	if err := json.Unmarshal(data, &o); err != nil {
+		return nil, fmt.Errorf("read an output event: %w", err)
+	}
+	if o.Encoding == "base64" {
+		return base64.StdEncoding.DecodeString(o.Data)
+	}
+	return []byte(o.Data), nil
+}
+
+// exitOf is how hangar exits after a command ended with code and status: its exit code; 124
+// after a timeout (as timeout(1) does); 1, saying why, when there is no code.
+func (a *app) exitOf(code *int, status string, timedOut bool) error {
+	switch {
+	case code == nil:
+		return fmt.Errorf("the command ended without an exit code: %s", status)
+	case timedOut:
+		fmt.Fprintf(a.cfg.Stderr, "hangar: %s\n", status)
+		return ExitCode(124)
+	case *code == -1:
+		fmt.Fprintf(a.cfg.Stderr, "hangar: %s\n", status)
+		return ExitCode(1)
+	case *code != 0:
+		return ExitCode(*code)
+	}
+	return nil
+}

@@ -1,0 +1,185 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+type sessionJSON struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Sandbox   string `json:"sandbox"`
+	Agent     string `json:"agent"`
+	Owner     string `json:"owner"`
+	Job       string `json:"job"`
+	LastSeq   int64  `json:"last_seq"`
+	CreatedAt string `json:"created_at"`
+}
+
+func (a *app) sessionsCmd() *cobra.Command {
+	cmd := group(&cobra.Command{
+		Use:     "sessions",
+		Aliases: []string{"session"},
+		Short:   "make, list and delete agent sessions; give one a turn",
+	})
+	a.outputFlag(cmd)
+	cmd.AddCommand(a.sessionsCreateCmd(), a.sessionsLsCmd(), a.sessionsRmCmd(), a.sessionsTurnCmd())
+	return cmd
+}
+
+func (a *app) sessionsCreateCmd() *cobra.Command {
+	var req struct {
+		Name    string            `json:"name"`
+		Sandbox string            `json:"sandbox"`
+		Agent   string            `json:"agent"`
+		Env     map[string]string `json:"env,omitempty"`
+	}
+	cmd := &cobra.Command{
+		Use:     "create NAME --sandbox SANDBOX",
+		Short:   "make a session of an agent in a sandbox",
+		Example: "  hangar sessions create chat --sandbox demo --agent command",
+		Args:    exactArgs(1, "the session's name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Name = args[0]
+			var raw json.RawMessage
+			if err := a.call(cmd.Context(), "POST", "/api/sessions", req, &raw); err != nil {
+				return err
+			}
+			return a.printSessions([]json.RawMessage{raw})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Sandbox, "sandbox", "", "the sandbox it works in (required)")
+	f.StringVar(&req.Agent, "agent", "claude-code", "claude-code, codex or command")
+	f.StringToStringVar(&req.Env, "env", nil, "environment for the agent (API keys), KEY=VALUE; never shown again")
+	cmd.MarkFlagRequired("sandbox")
+	return cmd
+}
+
+func (a *app) sessionsLsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "list your sessions (an admin's: everyone's)",
+		Args:    exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var out struct {
+				Sessions []json.RawMessage `json:"sessions"`
+			}
+			if err := a.call(cmd.Context(), "GET", "/api/sessions", nil, &out); err != nil {
+				return err
+			}
+			return a.printSessions(out.Sessions)
+		},
+	}
+}
+
+func (a *app) sessionsRmCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm SESSION",
+		Short: "delete a session, its turns and events",
+		Args:  exactArgs(1, "a session's name or id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := a.call(cmd.Context(), "DELETE", "/api/sessions/"+esc(args[0]), nil, nil); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.cfg.Stdout, "Deleted %s.\n", args[0])
+			return nil
+		},
+	}
+}
+
+func (a *app) sessionsTurnCmd() *cobra.Command {
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "turn [flags] SESSION PROMPT",
+		Short: "give a session a turn with PROMPT; prints the turn's id, or with -f follows it",
+		Long: `turn starts a turn of the session's agent with PROMPT and prints its id. -f follows the
+turn's events, made readable as logs shows them, until it ends, and exits 1 unless it ended done.`,
+		Example: `  hangar sessions turn -f chat 'echo "{\"type\":\"result\",\"result\":\"hi\"}"'`,
+		Args:    exactArgs(2, "a session's name or id and a prompt"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.turn(cmd.Context(), args[0], args[1], follow)
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow the turn's events until it ends")
+	return cmd
+}
+
+// turn starts a turn of session with prompt; with follow it prints the session's events from
+// the last one before the turn until the turn's turn.finished.
+func (a *app) turn(ctx context.Context, session, prompt string, follow bool) error {
+	asJSON, err := a.json()
+	if err != nil {
+		return err
+	}
+	var se sessionJSON
+	if err := a.call(ctx, "GET", "/api/sessions/"+esc(session), nil, &se); err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := a.call(ctx, "POST", "/api/sessions/"+esc(session)+"/turns", map[string]string{"prompt": prompt}, &raw); err != nil {
+		return err
+	}
+	var t struct {
+		ID    string `json:"id"`
+		State string `json:"state"`
+	}
+	json.Unmarshal(raw, &t)
+	if !follow {
+		if asJSON {
+			return printJSON(a.cfg.Stdout, raw)
+		}
+		fmt.Fprintln(a.cfg.Stdout, t.ID)
+		return nil
+	}
+	ours := func(ev agentEvent) bool { return ev.Type == "turn.finished" && ev.Turn == t.ID }
+	if err := a.events(ctx, "/api/sessions/"+esc(se.ID)+"/events", se.LastSeq, true, ours); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return exitInterrupted
+	}
+	if err := a.call(ctx, "GET", "/api/sessions/"+esc(se.ID)+"/turns/"+esc(t.ID), nil, &t); err != nil {
+		return err
+	}
+	if t.State != "done" {
+		return ExitCode(1)
+	}
+	return nil
+}
+
+// call is one request with the client the environment names.
+func (a *app) call(ctx context.Context, method, path string, body, out any) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, method, path, body, out)
+}
+
+func (a *app) printSessions(list []json.RawMessage) error {
+	asJSON, err := a.json()
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if len(list) == 1 {
+			return printJSON(a.cfg.Stdout, list[0])
+		}
+		return printJSON(a.cfg.Stdout, map[string]any{"sessions": list})
+	}
+	t := newTable(a.cfg.Stdout, "NAME", "ID", "AGENT", "SANDBOX", "OWNER", "EVENTS", "CREATED")
+	now := time.Now()
+	for _, raw := range list {
+		var se sessionJSON
+		json.Unmarshal(raw, &se)
+		t.row(se.Name, se.ID, se.Agent, se.Sandbox, se.Owner, strconv.FormatInt(se.LastSeq, 10), ago(se.CreatedAt, now))
+	}
+	return t.flush()
+}

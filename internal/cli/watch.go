@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) watchCmd() *cobra.Command {
+	var recursive bool
+	cmd := &cobra.Command{
+		Use:   "watch SANDBOX PATH",
+		Short: "print each change in a sandbox's directory as it happens",
+		Long: `watch prints a line for each file created, written, removed, renamed or chmod-ed in PATH (a
+directory, absolute or relative to the sandbox's workdir), until Ctrl-C. A dropped connection is
+resumed after the last change seen.`,
+		Example:           "  hangar watch demo .\n  hangar watch -r demo src -o json",
+		Args:              exactArgs(2, "a sandbox's name and a directory"),
+		ValidArgsFunction: a.completeSandboxes,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			asJSON, err := a.json()
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			q := url.Values{"path": {args[1]}}
+			if recursive {
+				q.Set("recursive", "true")
+			}
+			path := "/api/sandboxes/" + esc(args[0]) + "/watch?" + q.Encode()
+			col := a.colour(a.cfg.Stdout)
+			return a.followEvents(cmd.Context(), c, path, func(ev event) error {
+				if ev.Name == "gap" {
+					var g struct{ From, To int64 }
+					json.Unmarshal(ev.Data, &g)
+					fmt.Fprintf(a.cfg.Stderr, "hangar: changes %d to %d are no longer kept (hangar keeps the last 200).\n", g.From+1, g.To)
+					return nil
+				}
+				if asJSON {
+					fmt.Fprintf(a.cfg.Stdout, "%s\n", ev.Data)
+					return nil
+				}
+				var ch struct {
+					TS   string `json:"ts"`
+					Name string `json:"name"`
+					Type string `json:"type"`
+				}
+				json.Unmarshal(ev.Data, &ch)
+				ts := ch.TS
+				if t, err := time.Parse(time.RFC3339, ch.TS); err == nil {
+					ts = t.Local().Format("15:04:05.000")
+				}
+				fmt.Fprintf(a.cfg.Stdout, "%s  %-6s  %s\n", ts, paint(col, watchColour[ch.Type], ch.Type), ch.Name)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVarP(&recursive, "recursive", "r", false, "watch every directory under PATH too")
+	a.outputFlag(cmd)
+	return cmd
+}
+
+var watchColour = map[string]string{"create": "32", "write": "34", "remove": "31", "rename": "33", "chmod": "90"}
+
+// followEvents follows an SSE stream of plain messages numbered by id (a watch, a session's or a
+// job's events), calling fn for each, until ctx ends or hangar closes the stream for good; a
+// dropped connection is resumed after the last id (Last-Event-ID). ctx's end returns nil.
+func (a *app) followEvents(ctx context.Context, c *client, path string, fn func(event) error) error {
+	lastID, warned := "", false
+	backoff := 250 * time.Millisecond
+	for {
+		sse, body, err := c.stream(ctx, "GET", path, nil, lastID)
+		if err == nil {
+			if warned {
+				fmt.Fprintln(a.cfg.Stderr, "hangar: reconnected.")
+				warned, backoff = false, 250*time.Millisecond
+			}
+			err = func() error {
+				defer body.Close()
+				for {
+					ev, err := sse.next()
+					if err != nil {
+						return streamBroke{"lost the stream from hangar"}
+					}
+					if ev.Name == "close" {
+						return closeError(ev.Data)
+					}
+					if err := fn(ev); err != nil {
+						return err
+					}
+					if ev.ID != "" {
+						lastID = ev.ID
+					}
+				}
+			}()
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !retriable(err) {
+			return err
+		}
+		if !warned {
+			fmt.Fprintf(a.cfg.Stderr, "hangar: %v; reconnecting…\n", err)
+			warned = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}

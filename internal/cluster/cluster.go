@@ -1,0 +1,223 @@
+// Package cluster lets several `hangar serve` replicas on one PostgreSQL act as one service: a
+// notification channel between them (LISTEN/NOTIFY), the list of live replicas with the URL each
+// is reached at, and leases that make one replica the owner of each sandbox's process followers
+// and turn watchers (leases.go). Rows stay the source of truth: a notification says only that
+// something changed (an id), never what, so a missed one costs a read, never data. It is used
+// only with PostgreSQL; with SQLite hangar is one process and nothing here runs.
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/quartz"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config configures a Cluster. Zero values are defaults.
+type Config struct {
+	// DatabaseURL is the PostgreSQL database the replicas share (HANGAR_DATABASE_URL), its
+	// search_path included. Required.
+	DatabaseURL string
+	// ID names this replica in the replicas table and in logs. Default: a random id, new at
+	// each start (a restarted replica is a new one; its old leases expire).
+	ID string
+	// AdvertiseURL is where the other replicas reach this one's listener
+	// (HANGAR_ADVERTISE_URL), to forward requests for the sandboxes it owns. Required.
+	AdvertiseURL string
+	// LeaseTTL is how long a lease holds without being renewed (HANGAR_LEASE_SECONDS): a
+	// replica that dies hands its sandboxes over within it. Leases are renewed, and expired
+	// ones taken over, every LeaseTTL/3. Default 15s.
+	LeaseTTL time.Duration
+	// Registerer takes hangar_leases_held and hangar_lease_losses_total. Nil: not exported.
+	Registerer prometheus.Registerer
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+	// Clock drives the rounds of renewals and takeovers and the waits before reconnecting.
+	// Expiries themselves are the database's clock. Default the real clock.
+	Clock quartz.Clock
+}
+
+// Cluster is this replica's part of the service. Set its handlers (Handle, OnResync, OnLeases)
+// before Run.
+type Cluster struct {
+	cfg     Config
+	log     *slog.Logger
+	pool    *pgxpool.Pool
+	channel string // the NOTIFY channel: one per database schema, so tests' schemas never mix
+
+	handlers map[string]func(ctx context.Context, arg string) // by topic; set before Run
+	resync   []func(ctx context.Context)                      // set before Run
+	gained   func(ctx context.Context, sandbox string)        // set before Run
+	lost     func(sandbox string)                             // set before Run
+
+	scan chan struct{} // a peer released its leases: look for expired ones now
+
+	mu          sync.Mutex      // guards held and lastRenewed
+	held        map[string]bool // the sandboxes whose lease this replica holds
+	lastRenewed time.Time       // the last renewal the database confirmed
+
+	losses prometheus.Counter // hangar_lease_losses_total; nil without a Registerer
+}
+
+// New connects to the database and lists this replica. Close it after Run returned.
+func New(ctx context.Context, cfg Config) (*Cluster, error) {
+	if cfg.DatabaseURL == "" || cfg.AdvertiseURL == "" {
+		return nil, errors.New("cluster: the database URL and the advertised URL are required")
+	}
+	if cfg.ID == "" {
+		cfg.ID = "r_" + strings.ToLower(rand.Text()[:12])
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 15 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = quartz.NewReal()
+	}
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgres for replicas: %w", err)
+	}
+	c := &Cluster{cfg: cfg, log: cfg.Logger.With("replica", cfg.ID), pool: pool, handlers: map[string]func(context.Context, string){},
+		scan: make(chan struct{}, 1), held: map[string]bool{}, lastRenewed: cfg.Clock.Now()}
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("read the database schema: %w", err)
+	}
+	c.channel = "hangar_" + schema
+	if err := c.heartbeat(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	c.metrics(cfg.Registerer)
+	return c, nil
+}
+
+// ID is this replica's id.
+func (c *Cluster) ID() string { return c.cfg.ID }
+
+// Handle makes fn hear the topic's notifications from the other replicas (never this one's
+// own). fn runs on the listener's goroutine: it must not block for long.
+func (c *Cluster) Handle(topic string, fn func(ctx context.Context, arg string)) {
+	c.handlers[topic] = fn
+}
+
+// OnResync makes fn run each time the listener (re)connects: notifications sent while it was
+// not listening are lost, so fn catches up from the rows (wakes every reader, say).
+func (c *Cluster) OnResync(fn func(ctx context.Context)) {
+	c.resync = append(c.resync, fn)
+}
+
+// Publish tells the other replicas topic happened to arg (an id: never data, and short: a
+// payload is at most 8,000 bytes). A failure is logged: the peers catch up from the rows at
+// their next resync or recheck.
+func (c *Cluster) Publish(ctx context.Context, topic, arg string) {
+	payload := c.cfg.ID + " " + topic + " " + arg
+	if _, err := c.pool.Exec(context.WithoutCancel(ctx), `SELECT pg_notify($1, $2)`, c.channel, payload); err != nil {
+		c.log.Warn("notify the other replicas", "topic", topic, "arg", arg, "err", err)
+	}
+}
+
+// Run listens for the other replicas' notifications and keeps this replica's leases until ctx
+// ends, then hands its leases back (so the others take its sandboxes over at once rather than
+// after the lease time) and unlists it.
+func (c *Cluster) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); c.listen(ctx) }()
+	go func() { defer wg.Done(); c.keep(ctx) }()
+	wg.Wait()
+	c.leave()
+}
+
+// Close releases the database connections.
+func (c *Cluster) Close() {
+	c.pool.Close()
+}
+
+// listen holds a connection that LISTENs on the channel, reconnecting (with a growing wait)
+// when it breaks, until ctx ends.
+func (c *Cluster) listen(ctx context.Context) {
+	wait := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := c.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		c.log.Warn("listening to the other replicas broke; reconnecting", "err", err, "in", wait)
+		t := c.cfg.Clock.NewTimer(wait, "cluster", "reconnect")
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+func (c *Cluster) listenOnce(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, c.cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{c.channel}.Sanitize()); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	// Listening from here on: what was announced before is read from the rows.
+	for _, fn := range c.resync {
+		fn(ctx)
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return fmt.Errorf("wait for a notification: %w", err)
+		}
+		c.dispatch(ctx, n.Payload)
+	}
+}
+
+// dispatch hands a notification "<replica> <topic> <arg>" to its topic's handler.
+func (c *Cluster) dispatch(ctx context.Context, payload string) {
+	from, rest, _ := strings.Cut(payload, " ")
+	topic, arg, _ := strings.Cut(rest, " ")
+	if from == c.cfg.ID {
+		return
+	}
+	if topic == topicReleased {
+		select {
+		case c.scan <- struct{}{}:
+		default: // a scan is due already
+		}
+		return
+	}
+	if fn := c.handlers[topic]; fn != nil {
+		fn(ctx, arg)
+	}
+}
+
+// heartbeat lists this replica, or says it is still alive.
+func (c *Cluster) heartbeat(ctx context.Context) error {
+	_, err := c.pool.Exec(ctx, `INSERT INTO replicas (id, url, started_at, seen_at) VALUES ($1, $2, now(), now())
+		ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, seen_at = now()`, c.cfg.ID, c.cfg.AdvertiseURL)
+	if err != nil {
+		return fmt.Errorf("list replica %s: %w", c.cfg.ID, err)
+	}
+	return nil
+}
+
+// AdvertiseURL is where the other replicas reach this one.
+func (c *Cluster) AdvertiseURL() string { return c.cfg.AdvertiseURL }

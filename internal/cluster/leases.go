@@ -1,0 +1,237 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// topicReleased is what a replica that shuts down says after handing its leases back: the
+// others look for leases to take at once.
+const topicReleased = "released"
+
+// OnLeases sets what happens when this replica gains a sandbox's lease (follow its processes,
+// watch its turns) and when it loses one (stop: another replica follows them now). gained runs
+// before Owner returns a newly gained lease as this replica's.
+func (c *Cluster) OnLeases(gained func(ctx context.Context, sandbox string), lost func(sandbox string)) {
+	c.gained, c.lost = gained, lost
+}
+
+// Owner says which replica owns sandbox's followers, taking the lease when nobody holds it or
+// its holder let it expire: mine is true when this replica does (and holds it from now on);
+// else url is where the owner is reached.
+func (c *Cluster) Owner(ctx context.Context, sandbox string) (url string, mine bool, err error) {
+	c.mu.Lock()
+	held := c.held[sandbox]
+	c.mu.Unlock()
+	if held {
+		// Renewed by keep, which drops it from held once another replica has it: no write per
+		// request.
+		return c.cfg.AdvertiseURL, true, nil
+	}
+	var owner string
+	err = c.pool.QueryRow(ctx, `INSERT INTO leases AS l (sandbox, replica, expires_at) VALUES ($1, $2, now() + $3 * interval '1 millisecond')
+		ON CONFLICT (sandbox) DO UPDATE SET replica = EXCLUDED.replica, expires_at = EXCLUDED.expires_at,
+			epoch = l.epoch + CASE WHEN l.replica = EXCLUDED.replica THEN 0 ELSE 1 END
+		WHERE l.replica = EXCLUDED.replica OR l.expires_at < now()
+		RETURNING l.replica`, sandbox, c.cfg.ID, c.cfg.LeaseTTL.Milliseconds()).Scan(&owner)
+	if err == nil {
+		c.gain(ctx, sandbox)
+		return c.cfg.AdvertiseURL, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return "", false, fmt.Errorf("take the lease of sandbox %s: %w", sandbox, err)
+	}
+	// Another replica holds it and it has not expired.
+	err = c.pool.QueryRow(ctx, `SELECT l.replica, COALESCE(r.url, '') FROM leases l LEFT JOIN replicas r ON r.id = l.replica
+		WHERE l.sandbox = $1`, sandbox).Scan(&owner, &url)
+	if err != nil {
+		return "", false, fmt.Errorf("find the owner of sandbox %s: %w", sandbox, err)
+	}
+	if url == "" {
+		return "", false, fmt.Errorf("find the owner of sandbox %s: replica %s holds its lease but is not listed", sandbox, owner)
+	}
+	return url, false, nil
+}
+
+// gain records a lease this replica holds, running the gained handler when it is new.
+func (c *Cluster) gain(ctx context.Context, sandbox string) {
+	c.mu.Lock()
+	known := c.held[sandbox]
+	c.held[sandbox] = true
+	c.mu.Unlock()
+	if !known {
+		c.log.Info("holding the lease of a sandbox", "sandbox", sandbox)
+		if c.gained != nil {
+			c.gained(ctx, sandbox)
+		}
+	}
+}
+
+// keep renews this replica's leases and takes over expired ones every LeaseTTL/3 (at once when
+// a peer says it released its own), until ctx ends.
+func (c *Cluster) keep(ctx context.Context) {
+	t := c.cfg.Clock.NewTicker(c.cfg.LeaseTTL/3, "cluster", "round")
+	defer t.Stop()
+	for {
+		c.beat(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-c.scan:
+		}
+	}
+}
+
+// beat is one round of keep: say this replica is alive, renew its leases (those no longer its
+// own are lost), and take over the expired ones.
+func (c *Cluster) beat(ctx context.Context) {
+	if err := c.heartbeat(ctx); err != nil {
+		c.log.Warn("replica heartbeat", "err", err)
+	}
+	if err := c.forgetDead(ctx); err != nil {
+		c.log.Warn("forget dead replicas", "err", err)
+	}
+	if err := c.renew(ctx); err != nil {
+		c.log.Warn("renew leases", "err", err)
+		c.mu.Lock()
+		late := c.cfg.Clock.Since(c.lastRenewed) >= c.cfg.LeaseTTL
+		c.mu.Unlock()
+		if late {
+			// Unrenewed for a whole lease time: another replica may follow these sandboxes
+			// now, and two followers must not run on.
+			c.loseAll()
+		}
+		return
+	}
+	rows, err := c.pool.Query(ctx, `UPDATE leases SET replica = $1, expires_at = now() + $2 * interval '1 millisecond', epoch = epoch + 1
+		WHERE expires_at < now() RETURNING sandbox`, c.cfg.ID, c.cfg.LeaseTTL.Milliseconds())
+	if err != nil {
+		c.log.Warn("take over expired leases", "err", err)
+		return
+	}
+	taken, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		c.log.Warn("take over expired leases", "err", err)
+		return
+	}
+	for _, sb := range taken {
+		c.log.Info("took over the lease of a sandbox whose replica stopped renewing it", "sandbox", sb)
+		c.gain(ctx, sb)
+	}
+}
+
+// renew moves the expiry of this replica's leases; those it held and no longer does are lost.
+// The leases of sandboxes that were destroyed (or failed) are dropped first: nothing there is
+// left to follow.
+func (c *Cluster) renew(ctx context.Context) error {
+	start := c.cfg.Clock.Now()
+	rows, err := c.pool.Query(ctx, `DELETE FROM leases l USING sandboxes s
+		WHERE l.replica = $1 AND s.name = l.sandbox AND s.state IN ('destroyed', 'failed') RETURNING l.sandbox`, c.cfg.ID)
+	if err != nil {
+		return err
+	}
+	dropped, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	for _, sb := range dropped {
+		delete(c.held, sb)
+	}
+	c.mu.Unlock()
+	rows, err = c.pool.Query(ctx, `UPDATE leases SET expires_at = now() + $2 * interval '1 millisecond' WHERE replica = $1 RETURNING sandbox`,
+		c.cfg.ID, c.cfg.LeaseTTL.Milliseconds())
+	if err != nil {
+		return err
+	}
+	mine, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	still := make(map[string]bool, len(mine))
+	for _, sb := range mine {
+		still[sb] = true
+	}
+	c.mu.Lock()
+	c.lastRenewed = start
+	var gone []string
+	for sb := range c.held {
+		if !still[sb] {
+			gone = append(gone, sb)
+			delete(c.held, sb)
+		}
+	}
+	c.mu.Unlock()
+	for _, sb := range gone {
+		c.lose(sb)
+	}
+	return nil
+}
+
+func (c *Cluster) loseAll() {
+	c.mu.Lock()
+	var gone []string
+	for sb := range c.held {
+		gone = append(gone, sb)
+	}
+	clear(c.held)
+	c.mu.Unlock()
+	for _, sb := range gone {
+		c.lose(sb)
+	}
+}
+
+// lose stops following a sandbox whose lease went to another replica.
+func (c *Cluster) lose(sandbox string) {
+	c.log.Warn("lost the lease of a sandbox: another replica follows it now", "sandbox", sandbox)
+	if c.losses != nil {
+		c.losses.Inc()
+	}
+	if c.lost != nil {
+		c.lost(sandbox)
+	}
+}
+
+// leave hands this replica's leases back and unlists it, then tells the others to look for
+// leases to take.
+func (c *Cluster) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.pool.Exec(ctx, `DELETE FROM leases WHERE replica = $1`, c.cfg.ID); err != nil {
+		c.log.Warn("hand leases back", "err", err)
+	}
+	if _, err := c.pool.Exec(ctx, `DELETE FROM stream_slots WHERE replica = $1`, c.cfg.ID); err != nil {
+		c.log.Warn("hand stream counts back", "err", err)
+	}
+	if _, err := c.pool.Exec(ctx, `DELETE FROM replicas WHERE id = $1`, c.cfg.ID); err != nil {
+		c.log.Warn("unlist replica", "err", err)
+	}
+	c.mu.Lock()
+	clear(c.held)
+	c.mu.Unlock()
+	c.Publish(ctx, topicReleased, "")
+}
+
+// Held is how many leases this replica holds.
+func (c *Cluster) Held() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.held)
+}
+
+func (c *Cluster) metrics(reg prometheus.Registerer) {
+	if reg == nil {
+		return
+	}
+	c.losses = prometheus.NewCounter(prometheus.CounterOpts{Name: "hangar_lease_losses_total",
+		Help: "Leases of sandboxes this replica lost to another replica without handing them back (it failed to renew them in time)."})
+	held := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hangar_leases_held",
+		Help: "Sandboxes whose process followers and turn watchers this replica owns (their leases)."}, func() float64 { return float64(c.Held()) })
+	reg.MustRegister(c.losses, held)
+}

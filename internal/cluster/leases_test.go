@@ -1,0 +1,185 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/store/postgres"
+	"github.com/hangar-dev/hangar/internal/store/storetest"
+)
+
+// events records what a Cluster's lease handlers heard.
+type events struct {
+	mu           sync.Mutex
+	gained, lost []string
+}
+
+func (e *events) onGained(_ context.Context, sb string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.gained = append(e.gained, sb)
+}
+
+func (e *events) onLost(sb string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.lost = append(e.lost, sb)
+}
+
+// newPair makes two replicas on one fresh schema (migrated by the store), not running: the
+// test drives their rounds (beat) itself.
+func newPair(t *testing.T) (db string, a, b *Cluster, ea, eb *events, rega *prometheus.Registry) {
+	t.Helper()
+	db = storetest.FreshSchema(t, storetest.PostgresURL(t))
+	st, err := postgres.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	rega = prometheus.NewRegistry()
+	ea, eb = &events{}, &events{}
+	a, err = New(context.Background(), Config{DatabaseURL: db, ID: "a", AdvertiseURL: "http://a", Registerer: rega})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	b, err = New(context.Background(), Config{DatabaseURL: db, ID: "b", AdvertiseURL: "http://b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	a.OnLeases(ea.onGained, ea.onLost)
+	b.OnLeases(eb.onGained, eb.onLost)
+	return db, a, b, ea, eb, rega
+}
+
+// expire makes every lease of replica look expired, as when it stopped renewing them.
+func expire(t *testing.T, c *Cluster, replica string) {
+	t.Helper()
+	if _, err := c.pool.Exec(context.Background(), `UPDATE leases SET expires_at = now() - interval '1 second' WHERE replica = $1`, replica); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLeaseOwnerAndTakeover: the first to ask owns a sandbox; the other is told where; once the
+// owner stops renewing, the other takes it over in its next round, and the old owner, at its
+// next round, finds it lost (hangar_lease_losses_total) and stops.
+func TestLeaseOwnerAndTakeover(t *testing.T) {
+	t.Parallel()
+	_, a, b, ea, eb, rega := newPair(t)
+	ctx := context.Background()
+
+	if url, mine, err := a.Owner(ctx, "sb1"); err != nil || !mine || url != "http://a" {
+		t.Fatalf("a.Owner = %q, %v, %v; want a's own", url, mine, err)
+	}
+	if url, mine, err := b.Owner(ctx, "sb1"); err != nil || mine || url != "http://a" {
+		t.Fatalf("b.Owner = %q, %v, %v; want a's URL", url, mine, err)
+	}
+	a.beat(ctx) // renewing keeps it
+	if url, mine, _ := b.Owner(ctx, "sb1"); mine || url != "http://a" {
+		t.Fatalf("after a renewed, b.Owner = %q, %v; want a's", url, mine)
+	}
+	if got := testutil.ToFloat64(a.losses); got != 0 {
+		t.Fatalf("losses = %v before any loss", got)
+	}
+
+	expire(t, b, "a")
+	b.beat(ctx)
+	if len(eb.gained) != 1 || eb.gained[0] != "sb1" {
+		t.Fatalf("b gained %v, want [sb1]", eb.gained)
+	}
+	a.beat(ctx)
+	if len(ea.lost) != 1 || ea.lost[0] != "sb1" {
+		t.Fatalf("a lost %v, want [sb1]", ea.lost)
+	}
+	if got := testutil.ToFloat64(a.losses); got != 1 {
+		t.Errorf("hangar_lease_losses_total = %v, want 1", got)
+	}
+	if n, err := testutil.GatherAndCount(rega, "hangar_leases_held"); err != nil || n != 1 {
+		t.Errorf("hangar_leases_held series = %d, %v", n, err)
+	}
+	if a.Held() != 0 || b.Held() != 1 {
+		t.Errorf("held: a %d, b %d; want 0 and 1", a.Held(), b.Held())
+	}
+	if url, mine, _ := a.Owner(ctx, "sb1"); mine || url != "http://b" {
+		t.Errorf("after the takeover a.Owner = %q, %v; want b's", url, mine)
+	}
+}
+
+// TestLeaveHandsLeasesBack: a replica that leaves (shutdown) hands its leases back at once.
+func TestLeaveHandsLeasesBack(t *testing.T) {
+	t.Parallel()
+	_, a, b, _, eb, _ := newPair(t)
+	ctx := context.Background()
+	if _, mine, _ := a.Owner(ctx, "sb1"); !mine {
+		t.Fatal("a does not own a free sandbox")
+	}
+	a.leave()
+	if _, mine, err := b.Owner(ctx, "sb1"); err != nil || !mine {
+		t.Fatalf("after a left, b.Owner mine = %v, %v; want b's", mine, err)
+	}
+	if len(eb.gained) != 1 {
+		t.Errorf("b gained %v, want [sb1]", eb.gained)
+	}
+}
+
+// TestTakeCountsAcrossReplicas: a token's streams count across replicas, and a replica's count
+// goes once it leaves.
+func TestTakeCountsAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	_, a, b, _, _, _ := newPair(t)
+	ctx := context.Background()
+	for i, c := range []*Cluster{a, b} {
+		if ok, err := c.Take(ctx, "tok", 2); !ok || err != nil {
+			t.Fatalf("take %d = %v, %v; want admitted", i, ok, err)
+		}
+	}
+	if ok, err := a.Take(ctx, "tok", 2); ok || err != nil {
+		t.Fatalf("a third take = %v, %v; want refused", ok, err)
+	}
+	b.Give("tok")
+	if ok, _ := a.Take(ctx, "tok", 2); !ok {
+		t.Fatal("a take after b gave one back was refused")
+	}
+	a.leave()
+	if ok, _ := b.Take(ctx, "tok", 2); !ok {
+		t.Fatal("a take after a left was refused: a's count stayed")
+	}
+}
+
+// TestDestroyedSandboxLeaseDropped: the lease of a sandbox that was destroyed is dropped at the
+// next round, without counting as a loss.
+func TestDestroyedSandboxLeaseDropped(t *testing.T) {
+	t.Parallel()
+	db, a, _, ea, _, _ := newPair(t)
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.EnsureUser(ctx, "u"); err != nil {
+		t.Fatal(err)
+	}
+	sb := store.Sandbox{Name: "gone", Owner: "u", Provider: "local", State: "running", CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	if err := st.CreateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	if _, mine, _ := a.Owner(ctx, "gone"); !mine {
+		t.Fatal("a does not own a free sandbox")
+	}
+	sb.State = "destroyed"
+	if err := st.UpdateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	a.beat(ctx)
+	if a.Held() != 0 || len(ea.lost) != 0 || testutil.ToFloat64(a.losses) != 0 {
+		t.Errorf("after the round: held %d, lost %v, losses %v; want the lease dropped quietly", a.Held(), ea.lost, testutil.ToFloat64(a.losses))
+	}
+}

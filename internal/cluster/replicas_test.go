@@ -1,0 +1,556 @@
+package cluster_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
+	"github.com/hangar-dev/hangar/internal/store/storetest"
+)
+
+// hangarBin is the built hangar (hangar-envd beside it) that the replicas run.
+var hangarBin string
+
+func TestMain(m *testing.M) {
+	var err error
+	if hangarBin, err = providertest.SharedHangar(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// waitTimeout bounds every wait of these tests.
+const waitTimeout = 60 * time.Second
+
+// syncBuffer is a bytes.Buffer that a process's output and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// replica is one `hangar serve` process of a test's service.
+type replica struct {
+	name string
+	url  string
+	cmd  *exec.Cmd
+	logs *syncBuffer
+}
+
+// service is the replicas of one test: one database schema, one data dir (the local provider's
+// sandboxes, the admin token and the process-tag key, which every replica must share).
+type service struct {
+	t     *testing.T
+	db    string
+	dir   string
+	token string
+	args  []string
+}
+
+// newService starts nothing yet: start adds replicas. args are serve's extra flags.
+func newService(t *testing.T, args ...string) *service {
+	t.Helper()
+	db := storetest.FreshSchema(t, storetest.PostgresURL(t))
+	return &service{t: t, db: db, dir: t.TempDir(), args: args}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// start runs a replica and waits until it is ready; the first one makes the admin token.
+func (s *service) start(name string) *replica {
+	t := s.t
+	t.Helper()
+	addr := freeAddr(t)
+	r := &replica{name: name, url: "http://" + addr, logs: &syncBuffer{}}
+	args := append([]string{"serve", "--listen", addr, "--data-dir", s.dir, "--database-url", s.db,
+		"--lease-seconds", "2", "--log-level", "debug"}, s.args...)
+	r.cmd = exec.Command(hangarBin, args...)
+	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
+	r.cmd.Env = append(os.Environ(), "HOME="+s.dir)
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.stop()
+		if t.Failed() {
+			t.Logf("replica %s's log:\n%s", r.name, r.logs.String())
+		}
+	})
+	waitFor(t, "replica "+name+" ready", func() bool {
+		resp, err := http.Get(r.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	if s.token == "" {
+		b, err := os.ReadFile(filepath.Join(s.dir, "admin-token"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.token = strings.TrimSpace(string(b))
+	}
+	return r
+}
+
+// kill ends a replica as a crash does (SIGKILL): it hands nothing back.
+func (r *replica) kill() {
+	if r.cmd != nil {
+		r.cmd.Process.Signal(syscall.SIGKILL)
+		r.cmd.Wait()
+		r.cmd = nil
+	}
+}
+
+func (r *replica) stop() {
+	if r.cmd != nil {
+		r.cmd.Process.Signal(syscall.SIGTERM)
+		r.cmd.Wait()
+		r.cmd = nil
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after waitTimeout.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// call makes one request and returns its status and body.
+func call(t *testing.T, method, url, token, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, []byte(err.Error())
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// must is call that fails the test unless the status is 2xx, and decodes the answer into out.
+func must(t *testing.T, method, url, token, body string, out any) {
+	t.Helper()
+	code, b := call(t, method, url, token, body)
+	if code < 200 || code > 299 {
+		t.Fatalf("%s %s = %d %s", method, url, code, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: decode %s: %v", method, url, b, err)
+		}
+	}
+}
+
+// sseEvent is one event of an SSE stream.
+type sseEvent struct {
+	name, id, data string
+	at             time.Time
+}
+
+// openSSE reads an SSE stream into a channel, closed when the stream ends.
+func openSSE(t *testing.T, ctx context.Context, url, token string) <-chan sseEvent {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("GET %s = %d %s", url, resp.StatusCode, b)
+	}
+	out := make(chan sseEvent, 1024)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.name != "" || ev.data != "" {
+					ev.at = time.Now()
+					out <- ev
+				}
+				ev = sseEvent{}
+			case strings.HasPrefix(line, "event: "):
+				ev.name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "id: "):
+				ev.id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "data: "):
+				ev.data += strings.TrimPrefix(line, "data: ")
+			}
+		}
+	}()
+	return out
+}
+
+// next returns the next event named name (others are skipped), failing after waitTimeout or
+// when the stream ends first.
+func next(t *testing.T, events <-chan sseEvent, name string) sseEvent {
+	t.Helper()
+	timeout := time.After(waitTimeout)
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatalf("the stream ended before a %s event", name)
+			}
+			if ev.name == name {
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("no %s event within %s", name, waitTimeout)
+		}
+	}
+}
+
+// sandbox makes a local sandbox with a daemon through r, and destroys it at the test's end
+// through whichever replica still runs.
+func (s *service) sandbox(r *replica, name string, alive ...*replica) {
+	s.t.Helper()
+	must(s.t, "POST", r.url+"/api/sandboxes", s.token, fmt.Sprintf(`{"name":%q,"provider":"local"}`, name), nil)
+	s.t.Cleanup(func() {
+		for _, r := range append([]*replica{r}, alive...) {
+			if r.cmd != nil {
+				call(s.t, "DELETE", r.url+"/api/sandboxes/"+name, s.token, "")
+				return
+			}
+		}
+	})
+}
+
+// metric reads one sample of a replica's /metrics ("" when it is not there).
+func metric(t *testing.T, r *replica, name string) string {
+	t.Helper()
+	resp, err := http.Get(r.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// mcpCall calls an MCP tool in the 2026-07-28 revision (one request, no session) and returns
+// the answer's body.
+func mcpCall(t *testing.T, r *replica, token, tool, args string) string {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `,` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	req, _ := http.NewRequest("POST", r.url+"/mcp", strings.NewReader(body))
+	for k, v := range map[string]string{
+		"Authorization": "Bearer " + token, "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": tool,
+	} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("MCP %s through replica %s = %d %s", tool, r.name, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// TestOutputThroughAnotherReplica: a process started through replica B is followed by B (it
+// takes the sandbox's lease); a client attached through replica A sees its output, because A
+// forwards the request to B; and listing through A shows what B follows.
+func TestOutputThroughAnotherReplica(t *testing.T) {
+	t.Parallel()
+	s := newService(t)
+	a := s.start("a")
+	b := s.start("b")
+	s.sandbox(a, "out-sb", b)
+
+	var started struct {
+		ID string `json:"process_id"`
+	}
+	must(t, "POST", b.url+"/api/sandboxes/out-sb/processes", s.token,
+		`{"command":"read x; echo hello-from-b; echo second-line"}`, &started)
+	if got := metric(t, b, "hangar_leases_held"); got != "1" {
+		t.Errorf("replica b holds %q leases, want 1", got)
+	}
+	if got := metric(t, a, "hangar_leases_held"); got != "0" {
+		t.Errorf("replica a holds %q leases, want 0", got)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := openSSE(t, ctx, a.url+"/api/sandboxes/out-sb/processes/"+started.ID+"/stream", s.token)
+	// Input through A too: the process prints only once it has read a line.
+	must(t, "POST", a.url+"/api/sandboxes/out-sb/processes/"+started.ID+"/input", s.token, `{"input":"go\n"}`, nil)
+	var out strings.Builder
+	for !strings.Contains(out.String(), "second-line") {
+		ev := next(t, events, "output")
+		var o struct {
+			Data string `json:"data"`
+		}
+		json.Unmarshal([]byte(ev.data), &o)
+		out.WriteString(o.Data)
+	}
+	if !strings.Contains(out.String(), "hello-from-b") {
+		t.Errorf("output through replica a = %q, want hello-from-b", out.String())
+	}
+	end := next(t, events, "end")
+	if !strings.Contains(end.data, `"exit_code":0`) {
+		t.Errorf("end through replica a = %s, want exit code 0", end.data)
+	}
+	var list struct {
+		Processes []map[string]any `json:"processes"`
+	}
+	must(t, "GET", a.url+"/api/sandboxes/out-sb/processes", s.token, "", &list)
+	if len(list.Processes) != 1 || list.Processes[0]["process_id"] != started.ID {
+		t.Errorf("processes listed through replica a = %v, want the one b follows", list.Processes)
+	}
+
+	// Over MCP (2026-07-28, stateless), a process call through A is forwarded to B too.
+	if out := mcpCall(t, a, s.token, "process", `{"action":"list","sandbox":"out-sb"}`); !strings.Contains(out, started.ID) {
+		t.Errorf("MCP process list through replica a = %s, want the process b follows", out)
+	}
+
+	// A turn started through A in B's sandbox is queued for B, which runs it (A does not: it
+	// does not own the sandbox).
+	must(t, "POST", a.url+"/api/sessions", s.token, `{"name":"out","sandbox":"out-sb","agent":"command"}`, nil)
+	turnEvents := openSSE(t, ctx, a.url+"/api/sessions/out/events/stream", s.token)
+	prompt, _ := json.Marshal(map[string]string{"prompt": tickPrompt(3)})
+	must(t, "POST", a.url+"/api/sessions/out/turns", s.token, string(prompt), nil)
+	for {
+		ev := next(t, turnEvents, "")
+		if strings.Contains(ev.data, `"type":"turn.finished"`) {
+			if !strings.Contains(ev.data, `"status":"done"`) {
+				t.Errorf("turn.finished = %s, want done", ev.data)
+			}
+			break
+		}
+	}
+}
+
+// tickPrompt is a command-agent prompt that prints n JSON lines a tenth of a second apart, each
+// with its number and the time it was printed (ns since the epoch).
+func tickPrompt(n int) string {
+	return fmt.Sprintf(`for i in $(seq 1 %d); do echo "{\"type\":\"tick\",\"n\":$i,\"ns\":$(date +%%s%%N)}"; sleep 0.1; done`, n)
+}
+
+// tick is what a tickPrompt line becomes as an event.
+type tick struct {
+	Seq  int64  `json:"seq"`
+	Type string `json:"type"`
+	Data struct {
+		N  int   `json:"n"`
+		NS int64 `json:"ns"`
+	} `json:"data"`
+}
+
+// TestTakeoverAfterKill: replica B follows a process and watches a turn, and is killed with
+// SIGKILL mid-turn. Replica A takes the sandbox's lease once it expires, adopts the process and
+// watches the turn on from its saved read position: the turn's events are recorded once each,
+// gapless; the process takes input and ends through A, its end recorded once. Meanwhile a
+// reader attached to A saw B's events live (LISTEN/NOTIFY).
+func TestTakeoverAfterKill(t *testing.T) {
+	t.Parallel()
+	s := newService(t)
+	a := s.start("a")
+	b := s.start("b")
+	s.sandbox(a, "tk-sb", b)
+	must(t, "POST", b.url+"/api/sessions", s.token, `{"name":"tk","sandbox":"tk-sb","agent":"command"}`, nil)
+	const lines = 40
+	prompt, _ := json.Marshal(map[string]string{"prompt": tickPrompt(lines)})
+	must(t, "POST", b.url+"/api/sessions/tk/turns", s.token, string(prompt), nil)
+	var proc struct {
+		ID string `json:"process_id"`
+	}
+	must(t, "POST", b.url+"/api/sandboxes/tk-sb/processes", s.token, `{"command":"read x; echo got-$x"}`, &proc)
+
+	// A reader on A sees the events B records, as B records them.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := openSSE(t, ctx, a.url+"/api/sessions/tk/events/stream", s.token)
+	var delays []time.Duration
+	for {
+		var tk tick
+		ev := next(t, events, "")
+		json.Unmarshal([]byte(ev.data), &tk)
+		if tk.Type != "tick" {
+			continue
+		}
+		delays = append(delays, ev.at.Sub(time.Unix(0, tk.Data.NS)))
+		if tk.Data.N >= 5 {
+			break
+		}
+	}
+	t.Logf("from a line printed in the sandbox to its event at a reader on the other replica: %v", delays)
+
+	b.kill()
+	killed := time.Now()
+	waitFor(t, "replica a to take the sandbox over", func() bool {
+		code, _ := call(t, "GET", a.url+"/api/sandboxes/tk-sb/processes/"+proc.ID, s.token, "")
+		return code == http.StatusOK
+	})
+	t.Logf("replica a answered for the sandbox %v after replica b was killed (lease 2s)", time.Since(killed).Round(time.Millisecond))
+	if got := metric(t, a, "hangar_leases_held"); got != "1" {
+		t.Errorf("replica a holds %q leases, want 1", got)
+	}
+
+	for {
+		ev := next(t, events, "")
+		if strings.Contains(ev.data, `"type":"turn.finished"`) {
+			if !strings.Contains(ev.data, `"status":"done"`) {
+				t.Errorf("turn.finished = %s, want done", ev.data)
+			}
+			break
+		}
+	}
+	var page struct {
+		Events []tick `json:"events"`
+	}
+	must(t, "GET", a.url+"/api/sessions/tk/events?limit=1000", s.token, "", &page)
+	seen := map[int]int{}
+	types := map[string]int{}
+	for i, e := range page.Events {
+		if e.Seq != int64(i+1) {
+			t.Errorf("event %d has seq %d: seqs must be gapless from 1", i, e.Seq)
+		}
+		types[e.Type]++
+		if e.Type == "tick" {
+			seen[e.Data.N]++
+		}
+	}
+	for n := 1; n <= lines; n++ {
+		if seen[n] != 1 {
+			t.Errorf("line %d recorded %d times, want once", n, seen[n])
+		}
+	}
+	if types["turn.started"] != 1 || types["turn.finished"] != 1 {
+		t.Errorf("turn.started recorded %d times, turn.finished %d: want once each", types["turn.started"], types["turn.finished"])
+	}
+
+	out := openSSE(t, ctx, a.url+"/api/sandboxes/tk-sb/processes/"+proc.ID+"/stream", s.token)
+	must(t, "POST", a.url+"/api/sandboxes/tk-sb/processes/"+proc.ID+"/input", s.token, `{"input":"go\n"}`, nil)
+	end := next(t, out, "end")
+	if !strings.Contains(end.data, `"exit_code":0`) || !strings.Contains(end.data, `"adopted":true`) {
+		t.Errorf("the process's end through replica a = %s, want exit code 0, adopted", end.data)
+	}
+}
+
+// status makes a GET whose answer may be a stream that does not end, and returns its status
+// (0 when the request failed); the body is left unread.
+func status(t *testing.T, url, token string) int {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestRevokeAndLimitAcrossReplicas, with three replicas: a token's streams count across them
+// all (HANGAR_STREAM_MAX_PER_TOKEN=2: two streams on B and C, and a third on A is refused),
+// and revoking the token through A ends its streams on B at once, not at the next recheck
+// (an hour here).
+func TestRevokeAndLimitAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	s := newService(t, "--stream-recheck-seconds", "3600", "--stream-max-per-token", "2")
+	a := s.start("a")
+	b := s.start("b")
+	c := s.start("c")
+	var bob struct {
+		ID    string `json:"id"`
+		Token string `json:"token"`
+	}
+	must(t, "POST", a.url+"/api/tokens", s.token, `{"user":"bob","scopes":["user"]}`, &bob)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	onB := openSSE(t, ctx, b.url+"/api/fleet/stream", bob.Token)
+	cctx, closeC := context.WithCancel(ctx)
+	onC := openSSE(t, cctx, c.url+"/api/fleet/stream", bob.Token)
+	next(t, onB, "snapshot")
+	next(t, onC, "snapshot")
+	if code := status(t, a.url+"/api/fleet/stream", bob.Token); code != http.StatusTooManyRequests {
+		t.Errorf("a third stream of the token, on replica a = %d, want 429", code)
+	}
+	// One closed on C: A admits one again.
+	closeC()
+	for range onC {
+	}
+	waitFor(t, "replica a to admit a stream once one closed on c", func() bool {
+		return status(t, a.url+"/api/fleet/stream", bob.Token) == http.StatusOK
+	})
+
+	must(t, "DELETE", a.url+"/api/tokens/"+bob.ID, s.token, "", nil)
+	end := next(t, onB, "close")
+	if !strings.Contains(end.data, "revoked") {
+		t.Errorf("the stream on replica b closed with %s, want revoked", end.data)
+	}
+}

@@ -1,0 +1,137 @@
+package forward
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/stream"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const waitTimeout = 10 * time.Second
+
+var ada = auth.Principal{TokenID: "tok_ada", User: "ada"}
+
+// front serves every request by forwarding it to target.
+func front(t *testing.T, f *Forwarder, target string) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.To(w, r, ada, "box", target, func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, "owner down: "+err.Error(), http.StatusServiceUnavailable)
+		})
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestStreamsAsWritten: the owner's SSE answer reaches the client event by event (the second
+// is written only once the client has the first), with the request as it came and the
+// forwarding header; the forwarding counts as one stream of this replica while it lasts.
+func TestStreamsAsWritten(t *testing.T) {
+	streams := stream.New(stream.Config{})
+	defer streams.Shutdown()
+	gotFirst := make(chan struct{})
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(Header) != "http://a" || r.Header.Get("Authorization") != "Bearer x" || r.URL.Path != "/api/sandboxes/box/processes/p_1/stream" || r.URL.RawQuery != "since=3" {
+			http.Error(w, "not as it came", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: output\ndata: one\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-gotFirst:
+		case <-r.Context().Done():
+			return
+		}
+		io.WriteString(w, "event: end\ndata: two\n\n")
+	}))
+	defer owner.Close()
+	f := &Forwarder{Self: "http://a", Streams: streams}
+	srv := front(t, f, owner.URL)
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/sandboxes/box/processes/p_1/stream?since=3", nil)
+	req.Header.Set("Authorization", "Bearer x")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d %s", resp.StatusCode, b)
+	}
+	rd := bufio.NewReader(resp.Body)
+	for line := ""; line != "data: one\n"; {
+		if line, err = rd.ReadString('\n'); err != nil {
+			t.Fatalf("the first event did not come before the second was written: %v", err)
+		}
+	}
+	if total, _ := streams.Count(""); total != 1 {
+		t.Errorf("%d streams open while forwarding, want 1", total)
+	}
+	close(gotFirst)
+	rest, _ := io.ReadAll(rd)
+	if !strings.Contains(string(rest), "data: two") {
+		t.Errorf("the rest = %q", rest)
+	}
+}
+
+// TestOwnerDown: an owner that does not answer gets the fail answer.
+func TestOwnerDown(t *testing.T) {
+	streams := stream.New(stream.Config{})
+	defer streams.Shutdown()
+	owner := httptest.NewServer(http.NotFoundHandler())
+	gone := owner.URL
+	owner.Close()
+	srv := front(t, &Forwarder{Self: "http://a", Streams: streams}, gone)
+	resp, err := http.Get(srv.URL + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "owner down") {
+		t.Errorf("= %d %s, want the fail answer", resp.StatusCode, b)
+	}
+}
+
+// TestEndedHere: the sandbox's end on this replica ends a forwarding in flight.
+func TestEndedHere(t *testing.T) {
+	streams := stream.New(stream.Config{})
+	defer streams.Shutdown()
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: one\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // an owner that never ends by itself
+	}))
+	defer owner.Close()
+	srv := front(t, &Forwarder{Self: "http://a", Streams: streams}, owner.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/x", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	if _, err := rd.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	streams.EndSandbox("box", stream.ReasonDestroyed)
+	if _, err := io.ReadAll(rd); ctx.Err() != nil {
+		t.Fatalf("the forwarding did not end with the sandbox: %v", err)
+	}
+}

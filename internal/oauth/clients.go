@@ -1,0 +1,251 @@
+package oauth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+// client is a client as the endpoints see it, however it is known.
+type client struct {
+	ID           string
+	Name         string
+	RedirectURIs []string
+}
+
+// Bounds of what a client may register or publish.
+const (
+	maxRedirectURIs = 10
+	maxNameLen      = 100
+	maxURILen       = 2000
+	maxDocument     = 64 << 10 // a Client ID Metadata Document
+)
+
+// errUnknownClient is invalid_client: the client id is not one hangar knows or can fetch.
+func errUnknownClient(format string, args ...any) *oauthError {
+	return &oauthError{status: http.StatusUnauthorized, Code: "invalid_client", Description: fmt.Sprintf(format, args...)}
+}
+
+// lookupClient finds the client id: a Client ID Metadata Document when id is an https URL, else
+// a registered client. Its errors are *oauthError invalid_client (or a store failure).
+func (s *Server) lookupClient(ctx context.Context, id string) (client, error) {
+	if id == "" {
+		return client{}, badRequest("invalid_request", "client_id is missing.")
+	}
+	if strings.HasPrefix(id, "https://") || strings.HasPrefix(id, "http://") {
+		return s.fetchClient(ctx, id)
+	}
+	c, err := s.cfg.Store.GetOAuthClient(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return client{}, errUnknownClient("The client %q is not registered here; register it at %s.", id, s.cfg.Issuer+RegisterPath)
+	}
+	if err != nil {
+		return client{}, err
+	}
+	return client{ID: c.ID, Name: c.Name, RedirectURIs: c.RedirectURIs}, nil
+}
+
+// clientIDAllowed reports whether a Client ID Metadata Document may be fetched from u:
+// https, a host on the allow-list, a path (not the root), and nothing a URL could hide
+// behind (user info, a fragment, dot segments).
+func (s *Server) clientIDAllowed(u *url.URL) error {
+	switch {
+	case u.Scheme != "https":
+		return errors.New("a client id URL must be https")
+	case u.User != nil || u.Fragment != "" || u.RawQuery != "":
+		return errors.New("a client id URL may have no user info, query or fragment")
+	case u.Path == "" || u.Path == "/":
+		return errors.New("a client id URL must have a path")
+	case slices.Contains(strings.Split(u.Path, "/"), ".") || slices.Contains(strings.Split(u.Path, "/"), ".."):
+		return errors.New("a client id URL may have no . or .. segments")
+	}
+	for _, h := range s.cfg.ClientIDHosts {
+		if h == "*" || strings.EqualFold(h, u.Host) || strings.EqualFold(h, u.Hostname()) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s is not among the hosts hangar accepts client id URLs from (HANGAR_OAUTH_CLIENT_ID_HOSTS)", u.Host)
+}
+
+// fetchClient fetches and checks the Client ID Metadata Document at id
+// (draft-ietf-oauth-client-id-metadata-document): JSON whose client_id is id itself.
+func (s *Server) fetchClient(ctx context.Context, id string) (client, error) {
+	u, err := url.Parse(id)
+	if err != nil || len(id) > maxURILen {
+		return client{}, errUnknownClient("The client id %q is not a valid URL.", id)
+	}
+	if err := s.clientIDAllowed(u); err != nil {
+		return client{}, errUnknownClient("The client id %s cannot be used: %v.", id, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, id, nil)
+	if err != nil {
+		return client{}, errUnknownClient("The client id %s cannot be fetched: %v.", id, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	hc := *s.cfg.HTTPClient
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := hc.Do(req)
+	if err != nil {
+		return client{}, errUnknownClient("The client's metadata document %s could not be fetched: %v.", id, err)
+	}
+	defer resp.Body.Close()
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); resp.StatusCode != http.StatusOK || mt != "application/json" {
+		return client{}, errUnknownClient("The client's metadata document %s answered %d %s, not 200 with JSON.", id, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocument+1))
+	if err != nil || len(body) > maxDocument {
+		return client{}, errUnknownClient("The client's metadata document %s could not be read whole (at most %d bytes).", id, maxDocument)
+	}
+	var doc struct { // the fields hangar uses; the rest is the client's own
+		ClientID                string   `json:"client_id"`
+		ClientName              string   `json:"client_name"`
+		RedirectURIs            []string `json:"redirect_uris"`
+		TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return client{}, errUnknownClient("The client's metadata document %s is not valid JSON: %v.", id, err)
+	}
+	if doc.ClientID != id {
+		return client{}, errUnknownClient("The client's metadata document names client_id %q, not its own URL %s.", doc.ClientID, id)
+	}
+	if m := doc.TokenEndpointAuthMethod; m != "" && m != "none" {
+		return client{}, errUnknownClient("The client's metadata document asks for token_endpoint_auth_method %q; hangar takes public clients only (none).", m)
+	}
+	if err := checkRedirectURIs(doc.RedirectURIs); err != nil {
+		return client{}, errUnknownClient("The client's metadata document %s: %s", id, err.Description)
+	}
+	return client{ID: id, Name: clientName(doc.ClientName, doc.RedirectURIs), RedirectURIs: doc.RedirectURIs}, nil
+}
+
+// clientName is a client's name for the consent page and the tokens list: the name it gives,
+// cut to maxNameLen, or its first redirect URI's host.
+func clientName(name string, redirects []string) string {
+	name = strings.Join(strings.Fields(name), " ")
+	if name == "" {
+		if u, err := url.Parse(redirects[0]); err == nil {
+			name = u.Host
+		}
+	}
+	if r := []rune(name); len(r) > maxNameLen {
+		name = string(r[:maxNameLen])
+	}
+	return name
+}
+
+// checkRedirectURIs checks a client's redirect URIs: 1 to maxRedirectURIs absolute URLs,
+// https or http on a loopback address (a native app's listener, RFC 8252 §7.3), without a
+// fragment (RFC 6749 §3.1.2).
+func checkRedirectURIs(uris []string) *oauthError {
+	if len(uris) == 0 || len(uris) > maxRedirectURIs {
+		return &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri", Description: fmt.Sprintf("Give 1 to %d redirect_uris.", maxRedirectURIs)}
+	}
+	for _, s := range uris {
+		u, err := url.Parse(s)
+		switch {
+		case err != nil || len(s) > maxURILen || u.Host == "":
+			return &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri", Description: fmt.Sprintf("The redirect URI %q is not an absolute URL.", s)}
+		case u.Fragment != "" || strings.Contains(s, "#"):
+			return &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri", Description: fmt.Sprintf("The redirect URI %q has a fragment.", s)}
+		case u.Scheme == "https":
+		case u.Scheme == "http" && isLoopback(u.Hostname()):
+		default:
+			return &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri", Description: fmt.Sprintf("The redirect URI %q must be https, or http on a loopback address.", s)}
+		}
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// registration is the response to a registration (RFC 7591 §3.2.1).
+type registration struct {
+	ClientID         string `json:"client_id"`
+	ClientIDIssuedAt int64  `json:"client_id_issued_at"`
+	oauthex.ClientRegistrationMetadata
+}
+
+// register is dynamic client registration (RFC 7591). Clients are public: whatever
+// token_endpoint_auth_method is asked for, the answer is none (§3.2.1 lets the server replace
+// a requested value), and they prove themselves with PKCE.
+func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	var meta oauthex.ClientRegistrationMetadata
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxForm))
+	if err := dec.Decode(&meta); err != nil {
+		s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "The body must be the client's metadata as JSON: %v.", err))
+		return
+	}
+	if err := checkRedirectURIs(meta.RedirectURIs); err != nil {
+		s.writeOAuthError(w, r, err)
+		return
+	}
+	switch meta.ApplicationType { // OpenID Connect Registration §2, which the 2026-07-28 revision asks for
+	case "", "native":
+	case "web":
+		for _, u := range meta.RedirectURIs {
+			if !strings.HasPrefix(u, "https://") {
+				s.writeOAuthError(w, r, &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri",
+					Description: fmt.Sprintf("A web application's redirect URIs must be https; %q is not (a native application's may be http on a loopback address).", u)})
+				return
+			}
+		}
+	default:
+		s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "application_type must be web or native, not %q.", meta.ApplicationType))
+		return
+	}
+	for _, g := range meta.GrantTypes {
+		if g != "authorization_code" && g != "refresh_token" {
+			s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "The grant type %q is not offered; hangar offers authorization_code and refresh_token.", g))
+			return
+		}
+	}
+	for _, t := range meta.ResponseTypes {
+		if t != "code" {
+			s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "The response type %q is not offered; hangar offers code.", t))
+			return
+		}
+	}
+	// The answer holds what hangar keeps and acts on, nothing it did not check.
+	out := oauthex.ClientRegistrationMetadata{RedirectURIs: meta.RedirectURIs, ClientName: clientName(meta.ClientName, meta.RedirectURIs),
+		TokenEndpointAuthMethod: "none", GrantTypes: meta.GrantTypes, ResponseTypes: []string{"code"}, ApplicationType: meta.ApplicationType}
+	if len(out.GrantTypes) == 0 {
+		out.GrantTypes = []string{"authorization_code", "refresh_token"}
+	}
+	meta = out
+	now := s.cfg.Now()
+	c := store.OAuthClient{ID: newID("hc_"), Name: meta.ClientName, RedirectURIs: meta.RedirectURIs, CreatedAt: now}
+	if err := s.cfg.Store.CreateOAuthClient(r.Context(), c); err != nil {
+		s.writeOAuthError(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusCreated, registration{ClientID: c.ID, ClientIDIssuedAt: now.Unix(), ClientRegistrationMetadata: meta})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}

@@ -1,0 +1,161 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/stream"
+)
+
+// Owners says which replica follows a sandbox's processes when several hangar replicas share
+// one database (docs/replicas.md): the one holding the sandbox's lease. Nil in Config: this
+// Manager is the only one, and follows every process.
+type Owners interface {
+	// Owner takes sandbox's lease when it is free (or expired) and reports mine; else url is
+	// where the replica holding it is reached.
+	Owner(ctx context.Context, sandbox string) (url string, mine bool, err error)
+}
+
+// ElsewhereError says that another replica follows the processes of a sandbox: a request
+// about them is served there (REST forwards it to URL).
+type ElsewhereError struct {
+	Sandbox string
+	URL     string // the owner replica's advertised URL
+}
+
+func (e *ElsewhereError) Error() string {
+	return fmt.Sprintf("the processes of sandbox %s are followed by another hangar replica (%s); ask it, or try again", e.Sandbox, e.URL)
+}
+
+// owned returns nil when this Manager follows the processes of sb, else an *ElsewhereError (or
+// the error of asking).
+func (m *Manager) owned(ctx context.Context, sandbox string) error {
+	if m.cfg.Owners == nil {
+		return nil
+	}
+	url, mine, err := m.cfg.Owners.Owner(ctx, sandbox)
+	if err != nil {
+		return err
+	}
+	if !mine {
+		return &ElsewhereError{Sandbox: sandbox, URL: url}
+	}
+	return nil
+}
+
+// Elsewhere says where the processes of the sandbox ref (as p sees it) are followed: "" when
+// here, else the URL of the replica that follows them. A transport forwards the request there.
+func (m *Manager) Elsewhere(ctx context.Context, p auth.Principal, ref string) (string, error) {
+	sb, err := m.cfg.Sandboxes.Get(ctx, p, ref)
+	if err != nil {
+		return "", err
+	}
+	var e *ElsewhereError
+	if err := m.owned(ctx, sb.Name); errors.As(err, &e) {
+		return e.URL, nil
+	} else if err != nil {
+		return "", err
+	}
+	return "", nil
+}
+
+// AdoptSandbox follows the processes that the records say run in the sandbox name and that
+// this Manager does not follow yet: what a replica does when it gains a sandbox's lease.
+func (m *Manager) AdoptSandbox(ctx context.Context, name string) {
+	sb, err := m.cfg.Sandboxes.Lookup(ctx, name)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			m.log.Warn("adopt the processes of a sandbox", "sandbox", name, "err", err)
+		}
+		return
+	}
+	m.adoptSandbox(ctx, sb)
+}
+
+// Release stops following the processes of the sandbox name and forgets them, leaving their
+// records as they are: another replica holds the sandbox's lease now and follows them. Clients
+// attached here are ended (shutdown): they reattach through the new owner.
+func (m *Manager) Release(name string) {
+	m.mu.Lock()
+	var gone []*proc
+	for id, pr := range m.procs {
+		if pr.sandbox == name {
+			gone = append(gone, pr)
+			delete(m.procs, id)
+		}
+	}
+	m.mu.Unlock()
+	for _, pr := range gone {
+		pr.mu.Lock()
+		for s := range pr.subs {
+			s.End(stream.ReasonShutdown)
+		}
+		pr.subs = map[*stream.Stream]struct{}{}
+		pr.released = true
+		stop := pr.stop
+		pr.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+	}
+	if len(gone) > 0 {
+		m.log.Info("stopped following the processes of a sandbox another replica owns now", "sandbox", name, "count", len(gone))
+	}
+}
+
+// runningElsewhere counts the token's processes that the records say run and that this
+// Manager does not follow: with several replicas, those the others follow, so
+// MaxPerToken holds across them (two starts on two replicas at the same moment may still pass
+// it by one). Alone it is 0: every running process is followed here.
+func (m *Manager) runningElsewhere(ctx context.Context, token string) (int, error) {
+	if m.cfg.Owners == nil || m.cfg.Store == nil {
+		return 0, nil
+	}
+	recs, err := m.cfg.Store.ListRunningProcesses(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("count the token's running processes: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, rec := range recs {
+		if _, here := m.procs[rec.ID]; rec.TokenID == token && !here {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// ofUserElsewhere lists what the records say of user's processes that other replicas follow
+// (running, or ended within Retention); none alone. Their output offsets are not known here.
+func (m *Manager) ofUserElsewhere(user string) []Info {
+	if m.cfg.Owners == nil || m.cfg.Store == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
+	defer cancel()
+	recs, err := m.cfg.Store.ListUserProcesses(ctx, user, m.cfg.Clock.Now().Add(-m.cfg.Retention))
+	if err != nil {
+		m.log.Warn("list the processes other replicas follow", "user", user, "err", err)
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Info
+	for _, rec := range recs {
+		if _, here := m.procs[rec.ID]; here {
+			continue
+		}
+		i := Info{ID: rec.ID, Sandbox: rec.Sandbox, Owner: rec.TokenID, User: rec.User, Command: rec.Command, Cwd: rec.Cwd, PID: rec.PID,
+			State: StateRunning, Daemon: rec.Daemon, PTY: rec.PTY, StartedAt: rec.StartedAt, EndedAt: rec.EndedAt, Status: rec.Status}
+		if rec.State != "running" {
+			i.State, i.ExitCode = StateExited, rec.ExitCode
+		}
+		out = append(out, i)
+	}
+	return out
+}

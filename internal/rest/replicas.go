@@ -1,0 +1,35 @@
+package rest
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/hangar-dev/hangar/internal/forward"
+	"github.com/hangar-dev/hangar/internal/problem"
+)
+
+// toOwner forwards a request about a sandbox's background processes to the replica that
+// follows them, when that is not this one (docs/replicas.md); a request forwarded here already
+// is served here.
+func (a *api) toOwner(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.Forward == nil || forward.Forwarded(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		p, ref := principal(r), chi.URLParam(r, "ref")
+		owner, err := a.Processes.Elsewhere(r.Context(), p, ref)
+		if err != nil {
+			a.writeError(w, r, err)
+			return
+		}
+		if owner == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		a.Forward.To(w, r, p, ref, owner, func(w http.ResponseWriter, r *http.Request, err error) {
+			a.writeError(w, r, problem.New(problem.CodeUnavailable, "The hangar replica that follows this sandbox's processes did not answer; try again.", err))
+		})
+	})
+}
