@@ -44,7 +44,8 @@ var pkceChallenge = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
 var authParams = []string{"response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method", "resource"}
 
 // parseAuthRequest checks an authorization request's parameters. A *pageError means the
-// person is told on hangar's page; an *oauthError goes back to the client's redirect URI.
+// client or its redirect URI cannot be trusted; an *oauthError is any other bad request. Both
+// are shown on hangar's own page (see requestError).
 func (s *Server) parseAuthRequest(ctx context.Context, q url.Values) (authRequest, *pageError, *oauthError) {
 	for _, k := range authParams {
 		if len(q[k]) > 1 {
@@ -108,6 +109,16 @@ func requestedScopes(param string) ([]string, *oauthError) {
 	return out, nil
 }
 
+// requestError shows a bad authorization request (an *oauthError of parseAuthRequest) on
+// hangar's own page rather than at the client's redirect URI. Every client of hangar registers
+// itself (RFC 7591, open to anyone) or publishes its own metadata document, so its redirect URI
+// proves nothing about it: sending errors there unasked would make hangar an open redirector
+// (RFC 9700 §4.11.2). The person is sent to the redirect URI only after acting on the consent
+// page (allow, or deny).
+func (s *Server) requestError(w http.ResponseWriter, ar authRequest, oe *oauthError) {
+	s.renderError(w, &pageError{http.StatusBadRequest, fmt.Sprintf("The request of the application %s is not valid (%s): %s Tell its makers; hangar does not send you back to it.", ar.client.Name, oe.Code, oe.Description)})
+}
+
 // redirectError sends an error back to the client (RFC 6749 §4.1.2.1, with RFC 9207's iss).
 func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, ar authRequest, oe *oauthError) {
 	v := url.Values{"error": {oe.Code}, "error_description": {oe.Description}}
@@ -136,7 +147,7 @@ func (s *Server) authorizePage(w http.ResponseWriter, r *http.Request) {
 	case pe != nil:
 		s.renderError(w, pe)
 	case oe != nil:
-		s.redirectError(w, r, ar, oe)
+		s.requestError(w, ar, oe)
 	default:
 		// One value per browser, kept while it is there, so that two consent pages open at
 		// once (two clients, two tabs) both work.
@@ -192,7 +203,7 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		s.renderError(w, pe)
 		return
 	case oe != nil:
-		s.redirectError(w, r, ar, oe)
+		s.requestError(w, ar, oe)
 		return
 	}
 	if r.PostForm.Get("action") != "allow" {
