@@ -45,7 +45,14 @@ func (s *Server) lookupClient(ctx context.Context, id string) (client, error) {
 		return client{}, badRequest("invalid_request", "client_id is missing.")
 	}
 	if strings.HasPrefix(id, "https://") || strings.HasPrefix(id, "http://") {
-		return s.fetchClient(ctx, id)
+		u, err := url.Parse(id)
+		if err != nil || len(id) > maxURILen {
+			return client{}, errUnknownClient("The client id is not a valid URL.")
+		}
+		if err := s.clientIDAllowed(u); err != nil {
+			return client{}, errUnknownClient("The client id %s cannot be used: %v.", id, err)
+		}
+		return s.cachedClient(ctx, id)
 	}
 	c, err := s.cfg.Store.GetOAuthClient(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
@@ -79,34 +86,41 @@ func (s *Server) clientIDAllowed(u *url.URL) error {
 	return fmt.Errorf("%s is not among the hosts hangar accepts client id URLs from (HANGAR_OAUTH_CLIENT_ID_HOSTS)", u.Host)
 }
 
+// errBadDocument is what the person (and the client) is told when a Client ID Metadata
+// Document cannot be used, whatever the reason: the reason (a network error, a status, what
+// the document holds) would tell whoever chose the URL about the network hangar runs in, so
+// it goes to the log only.
+func errBadDocument(id string) *oauthError {
+	return errUnknownClient("The client's metadata document could not be fetched, or is not one hangar can use; the server log says why (client id %s).", id)
+}
+
+// badDocument logs why the document at id cannot be used and returns errBadDocument.
+func (s *Server) badDocument(id, why string, args ...any) *oauthError {
+	s.log.Warn("oauth client metadata document refused", "client_id", id, "why", fmt.Sprintf(why, args...))
+	return errBadDocument(id)
+}
+
 // fetchClient fetches and checks the Client ID Metadata Document at id
-// (draft-ietf-oauth-client-id-metadata-document): JSON whose client_id is id itself.
+// (draft-ietf-oauth-client-id-metadata-document): JSON whose client_id is id itself. id has
+// passed clientIDAllowed. The fetch connects only to the addresses Config.ClientIDAddrAllowed
+// allows (fetchHTTPClient).
 func (s *Server) fetchClient(ctx context.Context, id string) (client, error) {
-	u, err := url.Parse(id)
-	if err != nil || len(id) > maxURILen {
-		return client{}, errUnknownClient("The client id %q is not a valid URL.", id)
-	}
-	if err := s.clientIDAllowed(u); err != nil {
-		return client{}, errUnknownClient("The client id %s cannot be used: %v.", id, err)
-	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, id, nil)
 	if err != nil {
-		return client{}, errUnknownClient("The client id %s cannot be fetched: %v.", id, err)
+		return client{}, s.badDocument(id, "make the request: %v", err)
 	}
 	req.Header.Set("Accept", "application/json")
-	hc := *s.cfg.HTTPClient
-	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := hc.Do(req)
+	resp, err := s.fetch.Do(req)
 	if err != nil {
-		return client{}, errUnknownClient("The client's metadata document %s could not be fetched: %v.", id, err)
+		return client{}, s.badDocument(id, "fetch: %v", err)
 	}
 	defer resp.Body.Close()
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); resp.StatusCode != http.StatusOK || mt != "application/json" {
-		return client{}, errUnknownClient("The client's metadata document %s answered %d %s, not 200 with JSON.", id, resp.StatusCode, resp.Header.Get("Content-Type"))
+		return client{}, s.badDocument(id, "answered %d %s, not 200 with JSON", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocument+1))
 	if err != nil || len(body) > maxDocument {
-		return client{}, errUnknownClient("The client's metadata document %s could not be read whole (at most %d bytes).", id, maxDocument)
+		return client{}, s.badDocument(id, "could not be read whole (at most %d bytes): %v", maxDocument, err)
 	}
 	var doc struct { // the fields hangar uses; the rest is the client's own
 		ClientID                string   `json:"client_id"`
@@ -115,16 +129,16 @@ func (s *Server) fetchClient(ctx context.Context, id string) (client, error) {
 		TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil {
-		return client{}, errUnknownClient("The client's metadata document %s is not valid JSON: %v.", id, err)
+		return client{}, s.badDocument(id, "not valid JSON: %v", err)
 	}
 	if doc.ClientID != id {
-		return client{}, errUnknownClient("The client's metadata document names client_id %q, not its own URL %s.", doc.ClientID, id)
+		return client{}, s.badDocument(id, "names client_id %q, not its own URL", doc.ClientID)
 	}
 	if m := doc.TokenEndpointAuthMethod; m != "" && m != "none" {
-		return client{}, errUnknownClient("The client's metadata document asks for token_endpoint_auth_method %q; hangar takes public clients only (none).", m)
+		return client{}, s.badDocument(id, "asks for token_endpoint_auth_method %q; hangar takes public clients only (none)", m)
 	}
 	if err := checkRedirectURIs(doc.RedirectURIs); err != nil {
-		return client{}, errUnknownClient("The client's metadata document %s: %s", id, err.Description)
+		return client{}, s.badDocument(id, "%s", err.Description)
 	}
 	return client{ID: id, Name: clientName(doc.ClientName, doc.RedirectURIs), RedirectURIs: doc.RedirectURIs}, nil
 }

@@ -6,9 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -453,7 +455,9 @@ func TestClientIDMetadataDocument(t *testing.T) {
 	badRedirect := srv.URL + "/bad-redirect.json"
 	docs["/bad-redirect.json"] = `{"client_id": "` + badRedirect + `", "redirect_uris": ["http://app.example/cb"]}`
 	docs["/not-json.json"] = `<html>`
-	f := newFixture(t, func(c *oauth.Config) { c.ClientIDHosts, c.HTTPClient = []string{host}, srv.Client() })
+	f := newFixture(t, func(c *oauth.Config) {
+		c.ClientIDHosts, c.HTTPClient, c.ClientIDAddrAllowed = []string{host}, srv.Client(), allowLoopback
+	})
 	_, challenge := pkce()
 	for _, c := range []struct {
 		name, clientID string
@@ -488,6 +492,91 @@ func TestClientIDMetadataDocument(t *testing.T) {
 	}
 	if status, out := f.exchange(t, "https://elsewhere.example/client.json", "hgc_x", v); status != http.StatusUnauthorized || out["error"] != "invalid_client" {
 		t.Errorf("token for a client id URL not allowed = %d %v", status, out)
+	}
+}
+
+func allowLoopback(ip netip.Addr) bool { return ip.IsLoopback() }
+
+// docServer serves one good Client ID Metadata Document over https on loopback, at /good.json,
+// and counts the requests it gets.
+func docServer(t *testing.T) (srv *httptest.Server, good string, fetches *atomic.Int32) {
+	fetches = new(atomic.Int32)
+	srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		if r.URL.Path != "/good.json" {
+			http.Error(w, "secret internal page", http.StatusTeapot)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"client_id": "`+srv.URL+`/good.json", "client_name": "Doc", "redirect_uris": ["`+redirect+`"]}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, srv.URL + "/good.json", fetches
+}
+
+// TestClientIDDocumentNotInternal: by default hangar does not connect to a loopback (or
+// private, link-local...) address to fetch a client's metadata document, even from an allowed
+// host; and what the page says of a failed fetch does not tell what the network answered.
+func TestClientIDDocumentNotInternal(t *testing.T) {
+	t.Parallel()
+	srv, good, fetches := docServer(t)
+	f := newFixture(t, func(c *oauth.Config) { c.ClientIDHosts, c.HTTPClient = []string{"*"}, srv.Client() })
+	_, challenge := pkce()
+	resp, body := f.page(t, browser(), authParams(good, challenge))
+	if resp.StatusCode != http.StatusBadRequest || fetches.Load() != 0 {
+		t.Errorf("consent page of a client id on loopback = %d after %d fetches; want 400 and no fetch\n%s", resp.StatusCode, fetches.Load(), body)
+	}
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	if !strings.Contains(body, "could not be fetched") || strings.Contains(body, "refuse") || strings.Count(body, port) > 1 {
+		t.Errorf("the page tells more than that the document could not be fetched:\n%s", body)
+	}
+	for _, c := range []struct {
+		ip   string
+		want bool
+	}{{"127.0.0.1", false}, {"10.1.2.3", false}, {"169.254.169.254", false}, {"0.0.0.0", false}, {"100.64.0.1", false},
+		{"::1", false}, {"fe80::1", false}, {"fd00::1", false}, {"::ffff:192.168.0.1", false}, {"64:ff9b::a00:1", false},
+		{"93.184.215.14", true}, {"2606:4700::1111", true}} {
+		if got := oauth.PublicAddr(netip.MustParseAddr(c.ip)); got != c.want {
+			t.Errorf("PublicAddr(%s) = %v, want %v", c.ip, got, c.want)
+		}
+	}
+}
+
+// TestClientIDDocumentErrorsSayLittle: a document answering an error is refused with the same
+// sentence as any other failure, not its status or body.
+func TestClientIDDocumentErrorsSayLittle(t *testing.T) {
+	t.Parallel()
+	srv, _, _ := docServer(t)
+	f := newFixture(t, func(c *oauth.Config) {
+		c.ClientIDHosts, c.HTTPClient, c.ClientIDAddrAllowed = []string{"*"}, srv.Client(), allowLoopback
+	})
+	_, challenge := pkce()
+	resp, body := f.page(t, browser(), authParams(srv.URL+"/internal", challenge))
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "could not be fetched") || strings.Contains(body, "418") || strings.Contains(body, "text/plain") {
+		t.Errorf("consent page = %d; want 400 saying only that the document could not be fetched\n%s", resp.StatusCode, body)
+	}
+}
+
+// TestClientIDDocumentCached: a document is fetched once for a while, not on every page load.
+func TestClientIDDocumentCached(t *testing.T) {
+	t.Parallel()
+	srv, good, fetches := docServer(t)
+	f := newFixture(t, func(c *oauth.Config) {
+		c.ClientIDHosts, c.HTTPClient, c.ClientIDAddrAllowed = []string{"*"}, srv.Client(), allowLoopback
+	})
+	_, challenge := pkce()
+	for range 3 {
+		if resp, body := f.page(t, browser(), authParams(good, challenge)); resp.StatusCode != http.StatusOK {
+			t.Fatalf("consent page = %d\n%s", resp.StatusCode, body)
+		}
+	}
+	if n := fetches.Load(); n != 1 {
+		t.Errorf("three consent pages fetched the document %d times, want 1", n)
+	}
+	f.advance(5 * time.Minute)
+	f.page(t, browser(), authParams(good, challenge))
+	if n := fetches.Load(); n != 2 {
+		t.Errorf("after 5 minutes, fetches = %d, want 2 (fetched again)", n)
 	}
 }
 

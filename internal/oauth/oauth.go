@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -50,9 +51,18 @@ type Config struct {
 	// clients register dynamically (RFC 7591).
 	ClientIDHosts []string
 	// HTTPClient fetches Client ID Metadata Documents, always over https (loopback too: tests
-	// serve documents with httptest.NewTLSServer and pass its client here). Default: a client
-	// with a 10s timeout. Redirects are never followed.
+	// serve documents with httptest.NewTLSServer and pass its client here). Its Transport must
+	// be nil or an *http.Transport: hangar uses a copy whose dialer checks every address with
+	// ClientIDAddrAllowed, and which uses no proxy. Default: a client with a 10s timeout.
+	// Redirects are never followed.
 	HTTPClient *http.Client
+	// ClientIDAddrAllowed says whether hangar may connect to an address to fetch a Client ID
+	// Metadata Document. It is asked at connect time about the address actually dialled, so
+	// a name resolving (or rebound) to an internal address is refused too. Default PublicAddr:
+	// never loopback, private, link-local, unspecified or other non-public addresses, so that
+	// whoever picks a client id URL cannot make hangar probe its own network. Tests that serve
+	// documents on loopback allow those.
+	ClientIDAddrAllowed func(netip.Addr) bool
 	// AccessTTL is how long an access token lives. Default 1h.
 	AccessTTL time.Duration
 	// RefreshTTL is how long a refresh token lives (each refresh makes a new one). Default 30
@@ -71,8 +81,10 @@ type Config struct {
 
 // Server serves the OAuth endpoints and the metadata documents.
 type Server struct {
-	cfg Config
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	fetch *http.Client // fetches Client ID Metadata Documents (fetchHTTPClient)
+	docs  docCache
 }
 
 // Paths of the endpoints, under Issuer.
@@ -100,8 +112,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("oauth issuer %q: must be an http(s) URL with no path, query or fragment", cfg.Issuer)
 	}
 	cfg.Issuer = strings.TrimSuffix(cfg.Issuer, "/")
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	if cfg.ClientIDAddrAllowed == nil {
+		cfg.ClientIDAddrAllowed = PublicAddr
+	}
+	fetch, err := fetchHTTPClient(cfg.HTTPClient, cfg.ClientIDAddrAllowed)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.AccessTTL <= 0 {
 		cfg.AccessTTL = time.Hour
@@ -121,7 +137,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Server{cfg: cfg, log: cfg.Logger}, nil
+	return &Server{cfg: cfg, log: cfg.Logger, fetch: fetch}, nil
 }
 
 // Resource is /mcp's canonical URL: the audience of every access token.
