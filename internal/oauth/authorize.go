@@ -303,8 +303,8 @@ type scopeChoice struct {
 }
 
 var scopeAbout = map[string]string{
-	"mcp":  "use hangar's MCP endpoint as you: run commands in your sandboxes, start processes",
-	"jobs": "see the jobs this access token starts",
+	"mcp":  "use hangar's MCP endpoint as you: run commands in your sandboxes, start processes, sessions and agent jobs",
+	"jobs": "hangar's jobs scope (start, watch and cancel agent jobs); it adds nothing to mcp, since the access token is good only at /mcp",
 }
 
 func (s *Server) renderConsent(w http.ResponseWriter, status int, ar authRequest, csrf string, form consentForm, problem string) {

@@ -98,7 +98,7 @@ const (
 )
 
 // The scopes a client may ask for: hangar's scopes that make sense at /mcp. mcp is needed for
-// every request there; jobs lets the session tools see the token's own jobs.
+// every request there; jobs is offered for clients that ask for it, and adds nothing at /mcp.
 var grantableScopes = []string{string(auth.ScopeMCP), string(auth.ScopeJobs)}
 
 // offlineAccess is the scope clients add to ask for refresh tokens (SEP-2207); hangar always
