@@ -580,9 +580,10 @@ func TestClientIDDocumentCached(t *testing.T) {
 	}
 }
 
-// TestExpiredAccessTokenLivesWithItsGrant: an expired access token is refused for new requests,
-// but what it opened (checked with auth.Check: streams, MCP sessions) goes on while its grant
-// stands, and ends once the grant, or the token the person consented with, is revoked.
+// TestExpiredAccessTokenLivesWithItsGrant: an expired access token is refused for new requests
+// (Authenticate, and Check, which a request checks an earlier principal with), but what it
+// opened (checked with auth.Recheck: streams, MCP sessions) goes on while its grant stands, and
+// ends once the grant, or the token the person consented with, is revoked.
 func TestExpiredAccessTokenLivesWithItsGrant(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(c *oauth.Config) { c.AccessTTL = time.Minute })
@@ -601,16 +602,72 @@ func TestExpiredAccessTokenLivesWithItsGrant(t *testing.T) {
 	if _, err := f.auth.Authenticate(ctx, first["access_token"].(string)); !errors.Is(err, auth.ErrExpired) {
 		t.Fatalf("Authenticate(expired access token) = %v, want ErrExpired", err)
 	}
-	if err := f.auth.Check(ctx, p1); err != nil {
-		t.Fatalf("Check(expired access token of a live grant) = %v, want nil", err)
+	if err := f.auth.Check(ctx, p1); !errors.Is(err, auth.ErrExpired) {
+		t.Fatalf("Check(expired access token of a live grant) = %v, want ErrExpired (a new request)", err)
+	}
+	if err := f.auth.Recheck(ctx, p1); err != nil {
+		t.Fatalf("Recheck(expired access token of a live grant) = %v, want nil", err)
 	}
 	if err := f.store.RevokeToken(ctx, f.adaID, f.clock()); err != nil { // the consent token
 		t.Fatal(err)
 	}
 	for _, p := range []auth.Principal{p1, p2} {
-		if err := f.auth.Check(ctx, p); !errors.Is(err, auth.ErrRevoked) {
-			t.Errorf("Check after the consent token's revocation = %v, want ErrRevoked", err)
+		if err := f.auth.Recheck(ctx, p); !errors.Is(err, auth.ErrRevoked) {
+			t.Errorf("Recheck after the consent token's revocation = %v, want ErrRevoked", err)
 		}
+	}
+}
+
+// TestGrantEndsWithItsRefreshTokens: once a grant has no refresh token left that is unused and
+// unexpired, its client can get no new access token, so what its expired ones opened ends.
+func TestGrantEndsWithItsRefreshTokens(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *oauth.Config) { c.AccessTTL, c.RefreshTTL = time.Minute, time.Hour })
+	ctx := context.Background()
+	client := f.register(t, "App", redirect)
+	p, err := f.auth.Authenticate(ctx, f.tokens(t, client)["access_token"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.advance(30 * time.Minute)
+	if err := f.auth.Recheck(ctx, p); err != nil {
+		t.Fatalf("Recheck with a refresh token left = %v, want nil", err)
+	}
+	f.advance(30 * time.Minute)
+	if err := f.auth.Recheck(ctx, p); !errors.Is(err, auth.ErrRevoked) {
+		t.Errorf("Recheck once the refresh token expired = %v, want ErrRevoked", err)
+	}
+}
+
+// TestRevokingConsentTokenEndsGrant: revoking the token the person consented with (as the API
+// does) revokes the grant at once, with its unexpired access tokens, and says which they are so
+// that their streams end.
+func TestRevokingConsentTokenEndsGrant(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	client := f.register(t, "App", redirect)
+	tok := f.tokens(t, client)
+	access, err := f.auth.Authenticate(ctx, tok["access_token"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ada, err := f.auth.Authenticate(ctx, f.ada)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, err := f.auth.RevokeToken(ctx, ada, f.adaID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(ended, access.TokenID) {
+		t.Errorf("RevokeToken(consent token) ended %v, want the grant's access token %s", ended, access.TokenID)
+	}
+	if _, err := f.auth.Authenticate(ctx, tok["access_token"].(string)); !errors.Is(err, auth.ErrRevoked) {
+		t.Errorf("the grant's unexpired access token after its consent token's revocation: %v, want revoked", err)
+	}
+	if gs, _ := f.store.ListOAuthGrants(ctx, ""); len(gs) != 0 {
+		t.Errorf("grants after revoking their consent token: %v", gs)
 	}
 }
 
