@@ -267,7 +267,7 @@ func (s *Server) decide(ctx context.Context, ar authRequest, token string, form 
 	}
 	// A dry run of the first access token: the same rules as any token made by this one (its
 	// scopes, binding and expiry), so a refusal shows here rather than at the token endpoint.
-	_, t, err := s.cfg.Auth.PrepareToken(ctx, p, auth.NewToken{Scopes: scopes, Sandbox: form.Sandbox, ExpiresAt: s.cfg.Now().Add(time.Minute)})
+	_, t, err := s.cfg.Auth.PrepareToken(ctx, p, auth.NewToken{Scopes: scopes, Sandbox: form.Sandbox, ExpiresAt: accessExpiry(s.cfg.Now(), time.Minute, p)})
 	if err != nil {
 		return store.OAuthGrant{}, "hangar cannot grant that: " + err.Error() + "."
 	}

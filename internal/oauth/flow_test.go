@@ -361,6 +361,33 @@ func TestRefreshExpires(t *testing.T) {
 	wantOAuthError(t, status, out, http.StatusBadRequest, "invalid_grant")
 }
 
+// TestGrantLastsToItsConsentTokensExpiry: access tokens of a grant whose consent token expires
+// sooner than AccessTTL expire with it, rather than being refused.
+func TestGrantLastsToItsConsentTokensExpiry(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *oauth.Config) { c.AccessTTL = time.Hour })
+	ctx := context.Background()
+	ada, err := f.auth.Authenticate(ctx, f.ada)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, err := f.auth.CreateToken(ctx, ada, auth.NewToken{Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}, ExpiresAt: f.clock().Add(30 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := f.register(t, "App", redirect)
+	v, c := pkce()
+	status, out := f.exchange(t, client, f.code(t, client, c, func(form url.Values) { form.Set("token", short.Secret) }), v)
+	if status != http.StatusOK || out["expires_in"] != float64(30*60) {
+		t.Fatalf("token with a consent token expiring in 30 minutes = %d %v; want 200, expiring in 1800s", status, out)
+	}
+	f.advance(29 * time.Minute)
+	status, out = f.refresh(t, client, out["refresh_token"].(string))
+	if status != http.StatusOK || out["expires_in"] != float64(60) {
+		t.Errorf("refresh a minute before the consent token expires = %d %v; want 200, expiring in 60s", status, out)
+	}
+}
+
 // TestConsentTokenRevokedEndsGrant: a grant lives no longer than the token the person signed
 // in with: once it is revoked, a refresh is refused and the grant revoked.
 func TestConsentTokenRevokedEndsGrant(t *testing.T) {

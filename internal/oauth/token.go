@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -224,7 +225,7 @@ func (s *Server) issue(ctx context.Context, g store.OAuthGrant) (tokenResponse, 
 		scopes = append(scopes, auth.Scope(sc))
 	}
 	now := s.cfg.Now()
-	c, t, err := s.cfg.Auth.PrepareToken(ctx, by, auth.NewToken{User: g.User, Scopes: scopes, Sandbox: g.Sandbox, ExpiresAt: now.Add(s.cfg.AccessTTL),
+	c, t, err := s.cfg.Auth.PrepareToken(ctx, by, auth.NewToken{User: g.User, Scopes: scopes, Sandbox: g.Sandbox, ExpiresAt: accessExpiry(now, s.cfg.AccessTTL, by),
 		Description: "OAuth: " + g.ClientName, Audience: g.Resource})
 	if err != nil {
 		if errors.Is(err, auth.ErrForbidden) || errors.Is(err, auth.ErrInvalid) || errors.Is(err, auth.ErrNoSandbox) {
@@ -241,6 +242,17 @@ func (s *Server) issue(ctx context.Context, g store.OAuthGrant) (tokenResponse, 
 	}
 	expiresIn := int64(c.Token.ExpiresAt.Sub(now).Seconds())
 	return tokenResponse{AccessToken: c.Secret, TokenType: "Bearer", ExpiresIn: expiresIn, RefreshToken: secret, Scope: strings.Join(g.Scopes, " ")}, nil
+}
+
+// accessExpiry is when an access token made now through by expires: after ttl, but no later
+// than by itself (a token may not outlive the token making it), so that a grant works to its
+// consent token's last moment rather than failing in its last ttl.
+func accessExpiry(now time.Time, ttl time.Duration, by auth.Principal) time.Time {
+	exp := now.Add(ttl)
+	if !by.ExpiresAt.IsZero() && by.ExpiresAt.Before(exp) {
+		exp = by.ExpiresAt
+	}
+	return exp
 }
 
 // revokeGrant revokes a grant and ends its tokens' streams; a failure is logged (the callers
