@@ -9,7 +9,9 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -50,13 +52,13 @@ func (s *Server) lookupClient(ctx context.Context, id string) (client, error) {
 			return client{}, errUnknownClient("The client id is not a valid URL.")
 		}
 		if err := s.clientIDAllowed(u); err != nil {
-			return client{}, errUnknownClient("The client id %s cannot be used: %v.", id, err)
+			return client{}, errUnknownClient("The client id URL cannot be used: %v.", err)
 		}
 		return s.cachedClient(ctx, id)
 	}
 	c, err := s.cfg.Store.GetOAuthClient(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return client{}, errUnknownClient("The client %q is not registered here; register it at %s.", id, s.cfg.Issuer+RegisterPath)
+		return client{}, errUnknownClient("The client id is not one registered here; register at %s.", s.cfg.Issuer+RegisterPath)
 	}
 	if err != nil {
 		return client{}, err
@@ -83,7 +85,7 @@ func (s *Server) clientIDAllowed(u *url.URL) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%s is not among the hosts hangar accepts client id URLs from (HANGAR_OAUTH_CLIENT_ID_HOSTS)", u.Host)
+	return errors.New("its host is not among those hangar accepts client id URLs from (HANGAR_OAUTH_CLIENT_ID_HOSTS)")
 }
 
 // errBadDocument is what the person (and the client) is told when a Client ID Metadata
@@ -91,7 +93,7 @@ func (s *Server) clientIDAllowed(u *url.URL) error {
 // the document holds) would tell whoever chose the URL about the network hangar runs in, so
 // it goes to the log only.
 func errBadDocument(id string) *oauthError {
-	return errUnknownClient("The client's metadata document could not be fetched, or is not one hangar can use; the server log says why (client id %s).", id)
+	return errUnknownClient("The client's metadata document could not be fetched, or is not one hangar can use; the server log says why.")
 }
 
 // badDocument logs why the document at id cannot be used and returns errBadDocument.
@@ -165,20 +167,38 @@ func checkRedirectURIs(uris []string) *oauthError {
 	if len(uris) == 0 || len(uris) > maxRedirectURIs {
 		return &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri", Description: fmt.Sprintf("Give 1 to %d redirect_uris.", maxRedirectURIs)}
 	}
-	for _, s := range uris {
+	bad := func(i int, why string) *oauthError {
+		return &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri", Description: fmt.Sprintf("redirect_uris[%d] %s.", i, why)}
+	}
+	for i, s := range uris {
 		u, err := url.Parse(s)
 		switch {
 		case err != nil || len(s) > maxURILen || u.Host == "":
-			return &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri", Description: fmt.Sprintf("The redirect URI %q is not an absolute URL.", s)}
+			return bad(i, "is not an absolute URL")
 		case u.Fragment != "" || strings.Contains(s, "#"):
-			return &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri", Description: fmt.Sprintf("The redirect URI %q has a fragment.", s)}
+			return bad(i, "has a fragment")
+		case !validHost(u.Hostname()):
+			return bad(i, "has a host that is neither a DNS name nor an IP address")
 		case u.Scheme == "https":
 		case u.Scheme == "http" && isLoopback(u.Hostname()):
 		default:
-			return &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri", Description: fmt.Sprintf("The redirect URI %q must be https, or http on a loopback address.", s)}
+			return bad(i, "must be https, or http on a loopback address")
 		}
 	}
 	return nil
+}
+
+// dnsName is a host name: dot-separated labels of letters, digits and inner hyphens (RFC 1123
+// §2.1), perhaps with the root's trailing dot.
+var dnsName = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$`)
+
+// validHost reports whether host (a URL's Hostname) is a DNS name or an IP address (without
+// an IPv6 zone), and nothing a browser or a log could read otherwise.
+func validHost(host string) bool {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.Zone() == ""
+	}
+	return len(host) <= 253 && dnsName.MatchString(host)
 }
 
 func isLoopback(host string) bool {
@@ -203,7 +223,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	var meta oauthex.ClientRegistrationMetadata
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxForm))
 	if err := dec.Decode(&meta); err != nil {
-		s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "The body must be the client's metadata as JSON: %v.", err))
+		s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "The body must be the client's metadata as JSON (RFC 7591)."))
 		return
 	}
 	if err := checkRedirectURIs(meta.RedirectURIs); err != nil {
@@ -216,23 +236,23 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		for _, u := range meta.RedirectURIs {
 			if !strings.HasPrefix(u, "https://") {
 				s.writeOAuthError(w, r, &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri",
-					Description: fmt.Sprintf("A web application's redirect URIs must be https; %q is not (a native application's may be http on a loopback address).", u)})
+					Description: "A web application's redirect URIs must be https (a native application's may be http on a loopback address)."})
 				return
 			}
 		}
 	default:
-		s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "application_type must be web or native, not %q.", meta.ApplicationType))
+		s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "application_type must be web or native."))
 		return
 	}
 	for _, g := range meta.GrantTypes {
 		if g != "authorization_code" && g != "refresh_token" {
-			s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "The grant type %q is not offered; hangar offers authorization_code and refresh_token.", g))
+			s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "A grant type asked for is not offered; hangar offers authorization_code and refresh_token."))
 			return
 		}
 	}
 	for _, t := range meta.ResponseTypes {
 		if t != "code" {
-			s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "The response type %q is not offered; hangar offers code.", t))
+			s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "A response type asked for is not offered; hangar offers code."))
 			return
 		}
 	}

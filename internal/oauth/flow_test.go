@@ -2,12 +2,16 @@ package oauth_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"github.com/hangar-dev/hangar/internal/store"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -768,5 +772,108 @@ func TestCORS(t *testing.T) {
 	resp, _ := f.page(t, browser(), authParams(f.register(t, "App", redirect), challenge))
 	if resp.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Error("the consent page allows other origins")
+	}
+}
+
+// nqschar is error_description's character set (RFC 6749 §5.2).
+var nqschar = regexp.MustCompile(`^[\x20\x21\x23-\x5B\x5D-\x7E]*$`)
+
+// TestErrorDescriptions: no error_description holds a character outside its set (a " above
+// all) nor repeats what the request said.
+func TestErrorDescriptions(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	client := f.register(t, "App", redirect)
+	const evil = `EVIL"\`
+	check := func(what string, status int, out map[string]any) {
+		t.Helper()
+		d, _ := out["error_description"].(string)
+		if status < 400 || d == "" || !nqschar.MatchString(d) || strings.Contains(d, "EVIL") {
+			t.Errorf("%s = %d %v; want an error whose description is in NQSCHAR and does not echo the request", what, status, out)
+		}
+	}
+	for _, body := range []string{
+		`{"redirect_uris": ["https://app\"EVIL.example/cb"]}`,
+		`{"redirect_uris": ["javascript:EVIL"]}`,
+		`{"redirect_uris": ["http://EVIL.example/cb"]}`,
+		`{"redirect_uris": ["https://app.example/cb"], "application_type": "EVIL\""}`,
+		`{"redirect_uris": ["https://app.example/cb"], "grant_types": ["EVIL\""]}`,
+		`{"redirect_uris": ["https://app.example/cb"], "response_types": ["EVIL\""]}`,
+		`{"redirect_uris": ["https://app.example/cb"], "application_type": "web", "EVIL": 1, "redirect_uris": ["http://127.0.0.1/EVIL"]}`,
+		`EVIL"`,
+	} {
+		resp, err := http.Post(f.url+"/oauth/register", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, out := decode(t, resp)
+		check("register "+body, status, out)
+	}
+	for _, form := range []url.Values{
+		{"client_id": {evil}, "grant_type": {"authorization_code"}},
+		{"client_id": {"https://" + evil + ".example/c.json"}, "grant_type": {"authorization_code"}},
+		{"client_id": {client}, "grant_type": {evil}},
+		{"client_id": {client}, "grant_type": {"authorization_code"}, "resource": {"https://" + evil}},
+		{"client_id": {client}, "grant_type": {"authorization_code"}, evil: {"1", "2"}},
+	} {
+		status, out := f.post(t, "/oauth/token", form)
+		check("token "+form.Encode(), status, out)
+	}
+	status, out := f.post(t, "/oauth/revoke", url.Values{"client_id": {client}, "token": {"x"}, "token_type_hint": {evil}})
+	check("revoke with a bad hint", status, out)
+	status, out = f.refresh(t, client, f.tokens(t, client)["refresh_token"].(string))
+	if status != http.StatusOK {
+		t.Fatalf("refresh = %d %v", status, out)
+	}
+	status, out = f.post(t, "/oauth/token", url.Values{"grant_type": {"refresh_token"}, "client_id": {client}, "refresh_token": {out["refresh_token"].(string)}, "scope": {"mcp " + evil}})
+	check("refresh with a scope not granted", status, out)
+}
+
+// TestRedirectURIHosts: a redirect URI's host must be a DNS name or an IP address.
+func TestRedirectURIHosts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	for uri, ok := range map[string]bool{
+		"https://app.example/cb": true, "https://app.example.:8443/cb": true, "https://[2001:db8::1]/cb": true, "http://127.0.0.1:9/cb": true,
+		"https://a;b.example/cb": false, "https://a,b.example/cb": false, "https://a'b.example/cb": false, "https://a_b.example/cb": false,
+		"https://-app.example/cb": false, "https://app..example/cb": false, "https://a%20b.example/cb": false, "https://[fe80::1%25eth0]/cb": false,
+	} {
+		body, _ := json.Marshal(map[string]any{"redirect_uris": []string{uri}})
+		resp, err := http.Post(f.url+"/oauth/register", "application/json", strings.NewReader(string(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, out := decode(t, resp)
+		if (status == http.StatusCreated) != ok {
+			t.Errorf("register %s = %d %v; want accepted %v", uri, status, out, ok)
+		}
+	}
+}
+
+// failingStore fails every token lookup by secret, with a cause that must stay in the log.
+type failingStore struct{ store.Store }
+
+func (failingStore) TokenByHash(context.Context, string) (store.Token, error) {
+	return store.Token{}, errors.New("pq: relation tokens_SECRETDETAIL does not exist")
+}
+
+// TestConsentPageHidesStoreErrors: a failure inside hangar while signing the person in is
+// shown as a generic sentence; its cause goes to the log only.
+func TestConsentPageHidesStoreErrors(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *oauth.Config) {
+		a, err := auth.New(context.Background(), auth.Config{Store: failingStore{c.Store}, Now: c.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Auth = a
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	})
+	client := f.register(t, "App", redirect)
+	_, challenge := pkce()
+	b := browser()
+	resp, body := f.submit(t, b, f.consentForm(t, b, authParams(client, challenge)), nil)
+	if resp.StatusCode == http.StatusSeeOther || strings.Contains(body, "SECRETDETAIL") || !strings.Contains(body, "Something went wrong inside hangar") {
+		t.Errorf("consent with a failing store = %d; want the page with a generic sentence, not the cause\n%s", resp.StatusCode, body)
 	}
 }

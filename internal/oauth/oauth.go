@@ -249,10 +249,27 @@ func (s *Server) writeOAuthError(w http.ResponseWriter, r *http.Request, err err
 		s.log.Error("oauth request failed", "path", r.URL.Path, "err", err)
 		oe = &oauthError{status: http.StatusInternalServerError, Code: "server_error", Description: "Something went wrong inside hangar; the server log has the details."}
 	}
+	oe = &oauthError{status: oe.status, Code: oe.Code, Description: nqschar(oe.Description)}
 	if oe.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Basic realm="hangar"`) // RFC 6749 §5.2 for invalid_client
 	}
 	writeJSON(w, oe.status, oe)
+}
+
+// nqschar makes s fit error_description's character set (RFC 6749 §5.2: printable ASCII but
+// " and \), should a sentence carry one from an error it quotes.
+func nqschar(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '"':
+			return '\''
+		case r == '\\':
+			return '/'
+		case r < 0x20 || r > 0x7e:
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 // newSecret returns a random secret with prefix: 32 random bytes, base64url.
@@ -283,11 +300,11 @@ const maxForm = 64 << 10
 func parseForm(w http.ResponseWriter, r *http.Request) (url.Values, *oauthError) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	if err := r.ParseForm(); err != nil {
-		return nil, badRequest("invalid_request", "The body must be a form (application/x-www-form-urlencoded): %v.", err)
+		return nil, badRequest("invalid_request", "The body must be a form (application/x-www-form-urlencoded).")
 	}
-	for k, v := range r.PostForm {
+	for _, v := range r.PostForm {
 		if len(v) > 1 {
-			return nil, badRequest("invalid_request", "The parameter %s is given more than once.", k)
+			return nil, badRequest("invalid_request", "A parameter is given more than once.")
 		}
 	}
 	return r.PostForm, nil

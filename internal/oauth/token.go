@@ -53,7 +53,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if res := form.Get("resource"); res != "" && res != s.Resource() {
-		s.writeOAuthError(w, r, badRequest("invalid_target", "The resource %q is not this server's; it is %s.", res, s.Resource()))
+		s.writeOAuthError(w, r, badRequest("invalid_target", "The resource is not this server's; it is %s.", s.Resource()))
 		return
 	}
 	var (
@@ -68,7 +68,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	case "":
 		err = badRequest("invalid_request", "grant_type is missing.")
 	default:
-		err = badRequest("unsupported_grant_type", "The grant type %q is not offered; hangar offers authorization_code and refresh_token.", gt)
+		err = badRequest("unsupported_grant_type", "The grant type is not offered; hangar offers authorization_code and refresh_token.")
 	}
 	if err != nil {
 		s.writeOAuthError(w, r, err)
@@ -101,10 +101,10 @@ func (s *Server) knownClient(ctx context.Context, id string) error {
 	if strings.HasPrefix(id, "https://") || strings.HasPrefix(id, "http://") {
 		u, err := url.Parse(id)
 		if err != nil {
-			return errUnknownClient("The client id %q is not a valid URL.", id)
+			return errUnknownClient("The client id is not a valid URL.")
 		}
 		if err := s.clientIDAllowed(u); err != nil {
-			return errUnknownClient("The client id %s cannot be used: %v.", id, err)
+			return errUnknownClient("The client id URL cannot be used: %v.", err)
 		}
 		return nil
 	}
@@ -200,7 +200,7 @@ func (s *Server) refresh(ctx context.Context, clientID string, form url.Values) 
 	if sc := strings.Fields(form.Get("scope")); len(sc) > 0 {
 		for _, x := range sc {
 			if x != offlineAccess && !slices.Contains(g.Scopes, x) {
-				return tokenResponse{}, badRequest("invalid_scope", "The scope %q was not granted.", x)
+				return tokenResponse{}, badRequest("invalid_scope", "A scope asked for was not granted.")
 			}
 		}
 	}
@@ -290,7 +290,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	switch hint := form.Get("token_type_hint"); hint {
 	case "", "access_token", "refresh_token":
 	default:
-		s.writeOAuthError(w, r, badRequest("unsupported_token_type", "token_type_hint %q is not one hangar issues (access_token, refresh_token).", hint))
+		s.writeOAuthError(w, r, badRequest("unsupported_token_type", "token_type_hint is not one hangar issues (access_token, refresh_token)."))
 		return
 	}
 	if err := s.revokeToken(r.Context(), clientID, tok); err != nil {
