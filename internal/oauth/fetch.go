@@ -57,7 +57,7 @@ func PublicAddr(ip netip.Addr) bool {
 	return true
 }
 
-// fetchClient makes the client that fetches Client ID Metadata Documents from base (nil: a
+// fetchHTTPClient makes the client that fetches Client ID Metadata Documents from base (nil: a
 // 10s timeout): its transport connects only to addresses allowed says yes to, checked on the
 // address actually dialled (so a host name that resolves, or is rebound, to an internal
 // address is refused too), through no proxy, and it follows no redirect.

@@ -6,9 +6,12 @@
 // only) for an access token and a refresh token.
 //
 // An access token is an ordinary hangar token (internal/auth): its user is the person who
-// consented, its scopes and sandbox binding what they chose, its audience /mcp (RFC 8707), its
-// expiry AccessTTL and its description the client's name. Revoking it, or its grant, ends its
-// streams like any token's. Refresh tokens rotate on each use; one used twice revokes its whole
+// consented, its scopes and sandbox binding what they chose, its audience /mcp (RFC 8707: it is
+// good nowhere else, not under /api), its expiry AccessTTL (or the expiry of the token the
+// person consented with, if sooner) and its description the client's name. Revoking it, its
+// grant, or the token the person consented with ends its streams like any token's. Errors of
+// an authorization request are shown on hangar's consent page, never redirected to the client
+// (RFC 9700 §4.11.2): the person is sent back only after allowing or denying. Refresh tokens rotate on each use; one used twice revokes its whole
 // grant. Codes and refresh tokens are kept only as hashes.
 package oauth
 
