@@ -192,7 +192,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	streams := stream.New(stream.Config{
 		MaxPerToken: cfg.Stream.MaxPerToken, MaxTotal: cfg.Stream.MaxTotal, BytesPerSecond: cfg.Stream.BytesPerSecond,
 		MaxBytes: cfg.Stream.MaxBytes, MaxLifetime: time.Duration(cfg.Stream.MaxHours) * time.Hour,
-		Recheck: time.Duration(cfg.Stream.RecheckSeconds) * time.Second, QueueBytes: cfg.Stream.QueueBytes, Check: authn.Check,
+		Recheck: time.Duration(cfg.Stream.RecheckSeconds) * time.Second, QueueBytes: cfg.Stream.QueueBytes, Check: authn.Recheck,
 		Registerer: reg, Tracer: tracer, Logger: log, Clock: clock, Announce: rp.announce(), Shared: rp.shared(),
 	})
 	rechecks, stopRechecks := context.WithCancel(context.WithoutCancel(ctx))

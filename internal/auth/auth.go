@@ -136,39 +136,52 @@ func principal(t store.Token) Principal {
 
 // Check reports whether p's token is still valid: nil, or ErrRevoked, ErrExpired or
 // ErrUnknownToken (a static token whose line was removed). It is one lookup by primary key, cheap
-// enough for the stream registry to call for every open stream every few seconds.
-//
-// An OAuth access token's expiry bounds the requests made with it (Authenticate), not what it
-// opened: its client refreshes it every hour or so and carries on in the same MCP session and
-// streams, so once it has expired Check asks its grant instead (checkGrant). Revoking the token
-// or the grant ends them at once.
+// enough for the stream registry to call for every open stream every few seconds. It is what a
+// new request made with p must pass; for what p already opened, see Recheck.
 func (a *Authenticator) Check(ctx context.Context, p Principal) error {
-	now := a.now()
-	if p.Static {
-		if _, ok, err := a.static.byID(p.TokenID, now); !ok {
-			if err != nil {
-				a.log.Error("tokens file", "err", err)
-			}
-			return ErrRevoked
-		}
-		return nil
-	}
-	t, err := a.store.TokenByID(ctx, p.TokenID)
-	if errors.Is(err, store.ErrNotFound) {
-		return ErrUnknownToken
-	}
-	if err != nil {
-		return fmt.Errorf("look up token %s: %w", p.TokenID, err)
-	}
-	err = usable(t, now)
+	_, err := a.check(ctx, p)
+	return err
+}
+
+// Recheck is Check for what p already opened (streams, MCP sessions), never for a new request.
+// An OAuth access token's expiry bounds the requests made with it, not what it opened: its
+// client refreshes it every hour or so and carries on in the same MCP session and streams, so
+// once it has expired Recheck asks its grant instead (checkGrant). Revoking the token or the
+// grant ends them at once.
+func (a *Authenticator) Recheck(ctx context.Context, p Principal) error {
+	t, err := a.check(ctx, p)
 	if errors.Is(err, ErrExpired) && t.Grant != "" {
 		return a.checkGrant(ctx, t.Grant)
 	}
 	return err
 }
 
-// checkGrant reports whether an OAuth grant still stands: not revoked, and the token the
-// person consented with still valid (else ErrRevoked).
+// check is Check, with the stored token when there is one.
+func (a *Authenticator) check(ctx context.Context, p Principal) (store.Token, error) {
+	now := a.now()
+	if p.Static {
+		if _, ok, err := a.static.byID(p.TokenID, now); !ok {
+			if err != nil {
+				a.log.Error("tokens file", "err", err)
+			}
+			return store.Token{}, ErrRevoked
+		}
+		return store.Token{}, nil
+	}
+	t, err := a.store.TokenByID(ctx, p.TokenID)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Token{}, ErrUnknownToken
+	}
+	if err != nil {
+		return store.Token{}, fmt.Errorf("look up token %s: %w", p.TokenID, err)
+	}
+	return t, usable(t, a.now())
+}
+
+// checkGrant reports whether an OAuth grant still stands (else ErrRevoked): not revoked, the
+// token the person consented with still valid, and a refresh token left that is neither used
+// nor expired (without one the client can never get another access token, so the grant is
+// over).
 func (a *Authenticator) checkGrant(ctx context.Context, id string) error {
 	g, err := a.store.GetOAuthGrant(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
@@ -185,6 +198,13 @@ func (a *Authenticator) checkGrant(ctx context.Context, id string) error {
 			return ErrRevoked
 		}
 		return err
+	}
+	ok, err := a.store.OAuthGrantRefreshable(ctx, id, a.now())
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrRevoked
 	}
 	return nil
 }
@@ -454,29 +474,62 @@ func (a *Authenticator) ListTokens(ctx context.Context, by Principal) ([]TokenIn
 	return out, nil
 }
 
-// RevokeToken revokes the token id, which must be by's own (its user's) or by must be an admin.
-// The token is refused from the next request on, and streams it holds end at the next recheck.
-func (a *Authenticator) RevokeToken(ctx context.Context, by Principal, id string) error {
+// RevokeToken revokes the token id, which must be by's own (its user's) or by must be an admin,
+// and the OAuth grants the token consented to (a grant acts through the token the person signed
+// in with): it returns the ids of those grants' access tokens, revoked with it. The tokens are
+// refused from the next request on, and the streams they hold end at the next recheck (or at
+// once, if the caller ends them: stream.Registry.EndToken).
+func (a *Authenticator) RevokeToken(ctx context.Context, by Principal, id string) ([]string, error) {
 	if p, ok, _ := a.static.byID(id, a.now()); ok && visibleToken(by, p.User, p.Sandbox) {
-		return fmt.Errorf("%w: %s comes from the tokens file; remove its line there to revoke it", ErrStatic, id)
+		return nil, fmt.Errorf("%w: %s comes from the tokens file; remove its line there to revoke it", ErrStatic, id)
 	}
 	if !by.IsAdmin() && !by.Has(ScopeUser) {
-		return fmt.Errorf("%w: revoking tokens needs the admin or user scope", ErrForbidden)
+		return nil, fmt.Errorf("%w: revoking tokens needs the admin or user scope", ErrForbidden)
 	}
 	t, err := a.store.TokenByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !t.RevokedAt.IsZero()) || (err == nil && !visibleToken(by, t.User, t.Sandbox)) {
-		return fmt.Errorf("%w: %s", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
-		return err
+		return nil, err
+	}
+	// The grants first: if this fails, the token still stands and the call can be repeated.
+	ended, err := a.revokeConsented(ctx, t)
+	if err != nil {
+		return nil, err
 	}
 	if err := a.store.RevokeToken(ctx, id, a.now()); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("%w: %s", ErrNotFound, id)
+			return ended, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
-		return err
+		return ended, err
 	}
-	return nil
+	return ended, nil
+}
+
+// revokeConsented revokes the OAuth grants not yet revoked that t consented to, and returns the
+// ids of the access tokens it revoked with them.
+func (a *Authenticator) revokeConsented(ctx context.Context, t store.Token) ([]string, error) {
+	user := t.User
+	if slices.Contains(t.Scopes, string(ScopeAdmin)) {
+		user = "" // an admin's consent may make a grant of another user (a sandbox's owner)
+	}
+	gs, err := a.store.ListOAuthGrants(ctx, user)
+	if err != nil {
+		return nil, fmt.Errorf("list the grants of token %s: %w", t.ID, err)
+	}
+	var ended []string
+	for _, g := range gs {
+		if g.ConsentToken != t.ID {
+			continue
+		}
+		ids, err := a.store.RevokeOAuthGrant(ctx, g.ID, a.now())
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return ended, fmt.Errorf("revoke grant %s: %w", g.ID, err)
+		}
+		ended = append(ended, ids...)
+	}
+	return ended, nil
 }
 
 // Bootstrap makes the first admin token when the store has never held one, and returns its

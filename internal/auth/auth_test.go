@@ -95,7 +95,7 @@ func TestAuthenticateRefusals(t *testing.T) {
 	ctx := context.Background()
 	expiring, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser}, ExpiresAt: f.clock.t.Add(time.Hour)})
 	revoked, _ := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser}})
-	if err := f.a.RevokeToken(ctx, f.admin, revoked.Token.ID); err != nil {
+	if _, err := f.a.RevokeToken(ctx, f.admin, revoked.Token.ID); err != nil {
 		t.Fatalf("RevokeToken: %v", err)
 	}
 	f.clock.t = f.clock.t.Add(time.Hour)
@@ -248,13 +248,13 @@ func TestListAndRevoke(t *testing.T) {
 	if got := ids(f.admin); !got[adaTok.Token.ID] || !got[bobTok.Token.ID] || !got[f.admin.TokenID] {
 		t.Errorf("admin lists %v, want every token", got)
 	}
-	if err := f.a.RevokeToken(ctx, ada, bobTok.Token.ID); !errors.Is(err, auth.ErrNotFound) {
+	if _, err := f.a.RevokeToken(ctx, ada, bobTok.Token.ID); !errors.Is(err, auth.ErrNotFound) {
 		t.Errorf("ada revoking bob's token: %v, want ErrNotFound", err)
 	}
 	if err := f.a.Check(ctx, bob); err != nil {
 		t.Errorf("Check(bob) before revoking = %v", err)
 	}
-	if err := f.a.RevokeToken(ctx, bob, bobTok.Token.ID); err != nil {
+	if _, err := f.a.RevokeToken(ctx, bob, bobTok.Token.ID); err != nil {
 		t.Fatalf("bob revoking his own token: %v", err)
 	}
 	if err := f.a.Check(ctx, bob); !errors.Is(err, auth.ErrRevoked) {
@@ -263,7 +263,7 @@ func TestListAndRevoke(t *testing.T) {
 	if _, err := f.a.Authenticate(ctx, bobTok.Secret); !errors.Is(err, auth.ErrRevoked) {
 		t.Errorf("Authenticate(bob) after revoking = %v, want ErrRevoked", err)
 	}
-	if err := f.a.RevokeToken(ctx, f.admin, bobTok.Token.ID); !errors.Is(err, auth.ErrNotFound) {
+	if _, err := f.a.RevokeToken(ctx, f.admin, bobTok.Token.ID); !errors.Is(err, auth.ErrNotFound) {
 		t.Errorf("revoking twice: %v, want ErrNotFound", err)
 	}
 }
@@ -302,7 +302,7 @@ func TestStaticTokens(t *testing.T) {
 	if !p.Static || p.User != "ci" || p.Sandbox != "box" || !p.Has(auth.ScopeMCP) {
 		t.Fatalf("static principal = %+v", p)
 	}
-	if err := f.a.RevokeToken(ctx, f.admin, p.TokenID); !errors.Is(err, auth.ErrStatic) {
+	if _, err := f.a.RevokeToken(ctx, f.admin, p.TokenID); !errors.Is(err, auth.ErrStatic) {
 		t.Errorf("revoking a static token = %v, want ErrStatic", err)
 	}
 	// Removing its line revokes it once the file is reread (at most a second later).
@@ -369,17 +369,17 @@ func TestNarrowTokensSeeLittle(t *testing.T) {
 		t.Errorf("the agent's token lists %d tokens, want its own and its sibling", len(ts))
 	}
 	for _, id := range []string{person.Token.ID, other.Token.ID} {
-		if err := f.a.RevokeToken(ctx, agent, id); !errors.Is(err, auth.ErrNotFound) {
+		if _, err := f.a.RevokeToken(ctx, agent, id); !errors.Is(err, auth.ErrNotFound) {
 			t.Errorf("the agent revoking %s: %v, want ErrNotFound", id, err)
 		}
 	}
-	if err := f.a.RevokeToken(ctx, agent, sibling.Token.ID); err != nil {
+	if _, err := f.a.RevokeToken(ctx, agent, sibling.Token.ID); err != nil {
 		t.Errorf("the agent revoking a token of its own sandbox: %v", err)
 	}
 	if _, err := f.a.ListTokens(ctx, mcpOnly); !errors.Is(err, auth.ErrForbidden) {
 		t.Errorf("an mcp-only token listing tokens: %v, want ErrForbidden", err)
 	}
-	if err := f.a.RevokeToken(ctx, mcpOnly, person.Token.ID); !errors.Is(err, auth.ErrForbidden) {
+	if _, err := f.a.RevokeToken(ctx, mcpOnly, person.Token.ID); !errors.Is(err, auth.ErrForbidden) {
 		t.Errorf("an mcp-only token revoking: %v, want ErrForbidden", err)
 	}
 }

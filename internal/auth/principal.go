@@ -73,6 +73,9 @@ var (
 	ErrUnknownToken = errors.New("unknown token")
 	// ErrRevoked means the token was revoked.
 	ErrRevoked = errors.New("token revoked")
+	// ErrAudience means the token was issued for one resource (RFC 8707: an OAuth access token,
+	// for /mcp) and is presented at another.
+	ErrAudience = errors.New("token issued for another resource")
 	// ErrExpired means the token's expiry has passed.
 	ErrExpired = errors.New("token expired")
 	// ErrForbidden means the token is valid but its scopes or binding do not allow the action.

@@ -72,7 +72,8 @@ type Config struct {
 	// Recheck is how often Run checks that the tokens holding sessions are still valid.
 	// Default 5s.
 	Recheck time.Duration
-	// Check says whether a token is still valid. Default Auth.Check.
+	// Check says whether a token holding a session is still valid (its recheck, not a new
+	// request). Default Auth.Recheck.
 	Check func(ctx context.Context, p auth.Principal) error
 	// Clock times Run's rechecks and paces subscriptions' notifications. Default the real
 	// clock.
@@ -165,7 +166,7 @@ func New(cfg Config) *Handler {
 		cfg.Recheck = 5 * time.Second
 	}
 	if cfg.Check == nil {
-		cfg.Check = cfg.Auth.Check
+		cfg.Check = cfg.Auth.Recheck
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = quartz.NewReal()

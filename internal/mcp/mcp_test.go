@@ -113,7 +113,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		o.maxPerToken = 4
 	}
 	reg := prometheus.NewRegistry()
-	e.streams = stream.New(stream.Config{MaxPerToken: o.maxPerToken, MaxBytes: o.maxBytes, Check: a.Check, Recheck: 200 * time.Millisecond, Registerer: reg})
+	e.streams = stream.New(stream.Config{MaxPerToken: o.maxPerToken, MaxBytes: o.maxBytes, Check: a.Recheck, Recheck: 200 * time.Millisecond, Registerer: reg})
 	rechecks, stopRechecks := context.WithCancel(context.Background())
 	recheckDone := make(chan struct{})
 	go func() { e.streams.Run(rechecks); close(recheckDone) }()

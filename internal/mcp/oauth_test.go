@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -107,7 +108,8 @@ func TestOAuthClientStreamsUntilGrantRevoked(t *testing.T) {
 	docURL = doc.URL + "/client.json"
 	docHost := strings.TrimPrefix(doc.URL, "https://")
 	e := newEnv(t, envOptions{oauth: func(c *oauth.Config) {
-		c.ClientIDHosts, c.HTTPClient = []string{docHost}, doc.Client()
+		// The document is served on loopback, which hangar refuses to fetch from by default.
+		c.ClientIDHosts, c.HTTPClient, c.ClientIDAddrAllowed = []string{docHost}, doc.Client(), func(ip netip.Addr) bool { return ip.IsLoopback() }
 	}})
 	_, ada := e.newToken(t, `{"user": "ada", "scopes": ["user", "mcp"]}`)
 	e.sandbox(t, ada, "box", "")

@@ -44,7 +44,8 @@ var pkceChallenge = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
 var authParams = []string{"response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method", "resource"}
 
 // parseAuthRequest checks an authorization request's parameters. A *pageError means the
-// person is told on hangar's page; an *oauthError goes back to the client's redirect URI.
+// client or its redirect URI cannot be trusted; an *oauthError is any other bad request. Both
+// are shown on hangar's own page (see requestError).
 func (s *Server) parseAuthRequest(ctx context.Context, q url.Values) (authRequest, *pageError, *oauthError) {
 	for _, k := range authParams {
 		if len(q[k]) > 1 {
@@ -56,7 +57,7 @@ func (s *Server) parseAuthRequest(ctx context.Context, q url.Values) (authReques
 		var oe *oauthError
 		if !errors.As(err, &oe) {
 			s.log.Error("look up oauth client", "err", err)
-			return authRequest{}, &pageError{http.StatusInternalServerError, "Something went wrong inside hangar; the server log has the details."}, nil
+			return authRequest{}, &pageError{http.StatusInternalServerError, somethingWrong}, nil
 		}
 		return authRequest{}, &pageError{http.StatusBadRequest, "This application cannot sign in to hangar: " + oe.Description}, nil
 	}
@@ -82,7 +83,7 @@ func (s *Server) parseAuthRequest(ctx context.Context, q url.Values) (authReques
 	if ar.resource == "" {
 		ar.resource = s.Resource()
 	} else if ar.resource != s.Resource() {
-		return ar, nil, badRequest("invalid_target", "The resource %q is not this server's; it is %s.", ar.resource, s.Resource())
+		return ar, nil, badRequest("invalid_target", "The resource is not this server's; it is %s.", s.Resource())
 	}
 	scopes, oe := requestedScopes(q.Get("scope"))
 	if oe != nil {
@@ -100,7 +101,7 @@ func requestedScopes(param string) ([]string, *oauthError) {
 		switch {
 		case sc == offlineAccess:
 		case !slices.Contains(grantableScopes, sc):
-			return nil, badRequest("invalid_scope", "The scope %q is not offered; hangar offers %s (and offline_access).", sc, strings.Join(grantableScopes, ", "))
+			return nil, badRequest("invalid_scope", "A scope asked for is not offered; hangar offers %s (and offline_access).", strings.Join(grantableScopes, ", "))
 		case !slices.Contains(out, sc):
 			out = append(out, sc)
 		}
@@ -108,9 +109,19 @@ func requestedScopes(param string) ([]string, *oauthError) {
 	return out, nil
 }
 
+// requestError shows a bad authorization request (an *oauthError of parseAuthRequest) on
+// hangar's own page rather than at the client's redirect URI. Every client of hangar registers
+// itself (RFC 7591, open to anyone) or publishes its own metadata document, so its redirect URI
+// proves nothing about it: sending errors there unasked would make hangar an open redirector
+// (RFC 9700 §4.11.2). The person is sent to the redirect URI only after acting on the consent
+// page (allow, or deny).
+func (s *Server) requestError(w http.ResponseWriter, ar authRequest, oe *oauthError) {
+	s.renderError(w, &pageError{http.StatusBadRequest, fmt.Sprintf("The request of the application %s is not valid (%s): %s Tell its makers; hangar does not send you back to it.", ar.client.Name, oe.Code, oe.Description)})
+}
+
 // redirectError sends an error back to the client (RFC 6749 §4.1.2.1, with RFC 9207's iss).
 func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, ar authRequest, oe *oauthError) {
-	v := url.Values{"error": {oe.Code}, "error_description": {oe.Description}}
+	v := url.Values{"error": {oe.Code}, "error_description": {nqschar(oe.Description)}}
 	s.redirect(w, r, ar, v)
 }
 
@@ -136,7 +147,7 @@ func (s *Server) authorizePage(w http.ResponseWriter, r *http.Request) {
 	case pe != nil:
 		s.renderError(w, pe)
 	case oe != nil:
-		s.redirectError(w, r, ar, oe)
+		s.requestError(w, ar, oe)
 	default:
 		// One value per browser, kept while it is there, so that two consent pages open at
 		// once (two clients, two tabs) both work.
@@ -192,7 +203,7 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		s.renderError(w, pe)
 		return
 	case oe != nil:
-		s.redirectError(w, r, ar, oe)
+		s.requestError(w, ar, oe)
 		return
 	}
 	if r.PostForm.Get("action") != "allow" {
@@ -214,7 +225,7 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 	c := store.OAuthCode{Hash: hash(code), RedirectURI: redirectURI, CodeChallenge: ar.challenge, ExpiresAt: s.cfg.Now().Add(s.cfg.CodeTTL)}
 	if err := s.cfg.Store.CreateOAuthGrant(r.Context(), g, c); err != nil {
 		s.log.Error("store oauth grant", "err", err)
-		s.renderError(w, &pageError{http.StatusInternalServerError, "Something went wrong inside hangar; the server log has the details."})
+		s.renderError(w, &pageError{http.StatusInternalServerError, somethingWrong})
 		return
 	}
 	// Each new grant sweeps the codes and refresh tokens that have expired, so that they do not
@@ -237,12 +248,19 @@ func (s *Server) sameOrigin(r *http.Request) bool {
 	return origin == "" || origin == s.cfg.Issuer
 }
 
+// somethingWrong is what the person is told of a failure inside hangar (its cause is logged).
+const somethingWrong = "Something went wrong inside hangar; the server log has the details."
+
 // decide signs the person in with their token and checks what they chose: the grant to make,
 // or a sentence for the page saying what is wrong.
 func (s *Server) decide(ctx context.Context, ar authRequest, token string, form consentForm) (store.OAuthGrant, string) {
 	p, err := s.cfg.Auth.Authenticate(ctx, strings.TrimSpace(token))
-	if err != nil {
+	switch {
+	case errors.Is(err, auth.ErrNoToken) || errors.Is(err, auth.ErrUnknownToken) || errors.Is(err, auth.ErrRevoked) || errors.Is(err, auth.ErrExpired):
 		return store.OAuthGrant{}, "That token is not valid (" + err.Error() + "). Paste a hangar token of yours with the user scope."
+	case err != nil:
+		s.log.Error("sign in on the consent page", "err", err)
+		return store.OAuthGrant{}, somethingWrong
 	}
 	if !slices.Contains(form.Scopes, string(auth.ScopeMCP)) {
 		return store.OAuthGrant{}, "The mcp scope is needed: without it the application cannot use /mcp."
@@ -256,9 +274,13 @@ func (s *Server) decide(ctx context.Context, ar authRequest, token string, form 
 	}
 	// A dry run of the first access token: the same rules as any token made by this one (its
 	// scopes, binding and expiry), so a refusal shows here rather than at the token endpoint.
-	_, t, err := s.cfg.Auth.PrepareToken(ctx, p, auth.NewToken{Scopes: scopes, Sandbox: form.Sandbox, ExpiresAt: s.cfg.Now().Add(time.Minute)})
-	if err != nil {
+	_, t, err := s.cfg.Auth.PrepareToken(ctx, p, auth.NewToken{Scopes: scopes, Sandbox: form.Sandbox, ExpiresAt: accessExpiry(s.cfg.Now(), time.Minute, p)})
+	switch {
+	case errors.Is(err, auth.ErrForbidden) || errors.Is(err, auth.ErrInvalid) || errors.Is(err, auth.ErrNoSandbox):
 		return store.OAuthGrant{}, "hangar cannot grant that: " + err.Error() + "."
+	case err != nil:
+		s.log.Error("check the grant on the consent page", "err", err)
+		return store.OAuthGrant{}, somethingWrong
 	}
 	return store.OAuthGrant{ID: newID("gr_"), ClientID: ar.client.ID, ClientName: ar.client.Name, User: t.User, Scopes: t.Scopes,
 		Sandbox: t.Sandbox, Resource: ar.resource, ConsentToken: p.TokenID, CreatedAt: s.cfg.Now()}, ""
@@ -292,8 +314,8 @@ type scopeChoice struct {
 }
 
 var scopeAbout = map[string]string{
-	"mcp":  "use hangar's MCP endpoint as you: run commands in your sandboxes, start processes",
-	"jobs": "see the jobs this access token starts",
+	"mcp":  "use hangar's MCP endpoint as you: run commands in your sandboxes, start processes, sessions and agent jobs",
+	"jobs": "hangar's jobs scope (start, watch and cancel agent jobs); it adds nothing to mcp, since the access token is good only at /mcp",
 }
 
 func (s *Server) renderConsent(w http.ResponseWriter, status int, ar authRequest, csrf string, form consentForm, problem string) {

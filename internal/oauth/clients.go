@@ -9,7 +9,9 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -45,11 +47,18 @@ func (s *Server) lookupClient(ctx context.Context, id string) (client, error) {
 		return client{}, badRequest("invalid_request", "client_id is missing.")
 	}
 	if strings.HasPrefix(id, "https://") || strings.HasPrefix(id, "http://") {
-		return s.fetchClient(ctx, id)
+		u, err := url.Parse(id)
+		if err != nil || len(id) > maxURILen {
+			return client{}, errUnknownClient("The client id is not a valid URL.")
+		}
+		if err := s.clientIDAllowed(u); err != nil {
+			return client{}, errUnknownClient("The client id URL cannot be used: %v.", err)
+		}
+		return s.cachedClient(ctx, id)
 	}
 	c, err := s.cfg.Store.GetOAuthClient(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return client{}, errUnknownClient("The client %q is not registered here; register it at %s.", id, s.cfg.Issuer+RegisterPath)
+		return client{}, errUnknownClient("The client id is not one registered here; register at %s.", s.cfg.Issuer+RegisterPath)
 	}
 	if err != nil {
 		return client{}, err
@@ -76,37 +85,44 @@ func (s *Server) clientIDAllowed(u *url.URL) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%s is not among the hosts hangar accepts client id URLs from (HANGAR_OAUTH_CLIENT_ID_HOSTS)", u.Host)
+	return errors.New("its host is not among those hangar accepts client id URLs from (HANGAR_OAUTH_CLIENT_ID_HOSTS)")
+}
+
+// errBadDocument is what the person (and the client) is told when a Client ID Metadata
+// Document cannot be used, whatever the reason: the reason (a network error, a status, what
+// the document holds) would tell whoever chose the URL about the network hangar runs in, so
+// it goes to the log only.
+func errBadDocument(id string) *oauthError {
+	return errUnknownClient("The client's metadata document could not be fetched, or is not one hangar can use; the server log says why.")
+}
+
+// badDocument logs why the document at id cannot be used and returns errBadDocument.
+func (s *Server) badDocument(id, why string, args ...any) *oauthError {
+	s.log.Warn("oauth client metadata document refused", "client_id", id, "why", fmt.Sprintf(why, args...))
+	return errBadDocument(id)
 }
 
 // fetchClient fetches and checks the Client ID Metadata Document at id
-// (draft-ietf-oauth-client-id-metadata-document): JSON whose client_id is id itself.
+// (draft-ietf-oauth-client-id-metadata-document): JSON whose client_id is id itself. id has
+// passed clientIDAllowed. The fetch connects only to the addresses Config.ClientIDAddrAllowed
+// allows (fetchHTTPClient).
 func (s *Server) fetchClient(ctx context.Context, id string) (client, error) {
-	u, err := url.Parse(id)
-	if err != nil || len(id) > maxURILen {
-		return client{}, errUnknownClient("The client id %q is not a valid URL.", id)
-	}
-	if err := s.clientIDAllowed(u); err != nil {
-		return client{}, errUnknownClient("The client id %s cannot be used: %v.", id, err)
-	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, id, nil)
 	if err != nil {
-		return client{}, errUnknownClient("The client id %s cannot be fetched: %v.", id, err)
+		return client{}, s.badDocument(id, "make the request: %v", err)
 	}
 	req.Header.Set("Accept", "application/json")
-	hc := *s.cfg.HTTPClient
-	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := hc.Do(req)
+	resp, err := s.fetch.Do(req)
 	if err != nil {
-		return client{}, errUnknownClient("The client's metadata document %s could not be fetched: %v.", id, err)
+		return client{}, s.badDocument(id, "fetch: %v", err)
 	}
 	defer resp.Body.Close()
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); resp.StatusCode != http.StatusOK || mt != "application/json" {
-		return client{}, errUnknownClient("The client's metadata document %s answered %d %s, not 200 with JSON.", id, resp.StatusCode, resp.Header.Get("Content-Type"))
+		return client{}, s.badDocument(id, "answered %d %s, not 200 with JSON", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocument+1))
 	if err != nil || len(body) > maxDocument {
-		return client{}, errUnknownClient("The client's metadata document %s could not be read whole (at most %d bytes).", id, maxDocument)
+		return client{}, s.badDocument(id, "could not be read whole (at most %d bytes): %v", maxDocument, err)
 	}
 	var doc struct { // the fields hangar uses; the rest is the client's own
 		ClientID                string   `json:"client_id"`
@@ -115,16 +131,16 @@ func (s *Server) fetchClient(ctx context.Context, id string) (client, error) {
 		TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil {
-		return client{}, errUnknownClient("The client's metadata document %s is not valid JSON: %v.", id, err)
+		return client{}, s.badDocument(id, "not valid JSON: %v", err)
 	}
 	if doc.ClientID != id {
-		return client{}, errUnknownClient("The client's metadata document names client_id %q, not its own URL %s.", doc.ClientID, id)
+		return client{}, s.badDocument(id, "names client_id %q, not its own URL", doc.ClientID)
 	}
 	if m := doc.TokenEndpointAuthMethod; m != "" && m != "none" {
-		return client{}, errUnknownClient("The client's metadata document asks for token_endpoint_auth_method %q; hangar takes public clients only (none).", m)
+		return client{}, s.badDocument(id, "asks for token_endpoint_auth_method %q; hangar takes public clients only (none)", m)
 	}
 	if err := checkRedirectURIs(doc.RedirectURIs); err != nil {
-		return client{}, errUnknownClient("The client's metadata document %s: %s", id, err.Description)
+		return client{}, s.badDocument(id, "%s", err.Description)
 	}
 	return client{ID: id, Name: clientName(doc.ClientName, doc.RedirectURIs), RedirectURIs: doc.RedirectURIs}, nil
 }
@@ -151,20 +167,38 @@ func checkRedirectURIs(uris []string) *oauthError {
 	if len(uris) == 0 || len(uris) > maxRedirectURIs {
 		return &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri", Description: fmt.Sprintf("Give 1 to %d redirect_uris.", maxRedirectURIs)}
 	}
-	for _, s := range uris {
+	bad := func(i int, why string) *oauthError {
+		return &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri", Description: fmt.Sprintf("redirect_uris[%d] %s.", i, why)}
+	}
+	for i, s := range uris {
 		u, err := url.Parse(s)
 		switch {
 		case err != nil || len(s) > maxURILen || u.Host == "":
-			return &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri", Description: fmt.Sprintf("The redirect URI %q is not an absolute URL.", s)}
+			return bad(i, "is not an absolute URL")
 		case u.Fragment != "" || strings.Contains(s, "#"):
-			return &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri", Description: fmt.Sprintf("The redirect URI %q has a fragment.", s)}
+			return bad(i, "has a fragment")
+		case !validHost(u.Hostname()):
+			return bad(i, "has a host that is neither a DNS name nor an IP address")
 		case u.Scheme == "https":
 		case u.Scheme == "http" && isLoopback(u.Hostname()):
 		default:
-			return &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri", Description: fmt.Sprintf("The redirect URI %q must be https, or http on a loopback address.", s)}
+			return bad(i, "must be https, or http on a loopback address")
 		}
 	}
 	return nil
+}
+
+// dnsName is a host name: dot-separated labels of letters, digits and inner hyphens (RFC 1123
+// §2.1), perhaps with the root's trailing dot.
+var dnsName = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$`)
+
+// validHost reports whether host (a URL's Hostname) is a DNS name or an IP address (without
+// an IPv6 zone), and nothing a browser or a log could read otherwise.
+func validHost(host string) bool {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip.Zone() == ""
+	}
+	return len(host) <= 253 && dnsName.MatchString(host)
 }
 
 func isLoopback(host string) bool {
@@ -189,7 +223,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	var meta oauthex.ClientRegistrationMetadata
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxForm))
 	if err := dec.Decode(&meta); err != nil {
-		s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "The body must be the client's metadata as JSON: %v.", err))
+		s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "The body must be the client's metadata as JSON (RFC 7591)."))
 		return
 	}
 	if err := checkRedirectURIs(meta.RedirectURIs); err != nil {
@@ -202,23 +236,23 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		for _, u := range meta.RedirectURIs {
 			if !strings.HasPrefix(u, "https://") {
 				s.writeOAuthError(w, r, &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri",
-					Description: fmt.Sprintf("A web application's redirect URIs must be https; %q is not (a native application's may be http on a loopback address).", u)})
+					Description: "A web application's redirect URIs must be https (a native application's may be http on a loopback address)."})
 				return
 			}
 		}
 	default:
-		s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "application_type must be web or native, not %q.", meta.ApplicationType))
+		s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "application_type must be web or native."))
 		return
 	}
 	for _, g := range meta.GrantTypes {
 		if g != "authorization_code" && g != "refresh_token" {
-			s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "The grant type %q is not offered; hangar offers authorization_code and refresh_token.", g))
+			s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "A grant type asked for is not offered; hangar offers authorization_code and refresh_token."))
 			return
 		}
 	}
 	for _, t := range meta.ResponseTypes {
 		if t != "code" {
-			s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "The response type %q is not offered; hangar offers code.", t))
+			s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "A response type asked for is not offered; hangar offers code."))
 			return
 		}
 	}

@@ -2,13 +2,19 @@ package oauth_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"github.com/hangar-dev/hangar/internal/store"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,9 +113,10 @@ func TestRegistrationRefusals(t *testing.T) {
 	}
 }
 
-// TestAuthorizeRefusals: a request whose client or redirect URI cannot be trusted is refused
-// on hangar's own page and never redirected (no open redirect); any other bad request goes
-// back to the client's redirect URI with the RFC's error, the state and iss.
+// TestAuthorizeRefusals: every bad authorization request is refused on hangar's own page and
+// never redirected, not even to a registered redirect URI: anyone can register one, so an
+// automatic redirect would make hangar an open redirector (RFC 9700 §4.11.2). The page says
+// what is wrong, with the RFC's error code.
 func TestAuthorizeRefusals(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
@@ -118,7 +125,7 @@ func TestAuthorizeRefusals(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		change func(url.Values)
-		code   string // "": refused on hangar's page
+		code   string // the error code the page names, if any
 	}{
 		{"unknown client", func(q url.Values) { q.Set("client_id", "hc_nope") }, ""},
 		{"no client", func(q url.Values) { q.Del("client_id") }, ""},
@@ -139,18 +146,28 @@ func TestAuthorizeRefusals(t *testing.T) {
 			q := authParams(client, challenge)
 			c.change(q)
 			resp, body := f.page(t, browser(), q)
-			if c.code == "" {
-				if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Location") != "" || !strings.Contains(body, "hangar cannot go on") {
-					t.Errorf("answer = %d, Location %q; want 400 on hangar's page", resp.StatusCode, resp.Header.Get("Location"))
-				}
-				return
-			}
-			loc, _ := url.Parse(resp.Header.Get("Location"))
-			if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc.String(), redirect+"?") || loc.Query().Get("error") != c.code ||
-				loc.Query().Get("state") != "st4te" || loc.Query().Get("iss") != f.url {
-				t.Errorf("answer = %d, Location %q; want %s back at the redirect URI with the state and iss", resp.StatusCode, loc, c.code)
+			if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Location") != "" || !strings.Contains(body, "hangar cannot go on") || !strings.Contains(body, c.code) {
+				t.Errorf("answer = %d, Location %q; want 400 on hangar's page naming %q\n%s", resp.StatusCode, resp.Header.Get("Location"), c.code, body)
 			}
 		})
+	}
+}
+
+// TestNoOpenRedirect is the reviewer's repro: a client registered by anyone with an https
+// redirect URI, and a bad request of it, must not send the browser there.
+func TestNoOpenRedirect(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	client := f.register(t, "", "https://evil.example/phish")
+	for _, q := range []url.Values{
+		{"client_id": {client}, "response_type": {"token"}},
+		{"client_id": {client}, "response_type": {"code"}},
+		{"client_id": {client}, "response_type": {"code"}, "code_challenge": {strings.Repeat("a", 43)}, "code_challenge_method": {"S256"}, "scope": {"admin"}},
+	} {
+		resp, _ := f.page(t, browser(), q)
+		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Location") != "" {
+			t.Errorf("GET /oauth/authorize?%s = %d, Location %q; want 400 and no redirect", q.Encode(), resp.StatusCode, resp.Header.Get("Location"))
+		}
 	}
 }
 
@@ -348,6 +365,33 @@ func TestRefreshExpires(t *testing.T) {
 	wantOAuthError(t, status, out, http.StatusBadRequest, "invalid_grant")
 }
 
+// TestGrantLastsToItsConsentTokensExpiry: access tokens of a grant whose consent token expires
+// sooner than AccessTTL expire with it, rather than being refused.
+func TestGrantLastsToItsConsentTokensExpiry(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *oauth.Config) { c.AccessTTL = time.Hour })
+	ctx := context.Background()
+	ada, err := f.auth.Authenticate(ctx, f.ada)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, err := f.auth.CreateToken(ctx, ada, auth.NewToken{Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}, ExpiresAt: f.clock().Add(30 * time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := f.register(t, "App", redirect)
+	v, c := pkce()
+	status, out := f.exchange(t, client, f.code(t, client, c, func(form url.Values) { form.Set("token", short.Secret) }), v)
+	if status != http.StatusOK || out["expires_in"] != float64(30*60) {
+		t.Fatalf("token with a consent token expiring in 30 minutes = %d %v; want 200, expiring in 1800s", status, out)
+	}
+	f.advance(29 * time.Minute)
+	status, out = f.refresh(t, client, out["refresh_token"].(string))
+	if status != http.StatusOK || out["expires_in"] != float64(60) {
+		t.Errorf("refresh a minute before the consent token expires = %d %v; want 200, expiring in 60s", status, out)
+	}
+}
+
 // TestConsentTokenRevokedEndsGrant: a grant lives no longer than the token the person signed
 // in with: once it is revoked, a refresh is refused and the grant revoked.
 func TestConsentTokenRevokedEndsGrant(t *testing.T) {
@@ -442,7 +486,9 @@ func TestClientIDMetadataDocument(t *testing.T) {
 	badRedirect := srv.URL + "/bad-redirect.json"
 	docs["/bad-redirect.json"] = `{"client_id": "` + badRedirect + `", "redirect_uris": ["http://app.example/cb"]}`
 	docs["/not-json.json"] = `<html>`
-	f := newFixture(t, func(c *oauth.Config) { c.ClientIDHosts, c.HTTPClient = []string{host}, srv.Client() })
+	f := newFixture(t, func(c *oauth.Config) {
+		c.ClientIDHosts, c.HTTPClient, c.ClientIDAddrAllowed = []string{host}, srv.Client(), allowLoopback
+	})
 	_, challenge := pkce()
 	for _, c := range []struct {
 		name, clientID string
@@ -480,9 +526,95 @@ func TestClientIDMetadataDocument(t *testing.T) {
 	}
 }
 
-// TestExpiredAccessTokenLivesWithItsGrant: an expired access token is refused for new requests,
-// but what it opened (checked with auth.Check: streams, MCP sessions) goes on while its grant
-// stands, and ends once the grant, or the token the person consented with, is revoked.
+func allowLoopback(ip netip.Addr) bool { return ip.IsLoopback() }
+
+// docServer serves one good Client ID Metadata Document over https on loopback, at /good.json,
+// and counts the requests it gets.
+func docServer(t *testing.T) (srv *httptest.Server, good string, fetches *atomic.Int32) {
+	fetches = new(atomic.Int32)
+	srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		if r.URL.Path != "/good.json" {
+			http.Error(w, "secret internal page", http.StatusTeapot)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"client_id": "`+srv.URL+`/good.json", "client_name": "Doc", "redirect_uris": ["`+redirect+`"]}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, srv.URL + "/good.json", fetches
+}
+
+// TestClientIDDocumentNotInternal: by default hangar does not connect to a loopback (or
+// private, link-local...) address to fetch a client's metadata document, even from an allowed
+// host; and what the page says of a failed fetch does not tell what the network answered.
+func TestClientIDDocumentNotInternal(t *testing.T) {
+	t.Parallel()
+	srv, good, fetches := docServer(t)
+	f := newFixture(t, func(c *oauth.Config) { c.ClientIDHosts, c.HTTPClient = []string{"*"}, srv.Client() })
+	_, challenge := pkce()
+	resp, body := f.page(t, browser(), authParams(good, challenge))
+	if resp.StatusCode != http.StatusBadRequest || fetches.Load() != 0 {
+		t.Errorf("consent page of a client id on loopback = %d after %d fetches; want 400 and no fetch\n%s", resp.StatusCode, fetches.Load(), body)
+	}
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	if !strings.Contains(body, "could not be fetched") || strings.Contains(body, "refuse") || strings.Count(body, port) > 1 {
+		t.Errorf("the page tells more than that the document could not be fetched:\n%s", body)
+	}
+	for _, c := range []struct {
+		ip   string
+		want bool
+	}{{"127.0.0.1", false}, {"10.1.2.3", false}, {"169.254.169.254", false}, {"0.0.0.0", false}, {"100.64.0.1", false},
+		{"::1", false}, {"fe80::1", false}, {"fd00::1", false}, {"::ffff:192.168.0.1", false}, {"64:ff9b::a00:1", false},
+		{"93.184.215.14", true}, {"2606:4700::1111", true}} {
+		if got := oauth.PublicAddr(netip.MustParseAddr(c.ip)); got != c.want {
+			t.Errorf("PublicAddr(%s) = %v, want %v", c.ip, got, c.want)
+		}
+	}
+}
+
+// TestClientIDDocumentErrorsSayLittle: a document answering an error is refused with the same
+// sentence as any other failure, not its status or body.
+func TestClientIDDocumentErrorsSayLittle(t *testing.T) {
+	t.Parallel()
+	srv, _, _ := docServer(t)
+	f := newFixture(t, func(c *oauth.Config) {
+		c.ClientIDHosts, c.HTTPClient, c.ClientIDAddrAllowed = []string{"*"}, srv.Client(), allowLoopback
+	})
+	_, challenge := pkce()
+	resp, body := f.page(t, browser(), authParams(srv.URL+"/internal", challenge))
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "could not be fetched") || strings.Contains(body, "418") || strings.Contains(body, "text/plain") {
+		t.Errorf("consent page = %d; want 400 saying only that the document could not be fetched\n%s", resp.StatusCode, body)
+	}
+}
+
+// TestClientIDDocumentCached: a document is fetched once for a while, not on every page load.
+func TestClientIDDocumentCached(t *testing.T) {
+	t.Parallel()
+	srv, good, fetches := docServer(t)
+	f := newFixture(t, func(c *oauth.Config) {
+		c.ClientIDHosts, c.HTTPClient, c.ClientIDAddrAllowed = []string{"*"}, srv.Client(), allowLoopback
+	})
+	_, challenge := pkce()
+	for range 3 {
+		if resp, body := f.page(t, browser(), authParams(good, challenge)); resp.StatusCode != http.StatusOK {
+			t.Fatalf("consent page = %d\n%s", resp.StatusCode, body)
+		}
+	}
+	if n := fetches.Load(); n != 1 {
+		t.Errorf("three consent pages fetched the document %d times, want 1", n)
+	}
+	f.advance(5 * time.Minute)
+	f.page(t, browser(), authParams(good, challenge))
+	if n := fetches.Load(); n != 2 {
+		t.Errorf("after 5 minutes, fetches = %d, want 2 (fetched again)", n)
+	}
+}
+
+// TestExpiredAccessTokenLivesWithItsGrant: an expired access token is refused for new requests
+// (Authenticate, and Check, which a request checks an earlier principal with), but what it
+// opened (checked with auth.Recheck: streams, MCP sessions) goes on while its grant stands, and
+// ends once the grant, or the token the person consented with, is revoked.
 func TestExpiredAccessTokenLivesWithItsGrant(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(c *oauth.Config) { c.AccessTTL = time.Minute })
@@ -501,16 +633,72 @@ func TestExpiredAccessTokenLivesWithItsGrant(t *testing.T) {
 	if _, err := f.auth.Authenticate(ctx, first["access_token"].(string)); !errors.Is(err, auth.ErrExpired) {
 		t.Fatalf("Authenticate(expired access token) = %v, want ErrExpired", err)
 	}
-	if err := f.auth.Check(ctx, p1); err != nil {
-		t.Fatalf("Check(expired access token of a live grant) = %v, want nil", err)
+	if err := f.auth.Check(ctx, p1); !errors.Is(err, auth.ErrExpired) {
+		t.Fatalf("Check(expired access token of a live grant) = %v, want ErrExpired (a new request)", err)
+	}
+	if err := f.auth.Recheck(ctx, p1); err != nil {
+		t.Fatalf("Recheck(expired access token of a live grant) = %v, want nil", err)
 	}
 	if err := f.store.RevokeToken(ctx, f.adaID, f.clock()); err != nil { // the consent token
 		t.Fatal(err)
 	}
 	for _, p := range []auth.Principal{p1, p2} {
-		if err := f.auth.Check(ctx, p); !errors.Is(err, auth.ErrRevoked) {
-			t.Errorf("Check after the consent token's revocation = %v, want ErrRevoked", err)
+		if err := f.auth.Recheck(ctx, p); !errors.Is(err, auth.ErrRevoked) {
+			t.Errorf("Recheck after the consent token's revocation = %v, want ErrRevoked", err)
 		}
+	}
+}
+
+// TestGrantEndsWithItsRefreshTokens: once a grant has no refresh token left that is unused and
+// unexpired, its client can get no new access token, so what its expired ones opened ends.
+func TestGrantEndsWithItsRefreshTokens(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *oauth.Config) { c.AccessTTL, c.RefreshTTL = time.Minute, time.Hour })
+	ctx := context.Background()
+	client := f.register(t, "App", redirect)
+	p, err := f.auth.Authenticate(ctx, f.tokens(t, client)["access_token"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.advance(30 * time.Minute)
+	if err := f.auth.Recheck(ctx, p); err != nil {
+		t.Fatalf("Recheck with a refresh token left = %v, want nil", err)
+	}
+	f.advance(30 * time.Minute)
+	if err := f.auth.Recheck(ctx, p); !errors.Is(err, auth.ErrRevoked) {
+		t.Errorf("Recheck once the refresh token expired = %v, want ErrRevoked", err)
+	}
+}
+
+// TestRevokingConsentTokenEndsGrant: revoking the token the person consented with (as the API
+// does) revokes the grant at once, with its unexpired access tokens, and says which they are so
+// that their streams end.
+func TestRevokingConsentTokenEndsGrant(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	ctx := context.Background()
+	client := f.register(t, "App", redirect)
+	tok := f.tokens(t, client)
+	access, err := f.auth.Authenticate(ctx, tok["access_token"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ada, err := f.auth.Authenticate(ctx, f.ada)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, err := f.auth.RevokeToken(ctx, ada, f.adaID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(ended, access.TokenID) {
+		t.Errorf("RevokeToken(consent token) ended %v, want the grant's access token %s", ended, access.TokenID)
+	}
+	if _, err := f.auth.Authenticate(ctx, tok["access_token"].(string)); !errors.Is(err, auth.ErrRevoked) {
+		t.Errorf("the grant's unexpired access token after its consent token's revocation: %v, want revoked", err)
+	}
+	if gs, _ := f.store.ListOAuthGrants(ctx, ""); len(gs) != 0 {
+		t.Errorf("grants after revoking their consent token: %v", gs)
 	}
 }
 
@@ -584,5 +772,108 @@ func TestCORS(t *testing.T) {
 	resp, _ := f.page(t, browser(), authParams(f.register(t, "App", redirect), challenge))
 	if resp.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Error("the consent page allows other origins")
+	}
+}
+
+// nqschar is error_description's character set (RFC 6749 §5.2).
+var nqschar = regexp.MustCompile(`^[\x20\x21\x23-\x5B\x5D-\x7E]*$`)
+
+// TestErrorDescriptions: no error_description holds a character outside its set (a " above
+// all) nor repeats what the request said.
+func TestErrorDescriptions(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	client := f.register(t, "App", redirect)
+	const evil = `EVIL"\`
+	check := func(what string, status int, out map[string]any) {
+		t.Helper()
+		d, _ := out["error_description"].(string)
+		if status < 400 || d == "" || !nqschar.MatchString(d) || strings.Contains(d, "EVIL") {
+			t.Errorf("%s = %d %v; want an error whose description is in NQSCHAR and does not echo the request", what, status, out)
+		}
+	}
+	for _, body := range []string{
+		`{"redirect_uris": ["https://app\"EVIL.example/cb"]}`,
+		`{"redirect_uris": ["javascript:EVIL"]}`,
+		`{"redirect_uris": ["http://EVIL.example/cb"]}`,
+		`{"redirect_uris": ["https://app.example/cb"], "application_type": "EVIL\""}`,
+		`{"redirect_uris": ["https://app.example/cb"], "grant_types": ["EVIL\""]}`,
+		`{"redirect_uris": ["https://app.example/cb"], "response_types": ["EVIL\""]}`,
+		`{"redirect_uris": ["https://app.example/cb"], "application_type": "web", "EVIL": 1, "redirect_uris": ["http://127.0.0.1/EVIL"]}`,
+		`EVIL"`,
+	} {
+		resp, err := http.Post(f.url+"/oauth/register", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, out := decode(t, resp)
+		check("register "+body, status, out)
+	}
+	for _, form := range []url.Values{
+		{"client_id": {evil}, "grant_type": {"authorization_code"}},
+		{"client_id": {"https://" + evil + ".example/c.json"}, "grant_type": {"authorization_code"}},
+		{"client_id": {client}, "grant_type": {evil}},
+		{"client_id": {client}, "grant_type": {"authorization_code"}, "resource": {"https://" + evil}},
+		{"client_id": {client}, "grant_type": {"authorization_code"}, evil: {"1", "2"}},
+	} {
+		status, out := f.post(t, "/oauth/token", form)
+		check("token "+form.Encode(), status, out)
+	}
+	status, out := f.post(t, "/oauth/revoke", url.Values{"client_id": {client}, "token": {"x"}, "token_type_hint": {evil}})
+	check("revoke with a bad hint", status, out)
+	status, out = f.refresh(t, client, f.tokens(t, client)["refresh_token"].(string))
+	if status != http.StatusOK {
+		t.Fatalf("refresh = %d %v", status, out)
+	}
+	status, out = f.post(t, "/oauth/token", url.Values{"grant_type": {"refresh_token"}, "client_id": {client}, "refresh_token": {out["refresh_token"].(string)}, "scope": {"mcp " + evil}})
+	check("refresh with a scope not granted", status, out)
+}
+
+// TestRedirectURIHosts: a redirect URI's host must be a DNS name or an IP address.
+func TestRedirectURIHosts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	for uri, ok := range map[string]bool{
+		"https://app.example/cb": true, "https://app.example.:8443/cb": true, "https://[2001:db8::1]/cb": true, "http://127.0.0.1:9/cb": true,
+		"https://a;b.example/cb": false, "https://a,b.example/cb": false, "https://a'b.example/cb": false, "https://a_b.example/cb": false,
+		"https://-app.example/cb": false, "https://app..example/cb": false, "https://a%20b.example/cb": false, "https://[fe80::1%25eth0]/cb": false,
+	} {
+		body, _ := json.Marshal(map[string]any{"redirect_uris": []string{uri}})
+		resp, err := http.Post(f.url+"/oauth/register", "application/json", strings.NewReader(string(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, out := decode(t, resp)
+		if (status == http.StatusCreated) != ok {
+			t.Errorf("register %s = %d %v; want accepted %v", uri, status, out, ok)
+		}
+	}
+}
+
+// failingStore fails every token lookup by secret, with a cause that must stay in the log.
+type failingStore struct{ store.Store }
+
+func (failingStore) TokenByHash(context.Context, string) (store.Token, error) {
+	return store.Token{}, errors.New("pq: relation tokens_SECRETDETAIL does not exist")
+}
+
+// TestConsentPageHidesStoreErrors: a failure inside hangar while signing the person in is
+// shown as a generic sentence; its cause goes to the log only.
+func TestConsentPageHidesStoreErrors(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *oauth.Config) {
+		a, err := auth.New(context.Background(), auth.Config{Store: failingStore{c.Store}, Now: c.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Auth = a
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	})
+	client := f.register(t, "App", redirect)
+	_, challenge := pkce()
+	b := browser()
+	resp, body := f.submit(t, b, f.consentForm(t, b, authParams(client, challenge)), nil)
+	if resp.StatusCode == http.StatusSeeOther || strings.Contains(body, "SECRETDETAIL") || !strings.Contains(body, "Something went wrong inside hangar") {
+		t.Errorf("consent with a failing store = %d; want the page with a generic sentence, not the cause\n%s", resp.StatusCode, body)
 	}
 }

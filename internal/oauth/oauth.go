@@ -6,9 +6,12 @@
 // only) for an access token and a refresh token.
 //
 // An access token is an ordinary hangar token (internal/auth): its user is the person who
-// consented, its scopes and sandbox binding what they chose, its audience /mcp (RFC 8707), its
-// expiry AccessTTL and its description the client's name. Revoking it, or its grant, ends its
-// streams like any token's. Refresh tokens rotate on each use; one used twice revokes its whole
+// consented, its scopes and sandbox binding what they chose, its audience /mcp (RFC 8707: it is
+// good nowhere else, not under /api), its expiry AccessTTL (or the expiry of the token the
+// person consented with, if sooner) and its description the client's name. Revoking it, its
+// grant, or the token the person consented with ends its streams like any token's. Errors of
+// an authorization request are shown on hangar's consent page, never redirected to the client
+// (RFC 9700 §4.11.2): the person is sent back only after allowing or denying. Refresh tokens rotate on each use; one used twice revokes its whole
 // grant. Codes and refresh tokens are kept only as hashes.
 package oauth
 
@@ -21,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -50,9 +54,18 @@ type Config struct {
 	// clients register dynamically (RFC 7591).
 	ClientIDHosts []string
 	// HTTPClient fetches Client ID Metadata Documents, always over https (loopback too: tests
-	// serve documents with httptest.NewTLSServer and pass its client here). Default: a client
-	// with a 10s timeout. Redirects are never followed.
+	// serve documents with httptest.NewTLSServer and pass its client here). Its Transport must
+	// be nil or an *http.Transport: hangar uses a copy whose dialer checks every address with
+	// ClientIDAddrAllowed, and which uses no proxy. Default: a client with a 10s timeout.
+	// Redirects are never followed.
 	HTTPClient *http.Client
+	// ClientIDAddrAllowed says whether hangar may connect to an address to fetch a Client ID
+	// Metadata Document. It is asked at connect time about the address actually dialled, so
+	// a name resolving (or rebound) to an internal address is refused too. Default PublicAddr:
+	// never loopback, private, link-local, unspecified or other non-public addresses, so that
+	// whoever picks a client id URL cannot make hangar probe its own network. Tests that serve
+	// documents on loopback allow those.
+	ClientIDAddrAllowed func(netip.Addr) bool
 	// AccessTTL is how long an access token lives. Default 1h.
 	AccessTTL time.Duration
 	// RefreshTTL is how long a refresh token lives (each refresh makes a new one). Default 30
@@ -71,8 +84,10 @@ type Config struct {
 
 // Server serves the OAuth endpoints and the metadata documents.
 type Server struct {
-	cfg Config
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	fetch *http.Client // fetches Client ID Metadata Documents (fetchHTTPClient)
+	docs  docCache
 }
 
 // Paths of the endpoints, under Issuer.
@@ -86,7 +101,7 @@ const (
 )
 
 // The scopes a client may ask for: hangar's scopes that make sense at /mcp. mcp is needed for
-// every request there; jobs lets the session tools see the token's own jobs.
+// every request there; jobs is offered for clients that ask for it, and adds nothing at /mcp.
 var grantableScopes = []string{string(auth.ScopeMCP), string(auth.ScopeJobs)}
 
 // offlineAccess is the scope clients add to ask for refresh tokens (SEP-2207); hangar always
@@ -100,8 +115,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("oauth issuer %q: must be an http(s) URL with no path, query or fragment", cfg.Issuer)
 	}
 	cfg.Issuer = strings.TrimSuffix(cfg.Issuer, "/")
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	if cfg.ClientIDAddrAllowed == nil {
+		cfg.ClientIDAddrAllowed = PublicAddr
+	}
+	fetch, err := fetchHTTPClient(cfg.HTTPClient, cfg.ClientIDAddrAllowed)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.AccessTTL <= 0 {
 		cfg.AccessTTL = time.Hour
@@ -121,7 +140,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Server{cfg: cfg, log: cfg.Logger}, nil
+	return &Server{cfg: cfg, log: cfg.Logger, fetch: fetch}, nil
 }
 
 // Resource is /mcp's canonical URL: the audience of every access token.
@@ -233,10 +252,27 @@ func (s *Server) writeOAuthError(w http.ResponseWriter, r *http.Request, err err
 		s.log.Error("oauth request failed", "path", r.URL.Path, "err", err)
 		oe = &oauthError{status: http.StatusInternalServerError, Code: "server_error", Description: "Something went wrong inside hangar; the server log has the details."}
 	}
+	oe = &oauthError{status: oe.status, Code: oe.Code, Description: nqschar(oe.Description)}
 	if oe.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Basic realm="hangar"`) // RFC 6749 §5.2 for invalid_client
 	}
 	writeJSON(w, oe.status, oe)
+}
+
+// nqschar makes s fit error_description's character set (RFC 6749 §5.2: printable ASCII but
+// " and \), should a sentence carry one from an error it quotes.
+func nqschar(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '"':
+			return '\''
+		case r == '\\':
+			return '/'
+		case r < 0x20 || r > 0x7e:
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 // newSecret returns a random secret with prefix: 32 random bytes, base64url.
@@ -267,11 +303,11 @@ const maxForm = 64 << 10
 func parseForm(w http.ResponseWriter, r *http.Request) (url.Values, *oauthError) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	if err := r.ParseForm(); err != nil {
-		return nil, badRequest("invalid_request", "The body must be a form (application/x-www-form-urlencoded): %v.", err)
+		return nil, badRequest("invalid_request", "The body must be a form (application/x-www-form-urlencoded).")
 	}
-	for k, v := range r.PostForm {
+	for _, v := range r.PostForm {
 		if len(v) > 1 {
-			return nil, badRequest("invalid_request", "The parameter %s is given more than once.", k)
+			return nil, badRequest("invalid_request", "A parameter is given more than once.")
 		}
 	}
 	return r.PostForm, nil

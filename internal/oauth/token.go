@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -52,7 +53,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if res := form.Get("resource"); res != "" && res != s.Resource() {
-		s.writeOAuthError(w, r, badRequest("invalid_target", "The resource %q is not this server's; it is %s.", res, s.Resource()))
+		s.writeOAuthError(w, r, badRequest("invalid_target", "The resource is not this server's; it is %s.", s.Resource()))
 		return
 	}
 	var (
@@ -67,7 +68,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	case "":
 		err = badRequest("invalid_request", "grant_type is missing.")
 	default:
-		err = badRequest("unsupported_grant_type", "The grant type %q is not offered; hangar offers authorization_code and refresh_token.", gt)
+		err = badRequest("unsupported_grant_type", "The grant type is not offered; hangar offers authorization_code and refresh_token.")
 	}
 	if err != nil {
 		s.writeOAuthError(w, r, err)
@@ -100,10 +101,10 @@ func (s *Server) knownClient(ctx context.Context, id string) error {
 	if strings.HasPrefix(id, "https://") || strings.HasPrefix(id, "http://") {
 		u, err := url.Parse(id)
 		if err != nil {
-			return errUnknownClient("The client id %q is not a valid URL.", id)
+			return errUnknownClient("The client id is not a valid URL.")
 		}
 		if err := s.clientIDAllowed(u); err != nil {
-			return errUnknownClient("The client id %s cannot be used: %v.", id, err)
+			return errUnknownClient("The client id URL cannot be used: %v.", err)
 		}
 		return nil
 	}
@@ -199,7 +200,7 @@ func (s *Server) refresh(ctx context.Context, clientID string, form url.Values) 
 	if sc := strings.Fields(form.Get("scope")); len(sc) > 0 {
 		for _, x := range sc {
 			if x != offlineAccess && !slices.Contains(g.Scopes, x) {
-				return tokenResponse{}, badRequest("invalid_scope", "The scope %q was not granted.", x)
+				return tokenResponse{}, badRequest("invalid_scope", "A scope asked for was not granted.")
 			}
 		}
 	}
@@ -224,7 +225,7 @@ func (s *Server) issue(ctx context.Context, g store.OAuthGrant) (tokenResponse, 
 		scopes = append(scopes, auth.Scope(sc))
 	}
 	now := s.cfg.Now()
-	c, t, err := s.cfg.Auth.PrepareToken(ctx, by, auth.NewToken{User: g.User, Scopes: scopes, Sandbox: g.Sandbox, ExpiresAt: now.Add(s.cfg.AccessTTL),
+	c, t, err := s.cfg.Auth.PrepareToken(ctx, by, auth.NewToken{User: g.User, Scopes: scopes, Sandbox: g.Sandbox, ExpiresAt: accessExpiry(now, s.cfg.AccessTTL, by),
 		Description: "OAuth: " + g.ClientName, Audience: g.Resource})
 	if err != nil {
 		if errors.Is(err, auth.ErrForbidden) || errors.Is(err, auth.ErrInvalid) || errors.Is(err, auth.ErrNoSandbox) {
@@ -241,6 +242,17 @@ func (s *Server) issue(ctx context.Context, g store.OAuthGrant) (tokenResponse, 
 	}
 	expiresIn := int64(c.Token.ExpiresAt.Sub(now).Seconds())
 	return tokenResponse{AccessToken: c.Secret, TokenType: "Bearer", ExpiresIn: expiresIn, RefreshToken: secret, Scope: strings.Join(g.Scopes, " ")}, nil
+}
+
+// accessExpiry is when an access token made now through by expires: after ttl, but no later
+// than by itself (a token may not outlive the token making it), so that a grant works to its
+// consent token's last moment rather than failing in its last ttl.
+func accessExpiry(now time.Time, ttl time.Duration, by auth.Principal) time.Time {
+	exp := now.Add(ttl)
+	if !by.ExpiresAt.IsZero() && by.ExpiresAt.Before(exp) {
+		exp = by.ExpiresAt
+	}
+	return exp
 }
 
 // revokeGrant revokes a grant and ends its tokens' streams; a failure is logged (the callers
@@ -278,7 +290,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	switch hint := form.Get("token_type_hint"); hint {
 	case "", "access_token", "refresh_token":
 	default:
-		s.writeOAuthError(w, r, badRequest("unsupported_token_type", "token_type_hint %q is not one hangar issues (access_token, refresh_token).", hint))
+		s.writeOAuthError(w, r, badRequest("unsupported_token_type", "token_type_hint is not one hangar issues (access_token, refresh_token)."))
 		return
 	}
 	if err := s.revokeToken(r.Context(), clientID, tok); err != nil {

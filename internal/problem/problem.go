@@ -92,6 +92,7 @@ var table = []entry{
 	{match: is(auth.ErrUnknownToken), code: CodeUnauthorized, message: "The token is not one hangar knows."},
 	{match: is(auth.ErrRevoked), code: CodeUnauthorized, message: "The token was revoked."},
 	{match: is(auth.ErrExpired), code: CodeUnauthorized, message: "The token has expired."},
+	{match: is(auth.ErrAudience), code: CodeUnauthorized, message: "The token was issued for another resource: an OAuth access token is good only at the /mcp it was issued for."},
 	{match: is(auth.ErrForbidden), code: CodeForbidden, message: "The token is not allowed to do that."},
 	{match: is(auth.ErrInvalid), code: CodeBadRequest, message: "The token request is not valid."},
 	{match: is(auth.ErrNotFound), code: CodeNotFound, message: "There is no such token."},

@@ -13,6 +13,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/store"
 )
 
 var hiddenInput = regexp.MustCompile(`<input type="hidden" name="([a-z_]+)" value="([^"]*)">`)
@@ -66,4 +69,33 @@ func (w *world) oauthGrant(t *testing.T) string {
 	b2, _ := json.Marshal(gs)
 	t.Fatalf("no grant of %s in %s", name, b2)
 	return ""
+}
+
+// TestAudienceTokenRefusedUnderAPI: a token issued for a resource (an OAuth access token, for
+// /mcp) is refused under /api whatever its scopes (RFC 8707), while the same token without an
+// audience is let in.
+func TestAudienceTokenRefusedUnderAPI(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.store.EnsureUser(ctx, "ada"); err != nil {
+		t.Fatal(err)
+	}
+	for i, audience := range []string{"", e.url + "/mcp"} {
+		secret := "hgr_audience" + strings.Repeat("x", 40) + string(rune('a'+i))
+		tok := store.Token{ID: "tok_aud" + string(rune('a'+i)), User: "ada", Hash: auth.HashSecret(secret), Hint: secret[:8],
+			Scopes: []string{"mcp", "jobs", "user"}, CreatedAt: e.clock(), Audience: audience}
+		if err := e.store.CreateToken(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+		want := http.StatusOK
+		if audience != "" {
+			want = http.StatusUnauthorized
+		}
+		for _, path := range []string{"/api/whoami", "/api/jobs"} {
+			if r := e.do(t, "GET", path, secret, ""); r.status != want {
+				t.Errorf("GET %s with a token of audience %q = %d %s, want %d", path, audience, r.status, r.raw, want)
+			}
+		}
+	}
 }

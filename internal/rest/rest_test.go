@@ -162,7 +162,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	if e.maxProcs > 0 {
 		maxProcs = e.maxProcs
 	}
-	e.streams = stream.New(stream.Config{MaxPerToken: maxStreams, MaxTotal: maxTotal, Check: a.Check, Recheck: 200 * time.Millisecond, Registerer: e.reg, BytesPerSecond: e.bytesPerSecond, MaxBytes: e.maxBytes})
+	e.streams = stream.New(stream.Config{MaxPerToken: maxStreams, MaxTotal: maxTotal, Check: a.Recheck, Recheck: 200 * time.Millisecond, Registerer: e.reg, BytesPerSecond: e.bytesPerSecond, MaxBytes: e.maxBytes})
 	rechecks, stopRechecks := context.WithCancel(context.Background())
 	recheckDone := make(chan struct{})
 	go func() { e.streams.Run(rechecks); close(recheckDone) }()

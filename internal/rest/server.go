@@ -265,6 +265,11 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		p, err := a.Auth.Authenticate(r.Context(), secret)
+		if err == nil && p.Audience != "" {
+			// A token with an audience (an OAuth access token) was issued for that one resource,
+			// /mcp (RFC 8707), not for the REST API, whatever its scopes.
+			err = auth.ErrAudience
+		}
 		if err != nil {
 			a.writeError(w, r, err)
 			return

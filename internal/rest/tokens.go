@@ -93,7 +93,11 @@ func (a *api) listTokens(w http.ResponseWriter, r *http.Request) {
 
 func (a *api) revokeToken(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	if err := a.Auth.RevokeToken(r.Context(), principal(r), id); err != nil {
+	ended, err := a.Auth.RevokeToken(r.Context(), principal(r), id)
+	for _, tid := range ended { // the access tokens of the OAuth grants it consented to
+		a.Streams.EndToken(tid)
+	}
+	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}

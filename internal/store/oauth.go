@@ -50,6 +50,9 @@ type OAuthStore interface {
 	// OAuthTokenGrant returns the grant that issued an access token. ErrNotFound if no grant
 	// did (a token made through the API).
 	OAuthTokenGrant(ctx context.Context, tokenID string) (string, error)
+	// OAuthGrantRefreshable reports whether a grant has a refresh token neither used nor
+	// expired at the given time: whether its client can still get a new access token.
+	OAuthGrantRefreshable(ctx context.Context, grantID string, at time.Time) (bool, error)
 }
 
 // ErrUsed means a one-time secret (an authorization code, a refresh token) was used before.

@@ -84,8 +84,8 @@ type Config struct {
 	// Stall is how long SendWait waits for a writer that takes nothing before it ends the
 	// stream (ReasonSlow). Default 30s.
 	Stall time.Duration
-	// Check says whether a principal's token is still valid (auth.Authenticator.Check). Nil:
-	// tokens are never rechecked.
+	// Check says whether a principal's token is still valid for what it opened
+	// (auth.Authenticator.Recheck). Nil: tokens are never rechecked.
 	Check func(ctx context.Context, p auth.Principal) error
 	// Registerer takes the stream metrics. Nil: they are not exported.
 	Registerer prometheus.Registerer

@@ -277,6 +277,17 @@ func (s *DB) OAuthTokenGrant(ctx context.Context, tokenID string) (string, error
 	return s.oneString(ctx, `SELECT grant_id FROM tokens WHERE id = ? AND grant_id <> ''`, tokenID)
 }
 
+// OAuthGrantRefreshable implements store.Store.
+func (s *DB) OAuthGrantRefreshable(ctx context.Context, grantID string, at time.Time) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM oauth_refresh_tokens WHERE grant_id = ? AND used_at IS NULL AND expires_at > ?`),
+		grantID, at.UnixMilli()).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("count refresh tokens of grant %s: %w", grantID, err)
+	}
+	return n > 0, nil
+}
+
 func (s *DB) oneString(ctx context.Context, query string, arg any) (string, error) {
 	var v string
 	err := s.db.QueryRowContext(ctx, s.q(query), arg).Scan(&v)

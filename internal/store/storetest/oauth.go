@@ -89,7 +89,19 @@ func testOAuthTokensAndRevocation(t *testing.T, ctx context.Context, s store.Sto
 	if _, err := s.OAuthRefreshGrant(ctx, "rt-none"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("OAuthRefreshGrant(unknown): %v, want ErrNotFound", err)
 	}
+	for _, c := range []struct {
+		grant string
+		at    time.Time
+		want  bool
+	}{{g.ID, time.Now(), true}, {g.ID, exp, false}, {other.ID, time.Now(), false}} {
+		if ok, err := s.OAuthGrantRefreshable(ctx, c.grant, c.at); err != nil || ok != c.want {
+			t.Fatalf("OAuthGrantRefreshable(%s, %v) = %v, %v; want %v", c.grant, c.at, ok, err, c.want)
+		}
+	}
 	r, err := s.UseOAuthRefresh(ctx, "rt-1", time.Now())
+	if ok, err := s.OAuthGrantRefreshable(ctx, g.ID, time.Now()); err != nil || ok {
+		t.Fatalf("OAuthGrantRefreshable after its refresh token was used = %v, %v; want false", ok, err)
+	}
 	if err != nil || r.GrantID != g.ID || !r.ExpiresAt.Equal(exp) {
 		t.Fatalf("UseOAuthRefresh = %+v, %v", r, err)
 	}
