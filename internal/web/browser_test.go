@@ -134,6 +134,33 @@ func replay(t *testing.T, name string) string {
 	return fmt.Sprintf("while IFS= read -r l; do printf '%%s\\n' \"$l\"; sleep 0.1; done < %s", p)
 }
 
+// serveAda starts a hangar with a token of ada's (scope user) and her sandbox "box", both
+// gone when the test ends.
+func serveAda(ctx context.Context, t *testing.T) (*server, string) {
+	t.Helper()
+	addr := freeAddr(t)
+	s := &server{t: t, addr: addr, url: "http://" + addr, dir: t.TempDir()}
+	s.start(ctx)
+	t.Cleanup(s.stop)
+	admin, err := os.ReadFile(filepath.Join(s.dir, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ada := s.api(t, "POST", "/api/tokens", strings.TrimSpace(string(admin)), `{"user": "ada", "scopes": ["user"]}`)["token"].(string)
+	s.api(t, "POST", "/api/sandboxes", ada, `{"name": "box"}`)
+	// A local sandbox's daemon outlives its server: destroy it before the server stops (cleanups
+	// run last first). The server may be stopped by then (a restart test): start it again.
+	t.Cleanup(func() {
+		if s.cmd == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			defer cancel()
+			s.start(ctx)
+		}
+		s.api(t, "DELETE", "/api/sandboxes/box", ada, "")
+	})
+	return s, ada
+}
+
 // TestFleetPage loads the Fleet page in headless Chromium against a real hangar: a person signs
 // in with a token, a job appears as it starts and changes state when its turn ends, its events
 // open live, and the page carries on after the server restarts.
@@ -141,18 +168,7 @@ func TestFleetPage(t *testing.T) {
 	exe := chromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*waitTimeout)
 	defer cancel()
-	addr := freeAddr(t)
-	s := &server{t: t, addr: addr, url: "http://" + addr, dir: t.TempDir()}
-	s.start(ctx)
-	defer s.stop()
-	admin, err := os.ReadFile(filepath.Join(s.dir, "admin-token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ada := s.api(t, "POST", "/api/tokens", strings.TrimSpace(string(admin)), `{"user": "ada", "scopes": ["user"]}`)["token"].(string)
-	s.api(t, "POST", "/api/sandboxes", ada, `{"name": "box"}`)
-	// A local sandbox's daemon outlives its server: destroy it before the server stops.
-	defer s.api(t, "DELETE", "/api/sandboxes/box", ada, "")
+	s, ada := serveAda(ctx, t)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1400, 900))
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -219,17 +218,7 @@ func TestFleetPageFirefox(t *testing.T) {
 	exe := firefox(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*waitTimeout)
 	defer cancel()
-	addr := freeAddr(t)
-	s := &server{t: t, addr: addr, url: "http://" + addr, dir: t.TempDir()}
-	s.start(ctx)
-	defer s.stop()
-	admin, err := os.ReadFile(filepath.Join(s.dir, "admin-token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ada := s.api(t, "POST", "/api/tokens", strings.TrimSpace(string(admin)), `{"user": "ada", "scopes": ["user"]}`)["token"].(string)
-	s.api(t, "POST", "/api/sandboxes", ada, `{"name": "box"}`)
-	defer s.api(t, "DELETE", "/api/sandboxes/box", ada, "")
+	s, ada := serveAda(ctx, t)
 
 	b := startFirefox(ctx, t, exe)
 	b.call(ctx, "browsingContext.navigate", map[string]any{"context": b.ctx, "url": s.url + "/fleet/", "wait": "complete"}, nil)
