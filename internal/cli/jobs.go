@@ -35,11 +35,7 @@ it is recorded, until Ctrl-C. -o json prints the events as hangar gives them, on
 // pages recorded or, with follow, the stream, until an event for which until says so (nil:
 // until Ctrl-C).
 func (a *app) events(ctx context.Context, base string, since int64, follow bool, until func(agentEvent) bool) error {
-	asJSON, err := a.json()
-	if err != nil {
-		return err
-	}
-	c, err := a.client()
+	asJSON, c, err := a.jsonClient()
 	if err != nil {
 		return err
 	}
@@ -122,11 +118,7 @@ did not end done.`,
 		Example: `  hangar jobs run --agent command --sandbox demo -f 'echo {"type":"result","result":"hi"}'`,
 		Args:    exactArgs(1, "the prompt"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			asJSON, err := a.json()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
+			asJSON, c, err := a.jsonClient()
 			if err != nil {
 				return err
 			}
@@ -188,36 +180,15 @@ func (a *app) jobsLsCmd() *cobra.Command {
 		Short:   "list the jobs you can see",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			asJSON, err := a.json()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			var out struct {
-				Jobs []json.RawMessage `json:"jobs"`
-			}
-			if err := c.do(cmd.Context(), "GET", "/api/jobs", nil, &out); err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.cfg.Stdout, out)
-			}
-			col := a.colour(a.cfg.Stdout)
-			t := newTable(a.cfg.Stdout, "ID", "STATE", "SANDBOX", "CREATED", "PROMPT")
-			now := time.Now()
-			for _, raw := range out.Jobs {
-				var j jobJSON
-				json.Unmarshal(raw, &j)
+			col, now := a.colour(a.cfg.Stdout), time.Now()
+			header := []string{"ID", "STATE", "SANDBOX", "CREATED", "PROMPT"}
+			return printList(cmd.Context(), a, "/api/jobs", "jobs", header, func(j jobJSON) []string {
 				prompt := ""
 				if j.Turn != nil {
 					prompt = oneLine(j.Turn.Prompt, 60)
 				}
-				t.row(j.ID, paint(col, stateColour(j.State), j.State), j.Sandbox, ago(j.CreatedAt, now), prompt)
-			}
-			return t.flush()
+				return []string{j.ID, paint(col, stateColour(j.State), j.State), j.Sandbox, ago(j.CreatedAt, now), prompt}
+			})
 		},
 	}
 }

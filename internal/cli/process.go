@@ -45,29 +45,9 @@ func (a *app) psCmd() *cobra.Command {
 		Args:              exactArgs(1, "a sandbox's name"),
 		ValidArgsFunction: a.completeSandboxes,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			asJSON, err := a.json()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			var out struct {
-				Processes []json.RawMessage `json:"processes"`
-			}
-			if err := c.do(cmd.Context(), "GET", procPath(args[0], ""), nil, &out); err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.cfg.Stdout, out)
-			}
-			col := a.colour(a.cfg.Stdout)
-			t := newTable(a.cfg.Stdout, "ID", "STATE", "EXIT", "STARTED", "USER", "COMMAND")
-			now := time.Now()
-			for _, raw := range out.Processes {
-				var p procInfo
-				json.Unmarshal(raw, &p)
+			col, now := a.colour(a.cfg.Stdout), time.Now()
+			header := []string{"ID", "STATE", "EXIT", "STARTED", "USER", "COMMAND"}
+			return printList(cmd.Context(), a, procPath(args[0], ""), "processes", header, func(p procInfo) []string {
 				exit := ""
 				if p.ExitCode != nil {
 					exit = strconv.Itoa(*p.ExitCode)
@@ -76,9 +56,8 @@ func (a *app) psCmd() *cobra.Command {
 				if p.State == "exited" && p.ExitCode != nil && *p.ExitCode != 0 {
 					state = "exited " + exit
 				}
-				t.row(p.ID, paint(col, stateColour(state), p.State), exit, ago(p.StartedAt, now), p.User, oneLine(p.Command, 60))
-			}
-			return t.flush()
+				return []string{p.ID, paint(col, stateColour(state), p.State), exit, ago(p.StartedAt, now), p.User, oneLine(p.Command, 60)}
+			})
 		},
 	}
 	a.outputFlag(cmd)
@@ -97,25 +76,10 @@ shell command line; several are quoted as they are, one word each.`,
 		Args:              a.commandArgs,
 		ValidArgsFunction: a.completeSandboxes,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			asJSON, err := a.json()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			var raw json.RawMessage
-			if err := c.do(cmd.Context(), "POST", procPath(args[0], ""), map[string]any{"command": commandLine(args[1:]), "cwd": cwd}, &raw); err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.cfg.Stdout, raw)
-			}
-			var p procInfo
-			json.Unmarshal(raw, &p)
-			fmt.Fprintln(a.cfg.Stdout, p.ID)
-			return nil
+			body := map[string]any{"command": commandLine(args[1:]), "cwd": cwd}
+			return printAnswer(cmd.Context(), a, "POST", procPath(args[0], ""), body, func(p procInfo) {
+				fmt.Fprintln(a.cfg.Stdout, p.ID)
+			})
 		},
 	}
 	cmd.Flags().SetInterspersed(false)
@@ -131,29 +95,13 @@ func (a *app) killCmd() *cobra.Command {
 		Args:              exactArgs(2, "a sandbox's name and a process id"),
 		ValidArgsFunction: a.completeProcess,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			asJSON, err := a.json()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			var raw json.RawMessage
-			if err := c.do(cmd.Context(), "DELETE", procPath(args[0], args[1]), nil, &raw); err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.cfg.Stdout, raw)
-			}
-			var p procInfo
-			json.Unmarshal(raw, &p)
-			if p.State == "running" {
-				fmt.Fprintf(a.cfg.Stdout, "Killing %s (SIGTERM, then SIGKILL 3 s later).\n", p.ID)
-			} else {
-				fmt.Fprintf(a.cfg.Stdout, "%s has already ended: %s.\n", p.ID, p.Status)
-			}
-			return nil
+			return printAnswer(cmd.Context(), a, "DELETE", procPath(args[0], args[1]), nil, func(p procInfo) {
+				if p.State == "running" {
+					fmt.Fprintf(a.cfg.Stdout, "Killing %s (SIGTERM, then SIGKILL 3 s later).\n", p.ID)
+				} else {
+					fmt.Fprintf(a.cfg.Stdout, "%s has already ended: %s.\n", p.ID, p.Status)
+				}
+			})
 		},
 	}
 	a.outputFlag(cmd)
