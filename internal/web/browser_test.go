@@ -1,18 +1,15 @@
 package web_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -41,55 +38,17 @@ const waitTimeout = 60 * time.Second
 
 // server is a `hangar serve` process on a fixed loopback port, restartable on it.
 type server struct {
-	t    *testing.T
-	url  string
-	addr string
-	dir  string
-	cmd  *exec.Cmd
-	logs bytes.Buffer
+	t   *testing.T
+	url string
+	*providertest.Serve
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
+// start starts the server, again on its port, and waits until it is ready.
 func (s *server) start(ctx context.Context) {
 	s.t.Helper()
-	s.cmd = exec.Command(hangarBin, "serve", "--listen", s.addr, "--data-dir", s.dir, "--session-poll-seconds", "1")
-	s.cmd.Stdout, s.cmd.Stderr = &s.logs, &s.logs
-	s.cmd.Env = append(os.Environ(), "HOME="+s.dir)
-	if err := s.cmd.Start(); err != nil {
+	if err := s.Start(ctx); err != nil {
 		s.t.Fatal(err)
 	}
-	for {
-		r, err := http.Get(s.url + "/readyz")
-		if err == nil {
-			r.Body.Close()
-			if r.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			s.t.Fatalf("hangar serve did not get ready: %s", s.logs.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-func (s *server) stop() {
-	if s.cmd == nil {
-		return
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	s.cmd.Wait()
-	s.cmd = nil
 }
 
 func (s *server) api(t *testing.T, method, path, token, body string) map[string]any {
@@ -138,20 +97,23 @@ func replay(t *testing.T, name string) string {
 // gone when the test ends.
 func serveAda(ctx context.Context, t *testing.T) (*server, string) {
 	t.Helper()
-	addr := freeAddr(t)
-	s := &server{t: t, addr: addr, url: "http://" + addr, dir: t.TempDir()}
-	s.start(ctx)
-	t.Cleanup(s.stop)
-	admin, err := os.ReadFile(filepath.Join(s.dir, "admin-token"))
+	proc, err := providertest.NewServe(hangarBin, t.TempDir(), "--session-poll-seconds", "1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ada := s.api(t, "POST", "/api/tokens", strings.TrimSpace(string(admin)), `{"user": "ada", "scopes": ["user"]}`)["token"].(string)
+	s := &server{t: t, url: proc.URL, Serve: proc}
+	t.Cleanup(s.Stop)
+	s.start(ctx)
+	admin, err := s.AdminToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ada := s.api(t, "POST", "/api/tokens", admin, `{"user": "ada", "scopes": ["user"]}`)["token"].(string)
 	s.api(t, "POST", "/api/sandboxes", ada, `{"name": "box"}`)
 	// A local sandbox's daemon outlives its server: destroy it before the server stops (cleanups
 	// run last first). The server may be stopped by then (a restart test): start it again.
 	t.Cleanup(func() {
-		if s.cmd == nil {
+		if !s.Running() {
 			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 			defer cancel()
 			s.start(ctx)
@@ -186,7 +148,7 @@ func TestFleetPage(t *testing.T) {
 		defer cancel()
 		if err := chromedp.Do(c, steps...); err != nil {
 			status, _ := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#status")))
-			t.Fatalf("%s: %v (the page says %q)\nserver log:\n%s", what, err, status, s.logs.String())
+			t.Fatalf("%s: %v (the page says %q)\nserver log:\n%s", what, err, status, s.Logs.String())
 		}
 	}
 	poll := func(expr string) chromedp.Action[chromedp.Void] {
@@ -244,7 +206,7 @@ func TestFleetPage(t *testing.T) {
 		poll(fmt.Sprintf(`document.querySelector(%q) === null`, item)),
 	)
 
-	s.stop()
+	s.Stop()
 	waitStatus("says the server is gone", "hangar does not answer")
 	s.start(ctx)
 	waitStatus("live again after the restart", "Live: ada's fleet.")
