@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -112,20 +111,7 @@ func (s *server) stop() { s.proc.Stop() }
 // api sends a request to the server as the admin and decodes the answer.
 func (s *server) api(t *testing.T, method, path, body string) map[string]any {
 	t.Helper()
-	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+s.admin)
-	r, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Body.Close()
-	raw, _ := io.ReadAll(r.Body)
-	if r.StatusCode >= 300 {
-		t.Fatalf("%s %s = %d %s", method, path, r.StatusCode, raw)
-	}
-	var out map[string]any
-	json.Unmarshal(raw, &out)
-	return out
+	return s.proc.API(t, method, path, s.admin, body)
 }
 
 // sandbox makes a local sandbox for one test, deleted when it ends.

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
 	"github.com/hangar-dev/hangar/internal/store/storetest"
 )
@@ -21,14 +19,7 @@ import (
 // hangarBin is the built hangar (hangar-envd beside it) that the replicas run.
 var hangarBin string
 
-func TestMain(m *testing.M) {
-	var err error
-	if hangarBin, err = providertest.SharedHangar(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { os.Exit(providertest.MainWithHangar(m, &hangarBin)) }
 
 // waitTimeout bounds every wait of these tests.
 const waitTimeout = 60 * time.Second

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
-	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
 )
@@ -24,14 +21,7 @@ import (
 var hangarBin string
 
 // TestMain builds hangar, and hangar-envd beside it (what its local sandboxes run).
-func TestMain(m *testing.M) {
-	var err error
-	if hangarBin, err = providertest.SharedHangar(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { os.Exit(providertest.MainWithHangar(m, &hangarBin)) }
 
 // waitTimeout bounds every wait of the browser test.
 const waitTimeout = 60 * time.Second
@@ -49,24 +39,6 @@ func (s *server) start(ctx context.Context) {
 	if err := s.Start(ctx); err != nil {
 		s.t.Fatal(err)
 	}
-}
-
-func (s *server) api(t *testing.T, method, path, token, body string) map[string]any {
-	t.Helper()
-	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	r, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Body.Close()
-	raw, _ := io.ReadAll(r.Body)
-	if r.StatusCode >= 300 {
-		t.Fatalf("%s %s = %d %s", method, path, r.StatusCode, raw)
-	}
-	var out map[string]any
-	json.Unmarshal(raw, &out)
-	return out
 }
 
 // chromium finds Debian's chromium, or skips (loudly) where there is none; CI installs it.
@@ -108,8 +80,8 @@ func serveAda(ctx context.Context, t *testing.T) (*server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ada := s.api(t, "POST", "/api/tokens", admin, `{"user": "ada", "scopes": ["user"]}`)["token"].(string)
-	s.api(t, "POST", "/api/sandboxes", ada, `{"name": "box"}`)
+	ada := s.API(t, "POST", "/api/tokens", admin, `{"user": "ada", "scopes": ["user"]}`)["token"].(string)
+	s.API(t, "POST", "/api/sandboxes", ada, `{"name": "box"}`)
 	// A local sandbox's daemon outlives its server: destroy it before the server stops (cleanups
 	// run last first). The server may be stopped by then (a restart test): start it again.
 	t.Cleanup(func() {
@@ -118,7 +90,7 @@ func serveAda(ctx context.Context, t *testing.T) (*server, string) {
 			defer cancel()
 			s.start(ctx)
 		}
-		s.api(t, "DELETE", "/api/sandboxes/box", ada, "")
+		s.API(t, "DELETE", "/api/sandboxes/box", ada, "")
 	})
 	return s, ada
 }
@@ -183,7 +155,7 @@ func TestFleetPage(t *testing.T) {
 		t.Errorf("the token is in the address: %s", href)
 	}
 
-	job := s.api(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
+	job := s.API(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
 		"prompt": replay(t, "codex_exec_one-command_completed.jsonl")}))
 	row := fmt.Sprintf(`tr[data-id=%q]`, job["id"].(string))
 	run("the job appears", chromedp.WaitVisible(chromedp.CSS(row)))
@@ -213,7 +185,7 @@ func TestFleetPage(t *testing.T) {
 	if n := value("the inbox after the restart", chromedp.Evaluate[string](fmt.Sprintf(`String(document.querySelectorAll(%q).length)`, item))); n != "0" {
 		t.Errorf("the dismissed item is back after the restart")
 	}
-	again := s.api(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
+	again := s.API(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
 		"prompt": replay(t, "claude_error-max-turns_one-bash-call.jsonl")}))
 	run("a job started after the restart appears", chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-id=%q]`, again["id"].(string)))))
 

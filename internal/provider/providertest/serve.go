@@ -3,7 +3,9 @@ package providertest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -110,6 +113,29 @@ func (s *Serve) AdminToken() (string, error) {
 		return "", fmt.Errorf("read the admin token: %w", err)
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// API sends method path with body to hangar serve with token and returns its JSON answer,
+// failing the test when hangar cannot be reached or refuses (a status of 300 or more).
+func (s *Serve) API(t testing.TB, method, path, token, body string) map[string]any {
+	t.Helper()
+	req, err := http.NewRequest(method, s.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	raw, _ := io.ReadAll(r.Body)
+	if r.StatusCode >= 300 {
+		t.Fatalf("%s %s = %d %s", method, path, r.StatusCode, raw)
+	}
+	var out map[string]any
+	json.Unmarshal(raw, &out)
+	return out
 }
 
 // SyncBuffer is a bytes.Buffer that a process's output (or a server's goroutines) and the
