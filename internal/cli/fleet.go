@@ -224,14 +224,8 @@ func (a *app) fleetStream(ctx context.Context, c *client, since string, fn func(
 		return err
 	}
 	defer body.Close()
-	for {
-		ev, err := sse.next()
-		if err != nil {
-			return streamBroke{"lost the fleet stream"}
-		}
-		if ev.Name == "close" {
-			return closeError(ev.Data)
-		}
+	return sse.each("lost the fleet stream", func(ev event) error {
 		fn(ev)
-	}
+		return nil
+	})
 }

@@ -79,24 +79,16 @@ func (a *app) followEvents(ctx context.Context, c *client, path string, fn func(
 				fmt.Fprintln(a.cfg.Stderr, "hangar: reconnected.")
 				r.reset()
 			}
-			err = func() error {
-				defer body.Close()
-				for {
-					ev, err := sse.next()
-					if err != nil {
-						return streamBroke{"lost the stream from hangar"}
-					}
-					if ev.Name == "close" {
-						return closeError(ev.Data)
-					}
-					if err := fn(ev); err != nil {
-						return err
-					}
-					if ev.ID != "" {
-						lastID = ev.ID
-					}
+			err = sse.each("lost the stream from hangar", func(ev event) error {
+				if err := fn(ev); err != nil {
+					return err
 				}
-			}()
+				if ev.ID != "" {
+					lastID = ev.ID
+				}
+				return nil
+			})
+			body.Close()
 		}
 		if again, err := r.wait(ctx, err); !again {
 			return err
