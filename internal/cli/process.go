@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -147,7 +148,7 @@ func (a *app) follow(ctx context.Context, c *client, sandbox, id string, since i
 		return info, err
 	}
 	adopted, next := info.Adopted, since
-	backoff, warned := 250*time.Millisecond, false
+	r := newReconnect(a.cfg.Stderr)
 	for {
 		sse, body, err := c.stream(ctx, "GET", procPath(sandbox, id)+"/stream", nil, strconv.FormatInt(next, 10))
 		if err == nil {
@@ -158,32 +159,17 @@ func (a *app) follow(ctx context.Context, c *client, sandbox, id string, since i
 				return *end, nil
 			}
 		}
-		if ctx.Err() != nil {
-			return info, ctx.Err()
-		}
-		if !retriable(err) {
-			return info, err
-		}
-		if !warned {
-			fmt.Fprintf(a.cfg.Stderr, "hangar: %v; reconnecting…\n", err)
-			warned = true
-		}
+		// Wait until hangar answers for the process again: a refusal ends following.
 		for {
-			select {
-			case <-ctx.Done():
-				return info, ctx.Err()
-			case <-time.After(backoff):
+			if again, err := r.wait(ctx, err); !again {
+				return info, cmp.Or(err, ctx.Err())
 			}
-			backoff = min(2*backoff, 5*time.Second)
 			var now procInfo
-			err := c.do(ctx, "GET", procPath(sandbox, id), nil, &struct {
+			err = c.do(ctx, "GET", procPath(sandbox, id), nil, &struct {
 				Process *procInfo `json:"process"`
 			}{&now})
-			if err != nil && retriable(err) {
-				continue
-			}
 			if err != nil {
-				return info, err
+				continue
 			}
 			// A restarted hangar adopts the process with its offsets from 0 again: the old
 			// offset means nothing in the new numbering, whose output this client has not seen.
@@ -193,9 +179,9 @@ func (a *app) follow(ctx context.Context, c *client, sandbox, id string, since i
 			}
 			break
 		}
-		if warned {
+		if r.warned {
 			fmt.Fprintln(a.cfg.Stderr, "hangar: reconnected.")
-			warned, backoff = false, 250*time.Millisecond
+			r.reset()
 		}
 	}
 }
