@@ -80,6 +80,27 @@ func (a *app) events(ctx context.Context, base string, since int64, follow bool,
 	})
 }
 
+// followTurn prints the events at base after seq since until one for which until says the turn
+// ended, then exits 1 unless the turn (or job) at path ended done; Ctrl-C exits 130.
+func (a *app) followTurn(ctx context.Context, c *client, base string, since int64, until func(agentEvent) bool, path string) error {
+	if err := a.events(ctx, base, since, true, until); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return exitInterrupted
+	}
+	var t struct {
+		State string `json:"state"`
+	}
+	if err := c.do(ctx, "GET", path, nil, &t); err != nil {
+		return err
+	}
+	if t.State != "done" {
+		return ExitCode(1)
+	}
+	return nil
+}
+
 // turnFinished is the end of a job's events: its one turn's turn.finished.
 func turnFinished(ev agentEvent) bool { return ev.Type == "turn.finished" }
 
@@ -149,19 +170,7 @@ did not end done.`,
 				return nil
 			}
 			fmt.Fprintf(a.cfg.Stderr, "Job %s in sandbox %s.\n", j.ID, j.Sandbox)
-			if err := a.events(cmd.Context(), "/api/jobs/"+esc(j.ID)+"/events", 0, true, turnFinished); err != nil {
-				return err
-			}
-			if cmd.Context().Err() != nil {
-				return exitInterrupted
-			}
-			if err := c.do(cmd.Context(), "GET", "/api/jobs/"+esc(j.ID), nil, &j); err != nil {
-				return err
-			}
-			if j.State != "done" {
-				return ExitCode(1)
-			}
-			return nil
+			return a.followTurn(cmd.Context(), c, "/api/jobs/"+esc(j.ID)+"/events", 0, turnFinished, "/api/jobs/"+esc(j.ID))
 		},
 	}
 	f := cmd.Flags()
