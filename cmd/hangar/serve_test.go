@@ -50,31 +50,13 @@ func sharedEnvd(t *testing.T) string {
 // waitTimeout bounds every wait in these tests.
 const waitTimeout = 20 * time.Second
 
-// syncBuffer is a bytes.Buffer safe for the server's goroutines and the test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type testServer struct {
 	url    string
 	addr   string
 	cancel context.CancelFunc
 	done   chan error
-	stdout *syncBuffer
-	stderr *syncBuffer
+	stdout *providertest.SyncBuffer
+	stderr *providertest.SyncBuffer
 	cfg    config.Config
 }
 
@@ -87,7 +69,7 @@ func startServe(t *testing.T, cfg config.Config) *testServer {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ts := &testServer{url: "http://" + ln.Addr().String(), addr: ln.Addr().String(), cancel: cancel, done: make(chan error, 1),
-		stdout: &syncBuffer{}, stderr: &syncBuffer{}, cfg: cfg}
+		stdout: &providertest.SyncBuffer{}, stderr: &providertest.SyncBuffer{}, cfg: cfg}
 	go func() { ts.done <- serve(ctx, cfg, ln, ts.stdout, ts.stderr) }()
 	t.Cleanup(func() { ts.stop(t) })
 	// ln listens already, so this request waits in its backlog until serve accepts it, which
@@ -722,7 +704,7 @@ func TestLocalProviderOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out, errOut syncBuffer
+	var out, errOut providertest.SyncBuffer
 	err = serve(context.Background(), cfg, ln, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "HANGAR_DEFAULT_PROVIDER=local") || !strings.Contains(err.Error(), "HANGAR_LOCAL_PROVIDER=false") {
 		t.Fatalf("serve with the default provider turned off: %v", err)

@@ -162,3 +162,18 @@ func (a *app) json() (bool, error) {
 	}
 	return false, usageError{fmt.Sprintf("--output must be table or json, not %q", a.output)}
 }
+
+// jsonClient is what a command that asks hangar and prints its answer needs first: whether -o
+// json was asked for (a bad --output is a usage error, before anything else) and the client the
+// environment names.
+func (a *app) jsonClient() (bool, *client, error) {
+	asJSON, err := a.json()
+	if err != nil {
+		return false, nil, err
+	}
+	c, err := a.client()
+	if err != nil {
+		return false, nil, err
+	}
+	return asJSON, c, nil
+}

@@ -142,11 +142,7 @@ prints the stream's events, one JSON a line ({"event", "id", "data"}), or with -
 		Example: "  hangar fleet\n  hangar fleet --once -o json",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			asJSON, err := a.json()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
+			asJSON, c, err := a.jsonClient()
 			if err != nil {
 				return err
 			}
@@ -181,8 +177,8 @@ func (a *app) fleetLive(ctx context.Context, c *client, asJSON bool) error {
 	term := isTerminal(a.cfg.Stdout)
 	col := a.colour(a.cfg.Stdout)
 	var v fleetView
-	lastID, warned := "", false
-	backoff := 250 * time.Millisecond
+	lastID := ""
+	r := newReconnect(a.cfg.Stderr)
 	for {
 		err := a.fleetStream(ctx, c, lastID, func(ev event) {
 			lastID = ev.ID
@@ -201,24 +197,11 @@ func (a *app) fleetLive(ctx context.Context, c *client, asJSON bool) error {
 			}
 			v.render(&screen, col, time.Now())
 			a.cfg.Stdout.Write(screen.Bytes())
-			warned, backoff = false, 250*time.Millisecond
+			r.reset()
 		})
-		if ctx.Err() != nil {
-			return nil
-		}
-		if !retriable(err) {
+		if again, err := r.wait(ctx, err); !again {
 			return err
 		}
-		if !warned {
-			fmt.Fprintf(a.cfg.Stderr, "hangar: %v; reconnecting…\n", err)
-			warned = true
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
@@ -241,14 +224,8 @@ func (a *app) fleetStream(ctx context.Context, c *client, since string, fn func(
 		return err
 	}
 	defer body.Close()
-	for {
-		ev, err := sse.next()
-		if err != nil {
-			return streamBroke{"lost the fleet stream"}
-		}
-		if ev.Name == "close" {
-			return closeError(ev.Data)
-		}
+	return sse.each("lost the fleet stream", func(ev event) error {
 		fn(ev)
-	}
+		return nil
+	})
 }

@@ -35,11 +35,7 @@ it is recorded, until Ctrl-C. -o json prints the events as hangar gives them, on
 // pages recorded or, with follow, the stream, until an event for which until says so (nil:
 // until Ctrl-C).
 func (a *app) events(ctx context.Context, base string, since int64, follow bool, until func(agentEvent) bool) error {
-	asJSON, err := a.json()
-	if err != nil {
-		return err
-	}
-	c, err := a.client()
+	asJSON, c, err := a.jsonClient()
 	if err != nil {
 		return err
 	}
@@ -84,6 +80,27 @@ func (a *app) events(ctx context.Context, base string, since int64, follow bool,
 	})
 }
 
+// followTurn prints the events at base after seq since until one for which until says the turn
+// ended, then exits 1 unless the turn (or job) at path ended done; Ctrl-C exits 130.
+func (a *app) followTurn(ctx context.Context, c *client, base string, since int64, until func(agentEvent) bool, path string) error {
+	if err := a.events(ctx, base, since, true, until); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return exitInterrupted
+	}
+	var t struct {
+		State string `json:"state"`
+	}
+	if err := c.do(ctx, "GET", path, nil, &t); err != nil {
+		return err
+	}
+	if t.State != "done" {
+		return ExitCode(1)
+	}
+	return nil
+}
+
 // turnFinished is the end of a job's events: its one turn's turn.finished.
 func turnFinished(ev agentEvent) bool { return ev.Type == "turn.finished" }
 
@@ -122,11 +139,7 @@ did not end done.`,
 		Example: `  hangar jobs run --agent command --sandbox demo -f 'echo {"type":"result","result":"hi"}'`,
 		Args:    exactArgs(1, "the prompt"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			asJSON, err := a.json()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
+			asJSON, c, err := a.jsonClient()
 			if err != nil {
 				return err
 			}
@@ -157,19 +170,7 @@ did not end done.`,
 				return nil
 			}
 			fmt.Fprintf(a.cfg.Stderr, "Job %s in sandbox %s.\n", j.ID, j.Sandbox)
-			if err := a.events(cmd.Context(), "/api/jobs/"+esc(j.ID)+"/events", 0, true, turnFinished); err != nil {
-				return err
-			}
-			if cmd.Context().Err() != nil {
-				return exitInterrupted
-			}
-			if err := c.do(cmd.Context(), "GET", "/api/jobs/"+esc(j.ID), nil, &j); err != nil {
-				return err
-			}
-			if j.State != "done" {
-				return ExitCode(1)
-			}
-			return nil
+			return a.followTurn(cmd.Context(), c, "/api/jobs/"+esc(j.ID)+"/events", 0, turnFinished, "/api/jobs/"+esc(j.ID))
 		},
 	}
 	f := cmd.Flags()
@@ -188,36 +189,15 @@ func (a *app) jobsLsCmd() *cobra.Command {
 		Short:   "list the jobs you can see",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			asJSON, err := a.json()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			var out struct {
-				Jobs []json.RawMessage `json:"jobs"`
-			}
-			if err := c.do(cmd.Context(), "GET", "/api/jobs", nil, &out); err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.cfg.Stdout, out)
-			}
-			col := a.colour(a.cfg.Stdout)
-			t := newTable(a.cfg.Stdout, "ID", "STATE", "SANDBOX", "CREATED", "PROMPT")
-			now := time.Now()
-			for _, raw := range out.Jobs {
-				var j jobJSON
-				json.Unmarshal(raw, &j)
+			col, now := a.colour(a.cfg.Stdout), time.Now()
+			header := []string{"ID", "STATE", "SANDBOX", "CREATED", "PROMPT"}
+			return printList(cmd.Context(), a, "/api/jobs", "jobs", header, func(j jobJSON) []string {
 				prompt := ""
 				if j.Turn != nil {
 					prompt = oneLine(j.Turn.Prompt, 60)
 				}
-				t.row(j.ID, paint(col, stateColour(j.State), j.State), j.Sandbox, ago(j.CreatedAt, now), prompt)
-			}
-			return t.flush()
+				return []string{j.ID, paint(col, stateColour(j.State), j.State), j.Sandbox, ago(j.CreatedAt, now), prompt}
+			})
 		},
 	}
 }

@@ -4,17 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -50,9 +46,7 @@ func TestMain(m *testing.M) {
 type server struct {
 	url, addr, dir string
 	admin          string
-	mu             sync.Mutex
-	cmd            *exec.Cmd
-	logs           *syncBuffer
+	proc           *providertest.Serve
 }
 
 // lazyServer is a server started on first use.
@@ -90,75 +84,34 @@ func sharedServer(t *testing.T) *server {
 
 // newServer starts hangar serve on a free port with its data in dir.
 func newServer(dir string) (*server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	proc, err := providertest.NewServe(hangarBin, dir, "--session-poll-seconds", "1")
 	if err != nil {
 		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	s := &server{addr: addr, url: "http://" + addr, dir: dir, logs: &syncBuffer{}}
+	s := &server{addr: proc.Addr, url: proc.URL, dir: dir, proc: proc}
 	if err := s.start(); err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "admin-token"))
-	if err != nil {
+	if s.admin, err = proc.AdminToken(); err != nil {
 		s.stop()
 		return nil, err
 	}
-	s.admin = strings.TrimSpace(string(b))
 	return s, nil
 }
 
+// start starts the server again, on its port, and waits until it is ready.
 func (s *server) start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cmd = exec.Command(hangarBin, "serve", "--listen", s.addr, "--data-dir", s.dir, "--session-poll-seconds", "1")
-	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
-	s.cmd.Env = append(os.Environ(), "HOME="+s.dir)
-	if err := s.cmd.Start(); err != nil {
-		return err
-	}
-	deadline := time.Now().Add(waitTimeout)
-	for time.Now().Before(deadline) {
-		if r, err := http.Get(s.url + "/readyz"); err == nil {
-			r.Body.Close()
-			if r.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond) // polling for readiness, with a deadline
-	}
-	return fmt.Errorf("hangar serve did not get ready: %s", s.logs.String())
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	return s.proc.Start(ctx)
 }
 
-func (s *server) stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	s.cmd.Wait()
-	s.cmd = nil
-}
+func (s *server) stop() { s.proc.Stop() }
 
 // api sends a request to the server as the admin and decodes the answer.
 func (s *server) api(t *testing.T, method, path, body string) map[string]any {
 	t.Helper()
-	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+s.admin)
-	r, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Body.Close()
-	raw, _ := io.ReadAll(r.Body)
-	if r.StatusCode >= 300 {
-		t.Fatalf("%s %s = %d %s", method, path, r.StatusCode, raw)
-	}
-	var out map[string]any
-	json.Unmarshal(raw, &out)
-	return out
+	return s.proc.API(t, method, path, s.admin, body)
 }
 
 // sandbox makes a local sandbox for one test, deleted when it ends.
@@ -221,7 +174,7 @@ func (r result) want(t *testing.T, code int) result {
 type background struct {
 	cmd    *exec.Cmd
 	stdout *bufio.Reader
-	stderr *syncBuffer
+	stderr *providertest.SyncBuffer
 	done   chan struct{}
 	code   int
 }
@@ -231,7 +184,7 @@ func startHangar(t *testing.T, env []string, args ...string) *background {
 	cmd := exec.Command(hangarBin, args...)
 	cmd.Env = env
 	pr, pw := io.Pipe()
-	b := &background{cmd: cmd, stdout: bufio.NewReader(pr), stderr: &syncBuffer{}, done: make(chan struct{})}
+	b := &background{cmd: cmd, stdout: bufio.NewReader(pr), stderr: &providertest.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = pw, b.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -295,24 +248,6 @@ func (b *background) rest(t *testing.T) string {
 		t.Fatalf("hangar did not end; stderr: %s", b.stderr.String())
 		return ""
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's writer and the test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // eventually polls cond until it holds, failing after waitTimeout.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -188,4 +189,53 @@ func (s *spinner) stop() {
 func (a *app) stdinFile() (*os.File, bool) {
 	f, ok := a.cfg.Stdin.(*os.File)
 	return f, ok
+}
+
+// printAnswer sends one request and prints hangar's answer: with -o json as it came, else as
+// human says it from the answer decoded into a T.
+func printAnswer[T any](ctx context.Context, a *app, method, path string, body any, human func(T)) error {
+	asJSON, c, err := a.jsonClient()
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, method, path, body, &raw); err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(a.cfg.Stdout, raw)
+	}
+	var v T
+	json.Unmarshal(raw, &v)
+	human(v)
+	return nil
+}
+
+// printList gets the list hangar answers GET path with ({key: [...]}) and prints it: with -o
+// json as {key: [...]}, else as a table under header, one row a T made by row.
+func printList[T any](ctx context.Context, a *app, path, key string, header []string, row func(T) []string) error {
+	asJSON, c, err := a.jsonClient()
+	if err != nil {
+		return err
+	}
+	var out map[string]json.RawMessage
+	if err := c.do(ctx, "GET", path, nil, &out); err != nil {
+		return err
+	}
+	var list []json.RawMessage
+	if raw, ok := out[key]; ok {
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return fmt.Errorf("read hangar's answer to GET %s: %w", path, err)
+		}
+	}
+	if asJSON {
+		return printJSON(a.cfg.Stdout, map[string][]json.RawMessage{key: list})
+	}
+	t := newTable(a.cfg.Stdout, header...)
+	for _, raw := range list {
+		var v T
+		json.Unmarshal(raw, &v)
+		t.row(row(v)...)
+	}
+	return t.flush()
 }

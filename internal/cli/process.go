@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -45,29 +46,9 @@ func (a *app) psCmd() *cobra.Command {
 		Args:              exactArgs(1, "a sandbox's name"),
 		ValidArgsFunction: a.completeSandboxes,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			asJSON, err := a.json()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			var out struct {
-				Processes []json.RawMessage `json:"processes"`
-			}
-			if err := c.do(cmd.Context(), "GET", procPath(args[0], ""), nil, &out); err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.cfg.Stdout, out)
-			}
-			col := a.colour(a.cfg.Stdout)
-			t := newTable(a.cfg.Stdout, "ID", "STATE", "EXIT", "STARTED", "USER", "COMMAND")
-			now := time.Now()
-			for _, raw := range out.Processes {
-				var p procInfo
-				json.Unmarshal(raw, &p)
+			col, now := a.colour(a.cfg.Stdout), time.Now()
+			header := []string{"ID", "STATE", "EXIT", "STARTED", "USER", "COMMAND"}
+			return printList(cmd.Context(), a, procPath(args[0], ""), "processes", header, func(p procInfo) []string {
 				exit := ""
 				if p.ExitCode != nil {
 					exit = strconv.Itoa(*p.ExitCode)
@@ -76,9 +57,8 @@ func (a *app) psCmd() *cobra.Command {
 				if p.State == "exited" && p.ExitCode != nil && *p.ExitCode != 0 {
 					state = "exited " + exit
 				}
-				t.row(p.ID, paint(col, stateColour(state), p.State), exit, ago(p.StartedAt, now), p.User, oneLine(p.Command, 60))
-			}
-			return t.flush()
+				return []string{p.ID, paint(col, stateColour(state), p.State), exit, ago(p.StartedAt, now), p.User, oneLine(p.Command, 60)}
+			})
 		},
 	}
 	a.outputFlag(cmd)
@@ -97,25 +77,10 @@ shell command line; several are quoted as they are, one word each.`,
 		Args:              a.commandArgs,
 		ValidArgsFunction: a.completeSandboxes,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			asJSON, err := a.json()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			var raw json.RawMessage
-			if err := c.do(cmd.Context(), "POST", procPath(args[0], ""), map[string]any{"command": commandLine(args[1:]), "cwd": cwd}, &raw); err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.cfg.Stdout, raw)
-			}
-			var p procInfo
-			json.Unmarshal(raw, &p)
-			fmt.Fprintln(a.cfg.Stdout, p.ID)
-			return nil
+			body := map[string]any{"command": commandLine(args[1:]), "cwd": cwd}
+			return printAnswer(cmd.Context(), a, "POST", procPath(args[0], ""), body, func(p procInfo) {
+				fmt.Fprintln(a.cfg.Stdout, p.ID)
+			})
 		},
 	}
 	cmd.Flags().SetInterspersed(false)
@@ -131,29 +96,13 @@ func (a *app) killCmd() *cobra.Command {
 		Args:              exactArgs(2, "a sandbox's name and a process id"),
 		ValidArgsFunction: a.completeProcess,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			asJSON, err := a.json()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			var raw json.RawMessage
-			if err := c.do(cmd.Context(), "DELETE", procPath(args[0], args[1]), nil, &raw); err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.cfg.Stdout, raw)
-			}
-			var p procInfo
-			json.Unmarshal(raw, &p)
-			if p.State == "running" {
-				fmt.Fprintf(a.cfg.Stdout, "Killing %s (SIGTERM, then SIGKILL 3 s later).\n", p.ID)
-			} else {
-				fmt.Fprintf(a.cfg.Stdout, "%s has already ended: %s.\n", p.ID, p.Status)
-			}
-			return nil
+			return printAnswer(cmd.Context(), a, "DELETE", procPath(args[0], args[1]), nil, func(p procInfo) {
+				if p.State == "running" {
+					fmt.Fprintf(a.cfg.Stdout, "Killing %s (SIGTERM, then SIGKILL 3 s later).\n", p.ID)
+				} else {
+					fmt.Fprintf(a.cfg.Stdout, "%s has already ended: %s.\n", p.ID, p.Status)
+				}
+			})
 		},
 	}
 	a.outputFlag(cmd)
@@ -199,7 +148,7 @@ func (a *app) follow(ctx context.Context, c *client, sandbox, id string, since i
 		return info, err
 	}
 	adopted, next := info.Adopted, since
-	backoff, warned := 250*time.Millisecond, false
+	r := newReconnect(a.cfg.Stderr)
 	for {
 		sse, body, err := c.stream(ctx, "GET", procPath(sandbox, id)+"/stream", nil, strconv.FormatInt(next, 10))
 		if err == nil {
@@ -210,32 +159,17 @@ func (a *app) follow(ctx context.Context, c *client, sandbox, id string, since i
 				return *end, nil
 			}
 		}
-		if ctx.Err() != nil {
-			return info, ctx.Err()
-		}
-		if !retriable(err) {
-			return info, err
-		}
-		if !warned {
-			fmt.Fprintf(a.cfg.Stderr, "hangar: %v; reconnecting…\n", err)
-			warned = true
-		}
+		// Wait until hangar answers for the process again: a refusal ends following.
 		for {
-			select {
-			case <-ctx.Done():
-				return info, ctx.Err()
-			case <-time.After(backoff):
+			if again, err := r.wait(ctx, err); !again {
+				return info, cmp.Or(err, ctx.Err())
 			}
-			backoff = min(2*backoff, 5*time.Second)
 			var now procInfo
-			err := c.do(ctx, "GET", procPath(sandbox, id), nil, &struct {
+			err = c.do(ctx, "GET", procPath(sandbox, id), nil, &struct {
 				Process *procInfo `json:"process"`
 			}{&now})
-			if err != nil && retriable(err) {
-				continue
-			}
 			if err != nil {
-				return info, err
+				continue
 			}
 			// A restarted hangar adopts the process with its offsets from 0 again: the old
 			// offset means nothing in the new numbering, whose output this client has not seen.
@@ -245,9 +179,9 @@ func (a *app) follow(ctx context.Context, c *client, sandbox, id string, since i
 			}
 			break
 		}
-		if warned {
+		if r.warned {
 			fmt.Fprintln(a.cfg.Stderr, "hangar: reconnected.")
-			warned, backoff = false, 250*time.Millisecond
+			r.reset()
 		}
 	}
 }

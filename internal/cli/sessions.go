@@ -127,8 +127,7 @@ func (a *app) turn(ctx context.Context, session, prompt string, follow bool) err
 		return err
 	}
 	var t struct {
-		ID    string `json:"id"`
-		State string `json:"state"`
+		ID string `json:"id"`
 	}
 	json.Unmarshal(raw, &t)
 	if !follow {
@@ -138,20 +137,12 @@ func (a *app) turn(ctx context.Context, session, prompt string, follow bool) err
 		fmt.Fprintln(a.cfg.Stdout, t.ID)
 		return nil
 	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
 	ours := func(ev agentEvent) bool { return ev.Type == "turn.finished" && ev.Turn == t.ID }
-	if err := a.events(ctx, "/api/sessions/"+esc(se.ID)+"/events", se.LastSeq, true, ours); err != nil {
-		return err
-	}
-	if ctx.Err() != nil {
-		return exitInterrupted
-	}
-	if err := a.call(ctx, "GET", "/api/sessions/"+esc(se.ID)+"/turns/"+esc(t.ID), nil, &t); err != nil {
-		return err
-	}
-	if t.State != "done" {
-		return ExitCode(1)
-	}
-	return nil
+	return a.followTurn(ctx, c, "/api/sessions/"+esc(se.ID)+"/events", se.LastSeq, ours, "/api/sessions/"+esc(se.ID)+"/turns/"+esc(t.ID))
 }
 
 // call is one request with the client the environment names.

@@ -59,3 +59,21 @@ func (s *sseReader) next() (event, error) {
 		}
 	}
 }
+
+// each calls fn for each event until hangar closes the stream (its close event's reason, as
+// closeError says it), the stream breaks (streamBroke{broke}: worth resuming) or fn returns an
+// error.
+func (s *sseReader) each(broke string, fn func(event) error) error {
+	for {
+		ev, err := s.next()
+		if err != nil {
+			return streamBroke{broke}
+		}
+		if ev.Name == "close" {
+			return closeError(ev.Data)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+}

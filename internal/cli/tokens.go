@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -47,26 +46,10 @@ the whole answer is printed, the secret in "token".`,
 		Example: "  hangar tokens create --user ada --scopes user,mcp --expires-in 24h",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			asJSON, err := a.json()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			var t json.RawMessage
-			if err := c.do(cmd.Context(), "POST", "/api/tokens", req, &t); err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.cfg.Stdout, t)
-			}
-			var tok tokenJSON
-			json.Unmarshal(t, &tok)
-			fmt.Fprintln(a.cfg.Stdout, tok.Token)
-			fmt.Fprintf(a.cfg.Stderr, "Token %s for %s (%s). Its secret, above, is shown only this once.\n", tok.ID, tok.User, strings.Join(tok.Scopes, ", "))
-			return nil
+			return printAnswer(cmd.Context(), a, "POST", "/api/tokens", req, func(tok tokenJSON) {
+				fmt.Fprintln(a.cfg.Stdout, tok.Token)
+				fmt.Fprintf(a.cfg.Stderr, "Token %s for %s (%s). Its secret, above, is shown only this once.\n", tok.ID, tok.User, strings.Join(tok.Scopes, ", "))
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -85,27 +68,8 @@ func (a *app) tokensLsCmd() *cobra.Command {
 		Short:   "list your tokens (an admin's: everyone's), never their secrets",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			asJSON, err := a.json()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			var out struct {
-				Tokens []json.RawMessage `json:"tokens"`
-			}
-			if err := c.do(cmd.Context(), "GET", "/api/tokens", nil, &out); err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.cfg.Stdout, out)
-			}
-			t := newTable(a.cfg.Stdout, "ID", "USER", "SCOPES", "SANDBOX", "EXPIRES", "HINT", "DESCRIPTION")
-			for _, raw := range out.Tokens {
-				var tok tokenJSON
-				json.Unmarshal(raw, &tok)
+			header := []string{"ID", "USER", "SCOPES", "SANDBOX", "EXPIRES", "HINT", "DESCRIPTION"}
+			return printList(cmd.Context(), a, "/api/tokens", "tokens", header, func(tok tokenJSON) []string {
 				exp := "never"
 				if tok.ExpiresAt != nil {
 					exp = *tok.ExpiresAt
@@ -113,9 +77,8 @@ func (a *app) tokensLsCmd() *cobra.Command {
 				if tok.Static {
 					tok.Description = strings.TrimSpace("(static) " + tok.Description)
 				}
-				t.row(tok.ID, tok.User, strings.Join(tok.Scopes, ","), tok.Sandbox, exp, tok.Hint, oneLine(tok.Description, 40))
-			}
-			return t.flush()
+				return []string{tok.ID, tok.User, strings.Join(tok.Scopes, ","), tok.Sandbox, exp, tok.Hint, oneLine(tok.Description, 40)}
+			})
 		},
 	}
 }
@@ -126,11 +89,7 @@ func (a *app) tokensRevokeCmd() *cobra.Command {
 		Short: "revoke a token: refused from the next request on, its streams ended",
 		Args:  exactArgs(1, "a token's id (tok_...; hangar tokens ls lists them)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			asJSON, err := a.json()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
+			asJSON, c, err := a.jsonClient()
 			if err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/url"
 	"time"
 
@@ -22,11 +23,7 @@ resumed after the last change seen.`,
 		Args:              exactArgs(2, "a sandbox's name and a directory"),
 		ValidArgsFunction: a.completeSandboxes,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			asJSON, err := a.json()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
+			asJSON, c, err := a.jsonClient()
 			if err != nil {
 				return err
 			}
@@ -73,49 +70,67 @@ var watchColour = map[string]string{"create": "32", "write": "34", "remove": "31
 // job's events), calling fn for each, until ctx ends or hangar closes the stream for good; a
 // dropped connection is resumed after the last id (Last-Event-ID). ctx's end returns nil.
 func (a *app) followEvents(ctx context.Context, c *client, path string, fn func(event) error) error {
-	lastID, warned := "", false
-	backoff := 250 * time.Millisecond
+	lastID := ""
+	r := newReconnect(a.cfg.Stderr)
 	for {
 		sse, body, err := c.stream(ctx, "GET", path, nil, lastID)
 		if err == nil {
-			if warned {
+			if r.warned {
 				fmt.Fprintln(a.cfg.Stderr, "hangar: reconnected.")
-				warned, backoff = false, 250*time.Millisecond
+				r.reset()
 			}
-			err = func() error {
-				defer body.Close()
-				for {
-					ev, err := sse.next()
-					if err != nil {
-						return streamBroke{"lost the stream from hangar"}
-					}
-					if ev.Name == "close" {
-						return closeError(ev.Data)
-					}
-					if err := fn(ev); err != nil {
-						return err
-					}
-					if ev.ID != "" {
-						lastID = ev.ID
-					}
+			err = sse.each("lost the stream from hangar", func(ev event) error {
+				if err := fn(ev); err != nil {
+					return err
 				}
-			}()
+				if ev.ID != "" {
+					lastID = ev.ID
+				}
+				return nil
+			})
+			body.Close()
 		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if !retriable(err) {
+		if again, err := r.wait(ctx, err); !again {
 			return err
 		}
-		if !warned {
-			fmt.Fprintf(a.cfg.Stderr, "hangar: %v; reconnecting…\n", err)
-			warned = true
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// reconnect paces the attempts to open a stream again after it broke: it says so once on its
+// writer, then waits 250 ms before each attempt, doubling up to 5 s, until reset.
+type reconnect struct {
+	w       io.Writer
+	backoff time.Duration
+	warned  bool // the break was said and no stream has come back since
+}
+
+func newReconnect(w io.Writer) *reconnect {
+	return &reconnect{w: w, backoff: 250 * time.Millisecond}
+}
+
+// wait reports whether to try again after err, once the pause is over: not when ctx has ended
+// (nil), nor when err is a refusal rather than a break (err is returned).
+func (r *reconnect) wait(ctx context.Context, err error) (bool, error) {
+	if ctx.Err() != nil {
+		return false, nil
+	}
+	if !retriable(err) {
+		return false, err
+	}
+	if !r.warned {
+		fmt.Fprintf(r.w, "hangar: %v; reconnecting…\n", err)
+		r.warned = true
+	}
+	select {
+	case <-ctx.Done():
+		return false, nil
+	case <-time.After(r.backoff):
+	}
+	r.backoff = min(2*r.backoff, 5*time.Second)
+	return true, nil
+}
+
+// reset starts the pacing afresh: the stream is back.
+func (r *reconnect) reset() {
+	r.warned, r.backoff = false, 250*time.Millisecond
 }

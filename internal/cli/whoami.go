@@ -15,11 +15,7 @@ func (a *app) whoamiCmd() *cobra.Command {
 		Short: "say whether hangar is up and its store answers, and who the token is",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			asJSON, err := a.json()
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
+			asJSON, c, err := a.jsonClient()
 			if err != nil {
 				return err
 			}

@@ -2,23 +2,15 @@ package cluster_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
 	"github.com/hangar-dev/hangar/internal/store/storetest"
@@ -27,42 +19,16 @@ import (
 // hangarBin is the built hangar (hangar-envd beside it) that the replicas run.
 var hangarBin string
 
-func TestMain(m *testing.M) {
-	var err error
-	if hangarBin, err = providertest.SharedHangar(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { os.Exit(providertest.MainWithHangar(m, &hangarBin)) }
 
 // waitTimeout bounds every wait of these tests.
 const waitTimeout = 60 * time.Second
-
-// syncBuffer is a bytes.Buffer that a process's output and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // replica is one `hangar serve` process of a test's service.
 type replica struct {
 	name string
 	url  string
-	cmd  *exec.Cmd
-	logs *syncBuffer
+	*providertest.Serve
 }
 
 // service is the replicas of one test: one database schema, one data dir (the local provider's
@@ -82,69 +48,33 @@ func newService(t *testing.T, args ...string) *service {
 	return &service{t: t, db: db, dir: t.TempDir(), args: args}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // start runs a replica and waits until it is ready; the first one makes the admin token.
 func (s *service) start(name string) *replica {
 	t := s.t
 	t.Helper()
-	addr := freeAddr(t)
-	r := &replica{name: name, url: "http://" + addr, logs: &syncBuffer{}}
-	args := append([]string{"serve", "--listen", addr, "--data-dir", s.dir, "--database-url", s.db,
-		"--lease-seconds", "2", "--log-level", "debug"}, s.args...)
-	r.cmd = exec.Command(hangarBin, args...)
-	r.cmd.Stdout, r.cmd.Stderr = r.logs, r.logs
-	r.cmd.Env = append(os.Environ(), "HOME="+s.dir)
-	if err := r.cmd.Start(); err != nil {
+	args := append([]string{"--database-url", s.db, "--lease-seconds", "2", "--log-level", "debug"}, s.args...)
+	proc, err := providertest.NewServe(hangarBin, s.dir, args...)
+	if err != nil {
 		t.Fatal(err)
 	}
+	r := &replica{name: name, url: proc.URL, Serve: proc}
 	t.Cleanup(func() {
-		r.stop()
+		r.Stop()
 		if t.Failed() {
-			t.Logf("replica %s's log:\n%s", r.name, r.logs.String())
+			t.Logf("replica %s's log:\n%s", r.name, r.Logs.String())
 		}
 	})
-	waitFor(t, "replica "+name+" ready", func() bool {
-		resp, err := http.Get(r.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := r.Start(ctx); err != nil {
+		t.Fatalf("replica %s: %v", name, err)
+	}
 	if s.token == "" {
-		b, err := os.ReadFile(filepath.Join(s.dir, "admin-token"))
-		if err != nil {
+		if s.token, err = r.AdminToken(); err != nil {
 			t.Fatal(err)
 		}
-		s.token = strings.TrimSpace(string(b))
 	}
 	return r
-}
-
-// kill ends a replica as a crash does (SIGKILL): it hands nothing back.
-func (r *replica) kill() {
-	if r.cmd != nil {
-		r.cmd.Process.Signal(syscall.SIGKILL)
-		r.cmd.Wait()
-		r.cmd = nil
-	}
-}
-
-func (r *replica) stop() {
-	if r.cmd != nil {
-		r.cmd.Process.Signal(syscall.SIGTERM)
-		r.cmd.Wait()
-		r.cmd = nil
-	}
 }
 
 // waitFor polls cond until it holds, failing the test after waitTimeout.
@@ -268,7 +198,7 @@ func (s *service) sandbox(r *replica, name string, alive ...*replica) {
 	must(s.t, "POST", r.url+"/api/sandboxes", s.token, fmt.Sprintf(`{"name":%q,"provider":"local"}`, name), nil)
 	s.t.Cleanup(func() {
 		for _, r := range append([]*replica{r}, alive...) {
-			if r.cmd != nil {
+			if r.Running() {
 				call(s.t, "DELETE", r.url+"/api/sandboxes/"+name, s.token, "")
 				return
 			}
@@ -446,7 +376,7 @@ func TestTakeoverAfterKill(t *testing.T) {
 	}
 	t.Logf("from a line printed in the sandbox to its event at a reader on the other replica: %v", delays)
 
-	b.kill()
+	b.Kill()
 	killed := time.Now()
 	waitFor(t, "replica a to take the sandbox over", func() bool {
 		code, _ := call(t, "GET", a.url+"/api/sandboxes/tk-sb/processes/"+proc.ID, s.token, "")

@@ -62,31 +62,13 @@ type env struct {
 	store      store.Store
 	turns      *turns.Service
 	watches    *watch.Service
-	fleet      *fleet.Service // polled every 20 ms
-	withMCP    bool           // serve /mcp too
-	withOAuth  bool           // serve the OAuth authorization server too (with /mcp)
-	maxWatches int            // 0: 2 watches per token
-	maxStreams int            // 0: 4 per token, 6 in all; else this many of each
-	maxProcs   int            // 0: 3 background processes per token
-	logs       logBuffer
-}
-
-// logBuffer is the server's log, for tests that read it.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	fleet      *fleet.Service          // polled every 20 ms
+	withMCP    bool                    // serve /mcp too
+	withOAuth  bool                    // serve the OAuth authorization server too (with /mcp)
+	maxWatches int                     // 0: 2 watches per token
+	maxStreams int                     // 0: 4 per token, 6 in all; else this many of each
+	maxProcs   int                     // 0: 3 background processes per token
+	logs       providertest.SyncBuffer // the server's log, for tests that read it
 }
 
 // option changes an env before its server starts.

@@ -5,41 +5,15 @@ import (
 	"errors"
 	"sync"
 	"testing"
+
+	"github.com/hangar-dev/hangar/internal/stream/streamtest"
 )
-
-// counts is a fake of the replicas' shared counts: open holds what other replicas hold too.
-type counts struct {
-	mu   sync.Mutex
-	open map[string]int
-}
-
-func (c *counts) Take(_ context.Context, key string, max int) (bool, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.open[key] >= max {
-		return false, nil
-	}
-	c.open[key]++
-	return true, nil
-}
-
-func (c *counts) Give(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.open[key]--
-}
-
-func (c *counts) of(key string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.open[key]
-}
 
 // TestSharedPerTokenLimit: a token's streams on other replicas count against MaxPerToken; a
 // refused stream counts nowhere; a closed one gives its count back; hangar's own streams are
 // not counted there.
 func TestSharedPerTokenLimit(t *testing.T) {
-	shared := &counts{open: map[string]int{"t1": 1}} // one open on another replica
+	shared := streamtest.NewCounts(map[string]int{"t1": 1}) // one open on another replica
 	r, _ := newRegistry(t, Config{MaxPerToken: 2, Shared: shared})
 	s, err := r.Open(context.Background(), Options{Kind: KindExec, Principal: principal("t1")})
 	if err != nil {
@@ -58,7 +32,7 @@ func TestSharedPerTokenLimit(t *testing.T) {
 	}
 	own.Close()
 	s.Close()
-	if got := shared.of("t1"); got != 1 {
+	if got := shared.Of("t1"); got != 1 {
 		t.Errorf("after Close the shared count is %d, want 1 (the other replica's)", got)
 	}
 }

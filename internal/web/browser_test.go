@@ -1,24 +1,18 @@
 package web_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
-	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
 )
@@ -27,87 +21,24 @@ import (
 var hangarBin string
 
 // TestMain builds hangar, and hangar-envd beside it (what its local sandboxes run).
-func TestMain(m *testing.M) {
-	var err error
-	if hangarBin, err = providertest.SharedHangar(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { os.Exit(providertest.MainWithHangar(m, &hangarBin)) }
 
 // waitTimeout bounds every wait of the browser test.
 const waitTimeout = 60 * time.Second
 
 // server is a `hangar serve` process on a fixed loopback port, restartable on it.
 type server struct {
-	t    *testing.T
-	url  string
-	addr string
-	dir  string
-	cmd  *exec.Cmd
-	logs bytes.Buffer
+	t   *testing.T
+	url string
+	*providertest.Serve
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
+// start starts the server, again on its port, and waits until it is ready.
 func (s *server) start(ctx context.Context) {
 	s.t.Helper()
-	s.cmd = exec.Command(hangarBin, "serve", "--listen", s.addr, "--data-dir", s.dir, "--session-poll-seconds", "1")
-	s.cmd.Stdout, s.cmd.Stderr = &s.logs, &s.logs
-	s.cmd.Env = append(os.Environ(), "HOME="+s.dir)
-	if err := s.cmd.Start(); err != nil {
+	if err := s.Start(ctx); err != nil {
 		s.t.Fatal(err)
 	}
-	for {
-		r, err := http.Get(s.url + "/readyz")
-		if err == nil {
-			r.Body.Close()
-			if r.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			s.t.Fatalf("hangar serve did not get ready: %s", s.logs.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-func (s *server) stop() {
-	if s.cmd == nil {
-		return
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	s.cmd.Wait()
-	s.cmd = nil
-}
-
-func (s *server) api(t *testing.T, method, path, token, body string) map[string]any {
-	t.Helper()
-	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	r, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Body.Close()
-	raw, _ := io.ReadAll(r.Body)
-	if r.StatusCode >= 300 {
-		t.Fatalf("%s %s = %d %s", method, path, r.StatusCode, raw)
-	}
-	var out map[string]any
-	json.Unmarshal(raw, &out)
-	return out
 }
 
 // chromium finds Debian's chromium, or skips (loudly) where there is none; CI installs it.
@@ -138,25 +69,28 @@ func replay(t *testing.T, name string) string {
 // gone when the test ends.
 func serveAda(ctx context.Context, t *testing.T) (*server, string) {
 	t.Helper()
-	addr := freeAddr(t)
-	s := &server{t: t, addr: addr, url: "http://" + addr, dir: t.TempDir()}
-	s.start(ctx)
-	t.Cleanup(s.stop)
-	admin, err := os.ReadFile(filepath.Join(s.dir, "admin-token"))
+	proc, err := providertest.NewServe(hangarBin, t.TempDir(), "--session-poll-seconds", "1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ada := s.api(t, "POST", "/api/tokens", strings.TrimSpace(string(admin)), `{"user": "ada", "scopes": ["user"]}`)["token"].(string)
-	s.api(t, "POST", "/api/sandboxes", ada, `{"name": "box"}`)
+	s := &server{t: t, url: proc.URL, Serve: proc}
+	t.Cleanup(s.Stop)
+	s.start(ctx)
+	admin, err := s.AdminToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ada := s.API(t, "POST", "/api/tokens", admin, `{"user": "ada", "scopes": ["user"]}`)["token"].(string)
+	s.API(t, "POST", "/api/sandboxes", ada, `{"name": "box"}`)
 	// A local sandbox's daemon outlives its server: destroy it before the server stops (cleanups
 	// run last first). The server may be stopped by then (a restart test): start it again.
 	t.Cleanup(func() {
-		if s.cmd == nil {
+		if !s.Running() {
 			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 			defer cancel()
 			s.start(ctx)
 		}
-		s.api(t, "DELETE", "/api/sandboxes/box", ada, "")
+		s.API(t, "DELETE", "/api/sandboxes/box", ada, "")
 	})
 	return s, ada
 }
@@ -186,7 +120,7 @@ func TestFleetPage(t *testing.T) {
 		defer cancel()
 		if err := chromedp.Do(c, steps...); err != nil {
 			status, _ := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#status")))
-			t.Fatalf("%s: %v (the page says %q)\nserver log:\n%s", what, err, status, s.logs.String())
+			t.Fatalf("%s: %v (the page says %q)\nserver log:\n%s", what, err, status, s.Logs.String())
 		}
 	}
 	poll := func(expr string) chromedp.Action[chromedp.Void] {
@@ -221,7 +155,7 @@ func TestFleetPage(t *testing.T) {
 		t.Errorf("the token is in the address: %s", href)
 	}
 
-	job := s.api(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
+	job := s.API(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
 		"prompt": replay(t, "codex_exec_one-command_completed.jsonl")}))
 	row := fmt.Sprintf(`tr[data-id=%q]`, job["id"].(string))
 	run("the job appears", chromedp.WaitVisible(chromedp.CSS(row)))
@@ -244,14 +178,14 @@ func TestFleetPage(t *testing.T) {
 		poll(fmt.Sprintf(`document.querySelector(%q) === null`, item)),
 	)
 
-	s.stop()
+	s.Stop()
 	waitStatus("says the server is gone", "hangar does not answer")
 	s.start(ctx)
 	waitStatus("live again after the restart", "Live: ada's fleet.")
 	if n := value("the inbox after the restart", chromedp.Evaluate[string](fmt.Sprintf(`String(document.querySelectorAll(%q).length)`, item))); n != "0" {
 		t.Errorf("the dismissed item is back after the restart")
 	}
-	again := s.api(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
+	again := s.API(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
 		"prompt": replay(t, "claude_error-max-turns_one-bash-call.jsonl")}))
 	run("a job started after the restart appears", chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-id=%q]`, again["id"].(string)))))
 

@@ -226,7 +226,7 @@ func TestFleetPageFirefox(t *testing.T) {
 	b.eval(ctx, fmt.Sprintf(`(document.getElementById("token").value = %q, document.querySelector('#token-form button[type="submit"]').click(), true)`, ada))
 	b.until(ctx, "live after signing in", `document.getElementById("status").textContent.startsWith("Live: ada's fleet.")`)
 
-	job := s.api(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
+	job := s.API(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
 		"prompt": replay(t, "codex_exec_one-command_completed.jsonl")}))
 	row := fmt.Sprintf(`document.querySelector('tr[data-id="%s"]')`, job["id"].(string))
 	b.until(ctx, "the job appears", row+` !== null`)
@@ -240,7 +240,7 @@ func TestFleetPageFirefox(t *testing.T) {
 	b.until(ctx, "the finished job is in the inbox", item+` !== null`)
 	b.eval(ctx, "("+item+`.querySelector("button").click(), true)`)
 	b.until(ctx, "the item is dismissed", item+` === null`)
-	if got := s.api(t, "GET", "/api/fleet", ada, "")["inbox"]; strings.Contains(mustJSON(got), job["id"].(string)) {
+	if got := s.API(t, "GET", "/api/fleet", ada, "")["inbox"]; strings.Contains(mustJSON(got), job["id"].(string)) {
 		t.Errorf("the server still has the dismissed item: %v", got)
 	}
 }

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,27 +23,9 @@ func TestMain(m *testing.M) { os.Exit(providertest.MainWithEnvd(m, &hangarBin)) 
 
 const testTimeout = 30 * time.Second
 
-// logBuffer is an slog destination that tests can read.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func newProvider(t *testing.T, dataDir string, mod func(*Config)) (*Provider, *logBuffer) {
+func newProvider(t *testing.T, dataDir string, mod func(*Config)) (*Provider, *providertest.SyncBuffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &providertest.SyncBuffer{}
 	cfg := Config{DataDir: dataDir, EnvdBinary: hangarBin, Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	if mod != nil {
 		mod(&cfg)

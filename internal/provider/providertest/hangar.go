@@ -98,9 +98,15 @@ func SharedEnvd() (string, error) {
 // MainWithEnvd is a TestMain for packages whose tests run hangar-envd (as sandboxes' daemon or
 // turn harness): it builds it (SharedEnvd), sets *bin, runs the tests, checks for leaked
 // goroutines (goleak) and returns the exit code for os.Exit.
-func MainWithEnvd(m *testing.M, bin *string) int {
+func MainWithEnvd(m *testing.M, bin *string) int { return mainWith(m, bin, SharedEnvd) }
+
+// MainWithHangar is MainWithEnvd for packages whose tests run hangar itself (hangar serve, the
+// CLI): *bin is hangar's path, hangar-envd beside it (SharedHangar).
+func MainWithHangar(m *testing.M, bin *string) int { return mainWith(m, bin, SharedHangar) }
+
+func mainWith(m *testing.M, bin *string, build func() (string, error)) int {
 	var err error
-	if *bin, err = SharedEnvd(); err != nil {
+	if *bin, err = build(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
