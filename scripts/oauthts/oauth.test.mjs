@@ -110,4 +110,7 @@ test('the TypeScript SDK authorizes, streams an exec, and is refused once its gr
     // A 401 makes the SDK refresh, and the refresh is refused: the grant is gone.
     (e) => /InvalidGrantError: The grant was revoked/.test(String(e)), 'a call after the grant was revoked');
   await client.close().catch(() => {});
+  // A local sandbox's daemon outlives the server that started it: destroy it before run.sh
+  // stops hangar.
+  assert.equal((await api('DELETE', '/api/sandboxes/ts-box', ada.body.token)).status, 204);
 });
