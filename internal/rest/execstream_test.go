@@ -545,11 +545,17 @@ func localDaemonPID(t *testing.T, e *env, name string) int {
 func TestExecStreamDaemonDies(t *testing.T) {
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
-	s, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", execBody("echo up; sleep 300"))
+	// The command says its pid: with its daemon gone nothing else would end it.
+	s, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", execBody("echo $$; exec sleep 300"))
 	if s == nil {
 		t.Fatalf("exec/stream = %d %s", r.status, r.raw)
 	}
-	s.until(t, "stdout")
+	up := s.until(t, "stdout")
+	pid, err := strconv.Atoi(strings.TrimSpace(fmt.Sprint(up[len(up)-1].data["data"])))
+	if err != nil {
+		t.Fatalf("the command's pid: %v", err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
 	if err := syscall.Kill(localDaemonPID(t, e, "box"), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
