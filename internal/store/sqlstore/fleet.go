@@ -59,7 +59,7 @@ func (s *DB) RedeemTicket(ctx context.Context, hash string, now time.Time) (stor
 
 // DeleteExpiredTickets implements store.Store.
 func (s *DB) DeleteExpiredTickets(ctx context.Context, now time.Time) (int, error) {
-	return s.deleteCount(ctx, "delete expired tickets", `DELETE FROM fleet_tickets WHERE expires_at <= ?`, now.UnixMilli())
+	return s.deleteRows(ctx, "delete expired tickets", `DELETE FROM fleet_tickets WHERE expires_at <= ?`, now.UnixMilli())
 }
 
 // DismissInbox implements store.Store.
@@ -95,18 +95,5 @@ func (s *DB) DismissedInbox(ctx context.Context, user string, since time.Time) (
 
 // DeleteDismissals implements store.Store.
 func (s *DB) DeleteDismissals(ctx context.Context, before time.Time) (int, error) {
-	return s.deleteCount(ctx, "delete dismissals", `DELETE FROM inbox_dismissals WHERE dismissed_at < ?`, before.UnixMilli())
-}
-
-// deleteCount runs a DELETE and says how many rows went.
-func (s *DB) deleteCount(ctx context.Context, what, query string, args ...any) (int, error) {
-	res, err := s.db.ExecContext(ctx, s.q(query), args...)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", what, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", what, err)
-	}
-	return int(n), nil
+	return s.deleteRows(ctx, "delete dismissals", `DELETE FROM inbox_dismissals WHERE dismissed_at < ?`, before.UnixMilli())
 }

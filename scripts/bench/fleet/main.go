@@ -23,11 +23,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/hangar-dev/hangar/scripts/bench/benchkit"
 )
@@ -166,29 +166,17 @@ func run(ctx context.Context, c config, out io.Writer) error {
 
 // each runs fn on every name, 8 at a time, and returns the first error.
 func each(names []string, fn func(string) error) error {
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	sem := make(chan struct{}, 8)
+	var g errgroup.Group
+	g.SetLimit(8)
 	for _, n := range names {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
+		g.Go(func() error {
 			if err := fn(n); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = fmt.Errorf("%s: %w", n, err)
-				}
-				mu.Unlock()
+				return fmt.Errorf("%s: %w", n, err)
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	return first
+	return g.Wait()
 }
 
 // probe is what the page records for the bench: installed before signing in.
@@ -332,8 +320,21 @@ func runPhase(ctx, bctx context.Context, srv *benchkit.Server, names []string, f
 	return nil
 }
 
-// allEnded waits until the fleet has n agents and none working, and says when it saw that.
+// allEnded waits until the fleet shows all n agents working (it learns of a new turn with the
+// turn's first event), then none, and says when it saw that.
 func allEnded(ctx context.Context, srv *benchkit.Server, n int) (time.Time, error) {
+	if err := fleetUntil(ctx, srv, func(agents, ended int) bool { return agents == n && ended == 0 }); err != nil {
+		return time.Time{}, err
+	}
+	if err := fleetUntil(ctx, srv, func(agents, ended int) bool { return agents == n && ended == n }); err != nil {
+		return time.Time{}, err
+	}
+	return time.Now(), nil
+}
+
+// fleetUntil reads the fleet's summary every 100 ms until ok says yes of its agents and of
+// those whose turn ended.
+func fleetUntil(ctx context.Context, srv *benchkit.Server, ok func(agents, ended int) bool) error {
 	for {
 		var f struct {
 			Summary struct {
@@ -342,14 +343,14 @@ func allEnded(ctx context.Context, srv *benchkit.Server, n int) (time.Time, erro
 			} `json:"summary"`
 		}
 		if err := srv.API(ctx, "GET", "/api/fleet", nil, &f); err != nil {
-			return time.Time{}, err
+			return err
 		}
-		if f.Summary.Agents == n && f.Summary.ByState["done"]+f.Summary.ByState["failed"] == n {
-			return time.Now(), nil
+		if ok(f.Summary.Agents, f.Summary.ByState["done"]+f.Summary.ByState["failed"]) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
+			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
