@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 	"unicode/utf8"
 
@@ -151,30 +150,18 @@ func watchClient(ctx context.Context, sk *sink) (context.Context, context.Cancel
 }
 
 // pump renders the stream as progress notifications, in order, until the stream finishes
-// (ReasonDone) or ends, and returns why.
+// (ReasonDone) or ends, and returns why. Its writes may run on a producer's goroutine
+// (stream.Render's write-through).
 func (h *Handler) pump(ctx context.Context, req *mcp.CallToolRequest, st *stream.Stream, sk *sink, token any) stream.Reason {
 	p := &progress{req: req, token: token, sk: sk, st: st}
-	for {
-		items, err := st.Next(ctx, 0)
-		var ended *stream.Ended
-		switch {
-		case errors.Is(err, io.EOF):
-			return stream.ReasonDone
-		case errors.As(err, &ended):
-			return ended.Reason
-		case err != nil: // the call was cancelled or its client went away
-			st.End(stream.ReasonClient)
-			return stream.ReasonClient
-		}
+	return st.Render(ctx, 0, func(items []stream.Item) error {
 		for _, it := range items {
 			if err := p.item(ctx, it); err != nil {
-				return st.Reason()
+				return err
 			}
 		}
-		if err := p.flush(ctx); err != nil {
-			return st.Reason()
-		}
-	}
+		return p.flush(ctx)
+	})
 }
 
 // text returns b as a string and its encoding: "" for UTF-8 text, "base64" otherwise.

@@ -191,6 +191,10 @@ func (q *Queue[T]) TakeAll() []T {
 	return out
 }
 
+// Touch says the taker took an item that went around the queue (a stream's write-through):
+// for the stall, it counts as a take.
+func (q *Queue[T]) Touch() { q.lastTake = q.clock.Now() }
+
 func (q *Queue[T]) took() {
 	q.lastTake = q.clock.Now()
 	q.wakeRoom()

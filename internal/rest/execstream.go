@@ -3,7 +3,6 @@ package rest
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -77,19 +76,10 @@ func (a *api) execStream(w http.ResponseWriter, r *http.Request) {
 // the stream finishes (ReasonDone) or ends, and returns why. An item is output (data: its text,
 // or base64) or, marked JSON, an event whose data it is; the stream's own capped notice says
 // how much was not sent. The item's ID is the event's id, what Last-Event-ID resumes from.
+// Its writes may run on a producer's goroutine (stream.Render's write-through).
 func (a *api) pump(ctx context.Context, st *stream.Stream, sse *sseWriter) stream.Reason {
-	for {
-		items, err := st.Next(ctx, keepAliveInterval)
-		var ended *stream.Ended
-		switch {
-		case errors.Is(err, io.EOF):
-			return stream.ReasonDone
-		case errors.As(err, &ended):
-			return ended.Reason
-		case err != nil: // the request's context: the client went away
-			st.End(stream.ReasonClient)
-			return stream.ReasonClient
-		case len(items) == 0:
+	return st.Render(ctx, keepAliveInterval, func(items []stream.Item) error {
+		if len(items) == 0 {
 			sse.comment("keep-alive")
 		}
 		for _, it := range items {
@@ -104,9 +94,11 @@ func (a *api) pump(ctx context.Context, st *stream.Stream, sse *sseWriter) strea
 			}
 		}
 		if err := sse.send(); err != nil {
-			return a.clientFailed(st, err)
+			a.clientFailed(st, err)
+			return err
 		}
-	}
+		return nil
+	})
 }
 
 // clientFailed ends a stream whose client write failed: slow when the write timed out, else

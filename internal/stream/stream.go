@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -39,7 +40,8 @@ type Ended struct{ Reason Reason }
 func (e *Ended) Error() string { return "stream ended: " + string(e.Reason) }
 
 // Stream is one admitted stream: a queue bounded in bytes (internal/queue) between producers
-// (Send, which never blocks) and the sink's one writer goroutine (Next, paced). The stream's
+// (Send, which never blocks) and the sink's one writer goroutine (Next, paced; Render, whose
+// writes a dedicated producer's SendWait may do itself when nothing waits: render.go). The stream's
 // own state is guarded by the queue's lock, so a decision (cap, bound) and the push it leads
 // to are one step.
 type Stream struct {
@@ -69,6 +71,15 @@ type Stream struct {
 	reason   Reason // "" while open
 	firstOut bool
 	closed   bool
+
+	// Write-through (render.go), guarded by q's lock too: the writer Render was given (nil
+	// when none runs), whether Render holds a batch it took and has not written, and, while a
+	// producer writes through, a channel closed when it is done.
+	write       Write
+	taken       bool
+	throughDone chan struct{}
+	through     [1]Item    // the batch a write-through hands to write
+	wmu         sync.Mutex // held around every call of write
 }
 
 func newStream(r *Registry, o Options) *Stream {
@@ -127,11 +138,18 @@ func (s *Stream) Send(it Item) bool { return s.send(nil, it) }
 // take some (backpressure: a producer that serves only this stream, such as a streamed
 // command, is slowed down to the stream's pace, as by a slow terminal). It gives up, ending
 // the stream with ReasonSlow, once the writer has taken nothing for the registry's Stall, and
-// returns false when ctx ends first.
+// returns false when ctx ends first. While Render waits with nothing queued, SendWait writes an
+// item the pace allows at once itself, on the caller's goroutine (render.go), and returns once
+// it is written.
 func (s *Stream) SendWait(ctx context.Context, it Item) bool { return s.send(ctx, it) }
 
 // send is Send (ctx nil) and SendWait.
 func (s *Stream) send(ctx context.Context, it Item) bool {
+	if ctx != nil {
+		if handled, ok := s.writeThrough(it); handled {
+			return ok
+		}
+	}
 	s.q.Lock()
 	defer s.q.Unlock()
 	if s.reason != "" || s.q.Closed() {
@@ -253,6 +271,7 @@ func (s *Stream) Next(ctx context.Context, idle time.Duration) ([]Item, error) {
 			return nil, &Ended{Reason: r}
 		}
 		if first, ok := s.takeLocked(); ok {
+			s.taken = s.write != nil // Render's until written: no write-through overtakes it
 			s.q.Unlock()
 			s.stopIdle(idleC)
 			if err := s.pace(ctx, first); err != nil {
@@ -327,6 +346,12 @@ func (s *Stream) takeLocked() (Item, bool) {
 	if !ok {
 		return it, false
 	}
+	s.countLocked(it)
+	return it, true
+}
+
+// countLocked accounts for an item handed to the writer.
+func (s *Stream) countLocked(it Item) {
 	s.bytes += int64(len(it.Data))
 	if !s.firstOut && len(it.Data) > 0 {
 		s.firstOut = true
@@ -335,7 +360,6 @@ func (s *Stream) takeLocked() (Item, bool) {
 	if len(it.Data) > 0 {
 		s.mBytes.Add(float64(len(it.Data)))
 	}
-	return it, true
 }
 
 // pace waits until the limiter allows the item, the stream ends or ctx ends.

@@ -41,6 +41,13 @@ type config struct {
 }
 
 func main() {
+	if len(os.Args) == 4 && os.Args[1] == relayVerb {
+		if err := relayMain(os.Args[2], os.Args[3]); err != nil {
+			fmt.Fprintln(os.Stderr, "streams relay:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var c config
 	providers := flag.String("providers", "local,docker", "providers to measure (docker is skipped with a note when no engine answers)")
 	scale := flag.String("scale", "64,256,512", "concurrent streams for the scale test (empty: none)")

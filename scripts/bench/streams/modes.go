@@ -34,6 +34,9 @@ type bench struct {
 	progress sync.Map // progress token -> *progressLines
 	nextTok  atomic.Int64
 	want     int // lines a run prints
+
+	relay     *exec.Cmd // the relay_floor mode's relay, once started
+	relayAddr string
 }
 
 func (b *bench) connectMCP(ctx context.Context) error {
@@ -108,6 +111,7 @@ var modes = []mode{
 	{name: "rest_exec_result", run: (*bench).restExecResult},
 	{name: "mcp_terminal_poll", run: (*bench).mcpTerminalPoll},
 	{name: "raw_daemon", run: (*bench).rawDaemon},
+	{name: "relay_floor", run: (*bench).relayFloor},
 	{name: "docker_exec", docker: true, run: (*bench).dockerExec},
 }
 
@@ -369,19 +373,28 @@ func (b *bench) mcpTerminalPoll(ctx context.Context, cmd string, _ time.Duration
 }
 
 func (b *bench) daemonClient(ctx context.Context) (*envd.Client, error) {
-	st, err := sqlite.Open(ctx, b.srv.dataDir)
+	url, token, err := b.daemonAddress(ctx)
 	if err != nil {
 		return nil, err
+	}
+	return envd.New(envd.Config{URL: url, AccessToken: token})
+}
+
+// daemonAddress is the URL and token of the bench's sandbox's daemon, from hangar's database.
+func (b *bench) daemonAddress(ctx context.Context) (url, token string, err error) {
+	st, err := sqlite.Open(ctx, b.srv.dataDir)
+	if err != nil {
+		return "", "", err
 	}
 	defer st.Close()
 	sb, err := st.GetSandbox(ctx, b.sandbox)
 	if err != nil {
-		return nil, err
+		return "", "", err
 	}
 	if sb.DaemonURL == "" {
-		return nil, errors.New("the sandbox has no daemon")
+		return "", "", errors.New("the sandbox has no daemon")
 	}
-	return envd.New(envd.Config{URL: sb.DaemonURL, AccessToken: sb.DaemonToken})
+	return sb.DaemonURL, sb.DaemonToken, nil
 }
 
 func (b *bench) rawDaemon(ctx context.Context, cmd string, _ time.Duration) (run, error) {
@@ -590,6 +603,7 @@ func (b *bench) rate(ctx context.Context, size int64) (rateResult, error) {
 }
 
 func (b *bench) destroy(ctx context.Context) {
+	b.stopRelay()
 	if b.session != nil {
 		b.session.Close()
 	}

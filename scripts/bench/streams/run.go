@@ -69,7 +69,8 @@ type machine struct {
 var targets = map[string]string{
 	"first_line_overhead":   "<= 2 ms p50 and <= 5 ms p95 on local; <= 5 ms p50 on docker",
 	"line_delay":            "<= 0.3 ms p50 and <= 1 ms p95",
-	"vs_raw_daemon":         "hangar <= 1.3x the raw daemon stream",
+	"vs_raw_daemon":         "per line, p50 and p95: REST <= 1.15x and MCP <= 1.3x the raw daemon stream (issue 11)",
+	"vs_relay_floor":        "relay_floor is the least any process between the daemon and a client adds; hangar's ratio cannot be below its",
 	"vs_docker_exec":        "hangar's first line no later than docker exec's",
 	"scale_512":             "p95 per-line <= 5 ms with RSS <= 200 MiB",
 	"pacing":                "within +-5 % of HANGAR_STREAM_BYTES_PER_SECOND",

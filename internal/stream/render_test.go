@@ -1,0 +1,274 @@
+package stream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/quartz"
+)
+
+// goid is the calling goroutine's id, read from its stack's first line ("goroutine 7 [...").
+func goid() int {
+	var buf [64]byte
+	f := bytes.Fields(buf[:runtime.Stack(buf[:], false)])
+	id, _ := strconv.Atoi(string(f[1]))
+	return id
+}
+
+// recorder is a Write that records every batch it was given and on which goroutine, and
+// holds each call until released when hold is set.
+type recorder struct {
+	mu      sync.Mutex
+	batches []string
+	goids   []int
+	hold    chan struct{} // nil: return at once
+	called  chan struct{} // gets a value at each call (buffered)
+	err     func() error  // the call's error; nil: none
+}
+
+func newRecorder(hold bool) *recorder {
+	r := &recorder{called: make(chan struct{}, 16)}
+	if hold {
+		r.hold = make(chan struct{})
+	}
+	return r
+}
+
+func (r *recorder) write(items []Item) error {
+	r.mu.Lock()
+	r.batches = append(r.batches, join(items))
+	r.goids = append(r.goids, goid())
+	r.mu.Unlock()
+	r.called <- struct{}{}
+	if r.hold != nil {
+		<-r.hold
+	}
+	if r.err != nil {
+		return r.err()
+	}
+	return nil
+}
+
+func (r *recorder) seen() ([]string, []int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.batches...), append([]int(nil), r.goids...)
+}
+
+func waitCalled(t *testing.T, r *recorder) {
+	t.Helper()
+	select {
+	case <-r.called:
+	case <-time.After(waitTimeout):
+		t.Fatal("write was not called")
+	}
+}
+
+// startRender runs Render with a long idle and returns its result's channel once Render waits
+// for the stream (its idle timer is armed): nothing is queued or in hand.
+func startRender(t *testing.T, s *Stream, made *trapOf, write Write) <-chan Reason {
+	t.Helper()
+	done := make(chan Reason, 1)
+	go func() { done <- s.Render(context.Background(), time.Hour, write) }()
+	made.release(t)
+	return done
+}
+
+// TestWriteThroughOnTheProducersGoroutine: an item SendWait gives a Render that waits with
+// nothing queued is written by the producer's goroutine itself, before SendWait returns; the
+// writer's goroutine is not woken for it.
+func TestWriteThroughOnTheProducersGoroutine(t *testing.T) {
+	t.Parallel()
+	clk := newClock(t)
+	made := trap(t, clk.Trap().NewTimer("stream", "idle"))
+	r, _ := newRegistry(t, Config{Clock: clk})
+	s := open(t, r, Options{Kind: KindExec, Unpaced: true})
+	rec := newRecorder(false)
+	done := startRender(t, s, made, rec.write)
+	for _, line := range []string{"a\n", "b\n"} {
+		var producer int
+		if !func() bool {
+			producer = goid()
+			return s.SendWait(context.Background(), Item{Event: "stdout", Data: []byte(line)})
+		}() {
+			t.Fatalf("SendWait(%q) = false", line)
+		}
+		batches, goids := rec.seen()
+		if len(batches) == 0 || batches[len(batches)-1] != line || goids[len(goids)-1] != producer {
+			t.Fatalf("after SendWait(%q) returned: write saw %q on goroutines %v; want it on the producer's (%d)", line, batches, goids, producer)
+		}
+	}
+	s.Finish()
+	if reason := <-done; reason != ReasonDone {
+		t.Fatalf("Render = %s, want %s", reason, ReasonDone)
+	}
+	if b, _ := rec.seen(); len(b) != 2 {
+		t.Fatalf("write was called %d times (%q), want 2", len(b), b)
+	}
+}
+
+// TestWriteThroughKeepsOrder: while Render holds a batch it took and has not yet written,
+// SendWait queues (and returns) instead of writing through, and what it queued is written
+// after that batch.
+func TestWriteThroughKeepsOrder(t *testing.T) {
+	t.Parallel()
+	clk := newClock(t)
+	made := trap(t, clk.Trap().NewTimer("stream", "idle"))
+	r, _ := newRegistry(t, Config{Clock: clk})
+	s := open(t, r, Options{Kind: KindExec, Unpaced: true})
+	rec := newRecorder(true)
+	done := startRender(t, s, made, rec.write)
+	s.Send(Item{Event: "stdout", Data: []byte("first ")}) // queued: Render takes it
+	waitCalled(t, rec)                                    // ... and is held writing it
+	sent := make(chan bool, 1)
+	go func() { sent <- s.SendWait(context.Background(), Item{Event: "stdout", Data: []byte("second")}) }()
+	select {
+	case ok := <-sent:
+		if !ok {
+			t.Fatal("SendWait = false")
+		}
+	case <-time.After(waitTimeout):
+		close(rec.hold)
+		t.Fatal("SendWait waited for Render's write of the batch it held, instead of queueing")
+	}
+	s.Finish()
+	close(rec.hold)
+	if reason := <-done; reason != ReasonDone {
+		t.Fatalf("Render = %s, want %s", reason, ReasonDone)
+	}
+	if b, _ := rec.seen(); strings.Join(b, "") != "first second" {
+		t.Fatalf("written %q, want first then second", b)
+	}
+}
+
+// TestWriteThroughKeepsThePace: an item the pace does not allow at once is queued, and
+// written by Render once the pace allows it.
+func TestWriteThroughKeepsThePace(t *testing.T) {
+	t.Parallel()
+	clk := newClock(t)
+	made := trap(t, clk.Trap().NewTimer("stream", "idle"))
+	paced := trap(t, clk.Trap().NewTimer("stream", "pace"))
+	r, _ := newRegistry(t, Config{Clock: clk, BytesPerSecond: 64 << 10}) // a burst of 4 KiB and a message
+	s := open(t, r, Options{Kind: KindExec})
+	rec := newRecorder(false)
+	done := startRender(t, s, made, rec.write)
+	a, b := bytes.Repeat([]byte("a"), 4000), bytes.Repeat([]byte("b"), 4000)
+	if !s.SendWait(context.Background(), Item{Data: a}) {
+		t.Fatal("SendWait(a) = false")
+	}
+	if got, _ := rec.seen(); len(got) != 1 {
+		t.Fatalf("after the first item, within the burst: %d writes, want 1 (through)", len(got))
+	}
+	if !s.SendWait(context.Background(), Item{Data: b}) {
+		t.Fatal("SendWait(b) = false")
+	}
+	call := paced.wait(t) // Render took b and waits for the pace
+	if got, _ := rec.seen(); len(got) != 1 {
+		t.Fatalf("the second item was written before the pace allowed it (%d writes)", len(got))
+	}
+	fire(t, clk, call)
+	waitCalled(t, rec)
+	waitCalled(t, rec)
+	s.Finish()
+	if reason := <-done; reason != ReasonDone {
+		t.Fatalf("Render = %s, want %s", reason, ReasonDone)
+	}
+	if got, _ := rec.seen(); strings.Join(got, "") != string(a)+string(b) {
+		t.Fatalf("written %d batches, not a then b", len(got))
+	}
+}
+
+// TestRenderWaitsForAWriteThrough: a stream ended while a producer writes through does not let
+// Render return (after which its caller writes to the client itself) until that write ended.
+func TestRenderWaitsForAWriteThrough(t *testing.T) {
+	t.Parallel()
+	clk := newClock(t)
+	made := trap(t, clk.Trap().NewTimer("stream", "idle"))
+	r, _ := newRegistry(t, Config{Clock: clk})
+	s := open(t, r, Options{Kind: KindExec, Unpaced: true})
+	rec := newRecorder(true)
+	done := startRender(t, s, made, rec.write)
+	sent := make(chan bool, 1)
+	go func() { sent <- s.SendWait(context.Background(), Item{Data: []byte("x")}) }()
+	waitCalled(t, rec)
+	s.End(ReasonRevoked)
+	// Render must now be waiting for the write, not returned: look for it in the stacks.
+	deadline := time.Now().Add(waitTimeout)
+	for !goroutineIn("stream.(*Stream).stopWriteThrough") {
+		select {
+		case reason := <-done:
+			t.Fatalf("Render returned %s while a write-through was under way", reason)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Render neither returned nor waited for the write-through")
+		}
+		runtime.Gosched()
+	}
+	close(rec.hold)
+	if reason := <-done; reason != ReasonRevoked {
+		t.Fatalf("Render = %s, want %s", reason, ReasonRevoked)
+	}
+	if !<-sent {
+		t.Fatal("SendWait = false for an item written before the end")
+	}
+}
+
+// TestWriteThroughFailure: a write-through that fails (ending the stream, as a Write does)
+// makes SendWait report false and Render return the stream's reason.
+func TestWriteThroughFailure(t *testing.T) {
+	t.Parallel()
+	clk := newClock(t)
+	made := trap(t, clk.Trap().NewTimer("stream", "idle"))
+	r, _ := newRegistry(t, Config{Clock: clk})
+	s := open(t, r, Options{Kind: KindExec, Unpaced: true})
+	rec := newRecorder(false)
+	rec.err = func() error { s.End(ReasonSlow); return errors.New("write: i/o timeout") }
+	done := startRender(t, s, made, rec.write)
+	if s.SendWait(context.Background(), Item{Data: []byte("x")}) {
+		t.Fatal("SendWait = true though its write failed")
+	}
+	if reason := <-done; reason != ReasonSlow {
+		t.Fatalf("Render = %s, want %s", reason, ReasonSlow)
+	}
+}
+
+func goroutineIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
+}
+
+// trapOf is a quartz trap closed at the test's end.
+type trapOf struct{ *quartz.Trap }
+
+func trap(t *testing.T, tr *quartz.Trap) *trapOf {
+	t.Cleanup(tr.Close)
+	return &trapOf{tr}
+}
+
+// wait returns the next call the trap caught.
+func (tr *trapOf) wait(t *testing.T) *quartz.Call {
+	t.Helper()
+	call := nextCall(t, tr.Trap, nil)
+	if call == nil {
+		t.FailNow()
+	}
+	return call
+}
+
+// release lets the next call the trap caught go on.
+func (tr *trapOf) release(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := tr.wait(t).Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
