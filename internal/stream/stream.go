@@ -40,10 +40,10 @@ type Ended struct{ Reason Reason }
 func (e *Ended) Error() string { return "stream ended: " + string(e.Reason) }
 
 // Stream is one admitted stream: a queue bounded in bytes (internal/queue) between producers
-// (Send, which never blocks) and the sink's one writer goroutine (Next, paced; Render, whose
-// writes a dedicated producer's SendWait may do itself when nothing waits: render.go). The stream's
-// own state is guarded by the queue's lock, so a decision (cap, bound) and the push it leads
-// to are one step.
+// (Send, which never blocks) and the sink's one writer (Next, paced; or Render, which lets a
+// dedicated producer's SendWait write an item itself when nothing waits: render.go). The
+// stream's own state is guarded by the queue's lock, so a decision (cap, bound) and the push
+// it leads to are one step.
 type Stream struct {
 	r       *Registry
 	opts    Options
