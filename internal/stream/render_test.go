@@ -71,6 +71,24 @@ func waitCalled(t *testing.T, r *recorder) {
 	}
 }
 
+// renderStream opens a stream on a mock clock, paced at bytesPerSecond (0: unpaced), with a
+// trap for its writer's idle timer.
+func renderStream(t *testing.T, bytesPerSecond int64) (*quartz.Mock, *trapOf, *Stream) {
+	clk := newClock(t)
+	made := trap(t, clk.Trap().NewTimer("stream", "idle"))
+	r, _ := newRegistry(t, Config{Clock: clk, BytesPerSecond: bytesPerSecond})
+	return clk, made, open(t, r, Options{Kind: KindExec, Unpaced: bytesPerSecond == 0})
+}
+
+// finishRender finishes s and checks that Render returned ReasonDone.
+func finishRender(t *testing.T, s *Stream, done <-chan Reason) {
+	t.Helper()
+	s.Finish()
+	if reason := <-done; reason != ReasonDone {
+		t.Fatalf("Render = %s, want %s", reason, ReasonDone)
+	}
+}
+
 // startRender runs Render with a long idle and returns its result's channel once Render waits
 // for the stream (its idle timer is armed): nothing is queued or in hand.
 func startRender(t *testing.T, s *Stream, made *trapOf, write Write) <-chan Reason {
@@ -86,10 +104,7 @@ func startRender(t *testing.T, s *Stream, made *trapOf, write Write) <-chan Reas
 // writer's goroutine is not woken for it.
 func TestWriteThroughOnTheProducersGoroutine(t *testing.T) {
 	t.Parallel()
-	clk := newClock(t)
-	made := trap(t, clk.Trap().NewTimer("stream", "idle"))
-	r, _ := newRegistry(t, Config{Clock: clk})
-	s := open(t, r, Options{Kind: KindExec, Unpaced: true})
+	_, made, s := renderStream(t, 0)
 	rec := newRecorder(false)
 	done := startRender(t, s, made, rec.write)
 	for _, line := range []string{"a\n", "b\n"} {
@@ -105,10 +120,7 @@ func TestWriteThroughOnTheProducersGoroutine(t *testing.T) {
 			t.Fatalf("after SendWait(%q) returned: write saw %q on goroutines %v; want it on the producer's (%d)", line, batches, goids, producer)
 		}
 	}
-	s.Finish()
-	if reason := <-done; reason != ReasonDone {
-		t.Fatalf("Render = %s, want %s", reason, ReasonDone)
-	}
+	finishRender(t, s, done)
 	if b, _ := rec.seen(); len(b) != 2 {
 		t.Fatalf("write was called %d times (%q), want 2", len(b), b)
 	}
@@ -119,10 +131,7 @@ func TestWriteThroughOnTheProducersGoroutine(t *testing.T) {
 // after that batch.
 func TestWriteThroughKeepsOrder(t *testing.T) {
 	t.Parallel()
-	clk := newClock(t)
-	made := trap(t, clk.Trap().NewTimer("stream", "idle"))
-	r, _ := newRegistry(t, Config{Clock: clk})
-	s := open(t, r, Options{Kind: KindExec, Unpaced: true})
+	_, made, s := renderStream(t, 0)
 	rec := newRecorder(true)
 	done := startRender(t, s, made, rec.write)
 	s.Send(Item{Event: "stdout", Data: []byte("first ")}) // queued: Render takes it
@@ -152,11 +161,8 @@ func TestWriteThroughKeepsOrder(t *testing.T) {
 // written by Render once the pace allows it.
 func TestWriteThroughKeepsThePace(t *testing.T) {
 	t.Parallel()
-	clk := newClock(t)
-	made := trap(t, clk.Trap().NewTimer("stream", "idle"))
+	clk, made, s := renderStream(t, 64<<10) // a burst of 4 KiB and a message
 	paced := trap(t, clk.Trap().NewTimer("stream", "pace"))
-	r, _ := newRegistry(t, Config{Clock: clk, BytesPerSecond: 64 << 10}) // a burst of 4 KiB and a message
-	s := open(t, r, Options{Kind: KindExec})
 	rec := newRecorder(false)
 	done := startRender(t, s, made, rec.write)
 	a, b := bytes.Repeat([]byte("a"), 4000), bytes.Repeat([]byte("b"), 4000)
@@ -176,10 +182,7 @@ func TestWriteThroughKeepsThePace(t *testing.T) {
 	fire(t, clk, call)
 	waitCalled(t, rec)
 	waitCalled(t, rec)
-	s.Finish()
-	if reason := <-done; reason != ReasonDone {
-		t.Fatalf("Render = %s, want %s", reason, ReasonDone)
-	}
+	finishRender(t, s, done)
 	if got, _ := rec.seen(); strings.Join(got, "") != string(a)+string(b) {
 		t.Fatalf("written %d batches, not a then b", len(got))
 	}
@@ -189,10 +192,7 @@ func TestWriteThroughKeepsThePace(t *testing.T) {
 // Render return (after which its caller writes to the client itself) until that write ended.
 func TestRenderWaitsForAWriteThrough(t *testing.T) {
 	t.Parallel()
-	clk := newClock(t)
-	made := trap(t, clk.Trap().NewTimer("stream", "idle"))
-	r, _ := newRegistry(t, Config{Clock: clk})
-	s := open(t, r, Options{Kind: KindExec, Unpaced: true})
+	_, made, s := renderStream(t, 0)
 	rec := newRecorder(true)
 	done := startRender(t, s, made, rec.write)
 	sent := make(chan bool, 1)
@@ -225,10 +225,7 @@ func TestRenderWaitsForAWriteThrough(t *testing.T) {
 // makes SendWait report false and Render return the stream's reason.
 func TestWriteThroughFailure(t *testing.T) {
 	t.Parallel()
-	clk := newClock(t)
-	made := trap(t, clk.Trap().NewTimer("stream", "idle"))
-	r, _ := newRegistry(t, Config{Clock: clk})
-	s := open(t, r, Options{Kind: KindExec, Unpaced: true})
+	_, made, s := renderStream(t, 0)
 	rec := newRecorder(false)
 	rec.err = func() error { s.End(ReasonSlow); return errors.New("write: i/o timeout") }
 	done := startRender(t, s, made, rec.write)
