@@ -17,7 +17,9 @@ import (
 
 // gatedPrompt prints a line, waits for the gate file, then prints another.
 func gatedPrompt(gate string) string {
-	return fmt.Sprintf(`echo '{"type":"one"}'; while [ ! -e %q ]; do sleep 0.01; done; echo '{"type":"two"}'`, gate)
+	// It also ends once the gate's folder is gone: a test opens the gate as it returns, and its
+	// TempDir may be removed before the loop looks again (the loop then ran on for good).
+	return fmt.Sprintf(`echo '{"type":"one"}'; while [ ! -e %q ] && [ -d %q ]; do sleep 0.01; done; echo '{"type":"two"}'`, gate, filepath.Dir(gate))
 }
 
 // waitEvents polls until the session has at least n events.
