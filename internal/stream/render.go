@@ -12,9 +12,9 @@ import (
 // goroutine, which renders and writes. When the writer is waiting with nothing queued, nothing
 // it took still unwritten, and the pace allows the item at once, SendWait instead writes the
 // item itself, on the producer's goroutine ("write-through"): one goroutine from the
-// producer's read to the client's write, which is most of a line's time in hangar
-// (bench/README.md). Otherwise the item is queued as before, so order, pacing, the byte cap
-// and the queue's bound hold either way.
+// producer's read to the client's write, without the hand-off (0.05 ms a line on a small
+// machine: bench/README.md). Otherwise the item is queued as before, so order, pacing, the
+// byte cap and the queue's bound hold either way.
 
 // Write renders and writes a batch of a stream's items to its client; an empty batch is a
 // keep-alive. It is called by one goroutine at a time: Render's, or a producer's in SendWait.
