@@ -37,9 +37,9 @@ func Envd(ctx context.Context, cmd string, args []string, stdout, stderr io.Writ
 		}
 	}
 
-	tuneRuntime(os.LookupEnv)
+	running := tuneRuntime(os.LookupEnv)
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	d := daemon.New(daemon.Config{AccessToken: token, Workdir: workdir, DefaultUser: user, OwnHome: os.Getenv("HOME"), Logger: logger})
+	d := daemon.New(daemon.Config{AccessToken: token, Workdir: workdir, DefaultUser: user, OwnHome: os.Getenv("HOME"), Logger: logger, Running: running})
 	ln, err := daemon.Listen(listen)
 	if err != nil {
 		return err

@@ -1,6 +1,10 @@
 package sandboxcmd
 
-import "testing"
+import (
+	"runtime"
+	"runtime/debug"
+	"testing"
+)
 
 func TestRuntimeDefaults(t *testing.T) {
 	t.Parallel()
@@ -25,5 +29,38 @@ func TestRuntimeDefaults(t *testing.T) {
 				t.Errorf("runtimeDefaults = %+v, want %+v (0: left as it is)", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestMemoryLimitFollowsProcesses: the soft memory limit the daemon sets rises by
+// daemonMemoryPerProcess for each process running at once, at the most so far, and stays
+// there as they end; a GOMEMLIMIT from the environment stays as it is. Not parallel: it sets
+// this process's runtime.
+func TestMemoryLimitFollowsProcesses(t *testing.T) {
+	procs, gc, limit := runtime.GOMAXPROCS(0), debug.SetGCPercent(-1), debug.SetMemoryLimit(-1)
+	debug.SetGCPercent(gc)
+	t.Cleanup(func() {
+		runtime.GOMAXPROCS(procs)
+		debug.SetGCPercent(gc)
+		debug.SetMemoryLimit(limit)
+	})
+
+	running := tuneRuntime(func(string) (string, bool) { return "", false })
+	if running == nil {
+		t.Fatal("tuneRuntime set the memory limit but gave nothing to move it with")
+	}
+	for _, step := range []struct{ running, most int }{{0, 0}, {1, 1}, {512, 512}, {3, 512}, {0, 512}, {600, 600}} {
+		running(step.running)
+		if got, want := debug.SetMemoryLimit(-1), int64(20<<20+step.most*64<<10); got != want {
+			t.Errorf("%d processes running, %d at the most: limit %d, want %d", step.running, step.most, got, want)
+		}
+	}
+
+	debug.SetMemoryLimit(1 << 30)
+	if running := tuneRuntime(func(k string) (string, bool) { return "1GiB", k == "GOMEMLIMIT" }); running != nil {
+		t.Error("GOMEMLIMIT is set, yet tuneRuntime gave a function that moves the limit")
+	}
+	if got := debug.SetMemoryLimit(-1); got != 1<<30 {
+		t.Errorf("GOMEMLIMIT is set: limit %d, want it left at %d", got, 1<<30)
 	}
 }

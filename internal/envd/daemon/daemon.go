@@ -79,6 +79,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock times the starter's stall (StarterStall). Nil: the real clock.
 	Clock quartz.Clock
+	// Running, when set, is told how many processes run each time that number changes, under
+	// the lock of the daemon's process table (so in order); it must not call the daemon. The
+	// hangar-envd command sizes its soft memory limit with it.
+	Running func(n int)
 }
 
 // Defaults used for zero Config fields.
@@ -150,7 +154,7 @@ func New(cfg Config) *Daemon {
 		cfg:        cfg,
 		log:        cfg.Logger,
 		auth:       newAuthState(cfg),
-		procs:      newRegistry(cfg.EndedRetention, func() time.Time { return cfg.Clock.Now() }),
+		procs:      newRegistry(cfg.EndedRetention, func() time.Time { return cfg.Clock.Now() }, cfg.Running),
 		watch:      newWatchers(cfg.MaxWatchers),
 		users:      systemUsers,
 		base:       base,

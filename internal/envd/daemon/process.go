@@ -263,18 +263,75 @@ func (p *process) run(lifetime, killGrace time.Duration) {
 }
 
 // read publishes every read of r at once, as its own data event, until r ends.
+//
+// It holds a buffer only while reads return data, not while it waits: it takes one from
+// readBufs when r is readable (every output descriptor is on the runtime's poller: see
+// poll.go) and gives it back when a read finds nothing, before it waits again. A quiet
+// process, which is most of them most of the time, costs no buffer; with a buffer each for
+// good, 512 processes held 32 MiB (bench/README.md, issue 11).
 func (p *process) read(r *os.File, wrap func([]byte) *rpc.ProcessEvent_DataEvent) {
-	buf := make([]byte, readChunk)
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			data := wrap(append([]byte(nil), buf[:n]...))
-			p.publish(&rpc.ProcessEvent{Event: &rpc.ProcessEvent_Data{Data: data}}, n)
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return // closed already
+	}
+	var (
+		buf  *[]byte // kept while reads return data, given back before a wait
+		data []byte
+		n    int
+		rerr error
+	)
+	defer func() {
+		if buf != nil {
+			giveReadBuf(buf)
 		}
-		if err != nil {
-			return // io.EOF, EIO from a pty whose other side closed, or closed by closeOutput
+	}()
+	readable := func(fd uintptr) bool {
+		if buf == nil {
+			buf = takeReadBuf()
+		}
+		for {
+			n, rerr = syscall.Read(int(fd), *buf)
+			if rerr != syscall.EINTR {
+				break
+			}
+		}
+		if rerr == syscall.EAGAIN {
+			giveReadBuf(buf)
+			buf = nil
+			return false // nothing to read: wait on the poller
+		}
+		if n > 0 {
+			data = append([]byte(nil), (*buf)[:n]...)
+		}
+		return true
+	}
+	for {
+		data = nil
+		err := rc.Read(readable)
+		if len(data) > 0 {
+			p.publish(&rpc.ProcessEvent{Event: &rpc.ProcessEvent_Data{Data: wrap(data)}}, len(data))
+		}
+		if err != nil || rerr != nil || n <= 0 {
+			return // closed by closeOutput, EOF, or EIO from a pty whose other side closed
 		}
 	}
+}
+
+// readBufs holds the buffers of reads (readChunk bytes each); readBufsHeld counts those taken
+// and not yet given back.
+var (
+	readBufs     = sync.Pool{New: func() any { b := make([]byte, readChunk); return &b }}
+	readBufsHeld atomic.Int64
+)
+
+func takeReadBuf() *[]byte {
+	readBufsHeld.Add(1)
+	return readBufs.Get().(*[]byte)
+}
+
+func giveReadBuf(b *[]byte) {
+	readBufs.Put(b)
+	readBufsHeld.Add(-1)
 }
 
 func (p *process) closeOutput() {

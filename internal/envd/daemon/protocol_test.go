@@ -108,6 +108,33 @@ func TestProtocolStart(t *testing.T) {
 	}
 }
 
+// TestRunningIsTold: Config.Running hears how many processes run each time a process starts
+// or ends (hangar-envd moves its soft memory limit with it).
+func TestRunningIsTold(t *testing.T) {
+	told := make(chan int, 8)
+	url := serve(t, daemon.Config{Running: func(n int) { told <- n }})
+	ctx, cancel := context.WithTimeout(context.Background(), shortWait)
+	defer cancel()
+
+	for range 2 {
+		s := open(t, rpcStream(t, ctx, url, "process.Process/Start", nil, `{"process":{"cmd":"sh","args":["-c","echo a"]}}`))
+		s.next() // start
+		for _, want := range []int{1, 0} {
+			select {
+			case n := <-told:
+				if n != want {
+					t.Fatalf("Running told %d, want %d", n, want)
+				}
+			case <-ctx.Done():
+				t.Fatalf("Running was not told %d", want)
+			}
+		}
+		s.next() // a
+		s.next() // end
+		s.end()
+	}
+}
+
 func TestProtocolInputAndKeepalive(t *testing.T) {
 	url := serve(t, daemon.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), shortWait)

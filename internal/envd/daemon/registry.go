@@ -16,6 +16,7 @@ import (
 type registry struct {
 	retention time.Duration
 	now       func() time.Time
+	onRunning func(n int) // Config.Running; nil: none
 
 	mu      sync.Mutex // protects running, ended, tags and closed
 	closed  bool       // killAll was called: processes added now are killed at once
@@ -34,8 +35,8 @@ type endedProcess struct {
 	at  time.Time
 }
 
-func newRegistry(retention time.Duration, now func() time.Time) *registry {
-	return &registry{retention: retention, now: now, running: map[uint32]*process{}, ended: map[uint32]endedProcess{}, tags: map[string]bool{}}
+func newRegistry(retention time.Duration, now func() time.Time, onRunning func(n int)) *registry {
+	return &registry{retention: retention, now: now, onRunning: onRunning, running: map[uint32]*process{}, ended: map[uint32]endedProcess{}, tags: map[string]bool{}}
 }
 
 // reserveTag claims tag for a process about to start: a tag names one running process at a
@@ -68,6 +69,7 @@ func (r *registry) add(p *process, lifetime, killGrace time.Duration) {
 		return
 	}
 	r.running[p.pid] = p
+	r.runningChangedLocked()
 	delete(r.ended, p.pid) // a reused pid must never answer with the previous process's end
 	// wg.Go under mu: killAll's Wait, which comes after it sets closed, happens after this Add.
 	r.wg.Go(func() {
@@ -76,11 +78,18 @@ func (r *registry) add(p *process, lifetime, killGrace time.Duration) {
 		defer r.mu.Unlock()
 		if r.running[p.pid] == p {
 			delete(r.running, p.pid)
+			r.runningChangedLocked()
 		}
 
 		r.ended[p.pid] = endedProcess{pid: p.pid, tag: p.tag, end: p.end, at: r.now()}
 	})
 	r.mu.Unlock()
+}
+
+func (r *registry) runningChangedLocked() {
+	if r.onRunning != nil {
+		r.onRunning(len(r.running))
+	}
 }
 
 // find returns the running process sel names, or the end of one that ended recently.

@@ -12,9 +12,10 @@ import (
 )
 
 // TestProcessesDoNotHoldThreads: 64 running processes, half on pipes and half on ptys, do
-// not cost the daemon a thread each. Every process's exit waiter and output readers park in
-// the runtime's poller ("IO wait"); a blocking wait4 or a read of a blocking pty would hold an
-// OS thread each instead, and they would never show as parked.
+// not cost the daemon a thread each, nor a read buffer while they are quiet. Every process's
+// exit waiter and output readers park in the runtime's poller ("IO wait"); a blocking wait4 or
+// a read of a blocking pty would hold an OS thread each instead, and they would never show as
+// parked. A reader takes its buffer only once its descriptor is readable.
 //
 // Not parallel: it counts the test process's threads (/proc/self/task), to which parallel
 // tests would add.
@@ -47,6 +48,10 @@ func TestProcessesDoNotHoldThreads(t *testing.T) {
 	// The daemon's own few threads (GOMAXPROCS, sysmon, a fork or two in flight) at most.
 	if n := threads(t); n-before > 12 {
 		t.Errorf("%d threads with %d processes running, %d before: want at most 12 more", n, procs, before)
+	}
+	// Every reader gave its buffer back before it parked.
+	if n := daemon.ReadBuffersHeld(); n != 0 {
+		t.Errorf("%d quiet processes hold %d read buffers (32 KiB each), want none", procs, n)
 	}
 }
 
