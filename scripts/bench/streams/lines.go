@@ -17,13 +17,16 @@ func stampedCommand(n int, interval time.Duration) string {
 	return fmt.Sprintf(`for i in $(seq %d); do sleep %.3f; echo "L $i $EPOCHREALTIME"; done`, n, interval.Seconds())
 }
 
-// stampedCommandFrom is stampedCommand for hundreds at once: no sleep process per line (read
-// -t on a pipe nobody writes), and the first line waits for the clock to reach from, so that
-// every stream is open before any prints and the start-up of hundreds of shells is not what
-// is measured.
-func stampedCommandFrom(n int, interval time.Duration, from time.Time) string {
-	return fmt.Sprintf(`exec 9<> <(:); while (( ${EPOCHREALTIME/./} < %d )); do read -t 0.02 -u 9; done; for i in $(seq %d); do read -t %.3f -u 9; echo "L $i $EPOCHREALTIME"; done`,
-		from.UnixMicro(), n, interval.Seconds())
+// stampedCommandFrom is stampedCommand for hundreds at once. The first line waits for the
+// clock to reach from, so that every stream is open before any prints and the start-up of
+// hundreds of shells is not what is measured; after the last line the shell waits until
+// until, so that hundreds of them end together once every stream has printed, not in the
+// middle of the others' last lines. No process is started once it runs: read -t on a pipe
+// nobody writes instead of sleep, bash's own loop instead of seq.
+func stampedCommandFrom(n int, interval time.Duration, from, until time.Time) string {
+	return fmt.Sprintf(`exec 9<> <(:); wait_until() { local r=$(( $1 - ${EPOCHREALTIME/./} )) f; (( r > 0 )) || return 0; printf -v f %%06d $(( r %% 1000000 )); read -t "$(( r / 1000000 )).$f" -u 9; }; `+
+		`wait_until %d; for ((i = 1; i <= %d; i++)); do read -t %.3f -u 9; echo "L $i $EPOCHREALTIME"; done; wait_until %d; exit 0`,
+		from.UnixMicro(), n, interval.Seconds(), until.UnixMicro())
 }
 
 // line is one stamped line: when it was printed and when the client had it.

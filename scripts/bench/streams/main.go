@@ -32,6 +32,7 @@ type config struct {
 	interval      time.Duration
 	scale         []int
 	scaleSeconds  int
+	scaleDaemon   bool  // also run each scale load from the daemon directly (the floor)
 	paceBytes     int64 // streamed at the default pace (1 MiB/s)
 	throughputMiB int64 // streamed unpaced
 	outDir        string
@@ -56,6 +57,7 @@ func main() {
 	flag.IntVar(&c.lines, "lines", 30, "stamped lines per run")
 	flag.DurationVar(&c.interval, "interval", 100*time.Millisecond, "time between lines")
 	flag.IntVar(&c.scaleSeconds, "scale-seconds", 10, "how long each scale stream prints (10 lines a second)")
+	flag.BoolVar(&c.scaleDaemon, "scale-daemon", true, "also run each scale load from the sandbox's daemon directly, without hangar (the floor)")
 	flag.Int64Var(&c.paceBytes, "pace-bytes", 4<<20, "bytes streamed at the default pace to measure it (0: skip)")
 	flag.Int64Var(&c.throughputMiB, "throughput-mib", 256, "MiB streamed unpaced through one SSE stream (0: skip)")
 	flag.StringVar(&c.outDir, "out", "bench/results", "where the JSON results go")

@@ -41,7 +41,7 @@ func TestTinyRun(t *testing.T) {
 	}
 	out := t.TempDir()
 	c := config{hangar: bin, providers: []string{"local"}, runs: 1, lines: 3, interval: 20 * time.Millisecond, scale: []int{2},
-		scaleSeconds: 1, paceBytes: 64 << 10, throughputMiB: 1, outDir: out, readme: filepath.Join(out, "README.md"), date: "2026-01-01"}
+		scaleSeconds: 1, scaleDaemon: true, paceBytes: 64 << 10, throughputMiB: 1, outDir: out, readme: filepath.Join(out, "README.md"), date: "2026-01-01"}
 	var log bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -65,8 +65,13 @@ func TestTinyRun(t *testing.T) {
 			t.Errorf("mode %s: %+v", m.name, st)
 		}
 	}
-	if len(r.Scale) != 1 || r.Scale[0].Lines != 2*10 || r.Scale[0].Failed != 0 {
-		t.Errorf("scale: %+v", r.Scale)
+	if len(r.Scale) != 2 || r.Scale[0].Via != "" || r.Scale[1].Via != "daemon" {
+		t.Errorf("scale: %+v, want hangar's then the daemon's", r.Scale)
+	}
+	for _, s := range r.Scale {
+		if s.Lines != 2*10 || s.Failed != 0 {
+			t.Errorf("scale via %q: %+v", s.Via, s)
+		}
 	}
 	if r.Pacing == nil || r.Pacing.Bytes != 64<<10 || r.Unpaced == nil || r.Unpaced.Bytes != 1<<20 {
 		t.Errorf("pacing %+v, unpaced %+v", r.Pacing, r.Unpaced)
@@ -78,7 +83,8 @@ func TestTinyRun(t *testing.T) {
 		t.Errorf("load = %+v, want the three averages before and after", r.Load)
 	}
 	readme, _ := os.ReadFile(c.readme)
-	if !strings.Contains(string(readme), "exec(stream=true), MCP progress") || !strings.Contains(string(readme), beginMarker) {
+	if !strings.Contains(string(readme), "exec(stream=true), MCP progress") || !strings.Contains(string(readme), beginMarker) ||
+		!strings.Contains(string(readme), "from the daemon directly") {
 		t.Errorf("README table missing:\n%s", readme)
 	}
 }

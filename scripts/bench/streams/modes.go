@@ -405,25 +405,30 @@ func (b *bench) rawDaemon(ctx context.Context, cmd string, _ time.Duration) (run
 	defer c.Close()
 	var lr lineReader
 	r := run{start: time.Now()}
+	err = daemonStream(ctx, c, cmd, func(data []byte, at time.Time) { lr.feed(string(data), at) })
+	r.lines = lr.lines
+	return r, err
+}
+
+// daemonStream runs cmd through the daemon c and feeds its stdout to onData as it arrives.
+func daemonStream(ctx context.Context, c *envd.Client, cmd string, onData func(data []byte, at time.Time)) error {
 	st, err := c.Start(ctx, envd.StartRequest{Cmd: "bash", Args: []string{"-lc", cmd}})
 	if err != nil {
-		return r, err
+		return err
 	}
 	defer st.Close()
 	for {
 		ev, err := st.Next()
 		if errors.Is(err, io.EOF) {
-			break
+			return nil
 		}
 		if err != nil {
-			return r, err
+			return err
 		}
 		if ev.Kind == envd.EventStdout {
-			lr.feed(string(ev.Data), time.Now())
+			onData(ev.Data, time.Now())
 		}
 	}
-	r.lines = lr.lines
-	return r, nil
 }
 
 func (b *bench) dockerExec(ctx context.Context, cmd string, _ time.Duration) (run, error) {
@@ -451,8 +456,11 @@ func (b *bench) dockerExec(ctx context.Context, cmd string, _ time.Duration) (ru
 	return r, c.Wait()
 }
 
-// scaleResult is N concurrent streamed execs.
+// scaleResult is N concurrent streamed execs, through hangar (REST) or, as the floor of the
+// same load, from the sandbox's daemon directly.
 type scaleResult struct {
+	// Via is "daemon" for the daemon's own streams read directly by one client; "": hangar.
+	Via           string  `json:"via,omitempty"`
 	Streams       int     `json:"streams"`
 	Lines         int     `json:"lines"`
 	Missing       int     `json:"lines_missing"`
@@ -471,20 +479,44 @@ type scaleResult struct {
 	PerStreamLines   int     `json:"lines_per_stream"`
 }
 
-func (b *bench) scale(ctx context.Context, n int, seconds int) scaleResult {
+// scale runs n streams at once, each printing 10 lines a second for seconds, through hangar's
+// REST exec/stream; with daemon, through one client of the sandbox's daemon instead (the
+// floor: the same shells, the same daemon, no hangar).
+func (b *bench) scale(ctx context.Context, n int, seconds int, daemon bool) scaleResult {
 	lines := seconds * 10
 	// Every stream opens first; lines start once the slowest shell is up, the streams' first
-	// lines spread over one interval, as independent streams' would be.
+	// lines spread over one interval, as independent streams' would be. The shells end together
+	// a second after the last line is due (with a tenth more for their drift): n shells ending
+	// at once take the machine for a while (the kernel unmapping n address spaces), and every
+	// line printed meanwhile would wait behind them, through hangar or not.
 	from := time.Now().Add(2*time.Second + time.Duration(n)*10*time.Millisecond)
 	step := 100 * time.Millisecond / time.Duration(n)
+	until := from.Add(100*time.Millisecond + time.Duration(lines)*100*time.Millisecond*11/10 + time.Second)
 	var d delays
 	var failed atomic.Int64
 	var firstErr sync.Once
 	res := scaleResult{Streams: n, PerStreamLines: lines}
+	stream := func(cmd string, onData func([]byte, time.Time)) error {
+		_, err := b.restStream(ctx, cmd, onData)
+		return err
+	}
+	if daemon {
+		res.Via = "daemon"
+		c, err := b.daemonClient(ctx)
+		if err != nil {
+			res.Failed, res.FirstError = n, err.Error()
+			return res
+		}
+		defer c.Close()
+		stream = func(cmd string, onData func([]byte, time.Time)) error { return daemonStream(ctx, c, cmd, onData) }
+	}
 	sctx, stop := context.WithCancel(ctx)
 	sampled := make(chan struct{})
 	go func() { // sample memory and goroutines while it runs
 		defer close(sampled)
+		if daemon {
+			return // hangar is not on the way
+		}
 		// Once a second: each sample costs hangar a /metrics page, which is not what is measured.
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
@@ -502,12 +534,11 @@ func (b *bench) scale(ctx context.Context, n int, seconds int) scaleResult {
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
-		cmd := stampedCommandFrom(lines, 100*time.Millisecond, from.Add(time.Duration(i)*step))
+		cmd := stampedCommandFrom(lines, 100*time.Millisecond, from.Add(time.Duration(i)*step), until)
 		go func() {
 			defer wg.Done()
 			var lr lineReader
-			_, err := b.restStream(ctx, cmd, func(data []byte, at time.Time) { lr.feed(string(data), at) })
-			if err != nil {
+			if err := stream(cmd, func(data []byte, at time.Time) { lr.feed(string(data), at) }); err != nil {
 				failed.Add(1)
 				firstErr.Do(func() { res.FirstError = err.Error() })
 			}
@@ -518,7 +549,9 @@ func (b *bench) scale(ctx context.Context, n int, seconds int) scaleResult {
 	stop()
 	<-sampled
 	res.WallSeconds = time.Since(start).Seconds()
-	res.HangarCPUSeconds = cpuSeconds(b.srv.PID()) - cpu0
+	if !daemon {
+		res.HangarCPUSeconds = cpuSeconds(b.srv.PID()) - cpu0
+	}
 	if d.n > 0 {
 		res.HangarCPUPerLine = res.HangarCPUSeconds / float64(d.n) * 1e6
 	}
