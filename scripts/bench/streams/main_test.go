@@ -84,7 +84,7 @@ func TestTinyRun(t *testing.T) {
 	}
 	readme, _ := os.ReadFile(c.readme)
 	if !strings.Contains(string(readme), "exec(stream=true), MCP progress") || !strings.Contains(string(readme), beginMarker) ||
-		!strings.Contains(string(readme), "from the daemon directly") {
+		!strings.Contains(string(readme), "from the daemon directly") || !strings.Contains(string(readme), "REST over the relay floor") {
 		t.Errorf("README table missing:\n%s", readme)
 	}
 }

@@ -55,6 +55,7 @@ func table(reports []report) string {
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s |\n", modeLabels[m.name], row, orDash(seed[m.name]))
 		}
+		b.WriteString(ratioText(r))
 		if len(r.Scale) > 0 {
 			b.WriteString("\n| Concurrent streamed execs (10 lines/s each) | Per-line delay p50 / p95 / p99 | The same load from the daemon directly (no hangar) | hangar RSS | Goroutines | Lines missing |\n|---|---|---|---|---|---|\n")
 			floor := map[int]string{}
@@ -80,6 +81,28 @@ func table(reports []report) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// ratioText is issue 11's measure: each line's delay through hangar against the raw daemon's
+// (p50 / p95), and what REST adds over the relay floor. "" without the raw daemon's row.
+func ratioText(r report) string {
+	raw, ok := r.Modes["raw_daemon"]
+	if !ok || raw.Runs == 0 || raw.DelayP50Ms <= 0 || raw.DelayP95Ms <= 0 {
+		return ""
+	}
+	var parts []string
+	for _, m := range []struct{ name, label string }{{"rest_exec_stream", "REST"}, {"mcp_exec_stream", "MCP (go-sdk's client)"}, {"relay_floor", "the relay floor"}} {
+		if st, ok := r.Modes[m.name]; ok && st.Runs > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.2f× / %.2f×", m.label, st.DelayP50Ms/raw.DelayP50Ms, st.DelayP95Ms/raw.DelayP95Ms))
+		}
+	}
+	text := "\nEach line's delay against the raw daemon's, p50 / p95 (issue 11's targets: REST ≤ 1.15×, MCP ≤ 1.3×): " + strings.Join(parts, "; ") + "."
+	rest, okR := r.Modes["rest_exec_stream"]
+	floor, okF := r.Modes["relay_floor"]
+	if okR && okF && rest.Runs > 0 && floor.Runs > 0 {
+		text += fmt.Sprintf(" REST over the relay floor: %+.2f / %+.2f ms.", rest.DelayP50Ms-floor.DelayP50Ms, rest.DelayP95Ms-floor.DelayP95Ms)
+	}
+	return text + "\n"
 }
 
 // loadText is the 1-minute load average before and after the run, e.g. ", load 0.52 → 1.87".
