@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -54,6 +56,23 @@ func (r *lineReader) feed(text string, at time.Time) {
 	}
 	r.partial.Reset()
 	r.partial.WriteString(buf)
+}
+
+// readAll feeds everything src gives, as it arrives, until its end (nil) or another error.
+func (r *lineReader) readAll(src io.Reader) error {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			r.feed(string(buf[:n]), time.Now())
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 func (r *lineReader) parse(s string, at time.Time) {

@@ -442,16 +442,7 @@ func (b *bench) dockerExec(ctx context.Context, cmd string, _ time.Duration) (ru
 		return r, err
 	}
 	var lr lineReader
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := out.Read(buf)
-		if n > 0 {
-			lr.feed(string(buf[:n]), time.Now())
-		}
-		if err != nil {
-			break
-		}
-	}
+	_ = lr.readAll(out) // what it printed until then: Wait says how it ended
 	r.lines = lr.lines
 	return r, c.Wait()
 }

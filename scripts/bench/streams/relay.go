@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -90,21 +88,9 @@ func (b *bench) relayFloor(ctx context.Context, cmd string, _ time.Duration) (ru
 		return r, err
 	}
 	var lr lineReader
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := conn.Read(buf)
-		if n > 0 {
-			lr.feed(string(buf[:n]), time.Now())
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return r, err
-		}
-	}
+	err = lr.readAll(conn)
 	r.lines = lr.lines
-	return r, nil
+	return r, err
 }
 
 // startRelay runs this program as the relay of the bench's sandbox's daemon.
