@@ -3,10 +3,19 @@ package provider
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 )
+
+// DaemonTokenSHA256 is what a daemon is started with instead of its token
+// (hangar-envd's --access-token-sha256): the token's SHA-256, in hex.
+func DaemonTokenSHA256(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
 
 // InitDaemon gives a daemon that was started without an access token its token, through
 // POST /init (as E2B's orchestrator gives envd its token), so the token is never in the

@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,26 +20,58 @@ import (
 // authState is what POST /init may change after start-up.
 type authState struct {
 	mu          sync.Mutex // protects the fields below
-	token       string     // empty: no authentication
+	token       string     // empty: tokenHash, if any, else no authentication
+	tokenHash   []byte     // the SHA-256 of the token, when the daemon was started with it
 	defaultUser string     // empty: the daemon's own user
 	workdir     string     // empty: the user's home
 	envs        map[string]string
 }
 
+// newAuthState is the daemon's start-up state. A malformed cfg.AccessTokenSHA256 (the command
+// line checks it first, with ParseTokenSHA256) leaves the daemon accepting no token at all.
 func newAuthState(cfg Config) *authState {
-	return &authState{token: cfg.AccessToken, defaultUser: cfg.DefaultUser, workdir: cfg.Workdir}
+	hash, err := ParseTokenSHA256(cfg.AccessTokenSHA256)
+	if err != nil {
+		hash = []byte{}
+	}
+	return &authState{token: cfg.AccessToken, tokenHash: hash, defaultUser: cfg.DefaultUser, workdir: cfg.Workdir}
+}
+
+// ParseTokenSHA256 reads the hex SHA-256 of an access token ("": none).
+func ParseTokenSHA256(s string) ([]byte, error) {
+	if s == "" {
+		return nil, nil
+	}
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != sha256.Size {
+		return nil, fmt.Errorf("the access token's SHA-256 must be %d hex digits, got %q", 2*sha256.Size, s)
+	}
+	return b, nil
 }
 
 // settings is a consistent copy of an authState.
 type settings struct {
 	token, defaultUser, workdir string
+	tokenHash                   []byte
 	envs                        map[string]string
 }
 
 func (a *authState) get() settings {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return settings{a.token, a.defaultUser, a.workdir, a.envs}
+	return settings{a.token, a.defaultUser, a.workdir, a.tokenHash, a.envs}
+}
+
+// open reports whether requests need no token.
+func (s settings) open() bool { return s.token == "" && s.tokenHash == nil }
+
+// accepts reports whether got is the token: the one set, else the one whose hash was given.
+func (s settings) accepts(got string) bool {
+	if s.token != "" {
+		return subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) == 1
+	}
+	sum := sha256.Sum256([]byte(got))
+	return subtle.ConstantTimeCompare(sum[:], s.tokenHash) == 1
 }
 
 type ctxKey int
@@ -60,13 +94,13 @@ func (d *Daemon) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		s := d.auth.get()
-		if s.token != "" {
+		if !s.open() {
 			got := r.Header.Get("X-Access-Token")
 			if got == "" {
 				writeError(w, r, http.StatusUnauthorized, "this daemon needs an access token: send it in the X-Access-Token header")
 				return
 			}
-			if subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
+			if !s.accepts(got) {
 				writeError(w, r, http.StatusUnauthorized, "the access token in X-Access-Token is not valid")
 				return
 			}

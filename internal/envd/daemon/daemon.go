@@ -34,8 +34,14 @@ import (
 // Config is the daemon's configuration. Every zero value has a working default.
 type Config struct {
 	// AccessToken, when set, must be sent as X-Access-Token with every request but GET /health.
-	// Empty: no authentication until POST /init sets a token (as envd does).
+	// Empty: no authentication until POST /init sets a token (as envd does), unless
+	// AccessTokenSHA256 is set.
 	AccessToken string
+	// AccessTokenSHA256, when set (64 hex digits), is the SHA-256 of the token every request
+	// but GET /health must send: a daemon started with it is never open, and its command
+	// line, which the sandbox's commands can read, does not hold the token itself. A token set
+	// by POST /init (which then needs this one) takes its place.
+	AccessTokenSHA256 string
 	// Workdir is the working directory of processes started without one, and what relative
 	// file paths are resolved against. Empty: the home directory of the user a request runs as.
 	Workdir string

@@ -3,7 +3,10 @@ package daemon_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -305,6 +308,60 @@ func TestProtocolAuthAndHealth(t *testing.T) {
 	if res.StatusCode != http.StatusUnauthorized || !bytes.Contains(data, []byte(`"code":401`)) {
 		t.Errorf("files without the token: %d %s", res.StatusCode, data)
 	}
+}
+
+// TestAuthByTokenHash: a daemon started with its token's SHA-256 needs that token from its
+// first request on, /init included (nothing can set another token before its owner does), and
+// one with a malformed hash takes no token at all rather than every request.
+func TestAuthByTokenHash(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), shortWait)
+	defer cancel()
+	url := serve(t, daemon.Config{AccessTokenSHA256: tokenSHA256("tok")})
+	as := func(token string) http.Header {
+		return http.Header{"X-Access-Token": {token}, "Authorization": {"Basic cm9vdDo="}} // root:
+	}
+	for _, h := range []http.Header{nil, as("wrong"), as(tokenSHA256("tok"))} {
+		if status, body := rpcUnary(t, ctx, url, "process.Process/List", h, `{}`); status != http.StatusUnauthorized {
+			t.Errorf("List with %v: %d %v, want 401", h, status, body)
+		}
+	}
+	if status, body := rpcUnary(t, ctx, url, "process.Process/List", as("tok"), `{}`); status != http.StatusOK {
+		t.Errorf("List with the token: %d %v", status, body)
+	}
+	init := func(h http.Header, body string) int {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/init", strings.NewReader(body))
+		maps.Copy(req.Header, h)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	if got := init(nil, `{"accessToken": "mine"}`); got != http.StatusUnauthorized {
+		t.Errorf("/init without the token: %d, want 401", got)
+	}
+	if got := init(as("tok"), `{"accessToken": "new"}`); got != http.StatusNoContent {
+		t.Errorf("/init with the token: %d, want 204", got)
+	}
+	if status, _ := rpcUnary(t, ctx, url, "process.Process/List", as("tok"), `{}`); status != http.StatusUnauthorized {
+		t.Errorf("the old token after /init set another: %d, want 401", status)
+	}
+	if status, body := rpcUnary(t, ctx, url, "process.Process/List", as("new"), `{}`); status != http.StatusOK {
+		t.Errorf("the token /init set: %d %v", status, body)
+	}
+
+	bad := serve(t, daemon.Config{AccessTokenSHA256: "not hex"})
+	for _, h := range []http.Header{nil, as(""), as("not hex")} {
+		if status, _ := rpcUnary(t, ctx, bad, "process.Process/List", h, `{}`); status != http.StatusUnauthorized {
+			t.Errorf("a malformed hash, List with %v: %d, want 401", h, status)
+		}
+	}
+}
+
+func tokenSHA256(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
 }
 
 // TestWireNumbers fixes the field numbers and types envd's clients depend on, byte by byte.

@@ -238,11 +238,14 @@ func (p *Provider) containerConfig(spec provider.Spec, image, workdir string) (*
 		return nil, nil, err
 	}
 	port := nat.Port(strconv.Itoa(DaemonPort) + "/tcp")
-	// The daemon starts without its token and gets it through /init once it answers: in
-	// its environment, every command in the container could read it (/proc/1/environ).
-	// A label is kept on the host (docker inspect), never inside the container.
+	// The daemon is given the token's hash, so it takes no request without the token from its
+	// first moment on, a restart included, and from anywhere: other containers on the bridge
+	// reach its port too. The token itself is never in the container: in the daemon's
+	// environment or command line every command could read it (/proc/1/environ, cmdline).
+	// It is kept on the host, in a label (docker inspect).
 	cfg.Labels[labelToken] = token
-	cfg.Entrypoint = []string{EnvdPath, "envd", "--listen", "0.0.0.0:" + strconv.Itoa(DaemonPort), "--workdir", workdir}
+	cfg.Entrypoint = []string{EnvdPath, "envd", "--listen", "0.0.0.0:" + strconv.Itoa(DaemonPort), "--workdir", workdir,
+		"--access-token-sha256", provider.DaemonTokenSHA256(token)}
 	cfg.Cmd = []string{}
 	cfg.ExposedPorts = nat.PortSet{port: {}}
 	// 127.0.0.1 only, on a port the engine picks: the daemon is never on the network.
@@ -269,9 +272,9 @@ func (p *Provider) startContainer(ctx context.Context, name string, cfg *contain
 	return info, nil
 }
 
-// readyDaemon waits for the daemon of the just-started sb (in container containerID) to answer
-// and gives it its token. A daemon that does not come up makes sb failed, with the reason and
-// the container's logs.
+// readyDaemon waits for the daemon of the just-started sb (in container containerID) to
+// answer. A daemon that does not come up makes sb failed, with the reason and the container's
+// logs.
 func (p *Provider) readyDaemon(ctx context.Context, sb provider.Sandbox, containerID string) provider.Sandbox {
 	if sb.State != provider.StateRunning {
 		return p.withLogs(ctx, failed(sb, "the sandbox's daemon did not start"))
@@ -281,9 +284,6 @@ func (p *Provider) readyDaemon(ctx context.Context, sb provider.Sandbox, contain
 	}
 	if err := p.waitHealthy(ctx, containerID, sb.Daemon.URL); err != nil {
 		return p.withLogs(ctx, failed(sb, fmt.Sprintf("the daemon at %s did not answer: %v", sb.Daemon.URL, err)))
-	}
-	if err := provider.InitDaemon(ctx, p.health, sb.Daemon.URL, sb.Daemon.AccessToken); err != nil {
-		return p.withLogs(ctx, failed(sb, fmt.Sprintf("the daemon at %s could not be given its token: %v", sb.Daemon.URL, err)))
 	}
 	return sb
 }
@@ -506,7 +506,8 @@ func (p *Provider) checked(ctx context.Context, sb provider.Sandbox) provider.Sa
 		}
 		return failed(sb, fmt.Sprintf("the sandbox's daemon does not answer at %s: %v", sb.Daemon.URL, err))
 	}
-	// A container restarted outside hangar runs a daemon that has no token yet: give it.
+	// A container made by a hangar before daemons were given their token's hash, restarted
+	// outside hangar, runs a daemon that has no token yet: give it.
 	if has, err := provider.DaemonHasToken(ctx, p.health, sb.Daemon.URL); err == nil && !has {
 		p.log.Warn("the sandbox's daemon runs without its token (was its container restarted?); giving it", "sandbox", sb.Name)
 		if err := provider.InitDaemon(ctx, p.health, sb.Daemon.URL, sb.Daemon.AccessToken); err != nil {

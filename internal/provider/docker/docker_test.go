@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
@@ -144,7 +146,7 @@ func TestDaemonContainer(t *testing.T) {
 	}
 	argv := info.Path + " " + strings.Join(info.Args, " ")
 	// The daemon, with nothing of the image's CMD after it, under docker's init.
-	if want := EnvdPath + " envd --listen 0.0.0.0:49983 --workdir /workspace"; argv != want {
+	if want := EnvdPath + " envd --listen 0.0.0.0:49983 --workdir /workspace --access-token-sha256 " + provider.DaemonTokenSHA256(sb.Daemon.AccessToken); argv != want {
 		t.Errorf("container runs %q, want %q", argv, want)
 	}
 	if info.HostConfig.Init == nil || !*info.HostConfig.Init {
@@ -157,7 +159,7 @@ func TestDaemonContainer(t *testing.T) {
 	if err != nil || string(res.Stdout) != "token=\n" {
 		t.Errorf("a command sees the daemon's token: %q, %v", res.Stdout, err)
 	}
-	// Nor in any process's environment: the daemon got it through /init.
+	// Nor in any process's environment: the daemon has only its hash.
 	res, err = p.Exec(ctx, sb, provider.ExecRequest{Command: `cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n'; echo end`})
 	if err != nil || !strings.Contains(string(res.Stdout), "end") || strings.Contains(string(res.Stdout), sb.Daemon.AccessToken) {
 		t.Errorf("a command reads the daemon's token in /proc/*/environ (or could not look): %q, %v", res.Stdout, err)
@@ -165,6 +167,22 @@ func TestDaemonContainer(t *testing.T) {
 	// And the daemon needs it.
 	if has, err := provider.DaemonHasToken(ctx, http.DefaultClient, sb.Daemon.URL); err != nil || !has {
 		t.Errorf("the daemon takes requests without its token: %v %v", has, err)
+	}
+	// Also from the moment its container is restarted outside hangar, before hangar has looked:
+	// the daemon's port is reachable from every container on the bridge, not only the host.
+	if err := p.cli.ContainerRestart(ctx, sb.ID, container.StopOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	info, err = p.cli.ContainerInspect(ctx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := p.sandbox(info).Daemon.URL // the engine may publish it on another port
+	if err := p.waitHealthy(ctx, sb.ID, url); err != nil {
+		t.Fatal(err)
+	}
+	if has, err := provider.DaemonHasToken(ctx, http.DefaultClient, url); err != nil || !has {
+		t.Errorf("after a restart the daemon takes requests without its token: %v %v", has, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -185,6 +186,27 @@ func TestClusterDaemon(t *testing.T) {
 	}
 	if ev := next(envd.EventEnd); ev.Exit.Code != 0 {
 		t.Errorf("end %+v, want exit 0", ev.Exit)
+	}
+
+	// No command in the pod can read the daemon's token: the daemon has only its hash.
+	st2, err := cli.Start(ctx, envd.StartRequest{Cmd: "/bin/sh", Args: []string{"-c", "cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null; echo; echo end"}})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer st2.Close()
+	var out []byte
+	for {
+		ev, err := st2.Next()
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		if ev.Kind == envd.EventEnd {
+			break
+		}
+		out = append(out, ev.Data...)
+	}
+	if !bytes.Contains(out, []byte("end")) || bytes.Contains(out, []byte(sb.Daemon.AccessToken)) || !bytes.Contains(out, []byte(provider.DaemonTokenSHA256(sb.Daemon.AccessToken))) {
+		t.Errorf("a command reads the daemon's token, or not its hash, in /proc/*/environ and cmdline: %q", out)
 	}
 }
 

@@ -2,7 +2,8 @@
 // daemon, an init container (`hangar-envd install`, from hangar's image) copies hangar-envd
 // (~10 MB) into an emptyDir (unless the image already has it) and the sandbox container runs
 // `hangar-envd envd`, reached at the pod's IP or through the API server's port-forward
-// (Config.DaemonVia); its access token lives in a Secret beside the pod. The provider's own
+// (Config.DaemonVia); its access token lives in a Secret beside the pod, and the daemon is
+// given only the token's SHA-256. The provider's own
 // exec goes through the pods/exec subresource. Pods cannot be paused.
 package kubernetes
 
@@ -44,7 +45,7 @@ const (
 	initName      = "hangar-install"
 	binVolume     = "hangar-bin"
 	binDir        = "/opt/hangar/bin"
-	tokenEnv      = "HANGAR_ENVD_ACCESS_TOKEN"
+	tokenHashEnv  = "HANGAR_ENVD_ACCESS_TOKEN_SHA256"
 	tokenKey      = "access-token"
 
 	labelManagedBy = "app.kubernetes.io/managed-by"
@@ -202,11 +203,13 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.San
 		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: workdir %q is not absolute", spec.Name, workdir)
 	}
 	name := p.podName(spec.Name)
+	var tokenHash string
 	if spec.Daemon {
 		token, err := provider.NewAccessToken()
 		if err != nil {
 			return provider.Sandbox{}, fmt.Errorf("create sandbox %s: %w", spec.Name, err)
 		}
+		tokenHash = provider.DaemonTokenSHA256(token)
 		secret := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.cfg.Namespace, Labels: p.labels(spec)},
 			Data:       map[string][]byte{tokenKey: []byte(token)},
@@ -215,7 +218,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.San
 			return provider.Sandbox{}, fmt.Errorf("create sandbox %s: create secret: %w", spec.Name, apiErr(err))
 		}
 	}
-	pod, err := p.kube.CoreV1().Pods(p.cfg.Namespace).Create(ctx, p.podSpec(spec, name, workdir), metav1.CreateOptions{})
+	pod, err := p.kube.CoreV1().Pods(p.cfg.Namespace).Create(ctx, p.podSpec(spec, name, workdir, tokenHash), metav1.CreateOptions{})
 	if err != nil {
 		p.cleanup(spec.Name, name, spec.Daemon)
 		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: create pod: %w", spec.Name, apiErr(err))
@@ -240,8 +243,8 @@ func (p *Provider) labels(spec provider.Spec) map[string]string {
 	}
 }
 
-// podSpec is the sandbox's pod.
-func (p *Provider) podSpec(spec provider.Spec, name, workdir string) *corev1.Pod {
+// podSpec is the sandbox's pod; with a daemon, one given tokenHash, the SHA-256 of its token.
+func (p *Provider) podSpec(spec provider.Spec, name, workdir, tokenHash string) *corev1.Pod {
 	image := spec.Image
 	if image == "" {
 		image = p.cfg.Image
@@ -292,9 +295,9 @@ func (p *Provider) podSpec(spec provider.Spec, name, workdir string) *corev1.Pod
 			c.VolumeMounts = []corev1.VolumeMount{{Name: binVolume, MountPath: binDir, ReadOnly: true}}
 		}
 		c.Command = []string{bin, "envd", "--listen", "0.0.0.0:" + strconv.Itoa(DaemonPort), "--workdir", workdir}
-		c.Env = append(c.Env, corev1.EnvVar{Name: tokenEnv, ValueFrom: &corev1.EnvVarSource{
-			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: tokenKey},
-		}})
+		// The token's hash, not the token: the daemon's environment is readable by every
+		// command in the pod. The token stays in the Secret, for hangar.
+		c.Env = append(c.Env, corev1.EnvVar{Name: tokenHashEnv, Value: tokenHash})
 		c.Ports = []corev1.ContainerPort{{Name: "envd", ContainerPort: DaemonPort, Protocol: corev1.ProtocolTCP}}
 		c.ReadinessProbe = &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(DaemonPort)}},

@@ -118,7 +118,7 @@ func TestCreateWithDaemon(t *testing.T) {
 
 // checkDaemonPod checks the pod of sandbox box, with a daemon whose token is token: no service
 // account token, never restarted, hangar-envd copied in by an init container and mounted
-// read-only, the token only in the environment (from its secret), a readiness probe on /health.
+// read-only, the token's hash (never the token) in the environment, a readiness probe on /health.
 func checkDaemonPod(t *testing.T, pod *corev1.Pod, token string) {
 	t.Helper()
 	if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
@@ -155,17 +155,20 @@ func checkDaemonPod(t *testing.T, pod *corev1.Pod, token string) {
 	if len(c.VolumeMounts) != 1 || !c.VolumeMounts[0].ReadOnly {
 		t.Errorf("mounts %+v, want the binary's folder read-only", c.VolumeMounts)
 	}
-	var fromSecret, fromSpec bool
+	var hashed, fromSpec bool
 	for _, e := range c.Env {
-		if e.Name == tokenEnv && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == "hangar-box" {
-			fromSecret = true
+		if e.Name == tokenHashEnv && e.Value == provider.DaemonTokenSHA256(token) {
+			hashed = true
 		}
 		if e.Name == "A" && e.Value == "1" {
 			fromSpec = true
 		}
+		if strings.Contains(e.Value, token) || e.ValueFrom != nil {
+			t.Errorf("env %s=%q (from %+v): the token, or something from outside the spec", e.Name, e.Value, e.ValueFrom)
+		}
 	}
-	if !fromSecret || !fromSpec {
-		t.Errorf("env %+v, want the token from the secret and the spec's A=1", c.Env)
+	if !hashed || !fromSpec {
+		t.Errorf("env %+v, want the token's hash and the spec's A=1", c.Env)
 	}
 	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/health" {
 		t.Errorf("readiness probe %+v, want GET /health", c.ReadinessProbe)
