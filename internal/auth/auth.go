@@ -475,8 +475,9 @@ func (a *Authenticator) ListTokens(ctx context.Context, by Principal) ([]TokenIn
 }
 
 // RevokeToken revokes the token id, which must be by's own (its user's) or by must be an admin,
-// and the OAuth grants the token consented to (a grant acts through the token the person signed
-// in with): it returns the ids of those grants' access tokens, revoked with it. The tokens are
+// the OAuth grants the token consented to (a grant acts through the token the person signed
+// in with) and, for a token bound to a sandbox, the tokens it made: it returns the ids of the
+// tokens revoked with it (see revoke). The tokens are
 // refused from the next request on, and the streams they hold end at the next recheck (or at
 // once, if the caller ends them: stream.Registry.EndToken).
 func (a *Authenticator) RevokeToken(ctx context.Context, by Principal, id string) ([]string, error) {
@@ -493,18 +494,41 @@ func (a *Authenticator) RevokeToken(ctx context.Context, by Principal, id string
 	if err != nil {
 		return nil, err
 	}
-	// The grants first: if this fails, the token still stands and the call can be repeated.
+	ended, err := a.revoke(ctx, t)
+	if errors.Is(err, store.ErrNotFound) {
+		return ended, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return ended, err
+}
+
+// revoke revokes t, after what it leaves behind: the OAuth grants it consented to and, when t
+// is bound to a sandbox, the tokens it made (bound to that sandbox too) and theirs, so revoking
+// an agent's token cuts off the copies the agent made of it. It returns the ids of the other
+// tokens it revoked, whose streams are to end now. Whatever fails leaves t standing, so the
+// call can be repeated.
+func (a *Authenticator) revoke(ctx context.Context, t store.Token) ([]string, error) {
 	ended, err := a.revokeConsented(ctx, t)
 	if err != nil {
-		return nil, err
-	}
-	if err := a.store.RevokeToken(ctx, id, a.now()); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return ended, fmt.Errorf("%w: %s", ErrNotFound, id)
-		}
 		return ended, err
 	}
-	return ended, nil
+	if t.Sandbox != "" {
+		made, err := a.store.ListTokens(ctx, t.User)
+		if err != nil {
+			return ended, fmt.Errorf("list the tokens %s made: %w", t.ID, err)
+		}
+		for _, c := range made {
+			if c.CreatedBy != t.ID {
+				continue
+			}
+			ids, err := a.revoke(ctx, c)
+			ended = append(ended, ids...)
+			if err != nil && !errors.Is(err, store.ErrNotFound) { // ErrNotFound: revoked meanwhile
+				return ended, err
+			}
+			ended = append(ended, c.ID)
+		}
+	}
+	return ended, a.store.RevokeToken(ctx, t.ID, a.now())
 }
 
 // revokeConsented revokes the OAuth grants not yet revoked that t consented to, and returns the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -384,6 +385,50 @@ func TestNarrowTokensSeeLittle(t *testing.T) {
 	}
 }
 
+// TestRevokingABoundTokenRevokesWhatItMade: an agent's token may make tokens for its own
+// sandbox; revoking it revokes those and theirs (the copies an agent made of itself), and
+// returns their ids so their streams end now. A token the agent did not make stands, and so do
+// the tokens an unbound token made: they are its person's own.
+func TestRevokingABoundTokenRevokesWhatItMade(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	ctx := context.Background()
+	f.sandbox(t, "box", "ada", "running")
+	person, adaP := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}})
+	agent, agentP := f.create(t, adaP, auth.NewToken{Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}, Sandbox: "box"})
+	copy1, copyP := f.create(t, agentP, auth.NewToken{Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}})
+	copy2, copy2P := f.create(t, copyP, auth.NewToken{Scopes: []auth.Scope{auth.ScopeMCP}})
+	_, siblingP := f.create(t, adaP, auth.NewToken{Scopes: []auth.Scope{auth.ScopeMCP}, Sandbox: "box"})
+	_, personalP := f.create(t, adaP, auth.NewToken{Scopes: []auth.Scope{auth.ScopeMCP}})
+
+	ended, err := f.a.RevokeToken(ctx, adaP, agent.Token.ID)
+	if err != nil {
+		t.Fatalf("RevokeToken: %v", err)
+	}
+	if !slices.Contains(ended, copy1.Token.ID) || !slices.Contains(ended, copy2.Token.ID) || len(ended) != 2 {
+		t.Errorf("ended %v, want the agent's copy %s and the copy's %s", ended, copy1.Token.ID, copy2.Token.ID)
+	}
+	for _, p := range []auth.Principal{agentP, copyP, copy2P} {
+		if err := f.a.Check(ctx, p); !errors.Is(err, auth.ErrRevoked) {
+			t.Errorf("Check(%s) = %v, want ErrRevoked", p.TokenID, err)
+		}
+	}
+	for _, p := range []auth.Principal{adaP, siblingP, personalP} {
+		if err := f.a.Check(ctx, p); err != nil {
+			t.Errorf("Check(%s) = %v: a token the agent did not make was revoked", p.TokenID, err)
+		}
+	}
+	// An unbound token's tokens are its person's: revoking it leaves them.
+	if _, err := f.a.RevokeToken(ctx, f.admin, person.Token.ID); err != nil {
+		t.Fatalf("RevokeToken(person): %v", err)
+	}
+	for _, p := range []auth.Principal{siblingP, personalP} {
+		if err := f.a.Check(ctx, p); err != nil {
+			t.Errorf("Check(%s) after its maker was revoked = %v", p.TokenID, err)
+		}
+	}
+}
+
 // TestBoundIsNeverAdmin: a bound principal is confined to its sandbox whatever its scopes (a
 // tokens-file line may give one the admin scope; the API refuses to).
 func TestBoundIsNeverAdmin(t *testing.T) {
@@ -394,5 +439,14 @@ func TestBoundIsNeverAdmin(t *testing.T) {
 	}
 	if !p.Has(auth.ScopeUser) {
 		t.Error("the admin scope no longer implies the user scope")
+	}
+	// It acts as a bound token of the user scope (docs/security.md), not one of every scope.
+	for _, s := range []auth.Scope{auth.ScopeMCP, auth.ScopeJobs} {
+		if p.Has(s) {
+			t.Errorf("a bound principal with the admin scope has the %s scope", s)
+		}
+	}
+	if unbound := (auth.Principal{User: "root", Scopes: []auth.Scope{auth.ScopeAdmin}}); !unbound.Has(auth.ScopeMCP) || !unbound.Has(auth.ScopeJobs) {
+		t.Error("an admin lacks a scope")
 	}
 }

@@ -38,9 +38,14 @@ type Principal struct {
 	Grant     string    // "": none; else the OAuth grant that issued it (see Check)
 }
 
-// Has reports whether the principal holds scope s (admins hold them all).
+// Has reports whether the principal holds scope s. Admins hold them all; a bound principal
+// with the admin scope (a tokens-file line may give one) acts as a bound token of the user
+// scope, so its admin scope adds only that.
 func (p Principal) Has(s Scope) bool {
-	return slices.Contains(p.Scopes, s) || slices.Contains(p.Scopes, ScopeAdmin)
+	if slices.Contains(p.Scopes, s) {
+		return true
+	}
+	return slices.Contains(p.Scopes, ScopeAdmin) && (p.Sandbox == "" || s == ScopeUser)
 }
 
 // IsAdmin reports whether the principal acts as an admin: it has the admin scope and is not

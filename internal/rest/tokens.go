@@ -94,7 +94,7 @@ func (a *api) listTokens(w http.ResponseWriter, r *http.Request) {
 func (a *api) revokeToken(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	ended, err := a.Auth.RevokeToken(r.Context(), principal(r), id)
-	for _, tid := range ended { // the access tokens of the OAuth grants it consented to
+	for _, tid := range ended { // the grants' access tokens, the tokens a bound token made
 		a.Streams.EndToken(tid)
 	}
 	if err != nil {
