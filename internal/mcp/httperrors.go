@@ -9,6 +9,8 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+
+	"github.com/hangar-dev/hangar/internal/problem"
 )
 
 // HTTP-level failures on /mcp (before any tool runs) are answered in JSON, as JSON-RPC error
@@ -24,7 +26,7 @@ const (
 	codeInternal        = -32603 // 5xx
 )
 
-// maxBody bounds a request body: the SDK's own bound (DefaultMaxRequestBodyBytes).
+// maxBody is the default cap on a request body: the SDK's own (DefaultMaxRequestBodyBytes).
 const maxBody = 4 << 20
 
 // writeError writes an HTTP-level failure as a JSON-RPC error response.
@@ -56,7 +58,7 @@ func errorFor(status int) (code int, message string) {
 	case http.StatusMethodNotAllowed:
 		return codeInvalidRequest, "/mcp does not take that HTTP method."
 	case http.StatusRequestEntityTooLarge:
-		return codeInvalidRequest, fmt.Sprintf("The request body is larger than %d bytes.", maxBody)
+		return codeInvalidRequest, "The request body is too large."
 	case http.StatusUnsupportedMediaType:
 		return codeInvalidRequest, "The request body must be JSON (Content-Type: application/json)."
 	}
@@ -150,18 +152,24 @@ func challenge(status int, insufficient, hadToken bool, metadataURL string) stri
 
 // checkBody reads a POST's body and answers a parse error when it is not JSON, before the SDK
 // (which would answer plain text) sees it. It returns false when it answered.
-func checkBody(w http.ResponseWriter, r *http.Request) bool {
+func checkBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.Method != http.MethodPost || r.Body == nil || mt != "application/json" {
 		return true // the SDK refuses what is not a JSON POST
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	tooLarge := func() bool {
+		writeError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest,
+			fmt.Sprintf("The request body is larger than %s, the most hangar takes (HANGAR_MAX_BODY_BYTES).", problem.Bytes(limit)), "")
+		return false
+	}
+	if r.ContentLength > limit {
+		return tooLarge()
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	r.Body.Close()
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		code, message := errorFor(http.StatusRequestEntityTooLarge)
-		writeError(w, http.StatusRequestEntityTooLarge, code, message, "")
-		return false
+		return tooLarge()
 	case err != nil:
 		writeError(w, http.StatusBadRequest, codeInvalidRequest, "The request body could not be read.", err.Error())
 		return false

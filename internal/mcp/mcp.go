@@ -57,6 +57,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Version is the server version MCP clients are told. Default "dev".
 	Version string
+	// MaxBodyBytes caps a request's body: past it, 413 and a JSON-RPC error naming the cap
+	// (HANGAR_MAX_BODY_BYTES). Default 4 MiB, the SDK's own cap.
+	MaxBodyBytes int64
 	// KeepAlive is how often an open, idle response stream gets an SSE comment, so proxies do
 	// not time it out. Default 15s.
 	KeepAlive time.Duration
@@ -150,6 +153,9 @@ func New(cfg Config) *Handler {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = maxBody
+	}
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = 15 * time.Second
 	}
@@ -240,7 +246,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
-	if !checkBody(w, r) || h.toOwner(w, r) {
+	if !checkBody(w, r, h.cfg.MaxBodyBytes) || h.toOwner(w, r) {
 		return
 	}
 	id := strconv.FormatUint(h.nextID.Add(1), 10)

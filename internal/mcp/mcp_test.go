@@ -79,6 +79,9 @@ type envOptions struct {
 	clock quartz.Clock
 	// watches serves the watch resource, two watches per token.
 	watches bool
+	// maxBody caps request bodies, REST's and /mcp's, as HANGAR_MAX_BODY_BYTES does. 0: the
+	// defaults.
+	maxBody int64
 	// oauth serves the OAuth authorization server (oauth_test.go), with these changes to its
 	// Config.
 	oauth func(*oauth.Config)
@@ -171,12 +174,12 @@ func newEnv(t *testing.T, o envOptions) *env {
 	}
 	e.mcp = hmcp.New(hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, KeepAlive: o.keepAlive, Logger: quiet,
 		SessionIdle: o.sessionIdle, SessionsPerToken: o.sessionsPerToken, Recheck: recheck, Turns: e.turns, Watches: watches, Clock: o.clock,
-		Resource: resource, ResourceMetadataURL: metadataURL})
+		Resource: resource, ResourceMetadataURL: metadataURL, MaxBodyBytes: o.maxBody})
 	mcpRechecked := make(chan struct{})
 	go func() { e.mcp.Run(rechecks); close(mcpRechecked) }()
 	t.Cleanup(func() { stopRechecks(); <-mcpRechecked })
 	srv := rest.New(rest.Config{Auth: a, Ready: s.Ping, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Turns: e.turns, Registry: reg, MCP: e.mcp, Logger: quiet,
-		OAuth: oauthServer})
+		OAuth: oauthServer, MaxBodyBytes: o.maxBody})
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {

@@ -235,6 +235,50 @@ func TestHTTPErrorsAreJSON(t *testing.T) {
 	}
 }
 
+// TestBodyCap: a body over HANGAR_MAX_BODY_BYTES is 413 with a JSON-RPC error naming the cap,
+// whether its length was announced or it came chunked; one under it is taken.
+func TestBodyCap(t *testing.T) {
+	e := newEnv(t, envOptions{maxBody: 64 << 10})
+	padded := func(n int) string { // initializeBody, n bytes long
+		return strings.Replace(initializeBody, `"params":{`, `"params":{"_pad":"`+strings.Repeat("x", n-len(initializeBody)-10)+`",`, 1)
+	}
+	for _, tc := range []struct {
+		name    string
+		body    io.Reader
+		status  int
+		chunked bool
+	}{
+		{"announced", strings.NewReader(padded(100 << 10)), 413, false},
+		{"chunked", io.MultiReader(strings.NewReader(padded(100 << 10))), 413, true},
+		{"under the cap", strings.NewReader(padded(60 << 10)), 200, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest("POST", e.url+"/mcp", tc.body)
+			if tc.chunked != (req.ContentLength <= 0) {
+				t.Fatalf("ContentLength %d: the request is not the kind this case is about", req.ContentLength)
+			}
+			req.Header.Set("Authorization", "Bearer "+staticSecret)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			resp, err := e.http.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				raw, _ := io.ReadAll(resp.Body)
+				t.Fatalf("status = %d (%s), want %d", resp.StatusCode, raw, tc.status)
+			}
+			if tc.status != 413 {
+				return
+			}
+			if code, msg := jsonRPCError(t, resp); code != -32600 || !strings.Contains(msg, "64 KiB") || !strings.Contains(msg, "HANGAR_MAX_BODY_BYTES") {
+				t.Errorf("error = %d %q, want -32600 naming 64 KiB and HANGAR_MAX_BODY_BYTES", code, msg)
+			}
+		})
+	}
+}
+
 // TestCapabilities: hangar declares only what it has: tools (no prompts, resources or logging).
 func TestCapabilities(t *testing.T) {
 	e := newEnv(t, envOptions{})

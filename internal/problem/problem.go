@@ -5,6 +5,7 @@ package problem
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -179,4 +180,15 @@ func sentence(s string) string {
 	r := []rune(s)
 	r[0] = unicode.ToUpper(r[0])
 	return strings.TrimSuffix(string(r), ".") + "."
+}
+
+// Bytes says n bytes the way a limit is written: "1 MiB", "64 KiB", "1000 bytes".
+func Bytes(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/fleet"
 	"github.com/hangar-dev/hangar/internal/forward"
 	"github.com/hangar-dev/hangar/internal/oauth"
+	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -240,11 +241,16 @@ func (s *Server) ready(a *api) http.HandlerFunc {
 	}
 }
 
-// limitBody caps every request body at MaxBodyBytes.
+// limitBody caps every request body at MaxBodyBytes; /mcp caps its own (mcp.Config.MaxBodyBytes,
+// given the same), to answer in JSON-RPC.
 func (a *api) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/mcp" {
+			next.ServeHTTP(w, r)
+			return
+		}
 		if r.ContentLength > a.MaxBodyBytes {
-			a.writeError(w, r, newError(CodeTooLarge, "The request body is too large.", errors.New("Content-Length is over the limit of "+humanBytes(a.MaxBodyBytes))))
+			a.writeError(w, r, newError(CodeTooLarge, "The request body is too large.", errors.New("Content-Length is over the limit of "+problem.Bytes(a.MaxBodyBytes))))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
