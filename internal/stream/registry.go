@@ -162,17 +162,23 @@ func (c *Config) setDefaults() {
 type LimitError struct {
 	Setting string // the HANGAR_* setting that sets the limit
 	Max     int
+	// PerToken: the limit is one token's, not all of hangar's.
+	PerToken bool
+	// Of is what is counted, in the plural. "": streams.
+	Of string
 	// RetryAfter is a hint for when to try again.
 	RetryAfter time.Duration
 }
 
 func (e *LimitError) Error() string {
-	switch e.Setting {
-	case "HANGAR_STREAM_MAX_PER_TOKEN":
-		return fmt.Sprintf("this token already has %d streams open, the most it may (HANGAR_STREAM_MAX_PER_TOKEN); close one first", e.Max)
-	default:
-		return fmt.Sprintf("hangar already has %d streams open, the most it may (%s); try again shortly", e.Max, e.Setting)
+	of := e.Of
+	if of == "" {
+		of = "streams"
 	}
+	if e.PerToken {
+		return fmt.Sprintf("this token already has %d %s open, the most it may (%s); close one first", e.Max, of, e.Setting)
+	}
+	return fmt.Sprintf("hangar already has %d %s open, the most it may (%s); try again shortly", e.Max, of, e.Setting)
 }
 
 // ErrShuttingDown refuses new streams once Shutdown was called.
@@ -233,7 +239,7 @@ func (r *Registry) Open(ctx context.Context, o Options) (*Stream, error) {
 		}
 		if !ok && err == nil {
 			r.unreserve(tok)
-			return nil, &LimitError{Setting: "HANGAR_STREAM_MAX_PER_TOKEN", Max: r.cfg.MaxPerToken, RetryAfter: 5 * time.Second}
+			return nil, &LimitError{Setting: "HANGAR_STREAM_MAX_PER_TOKEN", Max: r.cfg.MaxPerToken, PerToken: true, RetryAfter: 5 * time.Second}
 		}
 	}
 	r.mu.Lock()
@@ -259,7 +265,7 @@ func (r *Registry) reserve(tok string) error {
 		return &LimitError{Setting: "HANGAR_STREAM_MAX_TOTAL", Max: r.cfg.MaxTotal, RetryAfter: 5 * time.Second}
 	}
 	if tok != "" && r.perToken[tok] >= r.cfg.MaxPerToken {
-		return &LimitError{Setting: "HANGAR_STREAM_MAX_PER_TOKEN", Max: r.cfg.MaxPerToken, RetryAfter: 5 * time.Second}
+		return &LimitError{Setting: "HANGAR_STREAM_MAX_PER_TOKEN", Max: r.cfg.MaxPerToken, PerToken: true, RetryAfter: 5 * time.Second}
 	}
 	r.reserved++
 	if tok != "" {

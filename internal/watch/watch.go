@@ -183,7 +183,7 @@ func (s *Service) join(tok string, k key, sb store.Sandbox) (*shared, error) {
 		return nil, stream.ErrShuttingDown
 	}
 	if tok != "" && s.perToken[tok] >= s.cfg.MaxPerToken {
-		return nil, &stream.LimitError{Setting: LimitSetting, Max: s.cfg.MaxPerToken, RetryAfter: 5 * time.Second}
+		return nil, &stream.LimitError{Setting: LimitSetting, Max: s.cfg.MaxPerToken, PerToken: true, Of: "watches", RetryAfter: 5 * time.Second}
 	}
 	sh, ok := s.shared[k]
 	if !ok {
@@ -249,7 +249,7 @@ func (s *Service) takeShared(ctx context.Context, tok string) (taken bool, err e
 		return false, nil
 	}
 	if !ok {
-		return false, &stream.LimitError{Setting: LimitSetting, Max: s.cfg.MaxPerToken, RetryAfter: 5 * time.Second}
+		return false, &stream.LimitError{Setting: LimitSetting, Max: s.cfg.MaxPerToken, PerToken: true, Of: "watches", RetryAfter: 5 * time.Second}
 	}
 	return true, nil
 }

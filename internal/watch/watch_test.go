@@ -195,6 +195,8 @@ func TestShared(t *testing.T) {
 	var le *stream.LimitError
 	if _, err := e.s.Open(ctx, ada, "box", e.dir, true); !errors.As(err, &le) || le.Setting != LimitSetting {
 		t.Errorf("a third watch: %v, want the %s limit", err, LimitSetting)
+	} else if want := "this token already has 2 watches open, the most it may (HANGAR_WATCH_MAX_PER_TOKEN); close one first"; err.Error() != want {
+		t.Errorf("a third watch: %q, want %q", err, want)
 	}
 	w3, err := e.s.Open(ctx, ada2, "box", e.dir, true)
 	if err != nil {
