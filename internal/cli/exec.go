@@ -201,8 +201,8 @@ func (a *app) execProcess(ctx context.Context, c *client, sandbox, line string, 
 		if !ok || !term.IsTerminal(int(in.Fd())) {
 			return usageError{"-t needs standard input to be a terminal; use -i alone to forward a pipe"}
 		}
-		cols, rows, err := term.GetSize(int(in.Fd()))
-		if err != nil {
+		cols, rows, ok := termSize(in)
+		if !ok {
 			cols, rows = 80, 24
 		}
 		req["pty"] = map[string]int{"cols": cols, "rows": rows}
@@ -276,11 +276,18 @@ func (a *app) forwardResizes(ctx context.Context, c *client, sandbox, id string)
 		case <-ctx.Done():
 			return
 		case <-ch:
-			cols, rows, err := term.GetSize(int(in.Fd()))
-			if err != nil {
+			cols, rows, ok := termSize(in)
+			if !ok {
 				continue
 			}
 			c.do(ctx, "POST", procPath(sandbox, id)+"/resize", map[string]int{"cols": cols, "rows": rows}, nil)
 		}
 	}
+}
+
+// termSize is the size of terminal f; ok is false when it has none to tell (a serial console,
+// or a terminal under `script`, says 0 by 0), and a remote terminal cannot be that small.
+func termSize(f *os.File) (cols, rows int, ok bool) {
+	cols, rows, err := term.GetSize(int(f.Fd()))
+	return cols, rows, err == nil && cols > 0 && rows > 0
 }

@@ -105,6 +105,18 @@ func TestExecTTY(t *testing.T) {
 	}
 }
 
+// TestExecTTYWithoutASize: a terminal that reports no size (0 by 0, as one under `script`
+// may) gets a remote terminal of 80 by 24, not an error.
+func TestExecTTYWithoutASize(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	s.sandbox(t, "nosize-box")
+	r, _ := startPTY(t, s.env(t), &pty.Winsize{}, "exec", "-t", "nosize-box", "--", "stty size")
+	if code := r.wait(t); code != 0 || !strings.Contains(r.text(), "24 80") {
+		t.Errorf("exit %d, screen %q; want 0 and the remote terminal's size 24 80", code, r.text())
+	}
+}
+
 // TestColourOnlyOnATerminal: tables are coloured on a terminal, never in a pipe, never with
 // NO_COLOR.
 func TestColourOnlyOnATerminal(t *testing.T) {
