@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +26,7 @@ type fake struct {
 	mu      sync.Mutex
 	made    map[string]provider.Sandbox
 	fail    map[string]error            // by method name
+	failed  bool                        // Create makes sandboxes that failed
 	got     map[string]provider.Sandbox // Get's answer by sandbox name; absent: ErrNotFound
 	calls   []string                    // "method name"
 	execRes provider.ExecResult
@@ -61,6 +63,9 @@ func (f *fake) Create(_ context.Context, spec provider.Spec) (provider.Sandbox, 
 	sb := provider.Sandbox{Name: spec.Name, Provider: f.name, ID: "id-" + spec.Name, State: provider.StateRunning, Workdir: "/work"}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.failed {
+		sb.State, sb.Reason = provider.StateFailed, "its daemon did not start"
+	}
 	f.made[spec.Name] = sb
 	f.got[spec.Name] = sb
 	return sb, nil
@@ -293,6 +298,42 @@ func TestCreateFailureIsKept(t *testing.T) {
 	delete(f.fail, "Create")
 	f.mu.Unlock()
 	mustCreate(t, m, bob, "broken")
+}
+
+// TestCreateOverAFailedSandbox: a sandbox the provider made but that failed keeps what it left
+// at the provider (for a person to look at) until its name is made again, by anyone: then that
+// goes first, so the provider can make the name; if it cannot go, the create says so.
+func TestCreateOverAFailedSandbox(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFake("local")
+	m := newManager(t, newStore(t), f)
+	f.mu.Lock()
+	f.failed = true
+	f.mu.Unlock()
+	if _, err := m.Create(ctx, ada, sandbox.CreateRequest{Name: "flaky"}); !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("Create of a sandbox that fails = %v, want ErrUnavailable", err)
+	}
+	if f.called("Destroy", "flaky") {
+		t.Fatal("a failed sandbox's remains were removed before its name was made again")
+	}
+	f.mu.Lock()
+	f.failed = false
+	f.fail["Destroy"] = errors.New("the engine is busy")
+	f.mu.Unlock()
+	if _, err := m.Create(ctx, bob, sandbox.CreateRequest{Name: "flaky"}); !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "failed before") {
+		t.Fatalf("Create over remains that cannot be removed = %v, want ErrUnavailable saying so", err)
+	}
+	f.mu.Lock()
+	if n := slices.Index(f.calls, "Create flaky"); slices.Contains(f.calls[n+1:], "Create flaky") {
+		t.Errorf("the provider was asked to make the name over the remains: %v", f.calls)
+	}
+	delete(f.fail, "Destroy")
+	f.mu.Unlock()
+	mustCreate(t, m, bob, "flaky")
+	if !f.called("Destroy", "flaky") {
+		t.Error("the failed sandbox's remains were not removed before its name was made again")
+	}
 }
 
 // TestLifecycle: running → paused → running → destroyed, each move checked against the state it

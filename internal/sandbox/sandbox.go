@@ -206,6 +206,9 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 			return store.Sandbox{}, fmt.Errorf("%w: environment variable name %q", ErrInvalid, k)
 		}
 	}
+	if err := m.clearFailed(ctx, req.Name); err != nil {
+		return store.Sandbox{}, err
+	}
 	daemon := req.Daemon == nil || *req.Daemon
 	now := m.cfg.Now().Truncate(time.Millisecond)
 	sb := store.Sandbox{
@@ -242,6 +245,25 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 		return sb, fmt.Errorf("%w: sandbox %s failed: %s", ErrUnavailable, sb.Name, sb.Reason)
 	}
 	return sb, nil
+}
+
+// clearFailed removes what a failed sandbox named name left at its provider (a local folder
+// with its daemon's log, a container), which is kept for a person to look at until the sandbox
+// is destroyed or its name made again: the store gives up a failed sandbox's name, and the
+// provider could not make the name again over what is left.
+func (m *Manager) clearFailed(ctx context.Context, name string) error {
+	old, err := m.cfg.Store.GetSandbox(ctx, name)
+	if err != nil || old.State != string(provider.StateFailed) || old.ProviderID == "" {
+		return nil // nothing failed there; or the store will say what is wrong
+	}
+	prov, err := m.provider(old)
+	if err != nil {
+		return nil // a provider no longer set up: nothing of it can be in the way
+	}
+	if err := prov.Destroy(ctx, providerView(old)); err != nil && !errors.Is(err, provider.ErrNotFound) {
+		return fmt.Errorf("%w: a sandbox named %s failed before, and what it left could not be removed: %w", ErrUnavailable, name, err)
+	}
+	return nil
 }
 
 func (m *Manager) providerNames() []string {

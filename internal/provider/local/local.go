@@ -153,10 +153,13 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.San
 	if err != nil {
 		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: %w", spec.Name, err)
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return provider.Sandbox{}, fmt.Errorf("create sandbox %s: folder %s: %w", spec.Name, dir, err)
+	err = os.Mkdir(dir, 0o755)
+	if errors.Is(err, fs.ErrExist) {
+		if err = p.reclaim(dir, spec.Name); err == nil {
+			err = os.Mkdir(dir, 0o755)
 		}
+	}
+	if err != nil {
 		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: %w", spec.Name, err)
 	}
 	rec := &record{Name: spec.Name, Owner: spec.Owner, Workdir: workdir, Env: spec.Env, Created: time.Now().UTC()}
@@ -186,6 +189,18 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.San
 		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: %w", spec.Name, err)
 	}
 	return p.sandbox(ctx, dir, rec), nil
+}
+
+// reclaim removes the folder dir that a sandbox named name left behind. Create is asked for a
+// name only when the store has no live sandbox of it, so a folder already there is what an
+// earlier one left (one that failed, from before hangar removed a failed sandbox's folder when
+// its name was made again) — unless its daemon still runs, which is left alone.
+func (p *Provider) reclaim(dir, name string) error {
+	if rec, err := readRecord(dir); err == nil && rec.Daemon != nil && alive(rec.Daemon) {
+		return fmt.Errorf("the folder of an earlier sandbox %s is still used by its daemon (pid %d)", name, rec.Daemon.PID)
+	}
+	p.log.Warn("removing what an earlier local sandbox of this name left", "sandbox", name, "folder", dir)
+	return removeAll(dir)
 }
 
 // startDaemon runs `hangar-envd envd` detached in its own session and waits for its address and a

@@ -140,6 +140,38 @@ func TestDaemonThatCannotStart(t *testing.T) {
 	}
 }
 
+// TestCreateOverWhatWasLeft: a folder an earlier sandbox of the name left (one that failed) does
+// not stop the name being made again; one whose daemon still runs is not touched.
+func TestCreateOverWhatWasLeft(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "broken")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	broken, _ := newProvider(t, data, func(c *Config) { c.EnvdBinary = bin })
+	if sb, err := broken.Create(ctx, provider.Spec{Name: "again", Daemon: true}); err != nil || sb.State != provider.StateFailed {
+		t.Fatalf("Create with a daemon that cannot start = %s, %v; want failed", sb.State, err)
+	}
+	p, logs := newProvider(t, data, nil)
+	sb, err := p.Create(ctx, provider.Spec{Name: "again", Daemon: true})
+	if err != nil || sb.State != provider.StateRunning {
+		t.Fatalf("Create over a failed sandbox's folder = %s (%s), %v; want running", sb.State, sb.Reason, err)
+	}
+	defer p.Destroy(ctx, sb)
+	if !strings.Contains(logs.String(), "removing what an earlier local sandbox of this name left") {
+		t.Errorf("the folder was replaced without a word in the log: %s", logs.String())
+	}
+	if _, err := p.Create(ctx, provider.Spec{Name: "again", Daemon: true}); err == nil || !strings.Contains(err.Error(), "still used by its daemon") {
+		t.Errorf("Create over a running sandbox's folder = %v, want refused", err)
+	}
+	if got, err := p.Get(ctx, sb); err != nil || got.State != provider.StateRunning {
+		t.Errorf("the running sandbox after that = %s, %v; want running", got.State, err)
+	}
+}
+
 // TestDaemonEnvironment: the daemon gets the base environment, the spec's and the token, but
 // nothing of the control plane's own.
 func TestDaemonEnvironment(t *testing.T) {
