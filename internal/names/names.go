@@ -1,9 +1,13 @@
-// Package names holds the rule for a sandbox's name, which the providers (folder, container and
-// pod names), the sandbox package and auth (tokens bound to a sandbox) all check. It imports
-// nothing of hangar's, so any package may use it.
+// Package names holds the rules for a sandbox's name, which the providers (folder, container and
+// pod names), the sandbox package and auth (tokens bound to a sandbox) all check, and for the
+// environment variables a sandbox's commands and agents are given. It imports nothing of
+// hangar's, so any package may use it.
 package names
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // CheckSandbox reports whether name can name a sandbox: a lowercase DNS label (RFC 1123) of at
 // most 63 characters, so every provider can use it in folder, container and pod names.
@@ -17,6 +21,26 @@ func CheckSandbox(name string) error {
 		case c == '-' && i > 0 && i < len(name)-1:
 		default:
 			return fmt.Errorf("sandbox name %q: must be lowercase letters, digits and inner dashes", name)
+		}
+	}
+	return nil
+}
+
+// MaxEnvEntry is the longest NAME=value an environment may hold: Linux bounds each string a
+// process starts with at 128 KiB, its ending NUL included (MAX_ARG_STRLEN).
+const MaxEnvEntry = 128<<10 - 1
+
+// CheckEnv reports what in env no process could be started with: a name that is empty or holds
+// '=' or a NUL byte, a value that holds a NUL byte, or an entry longer than MaxEnvEntry.
+func CheckEnv(env map[string]string) error {
+	for k, v := range env {
+		switch {
+		case k == "" || strings.ContainsAny(k, "=\x00"):
+			return fmt.Errorf("environment variable name %q: must be non-empty, without '=' or NUL", k)
+		case strings.ContainsRune(v, 0):
+			return fmt.Errorf("environment variable %s: its value holds a NUL character", k)
+		case len(k)+1+len(v) > MaxEnvEntry:
+			return fmt.Errorf("environment variable %s: %d bytes with its name; at most %d (128 KiB) fit in a process's environment", k, len(k)+1+len(v), MaxEnvEntry)
 		}
 	}
 	return nil

@@ -17,3 +17,25 @@ func TestCheckSandbox(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckEnv(t *testing.T) {
+	t.Parallel()
+	longest := strings.Repeat("v", MaxEnvEntry-len("A="))
+	for _, c := range []struct {
+		env map[string]string
+		ok  bool
+	}{
+		{nil, true},
+		{map[string]string{"A": "", "PATH": "/bin", "É": "ü"}, true},
+		{map[string]string{"A": longest}, true},
+		{map[string]string{"A": longest + "v"}, false},
+		{map[string]string{"": "x"}, false},
+		{map[string]string{"A=B": "x"}, false},
+		{map[string]string{"A\x00": "x"}, false},
+		{map[string]string{"A": "x\x00y"}, false},
+	} {
+		if err := CheckEnv(c.env); (err == nil) != c.ok {
+			t.Errorf("CheckEnv(%.40q) = %v, want ok=%v", c.env, err, c.ok)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
+	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -57,6 +58,9 @@ func (r ExecRequest) check() error {
 	}
 	if r.Timeout < 0 || r.Timeout > MaxExecTimeout {
 		return fmt.Errorf("%w: timeout must be between 0 (none) and %d seconds", ErrInvalid, int(MaxExecTimeout.Seconds()))
+	}
+	if err := names.CheckEnv(r.Env); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return nil
 }

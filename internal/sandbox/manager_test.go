@@ -240,6 +240,8 @@ func TestCreateRefusesBadRequests(t *testing.T) {
 		{sandbox.CreateRequest{Name: "ok", Provider: "e2b"}, sandbox.ErrInvalid, "HANGAR_E2B_API_KEY"},
 		{sandbox.CreateRequest{Name: "ok", Provider: "nope"}, sandbox.ErrInvalid, "this server has: local"},
 		{sandbox.CreateRequest{Name: "ok", Env: map[string]string{"A=B": "c"}}, sandbox.ErrInvalid, "environment variable"},
+		{sandbox.CreateRequest{Name: "ok", Env: map[string]string{"A": "a\x00b"}}, sandbox.ErrInvalid, "NUL"},
+		{sandbox.CreateRequest{Name: "ok", Env: map[string]string{"A": strings.Repeat("v", 128<<10)}}, sandbox.ErrInvalid, "128 KiB"},
 		{sandbox.CreateRequest{Name: "taken"}, sandbox.ErrConflict, "exists"},
 	} {
 		_, err := m.Create(ctx, bob, c.req)
@@ -249,6 +251,15 @@ func TestCreateRefusesBadRequests(t *testing.T) {
 	}
 	if f.called("Create", "ok") || f.called("Create", "Bad_Name") {
 		t.Error("a refused request reached the provider")
+	}
+	// An exec's environment is held to the same rule, before anything runs.
+	for _, env := range []map[string]string{{"A=B": "c"}, {"": "c"}, {"A": "a\x00b"}} {
+		if _, err := m.Exec(ctx, ada, "taken", sandbox.ExecRequest{Command: "true", Env: env}); !errors.Is(err, sandbox.ErrInvalid) {
+			t.Errorf("Exec with env %q = %v, want ErrInvalid", env, err)
+		}
+	}
+	if f.called("Exec", "taken") {
+		t.Error("an exec with a bad environment reached the provider")
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
+	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -201,10 +202,8 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 		}
 		return store.Sandbox{}, fmt.Errorf("%w: unknown provider %q (this server has: %s)", ErrInvalid, req.Provider, strings.Join(m.providerNames(), ", "))
 	}
-	for k := range req.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return store.Sandbox{}, fmt.Errorf("%w: environment variable name %q", ErrInvalid, k)
-		}
+	if err := names.CheckEnv(req.Env); err != nil {
+		return store.Sandbox{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if err := m.clearFailed(ctx, req.Name); err != nil {
 		return store.Sandbox{}, err

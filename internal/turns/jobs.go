@@ -78,6 +78,9 @@ func (s *Service) createJob(ctx context.Context, p auth.Principal, req JobReques
 	if err := checkPrompt(req.Prompt); err != nil {
 		return store.Job{}, err
 	}
+	if err := checkAgentSetup(req.Env, req.Split, req.SplitUID); err != nil {
+		return store.Job{}, err
+	}
 	created := false
 	switch {
 	case req.SandboxSpec != nil && req.Sandbox == "":

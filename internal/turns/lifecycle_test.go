@@ -67,8 +67,25 @@ func TestBadInput(t *testing.T) {
 		{"second turn while one runs", func() error { _, err := s.StartTurn(ctx, ada, "s1", "echo"); return err }, ErrConflict},
 		{"empty prompt", func() error { _, err := s.StartTurn(ctx, ada, "s1", "  "); return err }, ErrInvalid},
 		{"a NUL in the prompt", func() error { _, err := s.StartTurn(ctx, ada, "s1", "echo a\x00b"); return err }, ErrInvalid},
+		{"a prompt over 128 KiB", func() error { _, err := s.StartTurn(ctx, ada, "s1", strings.Repeat("#", MaxPrompt+1)); return err }, ErrInvalid},
 		{"a job's prompt with a NUL", func() error {
 			_, err := s.CreateJob(ctx, ada, JobRequest{Prompt: "echo a\x00b", Agent: "command", Sandbox: "box"})
+			return err
+		}, ErrInvalid},
+		{"a session's env with a NUL", func() error {
+			_, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s4", Sandbox: "box", Agent: "command", Env: map[string]string{"A": "x\x00"}})
+			return err
+		}, ErrInvalid},
+		{"a session's env name with =", func() error {
+			_, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s4", Sandbox: "box", Agent: "command", Env: map[string]string{"A=B": "x"}})
+			return err
+		}, ErrInvalid},
+		{"a split uid out of range", func() error {
+			_, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s4", Sandbox: "box", Agent: "command", Split: true, SplitUID: 1 << 31})
+			return err
+		}, ErrInvalid},
+		{"a job's env too long", func() error {
+			_, err := s.CreateJob(ctx, ada, JobRequest{Prompt: "echo", Agent: "command", Sandbox: "box", Env: map[string]string{"A": strings.Repeat("v", 128<<10)}})
 			return err
 		}, ErrInvalid},
 		{"unknown agent", func() error {
@@ -95,6 +112,43 @@ func TestBadInput(t *testing.T) {
 	waitTurn(t, ctx, f.st, first.ID)
 	if err := s.DeleteSession(ctx, ada, "s1"); err != nil {
 		t.Errorf("DeleteSession after the turn: %v", err)
+	}
+}
+
+// TestLongestPrompt: a prompt as long as an agent's command line takes reaches the agent whole
+// (it is written into the sandbox in pieces, each command's line far below the kernel's bound).
+func TestLongestPrompt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	s := f.service(t)
+	if _, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "long", Sandbox: "box", Agent: "command"}); err != nil {
+		t.Fatal(err)
+	}
+	head := `echo "{\"type\":\"len\",\"n\":${#BASH_EXECUTION_STRING}}" #`
+	prompt := head + strings.Repeat("x", MaxPrompt-len(head))
+	tu, err := s.StartTurn(ctx, ada, "long", prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := waitTurn(t, ctx, f.st, tu.ID); got.State != "done" {
+		t.Fatalf("turn %s (%s), want done", got.State, got.Reason)
+	}
+	evs, err := f.st.ListEvents(ctx, tu.SessionID, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var saw bool
+	for _, e := range evs {
+		if e.Type == "len" {
+			saw = true
+			if want := fmt.Sprintf(`"n":%d`, MaxPrompt); !strings.Contains(string(e.Data), want) {
+				t.Errorf("the agent got a prompt of %s, want %s", e.Data, want)
+			}
+		}
+	}
+	if !saw {
+		t.Errorf("no event from the agent: %+v", evs)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/coder/quartz"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -207,6 +208,22 @@ func (s *Service) checkSplit(ctx context.Context, sandboxName string, sb store.S
 	return uid, nil
 }
 
+// maxSplitUID is the largest uid a split session's agent may run as (the harness takes a
+// signed 32-bit uid).
+const maxSplitUID = 1<<31 - 1
+
+// checkAgentSetup refuses what a session's or job's agent could never be started with: an
+// environment no process can have, or a split uid out of range.
+func checkAgentSetup(env map[string]string, split bool, uid uint32) error {
+	if err := names.CheckEnv(env); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if split && uid > maxSplitUID {
+		return fmt.Errorf("%w: split_uid %d: must be from 1 to %d", ErrInvalid, uid, maxSplitUID)
+	}
+	return nil
+}
+
 // CreateSession makes a session in a sandbox p may see.
 func (s *Service) CreateSession(ctx context.Context, p auth.Principal, req CreateSessionRequest) (Session, error) {
 	se, err := s.createSession(ctx, p, req)
@@ -225,6 +242,9 @@ func (s *Service) createSession(ctx context.Context, p auth.Principal, req Creat
 	}
 	if _, ok := s.cfg.Agents[req.Agent]; !ok {
 		return store.Session{}, fmt.Errorf("%w: unknown agent %q (known: %s)", ErrInvalid, req.Agent, strings.Join(agentNames(s.cfg.Agents), ", "))
+	}
+	if err := checkAgentSetup(req.Env, req.Split, req.SplitUID); err != nil {
+		return store.Session{}, err
 	}
 	sb, err := s.cfg.Sandboxes.Get(ctx, p, req.Sandbox)
 	if err != nil {

@@ -33,11 +33,18 @@ func (s *Service) StartTurn(ctx context.Context, p auth.Principal, ref, prompt s
 	return turnOut(s.startTurn(ctx, se, "", newID("turn_"), prompt))
 }
 
-// checkPrompt refuses a prompt that is empty or holds a NUL byte (no agent takes one, and
-// PostgreSQL cannot store it).
+// MaxPrompt is the longest prompt: the agent gets it as one argument of its command line, which
+// Linux bounds at 128 KiB with its ending NUL (MAX_ARG_STRLEN).
+const MaxPrompt = 128<<10 - 1
+
+// checkPrompt refuses a prompt that is empty, too long for an agent's command line or holds a
+// NUL byte (no agent takes one, and PostgreSQL cannot store it).
 func checkPrompt(prompt string) error {
 	if strings.TrimSpace(prompt) == "" {
 		return fmt.Errorf("%w: the prompt is empty", ErrInvalid)
+	}
+	if len(prompt) > MaxPrompt {
+		return fmt.Errorf("%w: the prompt is %d bytes; an agent takes at most %d (128 KiB, as one argument of its command line)", ErrInvalid, len(prompt), MaxPrompt)
 	}
 	if strings.ContainsRune(prompt, 0) {
 		return fmt.Errorf("%w: the prompt holds a NUL character", ErrInvalid)
@@ -260,12 +267,11 @@ func (s *Service) launch(ctx context.Context, se store.Session, sb store.Sandbox
 	for _, a := range agent.Argv {
 		argv = append(argv, shellQuote(a))
 	}
-	// The prompt travels base64-encoded into a file: no shell ever reads it, and its size is
-	// not bound by a command line's.
-	cmd := fmt.Sprintf(`set -e; umask 022; d=%s; mkdir -p "$d"; printf '%%s' %s | base64 -d > "$d/prompt"; `+
-		`%s harness --detach %s--run-log "$d/run.log" --status-file "$d/status.json" --prompt-file "$d/prompt" -- %s 2>&1`,
-		shellQuote(dir), shellQuote(base64.StdEncoding.EncodeToString([]byte(t.Prompt))),
-		shellQuote(bin), split, strings.Join(argv, " "))
+	if err := s.writePrompt(ctx, sb, dir, t.Prompt); err != nil {
+		return 0, 0, err
+	}
+	cmd := fmt.Sprintf(`set -e; d=%s; %s harness --detach %s--run-log "$d/run.log" --status-file "$d/status.json" --prompt-file "$d/prompt" -- %s 2>&1`,
+		shellQuote(dir), shellQuote(bin), split, strings.Join(argv, " "))
 	out, code, err := s.cfg.Sandboxes.Run(ctx, sb, cmd, se.Env)
 	if err != nil {
 		return 0, 0, err
@@ -279,6 +285,33 @@ func (s *Service) launch(ctx context.Context, se store.Session, sb store.Sandbox
 		return 0, 0, fmt.Errorf("the harness printed %q, not its pid and start time: %v", out, err)
 	}
 	return pid, start, nil
+}
+
+// promptPiece is how much of a prompt one command writes, base64-encoded into its command line:
+// the whole line is one argument of sh -c, which the kernel bounds at 128 KiB.
+const promptPiece = 48 << 10
+
+// writePrompt puts prompt in dir/prompt in sb, base64-encoded on the way so that no shell
+// reads it, a piece per command so that its size is bound by no command line's.
+func (s *Service) writePrompt(ctx context.Context, sb store.Sandbox, dir, prompt string) error {
+	for i, rest := 0, []byte(prompt); i == 0 || len(rest) > 0; i++ {
+		piece := rest[:min(len(rest), promptPiece)]
+		rest = rest[len(piece):]
+		to := `>>`
+		if i == 0 {
+			to = `>`
+		}
+		cmd := fmt.Sprintf(`set -e; umask 022; d=%s; mkdir -p "$d"; printf '%%s' %s | base64 -d %s "$d/prompt"`,
+			shellQuote(dir), shellQuote(base64.StdEncoding.EncodeToString(piece)), to)
+		out, code, err := s.cfg.Sandboxes.Run(ctx, sb, cmd, nil)
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			return fmt.Errorf("could not write the prompt into the sandbox (exit code %d): %s", code, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
 }
 
 // run takes a queued turn through its life: start the harness, record turn.started, watch
