@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/hangar-dev/hangar/internal/jsontext"
 	"github.com/hangar-dev/hangar/internal/problem"
 )
 
@@ -172,6 +173,14 @@ func checkBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
 		return tooLarge()
 	case err != nil:
 		writeError(w, http.StatusBadRequest, codeInvalidRequest, "The request body could not be read.", err.Error())
+		return false
+	case jsontext.InvalidUTF8At(body) >= 0:
+		writeError(w, http.StatusBadRequest, codeParseError, `Parse error: the request body is not valid UTF-8; send bytes that are not text base64-encoded where a tool takes them (a process's input: "base64": true).`,
+			fmt.Sprintf("invalid UTF-8 at byte %d", jsontext.InvalidUTF8At(body)))
+		return false
+	case jsontext.LoneSurrogateAt(body) >= 0:
+		writeError(w, http.StatusBadRequest, codeInvalidRequest, `The request body has a \u escape that is half of a UTF-16 surrogate pair, which is no character; send the whole pair, or base64 where a tool takes it.`,
+			fmt.Sprintf("lone surrogate escape at byte %d", jsontext.LoneSurrogateAt(body)))
 		return false
 	case !json.Valid(body):
 		writeError(w, http.StatusBadRequest, codeParseError, "Parse error: the request body is not valid JSON (a JSON-RPC message or batch).", "")

@@ -191,6 +191,7 @@ func TestRevokedTokenSessionsEnd(t *testing.T) {
 // check's own answers included) comes as a JSON-RPC error in JSON, with its HTTP status kept.
 func TestHTTPErrorsAreJSON(t *testing.T) {
 	e := newEnv(t, envOptions{})
+	toolCall := map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "exec"}
 	for _, tc := range []struct {
 		name                string
 		method, token, body string
@@ -206,6 +207,11 @@ func TestHTTPErrorsAreJSON(t *testing.T) {
 		{"not JSON (2025)", "POST", staticSecret, `{"jsonrpc": "2.0", "id": 1,`, nil, 400, -32700, "not valid JSON"},
 		{"not JSON (2026)", "POST", staticSecret, `{"jsonrpc": "2.0", "id": 1,`, map[string]string{"MCP-Protocol-Version": "2026-07-28"}, 400, -32700, "not valid JSON"},
 		{"content type", "POST", staticSecret, initializeBody, map[string]string{"Content-Type": "text/plain"}, 415, -32600, "Content-Type"},
+		// encoding/json would turn these into U+FFFD and run the command it mangled.
+		{"not UTF-8", "POST", staticSecret, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}},"name":"exec","arguments":{"sandbox":"box","command":"echo ` + "\xff\xfe" + `"}}}`,
+			toolCall, 400, -32700, "not valid UTF-8"},
+		{"a lone surrogate", "POST", staticSecret, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}},"name":"exec","arguments":{"sandbox":"box","command":"echo \ud800"}}}`,
+			toolCall, 400, -32600, "surrogate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(tc.method, e.url+"/mcp", strings.NewReader(tc.body))

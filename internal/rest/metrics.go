@@ -59,4 +59,3 @@ func (m *httpMetrics) middleware(next http.Handler) http.Handler {
 		m.requests.WithLabelValues(r.Method, route, strconv.Itoa(sw.status)).Inc()
 	})
 }
-

@@ -1,4 +1,4 @@
-package rest
+package jsontext
 
 import (
 	"encoding/json"
@@ -24,7 +24,7 @@ func TestLoneSurrogateAt(t *testing.T) {
 		{`{"command": "x", "cwd": "\udfff"}`, 25},
 		{`{"\ud800": 1}`, 2},
 	} {
-		if got := loneSurrogateAt([]byte(c.body)); got != c.want {
+		if got := LoneSurrogateAt([]byte(c.body)); got != c.want {
 			t.Errorf("%s: %d, want %d", c.body, got, c.want)
 		}
 	}
@@ -44,11 +44,19 @@ func FuzzLoneSurrogateAt(f *testing.F) {
 		if json.Unmarshal(body, &s) != nil {
 			return
 		}
-		if strings.ContainsRune(s, utf8.RuneError) && loneSurrogateAt(body) < 0 {
+		if strings.ContainsRune(s, utf8.RuneError) && LoneSurrogateAt(body) < 0 {
 			t.Fatalf("%q decodes to %q with U+FFFD, and no lone surrogate was found", body, s)
 		}
-		if !strings.ContainsRune(s, utf8.RuneError) && loneSurrogateAt(body) >= 0 {
-			t.Fatalf("%q decodes to %q, yet a lone surrogate was found at %d", body, s, loneSurrogateAt(body))
+		if !strings.ContainsRune(s, utf8.RuneError) && LoneSurrogateAt(body) >= 0 {
+			t.Fatalf("%q decodes to %q, yet a lone surrogate was found at %d", body, s, LoneSurrogateAt(body))
 		}
 	})
+}
+
+func TestInvalidUTF8At(t *testing.T) {
+	for body, want := range map[string]int{"": -1, `{"a": "é"}`: -1, "{\"a\": \"\xff\"}": 7, "\xe2\x82": 0, "ok\xc3": 2} {
+		if got := InvalidUTF8At([]byte(body)); got != want {
+			t.Errorf("InvalidUTF8At(%q) = %d, want %d", body, got, want)
+		}
+	}
 }
