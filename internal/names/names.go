@@ -45,3 +45,21 @@ func CheckEnv(env map[string]string) error {
 	}
 	return nil
 }
+
+// CheckPath reports what in path no file system call could take: a NUL byte, more than 4095
+// bytes (Linux's PATH_MAX, with the ending NUL), or a name in it of more than 255 bytes
+// (NAME_MAX).
+func CheckPath(path string) error {
+	switch {
+	case strings.ContainsRune(path, 0):
+		return fmt.Errorf("path %.60q: holds a NUL character", path)
+	case len(path) > 4095:
+		return fmt.Errorf("path %.60q…: %d bytes; a path is at most 4095", path, len(path))
+	}
+	for name := range strings.SplitSeq(path, "/") {
+		if len(name) > 255 {
+			return fmt.Errorf("path %.60q…: a name in it is %d bytes; at most 255", path, len(name))
+		}
+	}
+	return nil
+}

@@ -62,6 +62,9 @@ func (r ExecRequest) check() error {
 	if err := names.CheckEnv(r.Env); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	if err := names.CheckPath(r.Cwd); err != nil {
+		return fmt.Errorf("%w: cwd: %v", ErrInvalid, err)
+	}
 	return nil
 }
 

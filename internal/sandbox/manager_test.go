@@ -242,6 +242,7 @@ func TestCreateRefusesBadRequests(t *testing.T) {
 		{sandbox.CreateRequest{Name: "ok", Env: map[string]string{"A=B": "c"}}, sandbox.ErrInvalid, "environment variable"},
 		{sandbox.CreateRequest{Name: "ok", Env: map[string]string{"A": "a\x00b"}}, sandbox.ErrInvalid, "NUL"},
 		{sandbox.CreateRequest{Name: "ok", Env: map[string]string{"A": strings.Repeat("v", 128<<10)}}, sandbox.ErrInvalid, "128 KiB"},
+		{sandbox.CreateRequest{Name: "ok", Workdir: "/" + strings.Repeat("w", 300)}, sandbox.ErrInvalid, "at most 255"},
 		{sandbox.CreateRequest{Name: "taken"}, sandbox.ErrConflict, "exists"},
 	} {
 		_, err := m.Create(ctx, bob, c.req)
@@ -257,6 +258,9 @@ func TestCreateRefusesBadRequests(t *testing.T) {
 		if _, err := m.Exec(ctx, ada, "taken", sandbox.ExecRequest{Command: "true", Env: env}); !errors.Is(err, sandbox.ErrInvalid) {
 			t.Errorf("Exec with env %q = %v, want ErrInvalid", env, err)
 		}
+	}
+	if _, err := m.Exec(ctx, ada, "taken", sandbox.ExecRequest{Command: "true", Cwd: strings.Repeat("/c", 3000)}); !errors.Is(err, sandbox.ErrInvalid) {
+		t.Errorf("Exec with a 6000-byte cwd = %v, want ErrInvalid", err)
 	}
 	if f.called("Exec", "taken") {
 		t.Error("an exec with a bad environment reached the provider")

@@ -205,6 +205,9 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 	if err := names.CheckEnv(req.Env); err != nil {
 		return store.Sandbox{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	if err := names.CheckPath(req.Workdir); err != nil {
+		return store.Sandbox{}, fmt.Errorf("%w: workdir: %v", ErrInvalid, err)
+	}
 	if err := m.clearFailed(ctx, req.Name); err != nil {
 		return store.Sandbox{}, err
 	}

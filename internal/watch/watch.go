@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
+	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -298,8 +298,11 @@ func (s *Service) Peek(ctx context.Context, p auth.Principal, ref, dir string, r
 
 // resolve checks that p may watch dir in the sandbox ref and returns the watch's key.
 func (s *Service) resolve(ctx context.Context, p auth.Principal, ref, dir string, recursive bool) (key, store.Sandbox, error) {
-	if dir == "" || strings.ContainsRune(dir, 0) {
+	if dir == "" {
 		return key{}, store.Sandbox{}, fmt.Errorf("%w: path must name a directory in the sandbox", ErrInvalid)
+	}
+	if err := names.CheckPath(dir); err != nil {
+		return key{}, store.Sandbox{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	sb, err := s.cfg.Sandboxes.Runnable(ctx, p, ref)
 	if err != nil {
