@@ -51,8 +51,9 @@ type TurnStore interface {
 	// the job's next job seq. When a.ReadPos >= 0 the turn's read position moves from
 	// a.FromPos to a.ReadPos in the same transaction; if the stored position is not a.FromPos
 	// nothing is recorded and the error is ErrConflict (another watcher got there first).
-	// ErrNotFound if the session (or job, or turn) does not exist. Returns the events as
-	// stored.
+	// When a.End is set and the turn cannot move to it (it ended already), nothing is recorded
+	// either: ErrConflict. ErrNotFound if the session (or job, or turn) does not exist.
+	// Returns the events as stored.
 	AppendEvents(ctx context.Context, a EventAppend) ([]Event, error)
 	// ListEvents lists a session's events with seq > since, oldest first, at most limit.
 	ListEvents(ctx context.Context, sessionID string, since int64, limit int) ([]Event, error)
@@ -175,4 +176,7 @@ type EventAppend struct {
 	FromPos   int64
 	ReadPos   int64 // < 0: leave the turn's read position alone
 	Events    []Event
+	// End, when set, ends the turn (as UpdateTurn with an end state) in the same transaction,
+	// so that no reader sees the turn ended without these events (its turn.finished).
+	End *TurnUpdate
 }

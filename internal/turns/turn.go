@@ -130,7 +130,7 @@ func (s *Service) cancelTurn(ctx context.Context, t store.Turn) (store.Turn, err
 	}
 	if t.State == store.TurnQueued {
 		now := time.Now().UTC()
-		err := s.cfg.Store.UpdateTurn(ctx, store.TurnUpdate{ID: t.ID, State: store.TurnCancelled, Reason: "cancelled before it started", StartedAt: now, EndedAt: now})
+		err := s.end(ctx, t, store.TurnUpdate{State: store.TurnCancelled, Reason: "cancelled before it started", StartedAt: now, EndedAt: now})
 		if err == nil || !errors.Is(err, store.ErrConflict) {
 			return s.cfg.Store.GetTurn(ctx, t.ID)
 		}
@@ -156,7 +156,7 @@ func (s *Service) signalHarness(ctx context.Context, t store.Turn) error {
 	_, sb, err := s.sandboxOf(ctx, t)
 	if errors.Is(err, errSandboxGone) {
 		now := time.Now().UTC()
-		if err := s.cfg.Store.UpdateTurn(ctx, store.TurnUpdate{ID: t.ID, State: store.TurnCancelled, Reason: err.Error(), StartedAt: now, EndedAt: now}); err != nil && !errors.Is(err, store.ErrConflict) {
+		if err := s.end(ctx, t, store.TurnUpdate{State: store.TurnCancelled, Reason: err.Error(), StartedAt: now, EndedAt: now}); err != nil && !errors.Is(err, store.ErrConflict) {
 			return err
 		}
 		return nil
@@ -355,29 +355,31 @@ func (s *Service) run(ctx context.Context, se store.Session, t store.Turn) {
 func (s *Service) fail(ctx context.Context, se store.Session, t store.Turn, reason string) {
 	s.log.Warn("turn failed", "turn", t.ID, "session", se.Name, "reason", reason)
 	now := time.Now().UTC()
-	if err := s.cfg.Store.UpdateTurn(ctx, store.TurnUpdate{ID: t.ID, State: store.TurnFailed, Reason: reason, StartedAt: now, EndedAt: now}); err != nil {
-		return // ended already (cancelled)
-	}
-	s.recordFinished(ctx, se, t, store.TurnFailed, nil, "", "", reason)
+	s.end(ctx, t, store.TurnUpdate{State: store.TurnFailed, Reason: reason, StartedAt: now, EndedAt: now})
 }
 
-// recordFinished adds hangar's turn.finished event.
-func (s *Service) recordFinished(ctx context.Context, se store.Session, t store.Turn, state string, code *int, signal, summary, reason string) {
-	ev := map[string]any{"type": TypeTurnFinished, "turn": t.ID, "status": state, "exit_code": code}
-	if signal != "" {
-		ev["signal"] = signal
+// end moves turn t to u's end state and records hangar's turn.finished event in one step, so no
+// reader sees the turn ended without it. ErrConflict: it had ended already (a cancel, or
+// another replica, got there first), and nothing is recorded.
+func (s *Service) end(ctx context.Context, t store.Turn, u store.TurnUpdate) error {
+	u.ID = t.ID
+	ev := map[string]any{"type": TypeTurnFinished, "turn": t.ID, "status": u.State, "exit_code": u.ExitCode}
+	if u.Signal != "" {
+		ev["signal"] = u.Signal
 	}
-	if summary != "" {
-		ev["summary"] = json.RawMessage(summary)
+	if u.Summary != "" {
+		ev["summary"] = json.RawMessage(u.Summary)
 	}
-	if reason != "" {
-		ev["reason"] = reason
+	if u.Reason != "" {
+		ev["reason"] = u.Reason
 	}
 	data, _ := json.Marshal(ev)
-	if _, err := s.appendEvents(ctx, store.EventAppend{SessionID: se.ID, JobID: t.JobID, TurnID: t.ID, ReadPos: -1,
-		Events: []store.Event{{TS: time.Now().UTC(), Type: TypeTurnFinished, Data: data}}}); err != nil {
-		s.log.Error("record turn.finished", "turn", t.ID, "err", err)
+	_, err := s.appendEvents(ctx, store.EventAppend{SessionID: t.SessionID, JobID: t.JobID, TurnID: t.ID, ReadPos: -1,
+		Events: []store.Event{{TS: time.Now().UTC(), Type: TypeTurnFinished, Data: data}}, End: &u})
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		s.log.Error("end turn", "turn", t.ID, "state", u.State, "err", err)
 	}
+	return err
 }
 
 // Resume watches the turns the store says are running (a control plane restarted while they

@@ -206,14 +206,7 @@ func (s *Service) finish(ctx context.Context, se store.Session, t store.Turn, st
 		c := st.ExitCode
 		code = &c
 	}
-	summary := string(st.Summary)
-	err := s.cfg.Store.UpdateTurn(ctx, store.TurnUpdate{ID: t.ID, State: state, ExitCode: code, Signal: st.Signal,
-		Summary: summary, Reason: st.Error, EndedAt: time.Now().UTC()})
-	if err != nil {
-		s.log.Warn("end turn", "turn", t.ID, "err", err)
-		return
-	}
-	s.recordFinished(ctx, se, t, state, code, st.Signal, summary, st.Error)
+	s.end(ctx, t, store.TurnUpdate{State: state, ExitCode: code, Signal: st.Signal, Summary: string(st.Summary), Reason: st.Error, EndedAt: time.Now().UTC()})
 }
 
 // followCommand is the command that follows the turn's run log from readAt, through the

@@ -22,6 +22,11 @@ func (s *DB) AppendEvents(ctx context.Context, a store.EventAppend) ([]store.Eve
 		return nil, fmt.Errorf("append events to session %s: %w", a.SessionID, err)
 	}
 	defer tx.Rollback()
+	if a.End != nil {
+		if err := s.updateTurn(ctx, tx, *a.End); err != nil {
+			return nil, err
+		}
+	}
 	if a.ReadPos >= 0 {
 		if err := s.moveReadPos(ctx, tx, a); err != nil {
 			return nil, err

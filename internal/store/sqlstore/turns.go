@@ -204,16 +204,27 @@ func scanTurn(r scanner) (store.Turn, error) {
 
 // UpdateTurn implements store.Store.
 func (s *DB) UpdateTurn(ctx context.Context, u store.TurnUpdate) error {
+	return s.updateTurn(ctx, s.db, u)
+}
+
+// execQuerier is what a statement runs on: the database, or a transaction.
+type execQuerier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// updateTurn is UpdateTurn on db, which may be a transaction.
+func (s *DB) updateTurn(ctx context.Context, db execQuerier, u store.TurnUpdate) error {
 	var (
 		res sql.Result
 		err error
 	)
 	switch {
 	case u.State == store.TurnRunning:
-		res, err = s.db.ExecContext(ctx, s.q(`UPDATE turns SET state = ?, dir = ?, process_tag = ?, process_pid = ?, process_start = ?, started_at = ? WHERE id = ? AND state = 'queued'`),
+		res, err = db.ExecContext(ctx, s.q(`UPDATE turns SET state = ?, dir = ?, process_tag = ?, process_pid = ?, process_start = ?, started_at = ? WHERE id = ? AND state = 'queued'`),
 			u.State, u.Dir, u.ProcessTag, int64(u.ProcessPID), int64(u.ProcessStart), zeroMillis(u.StartedAt), u.ID)
 	case store.TurnEnded(u.State):
-		res, err = s.db.ExecContext(ctx, s.q(`UPDATE turns SET state = ?, exit_code = ?, signal = ?, summary = ?, reason = ?, ended_at = ?,
+		res, err = db.ExecContext(ctx, s.q(`UPDATE turns SET state = ?, exit_code = ?, signal = ?, summary = ?, reason = ?, ended_at = ?,
 			started_at = CASE WHEN started_at = 0 THEN ? ELSE started_at END WHERE id = ? AND state IN ('queued', 'running')`),
 			u.State, exitCodeArg(u.ExitCode), u.Signal, u.Summary, u.Reason, zeroMillis(u.EndedAt), zeroMillis(u.StartedAt), u.ID)
 	default:
@@ -227,11 +238,15 @@ func (s *DB) UpdateTurn(ctx context.Context, u store.TurnUpdate) error {
 	} else if n == 1 {
 		return nil
 	}
-	t, err := s.GetTurn(ctx, u.ID)
+	var state string
+	err = db.QueryRowContext(ctx, s.q(`SELECT state FROM turns WHERE id = ?`), u.ID).Scan(&state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("update turn: turn %s: %w", u.ID, store.ErrNotFound)
+	}
 	if err != nil {
 		return fmt.Errorf("update turn: %w", err)
 	}
-	return fmt.Errorf("update turn %s from %s to %s: %w", u.ID, t.State, u.State, store.ErrConflict)
+	return fmt.Errorf("update turn %s from %s to %s: %w", u.ID, state, u.State, store.ErrConflict)
 }
 
 // RequestCancel implements store.Store.

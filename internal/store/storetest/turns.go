@@ -283,6 +283,27 @@ func testEvents(t *testing.T, ctx context.Context, s store.Store) {
 	if se, err := s.GetSession(ctx, "", "ses_a"); err != nil || se.LastSeq != 6 {
 		t.Errorf("session LastSeq = %d, %v; want 6", se.LastSeq, err)
 	}
+	// A turn ends with its last event in one step, and only once.
+	mustCreateSession(t, ctx, s, newSession("ses_b", "beta", "ada"))
+	mustCreateTurn(t, ctx, s, newTurn("turn_2", "ses_b", now))
+	finished := []store.Event{{TS: now.Add(time.Minute), Type: "turn.finished", Data: []byte(`{"type":"turn.finished"}`)}}
+	end := store.TurnUpdate{ID: "turn_2", State: store.TurnDone, EndedAt: now, StartedAt: now}
+	if _, err := s.AppendEvents(ctx, store.EventAppend{SessionID: "ses_b", TurnID: "turn_2", ReadPos: -1, Events: finished, End: &end}); err != nil {
+		t.Fatalf("AppendEvents ending the turn: %v", err)
+	}
+	if tu, err := s.GetTurn(ctx, "turn_2"); err != nil || tu.State != store.TurnDone {
+		t.Errorf("turn_2 = %s, %v; want done", tu.State, err)
+	}
+	end.State = store.TurnFailed
+	if _, err := s.AppendEvents(ctx, store.EventAppend{SessionID: "ses_b", TurnID: "turn_2", ReadPos: -1, Events: finished, End: &end}); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("AppendEvents ending an ended turn = %v, want ErrConflict", err)
+	}
+	if tu, err := s.GetTurn(ctx, "turn_2"); err != nil || tu.State != store.TurnDone {
+		t.Errorf("turn_2 after a second end = %s, %v; want done", tu.State, err)
+	}
+	if se, err := s.GetSession(ctx, "", "ses_b"); err != nil || se.LastSeq != 1 {
+		t.Fatalf("session LastSeq = %d, %v; want 1: the refused end recorded its event", se.LastSeq, err)
+	}
 }
 
 // testEventSeqConcurrent appends from many goroutines at once: every seq from 1 to the total
