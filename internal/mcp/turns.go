@@ -57,7 +57,7 @@ type jobArgs struct {
 
 // newSandboxArgs is a sandbox a job makes, as POST /api/sandboxes takes it.
 type newSandboxArgs struct {
-	Name     string            `json:"name,omitempty" jsonschema:"its name; default one is made up"`
+	Name     string            `json:"name,omitempty" jsonschema:"its name; default job-<the job's id without job_>"`
 	Provider string            `json:"provider,omitempty" jsonschema:"local, docker, kubernetes or e2b; default hangar's default provider"`
 	Image    string            `json:"image,omitempty" jsonschema:"the container image (docker, kubernetes)"`
 	Template string            `json:"template,omitempty" jsonschema:"the template (e2b)"`

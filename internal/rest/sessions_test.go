@@ -185,6 +185,14 @@ func TestJobsOverREST(t *testing.T) {
 	if r := e.do(t, "GET", "/api/jobs", jobs2, ""); r.status != http.StatusOK || strings.Contains(r.raw, id) {
 		t.Errorf("another jobs token's list = %d %s; want 200 without %s", r.status, r.raw, id)
 	}
+	// A sandbox to make without a name is named after the job.
+	r = e.do(t, "POST", "/api/jobs", jobs, `{"prompt": "echo '{\"type\":\"hi\"}'", "agent": "command", "sandbox": {}}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("POST /api/jobs with a sandbox spec without a name = %d %s", r.status, r.raw)
+	}
+	if id, sb := r.body["id"].(string), r.body["sandbox"]; sb != "job-"+strings.TrimPrefix(id, "job_") {
+		t.Errorf("job %s made sandbox %v, want job-%s", id, sb, strings.TrimPrefix(id, "job_"))
+	}
 }
 
 // turnsFixtures are the isolation matrix's session, turn and job, made once per world.

@@ -81,10 +81,15 @@ func (s *Service) createJob(ctx context.Context, p auth.Principal, req JobReques
 	if err := checkAgentSetup(req.Env, req.Split, req.SplitUID); err != nil {
 		return store.Job{}, err
 	}
+	id := newID("job_")
 	created := false
 	switch {
 	case req.SandboxSpec != nil && req.Sandbox == "":
-		name, err := s.cfg.Sandboxes.Create(ctx, p, *req.SandboxSpec)
+		spec := *req.SandboxSpec
+		if spec.Name == "" {
+			spec.Name = "job-" + id[len("job_"):] // a DNS label: newID's text is lowercase letters and digits
+		}
+		name, err := s.cfg.Sandboxes.Create(ctx, p, spec)
 		if err != nil {
 			return store.Job{}, err
 		}
@@ -96,7 +101,6 @@ func (s *Service) createJob(ctx context.Context, p auth.Principal, req JobReques
 	if err != nil {
 		return store.Job{}, err
 	}
-	id := newID("job_")
 	se := store.Session{ID: newID("ses_"), Name: "job-" + id[len("job_"):], Owner: p.User, TokenID: p.TokenID,
 		Sandbox: req.Sandbox, Agent: req.Agent, Env: req.Env, JobID: id, CreatedAt: time.Now().UTC(), Split: req.Split}
 	if req.Split {
