@@ -237,6 +237,7 @@ func TestOpenRefused(t *testing.T) {
 		{"empty path", ada, "box", "", ErrInvalid, "path must name a directory"},
 		{"missing", ada, "box", "/no/such/dir", ErrInvalid, "/no/such/dir does not exist"},
 		{"a file", ada, "box", file, ErrInvalid, "not a directory"},
+		{"a name too long", ada, "box", "/" + strings.Repeat("n", 256), ErrInvalid, "at most 255"},
 		{"no daemon", ada, "plain", e.dir, ErrNeedsDaemon, "plain"},
 		{"another user's sandbox", bob, "box", e.dir, sandbox.ErrNotFound, ""},
 		{"no such sandbox", ada, "nope", e.dir, sandbox.ErrNotFound, ""},
