@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -159,26 +160,48 @@ func (h *Handler) eventsAfter(ctx context.Context, p auth.Principal, job bool, r
 	return page, nil
 }
 
+// Resource errors in JSON-RPC's range for servers, one per problem the client can act on; the
+// problem's own code goes in data.code too.
+const (
+	codeResourceConflict    = -32009 // the sandbox's state does not allow it (409 on REST)
+	codeResourceLimit       = -32029 // a limit; data.retry_after says when to try again (429)
+	codeResourceUnavailable = -32003 // the sandbox's provider or daemon does not answer (503)
+)
+
 // resourceError is a domain error on a resource as a JSON-RPC error: not found (whatever the
-// reason: never whether it exists), invalid params for bad input, else the problem table's
-// sentence; hangar's own failures are logged.
+// reason: never whether it exists), invalid params for bad input, a code of hangar's for a
+// conflict, a limit or a sandbox that does not answer, each with the problem table's sentence
+// and its detail, else an internal error (logged, its cause not told).
 func (h *Handler) resourceError(uri, op string, err error) error {
 	pr := problem.Of(err)
+	msg := pr.Message
+	if pr.Detail != "" {
+		msg += " (" + pr.Detail + ")"
+	}
+	var code int64
 	switch pr.Code {
 	case problem.CodeNotFound, problem.CodeForbidden, problem.CodeUnauthorized:
 		return mcp.ResourceNotFoundError(uri)
 	case problem.CodeBadRequest:
-		msg := pr.Message
-		if pr.Detail != "" {
-			msg += " (" + pr.Detail + ")"
-		}
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
-	case problem.CodeInternal:
+	case problem.CodeConflict:
+		code = codeResourceConflict
+	case problem.CodeLimit:
+		code = codeResourceLimit
+	case problem.CodeUnavailable:
+		code = codeResourceUnavailable
+	default:
 		if !errors.Is(err, context.Canceled) {
 			h.log.Error("mcp resource failed", "op", op, "err", err)
 		}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: pr.Message}
 	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: pr.Message}
+	data := map[string]any{"code": pr.Code}
+	if pr.RetryAfter > 0 {
+		data["retry_after"] = int(pr.RetryAfter.Round(time.Second).Seconds())
+	}
+	raw, _ := json.Marshal(data)
+	return &jsonrpc.Error{Code: code, Message: msg, Data: raw}
 }
 
 // listResources answers resources/list with the caller's own sessions and jobs (the SDK's

@@ -96,6 +96,23 @@ func TestWatchResourceBadInput(t *testing.T) {
 	}
 }
 
+// TestWatchResourceStateRefused: a sandbox whose state does not allow a watch is refused with
+// hangar's conflict code and a sentence naming the state, not an internal error.
+func TestWatchResourceStateRefused(t *testing.T) {
+	e := newEnv(t, envOptions{watches: true})
+	_, ada := e.userToken(t, "ada", "user", "mcp")
+	e.sandbox(t, ada, "napping", "")
+	if status, body := e.do(t, "POST", "/api/sandboxes/napping/pause", ada, ""); status >= 300 {
+		t.Fatalf("pause: %d %v", status, body)
+	}
+	for _, era := range eras {
+		s := e.subscriber(t, ada, era, nil)
+		if code, msg := s.refusal(t, e, ada, "hangar://sandboxes/napping/watch?path=."); code != -32009 || !strings.Contains(msg, "paused") {
+			t.Errorf("%s: subscribe to a paused sandbox's watch: %d %q, want -32009 naming its state", era, code, msg)
+		}
+	}
+}
+
 func jsonNumber(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
