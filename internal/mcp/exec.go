@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -73,10 +72,11 @@ func (h *Handler) exec(ctx context.Context, req *mcp.CallToolRequest, in execArg
 	if ref == "" {
 		return nil, execOutput{}, errorf("Say which sandbox to run the command in (the sandbox argument).")
 	}
-	if in.Timeout < 0 {
-		return nil, execOutput{}, errorf("timeout must be a number of seconds, 0 for none.")
+	timeout, err := sandbox.TimeoutSeconds(in.Timeout)
+	if err != nil {
+		return nil, execOutput{}, classify(h.log, "exec", err)
 	}
-	ereq := sandbox.ExecRequest{Command: in.Command, Cwd: in.Cwd, Env: in.Env, Timeout: time.Duration(in.Timeout * float64(time.Second))}
+	ereq := sandbox.ExecRequest{Command: in.Command, Cwd: in.Cwd, Env: in.Env, Timeout: timeout}
 	if in.Command == "" {
 		return nil, execOutput{}, errorf("command is empty: say what to run.")
 	}

@@ -63,3 +63,12 @@ func CheckPath(path string) error {
 	}
 	return nil
 }
+
+// CheckCommand reports what in a shell command line no process could be started with: a NUL
+// byte.
+func CheckCommand(cmd string) error {
+	if strings.ContainsRune(cmd, 0) {
+		return fmt.Errorf("the command holds a NUL character, which no command line can")
+	}
+	return nil
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
+	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -425,6 +426,12 @@ type PTYSize struct {
 func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req StartRequest) (Info, error) {
 	if strings.TrimSpace(req.Command) == "" {
 		return Info{}, fmt.Errorf("%w: command is empty", ErrInvalid)
+	}
+	if err := names.CheckCommand(req.Command); err != nil {
+		return Info{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := names.CheckPath(req.Cwd); err != nil {
+		return Info{}, fmt.Errorf("%w: cwd: %v", ErrInvalid, err)
 	}
 	sb, err := m.cfg.Sandboxes.Runnable(ctx, p, ref)
 	if err != nil {

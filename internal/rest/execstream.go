@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -113,8 +111,6 @@ func (a *api) clientFailed(st *stream.Stream, err error) stream.Reason {
 }
 
 func (req execRequest) toDomain() (sandbox.ExecRequest, error) {
-	if req.Timeout < 0 {
-		return sandbox.ExecRequest{}, newError(CodeBadRequest, "timeout must be a number of seconds, 0 for none.", errors.New("negative timeout: "+strconv.FormatFloat(req.Timeout, 'g', -1, 64)))
-	}
-	return sandbox.ExecRequest{Command: req.Command, Cwd: req.Cwd, Env: req.Env, Timeout: time.Duration(req.Timeout * float64(time.Second))}, nil
+	timeout, err := sandbox.TimeoutSeconds(req.Timeout)
+	return sandbox.ExecRequest{Command: req.Command, Cwd: req.Cwd, Env: req.Env, Timeout: timeout}, err
 }

@@ -240,6 +240,9 @@ func TestExecStreamBadInput(t *testing.T) {
 		{"/api/sandboxes/box/exec/stream", `{"command": ""}`, 400},
 		{"/api/sandboxes/box/exec/stream", `{"command": "true", "timeout": -2}`, 400},
 		{"/api/sandboxes/box/exec/stream", `{"command": true}`, 400},
+		{"/api/sandboxes/box/exec/stream", `{"command": "echo a\u0000b"}`, 400},
+		{"/api/sandboxes/box/exec/stream", `{"command": "true", "timeout": 1e-10}`, 400},
+		{"/api/sandboxes/box/exec/stream", `{"command": "true", "env": {"A=B": "c"}}`, 400},
 	} {
 		if s, r := e.openStream(t, e.admin, c.path, c.body); s != nil || r.status != c.status {
 			t.Errorf("POST %s %s = %d, want %d", c.path, c.body, r.status, c.status)

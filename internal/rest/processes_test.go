@@ -260,6 +260,8 @@ func TestProcessLimit(t *testing.T) {
 	// Another token is not affected.
 	e.startProcess(t, e.admin, "box", "sleep 300")
 	wantError(t, e.do(t, "POST", "/api/sandboxes/box/processes", ada, `{"command": ""}`), 400, "bad_request")
+	wantError(t, e.do(t, "POST", "/api/sandboxes/box/processes", ada, `{"command": "echo a\u0000b"}`), 400, "bad_request")
+	wantError(t, e.do(t, "POST", "/api/sandboxes/box/processes", ada, `{"command": "true", "cwd": "/`+strings.Repeat("c", 256)+`"}`), 400, "bad_request")
 	wantError(t, e.do(t, "POST", "/api/sandboxes/nope/processes", ada, `{"command": "true"}`), 404, "not_found")
 }
 

@@ -52,9 +52,25 @@ var ErrDetach = errors.New("detached: the command goes on in the sandbox")
 // slow terminal (the daemon holds the command's output back meanwhile).
 type OutputFunc func(stream string, data []byte)
 
+// TimeoutSeconds is the timeout a client gives in seconds, as an ExecRequest's Timeout: 0 is
+// none; anything else must be from a millisecond to MaxExecTimeout (a tiny one would round to
+// none, a huge one overflow).
+func TimeoutSeconds(s float64) (time.Duration, error) {
+	if s == 0 {
+		return 0, nil
+	}
+	if !(s >= 0.001 && s <= MaxExecTimeout.Seconds()) { // NaN fails too
+		return 0, fmt.Errorf("%w: timeout must be 0 (none) or from 0.001 to %d seconds, not %g", ErrInvalid, int(MaxExecTimeout.Seconds()), s)
+	}
+	return time.Duration(s * float64(time.Second)), nil
+}
+
 func (r ExecRequest) check() error {
 	if r.Command == "" {
 		return fmt.Errorf("%w: command is empty", ErrInvalid)
+	}
+	if err := names.CheckCommand(r.Command); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if r.Timeout < 0 || r.Timeout > MaxExecTimeout {
 		return fmt.Errorf("%w: timeout must be between 0 (none) and %d seconds", ErrInvalid, int(MaxExecTimeout.Seconds()))

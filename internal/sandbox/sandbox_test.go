@@ -3,7 +3,9 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/sandbox"
@@ -33,5 +35,21 @@ func TestViewIsOwnersOnly(t *testing.T) {
 	}
 	if list, err := e.m.List(ctx, bob, false); err != nil || len(list) != 0 {
 		t.Errorf("bob's List = %+v, %v; want none", list, err)
+	}
+}
+
+// TestTimeoutSeconds: 0 is none; a timeout too small to be one, too large, negative or NaN is
+// refused rather than rounded to none or overflowed.
+func TestTimeoutSeconds(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[float64]time.Duration{0: 0, 0.001: time.Millisecond, 1.5: 1500 * time.Millisecond, 86400: 24 * time.Hour} {
+		if got, err := sandbox.TimeoutSeconds(s); err != nil || got != want {
+			t.Errorf("TimeoutSeconds(%g) = %v, %v; want %v", s, got, err, want)
+		}
+	}
+	for _, s := range []float64{1e-10, -1, 86401, 1e300, math.NaN(), math.Inf(1)} {
+		if got, err := sandbox.TimeoutSeconds(s); !errors.Is(err, sandbox.ErrInvalid) {
+			t.Errorf("TimeoutSeconds(%g) = %v, %v; want ErrInvalid", s, got, err)
+		}
 	}
 }
