@@ -169,7 +169,9 @@ func (m *Manager) ExecStream(ctx context.Context, sb store.Sandbox, req ExecRequ
 	if o.err != nil {
 		return ExecResult{}, providerError("exec in sandbox "+sb.Name, o.err)
 	}
-	return timedOut(ExecResult{ExitCode: o.res.ExitCode, Stdout: o.res.Stdout, Stderr: o.res.Stderr, TimedOut: o.res.TimedOut, Via: "provider"}), nil
+	// The daemon's words for how it ended, so a result reads the same whichever way it ran.
+	status := fmt.Sprintf("exit status %d", o.res.ExitCode)
+	return timedOut(ExecResult{ExitCode: o.res.ExitCode, Status: status, Stdout: o.res.Stdout, Stderr: o.res.Stderr, TimedOut: o.res.TimedOut, Via: "provider"}), nil
 }
 
 // timedOut gives a command killed at its timeout one answer whichever way it ran: exit code -1

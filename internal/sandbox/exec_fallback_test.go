@@ -23,7 +23,7 @@ func TestExecFallback(t *testing.T) {
 	f.execRes = provider.ExecResult{ExitCode: 3, Stdout: []byte("out"), Stderr: []byte("err")}
 	f.mu.Unlock()
 	res, err := m.Exec(ctx, ada, "plain", sandbox.ExecRequest{Command: "false"})
-	if err != nil || res.Via != "provider" || res.ExitCode != 3 || string(res.Stdout) != "out" || string(res.Stderr) != "err" {
+	if err != nil || res.Via != "provider" || res.ExitCode != 3 || res.Status != "exit status 3" || string(res.Stdout) != "out" || string(res.Stderr) != "err" {
 		t.Fatalf("Exec = %+v, %v; want exit 3 via the provider", res, err)
 	}
 
