@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -296,6 +297,9 @@ func ParseScopes(in []string) ([]Scope, error) {
 	return s, nil
 }
 
+// MaxDescription is the longest description a token may have: it is listed with the token.
+const MaxDescription = 1000
+
 // CreateToken makes a token for req on behalf of by. An admin may make any token, for any
 // user. A user-scoped token may make tokens for its own user that are no wider than itself: a
 // subset of its scopes, bound to its sandbox if it is bound, expiring no later than it does.
@@ -321,6 +325,9 @@ func (a *Authenticator) PrepareToken(ctx context.Context, by Principal, req NewT
 		if err := checkUserName(req.User); err != nil {
 			return Created{}, store.Token{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
+	}
+	if len(req.Description) > MaxDescription || !utf8.ValidString(req.Description) || strings.ContainsRune(req.Description, 0) {
+		return Created{}, store.Token{}, fmt.Errorf("%w: a description is text of at most %d bytes", ErrInvalid, MaxDescription)
 	}
 	scopes := make([]string, 0, len(req.Scopes))
 	for _, s := range req.Scopes {

@@ -196,6 +196,7 @@ func TestCreateTokenRules(t *testing.T) {
 		{"admin binds a missing sandbox", f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeMCP}, Sandbox: "later"}, auth.ErrNoSandbox},
 		{"admin binds for a non-owner", f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeMCP}, Sandbox: "bobs"}, auth.ErrInvalid},
 		{"admin scope bound", f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeAdmin}, Sandbox: "box"}, auth.ErrInvalid},
+		{"a description too long", f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser}, Description: strings.Repeat("d", auth.MaxDescription+1)}, auth.ErrInvalid},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

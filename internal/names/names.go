@@ -11,16 +11,21 @@ import (
 
 // CheckSandbox reports whether name can name a sandbox: a lowercase DNS label (RFC 1123) of at
 // most 63 characters, so every provider can use it in folder, container and pod names.
-func CheckSandbox(name string) error {
+func CheckSandbox(name string) error { return CheckLabel("sandbox name", name) }
+
+// CheckLabel reports whether name is a lowercase DNS label (RFC 1123) of at most 63 characters,
+// the rule of every name hangar gives things (sandboxes, sessions); what says which name it is,
+// for the error.
+func CheckLabel(what, name string) error {
 	if name == "" || len(name) > 63 {
-		return fmt.Errorf("sandbox name %q: must be 1 to 63 characters", name)
+		return fmt.Errorf("%s %.70q: must be 1 to 63 characters", what, name)
 	}
 	for i, c := range name {
 		switch {
 		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
 		case c == '-' && i > 0 && i < len(name)-1:
 		default:
-			return fmt.Errorf("sandbox name %q: must be lowercase letters, digits and inner dashes", name)
+			return fmt.Errorf("%s %q: must be lowercase letters, digits and inner dashes", what, name)
 		}
 	}
 	return nil

@@ -52,3 +52,14 @@ func TestCheckPath(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckLabelSaysWhichName(t *testing.T) {
+	t.Parallel()
+	err := CheckLabel("session name", "S/1")
+	if err == nil || !strings.HasPrefix(err.Error(), `session name "S/1"`) {
+		t.Errorf("CheckLabel = %v, want it to name the session name", err)
+	}
+	if err := CheckLabel("session name", strings.Repeat("s", 1<<20)); err == nil || len(err.Error()) > 200 {
+		t.Errorf("CheckLabel of a 1 MiB name = %d bytes of error, want it refused in a line", len(err.Error()))
+	}
+}

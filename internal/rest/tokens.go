@@ -63,7 +63,7 @@ func (a *api) createToken(w http.ResponseWriter, r *http.Request) {
 	case req.ExpiresIn != "":
 		d, err := time.ParseDuration(req.ExpiresIn)
 		if err != nil || d <= 0 {
-			a.writeError(w, r, newError(CodeBadRequest, "expires_in must be a positive duration, like \"24h\" or \"30m\".", errors.New(req.ExpiresIn)))
+			a.writeError(w, r, newError(CodeBadRequest, "expires_in must be a positive duration of at most about 292 years (2562047h), like \"24h\" or \"30m\".", errors.New(req.ExpiresIn)))
 			return
 		}
 		nt.ExpiresAt = a.Now().Add(d)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/names"
-	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -237,8 +236,8 @@ func (s *Service) createSession(ctx context.Context, p auth.Principal, req Creat
 	if jobsOnly(p) {
 		return store.Session{}, fmt.Errorf("%w: a jobs token can only start jobs", ErrNotFound)
 	}
-	if err := provider.CheckName(req.Name); err != nil {
-		return store.Session{}, fmt.Errorf("%w: session name: %v", ErrInvalid, err)
+	if err := names.CheckLabel("session name", req.Name); err != nil {
+		return store.Session{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if _, ok := s.cfg.Agents[req.Agent]; !ok {
 		return store.Session{}, fmt.Errorf("%w: unknown agent %q (known: %s)", ErrInvalid, req.Agent, strings.Join(agentNames(s.cfg.Agents), ", "))
