@@ -414,6 +414,19 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
+// TestMethodNotAllowedSaysAllow: a 405 names the methods the path takes, in Allow (RFC 9110)
+// and in its sentence.
+func TestMethodNotAllowedSaysAllow(t *testing.T) {
+	e := newEnv(t)
+	for path, want := range map[string]string{"/api/tokens": "GET, POST", "/api/sandboxes/x/exec": "POST"} {
+		r := e.do(t, "PUT", path, e.admin, "")
+		wantError(t, r, 405, "method_not_allowed")
+		if got := r.header.Get("Allow"); got != want || !strings.Contains(r.raw, want) {
+			t.Errorf("PUT %s: Allow %q, body %s; want %q in both", path, got, r.raw, want)
+		}
+	}
+}
+
 // TestStrictBodyAcceptsWhiteSpace: what decodeJSON refuses is data after the value, not the
 // newline that curl and most encoders end a body with; valid UTF-8 of any plane is kept as is.
 func TestStrictBodyAcceptsWhiteSpace(t *testing.T) {

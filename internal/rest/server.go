@@ -106,8 +106,18 @@ func New(cfg Config) *Server {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, newError(CodeNotFound, "There is nothing at "+r.URL.Path+".", nil))
 	})
+	mux := r
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		a.writeError(w, r, newError(CodeMethod, r.Method+" is not allowed on "+r.URL.Path+".", nil))
+		// The methods the path takes, as RFC 9110 asks of a 405 (chi's own 405 says them; a
+		// handler of one's own must find them).
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			if mux.Match(chi.NewRouteContext(), m, r.URL.Path) {
+				allow = append(allow, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		a.writeError(w, r, newError(CodeMethod, r.Method+" is not allowed on "+r.URL.Path+"; it takes "+strings.Join(allow, ", ")+".", nil))
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
