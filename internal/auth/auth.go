@@ -264,9 +264,10 @@ type TokenInfo struct {
 
 var userName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
 
-func checkUserName(name string) error {
+// CheckUserName reports whether name can name a user.
+func CheckUserName(name string) error {
 	if !userName.MatchString(name) {
-		return fmt.Errorf("user name %q must be 1 to 64 of letters, digits, '.', '_', '@' and '-', starting with a letter or digit", name)
+		return fmt.Errorf("user name %.70q must be 1 to 64 of letters, digits, '.', '_', '@' and '-', starting with a letter or digit", name)
 	}
 	return nil
 }
@@ -322,7 +323,7 @@ func (a *Authenticator) PrepareToken(ctx context.Context, by Principal, req NewT
 		return Created{}, store.Token{}, fmt.Errorf("%w: making tokens needs the admin or user scope", ErrForbidden)
 	}
 	if req.User != "" {
-		if err := checkUserName(req.User); err != nil {
+		if err := CheckUserName(req.User); err != nil {
 			return Created{}, store.Token{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}

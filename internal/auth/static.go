@@ -65,7 +65,7 @@ func parseStaticTokens(path string, data []byte) (map[string]Principal, error) {
 		if len(f[0]) < minStaticTokenLen {
 			return nil, fmt.Errorf("%s line %d: the token is %d characters; at least %d are needed", path, n, len(f[0]), minStaticTokenLen)
 		}
-		if err := checkUserName(f[1]); err != nil {
+		if err := CheckUserName(f[1]); err != nil {
 			return nil, fmt.Errorf("%s line %d: %w", path, n, err)
 		}
 		scopes, err := parseScopes(strings.Split(f[2], ","))

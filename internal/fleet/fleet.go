@@ -32,6 +32,8 @@ var (
 	ErrTicket = errors.New("the ticket is not valid: it is unknown, used already or expired")
 	// ErrTooManyTickets: the token holds as many unused tickets as it may.
 	ErrTooManyTickets = errors.New("too many unused tickets")
+	// ErrInvalid: the request names no user there could be.
+	ErrInvalid = errors.New("invalid fleet request")
 )
 
 // Config configures a Service.
@@ -118,6 +120,9 @@ func whose(p auth.Principal, user string) (string, error) {
 	}
 	if user == "" || user == p.User {
 		return p.User, nil
+	}
+	if err := auth.CheckUserName(user); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if !p.IsAdmin() {
 		return "", fmt.Errorf("%w: only an admin may see another person's fleet", ErrForbidden)

@@ -118,6 +118,7 @@ var table = []entry{
 		return &Problem{Code: CodeLimit, Message: sentence(err.Error()), RetryAfter: 10 * time.Second}
 	}},
 	{match: is(fleet.ErrForbidden), code: CodeForbidden, message: "This token may not see that fleet."},
+	{match: is(fleet.ErrInvalid), code: CodeBadRequest, message: "The fleet request is not valid."},
 	{match: is(fleet.ErrNoSuchItem), say: func(err error) *Problem { return New(CodeNotFound, sentence(err.Error()), err) }},
 	{match: is(watch.ErrInvalid), code: CodeBadRequest, message: "The watch request is not valid."},
 	{match: is(watch.ErrNeedsDaemon), code: CodeConflict, message: "Watching a directory needs the sandbox's daemon, which it does not have."},

@@ -27,6 +27,9 @@ func TestFleetOverHTTP(t *testing.T) {
 	if r := e.do(t, "GET", "/api/fleet?user=ada", bob, ""); r.status != http.StatusForbidden {
 		t.Errorf("bob asking for ada's fleet = %d %s, want 403", r.status, r.raw)
 	}
+	if r := e.do(t, "GET", "/api/fleet?user=a%00b", e.admin, ""); r.status != http.StatusBadRequest {
+		t.Errorf("an admin asking for the fleet of a user there cannot be = %d %s, want 400", r.status, r.raw)
+	}
 	if r := e.do(t, "POST", "/api/fleet/tickets", jobs, ""); r.status != http.StatusForbidden {
 		t.Errorf("a jobs token asking for a ticket = %d %s, want 403", r.status, r.raw)
 	}
