@@ -96,6 +96,30 @@ func TestWatchResourceBadInput(t *testing.T) {
 	}
 }
 
+// TestWatchAbsolutePath: a watch resource with an absolute path, as its description allows, can
+// be read (the SDK's template matching alone did not find it) and subscribed to.
+func TestWatchAbsolutePath(t *testing.T) {
+	e := newEnv(t, envOptions{watches: true})
+	adaID, ada := e.userToken(t, "ada", "user", "mcp")
+	e.sandbox(t, ada, "box", "")
+	code, out := e.do(t, "POST", "/api/sandboxes/box/exec", ada, `{"command": "mkdir abs && cd abs && pwd"}`)
+	dir, _ := out["stdout"].(string)
+	if code != 200 || !strings.HasPrefix(dir, "/") {
+		t.Fatalf("mkdir = %d %v", code, out)
+	}
+	uri := "hangar://sandboxes/box/watch?path=" + strings.TrimSpace(dir)
+	for _, era := range eras {
+		s := e.subscriber(t, ada, era, nil)
+		if page := s.readWatch(t, uri); page.Watching != (era != eras[0]) { // the first era's stays subscribed
+			t.Errorf("%s: before its subscription: %+v", era, page)
+		}
+		s.subscribe(t, e, adaID, uri)
+		if page := s.readWatch(t, uri); !page.Watching {
+			t.Errorf("%s: once subscribed: %+v, want watching", era, page)
+		}
+	}
+}
+
 // TestWatchResourceStateRefused: a sandbox whose state does not allow a watch is refused with
 // hangar's conflict code and a sentence naming the state, not an internal error.
 func TestWatchResourceStateRefused(t *testing.T) {
