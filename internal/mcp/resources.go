@@ -86,7 +86,27 @@ func (h *Handler) addResources() {
 		Description: "A job's events, as a session's, numbered by job seq: " +
 			`{"events": [...], "next": n} after ?since=<seq>. Subscribe to hangar://jobs/<id>/events to be told of new ones.`,
 	}, h.readEvents)
-	h.server.AddReceivingMiddleware(h.listResources)
+	h.server.AddReceivingMiddleware(h.listResources, readsOf(h.readEvents, "hangar://sessions/", "hangar://jobs/"))
+}
+
+// readsOf answers resources/read of a URI under one of prefixes with read itself, which says
+// what is wrong with a URI. The SDK would first match the URI to a template by the template's
+// expansion: a path's slashes percent-encoded, no query parameter but the template's. So
+// ?path=/abs/dir, as a watch's description says to write it, was not found, and so was a URI
+// with a misspelt parameter, where a sentence naming it is due.
+func readsOf(read mcp.ResourceHandler, prefixes ...string) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if r, ok := req.(*mcp.ReadResourceRequest); ok && method == "resources/read" && r.Params != nil {
+				for _, p := range prefixes {
+					if strings.HasPrefix(r.Params.URI, p) {
+						return read(ctx, r)
+					}
+				}
+			}
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // callerOf is the caller of a request: the TokenInfo the SDK passes with it, else the one the

@@ -431,13 +431,16 @@ func TestReadSince(t *testing.T) {
 	for _, bad := range []string{uri + "?since=x", uri + "?since=-1", uri + "?limit=3", "hangar://sessions/paged/turns"} {
 		_, _, err := s.read(t, bad)
 		var we *jsonrpc.Error
-		if !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams && we.Code != mcp.CodeResourceNotFound {
+		if !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams {
 			t.Errorf("read %s: %v, want invalid params", bad, err)
 		}
 	}
 	_, _, err := s.read(t, uri+"?since=x")
 	if err == nil || !strings.Contains(err.Error(), "since must be an event's seq") {
 		t.Errorf("a bad since: %v, want a sentence about since", err)
+	}
+	if _, _, err := s.read(t, uri+"?since=0&limit=3"); err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Errorf("a parameter the resource does not take: %v, want a sentence naming it", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()

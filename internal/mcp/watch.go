@@ -93,20 +93,7 @@ func (h *Handler) addWatchResource() {
 			`Read the URI, with &since=<next>, for the changes after that: {"events": [{"seq", "ts", "name", "type"}], "next": n}, ` +
 			"type create, write, remove, rename or chmod, the last 200 kept. The sandbox needs its daemon.",
 	}, h.readWatch)
-	h.server.AddReceivingMiddleware(h.watchReads)
-}
-
-// watchReads answers resources/read of a watch resource itself: the SDK matches a URI to its
-// template by the template's expansion, which has a path's slashes percent-encoded, so a read
-// of ?path=/abs/dir (as the template's description says to write it) was not found.
-func (h *Handler) watchReads(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if r, ok := req.(*mcp.ReadResourceRequest); ok && method == "resources/read" && r.Params != nil &&
-			strings.HasPrefix(r.Params.URI, "hangar://sandboxes/") {
-			return h.readWatch(ctx, r)
-		}
-		return next(ctx, method, req)
-	}
+	h.server.AddReceivingMiddleware(readsOf(h.readWatch, "hangar://sandboxes/"))
 }
 
 // watchPage is a read's answer. Watching is false when no one watches the directory (nothing
