@@ -44,13 +44,15 @@ type eventsTarget struct {
 
 // parseEventsURI reads an event resource's URI; the error is a sentence for a person.
 func parseEventsURI(raw string) (eventsTarget, error) {
+	notOurs := fmt.Errorf("%s is not a resource of hangar's: they are hangar://sessions/<name>/events, "+
+		"hangar://jobs/<id>/events and hangar://sandboxes/<sandbox>/watch?path=<dir>", raw)
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != "hangar" || (u.Host != "sessions" && u.Host != "jobs") {
-		return eventsTarget{}, fmt.Errorf("%s is not an event resource: they are hangar://sessions/<name>/events and hangar://jobs/<id>/events", raw)
+		return eventsTarget{}, notOurs
 	}
 	ref, ok := strings.CutSuffix(strings.TrimPrefix(u.Path, "/"), "/events")
 	if !ok || ref == "" || strings.Contains(ref, "/") {
-		return eventsTarget{}, fmt.Errorf("%s is not an event resource: they are hangar://sessions/<name>/events and hangar://jobs/<id>/events", raw)
+		return eventsTarget{}, notOurs
 	}
 	t := eventsTarget{job: u.Host == "jobs", ref: ref, query: u.RawQuery != ""}
 	q := u.Query()

@@ -191,13 +191,13 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.San
 	return p.sandbox(ctx, dir, rec), nil
 }
 
-// reclaim removes the folder dir that a sandbox named name left behind. Create is asked for a
-// name only when the store has no live sandbox of it, so a folder already there is what an
-// earlier one left (one that failed, from before hangar removed a failed sandbox's folder when
-// its name was made again) — unless its daemon still runs, which is left alone.
+// reclaim removes the folder dir that a sandbox named name left behind when it failed (from
+// before hangar removed a failed sandbox's folder as its name was made again), or one with no
+// record, which Create never finished. Any other is a sandbox's, and is left alone.
 func (p *Provider) reclaim(dir, name string) error {
-	if rec, err := readRecord(dir); err == nil && rec.Daemon != nil && alive(rec.Daemon) {
-		return fmt.Errorf("the folder of an earlier sandbox %s is still used by its daemon (pid %d)", name, rec.Daemon.PID)
+	rec, err := readRecord(dir)
+	if err == nil && (rec.Failed == "" || rec.Daemon != nil && alive(rec.Daemon)) {
+		return fmt.Errorf("sandbox %s's folder %s is there already, of a sandbox that did not fail", name, dir)
 	}
 	p.log.Warn("removing what an earlier local sandbox of this name left", "sandbox", name, "folder", dir)
 	return removeAll(dir)
