@@ -315,9 +315,10 @@ func TestCreateFailureIsKept(t *testing.T) {
 	mustCreate(t, m, bob, "broken")
 }
 
-// TestCreateOverAFailedSandbox: a sandbox the provider made but that failed keeps what it left
-// at the provider (for a person to look at) until its name is made again, by anyone: then that
-// goes first, so the provider can make the name; if it cannot go, the create says so.
+// TestCreateOverAFailedSandbox: a sandbox the provider made but that failed keeps its name, and
+// what it left at the provider (for its owner to look at), from other users; its owner making
+// the name again replaces it, what it left going first; if that cannot go, the create says so
+// and the failed sandbox stays as it was.
 func TestCreateOverAFailedSandbox(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -329,15 +330,23 @@ func TestCreateOverAFailedSandbox(t *testing.T) {
 	if _, err := m.Create(ctx, ada, sandbox.CreateRequest{Name: "flaky"}); !errors.Is(err, sandbox.ErrUnavailable) {
 		t.Fatalf("Create of a sandbox that fails = %v, want ErrUnavailable", err)
 	}
-	if f.called("Destroy", "flaky") {
-		t.Fatal("a failed sandbox's remains were removed before its name was made again")
-	}
 	f.mu.Lock()
 	f.failed = false
+	f.mu.Unlock()
+	if _, err := m.Create(ctx, bob, sandbox.CreateRequest{Name: "flaky"}); !errors.Is(err, sandbox.ErrConflict) {
+		t.Fatalf("another user's Create over a failed sandbox = %v, want ErrConflict", err)
+	}
+	if f.called("Destroy", "flaky") {
+		t.Fatal("another user's Create removed what a failed sandbox left")
+	}
+	f.mu.Lock()
 	f.fail["Destroy"] = errors.New("the engine is busy")
 	f.mu.Unlock()
-	if _, err := m.Create(ctx, bob, sandbox.CreateRequest{Name: "flaky"}); !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "failed before") {
+	if _, err := m.Create(ctx, ada, sandbox.CreateRequest{Name: "flaky"}); !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "failed before") {
 		t.Fatalf("Create over remains that cannot be removed = %v, want ErrUnavailable saying so", err)
+	}
+	if sb, err := m.Get(ctx, ada, "flaky"); err != nil || sb.ProviderID != "id-flaky" || sb.State != string(provider.StateFailed) {
+		t.Fatalf("after that, the sandbox = %+v, %v; want the failed one, as it was", sb, err)
 	}
 	f.mu.Lock()
 	if n := slices.Index(f.calls, "Create flaky"); slices.Contains(f.calls[n+1:], "Create flaky") {
@@ -345,7 +354,7 @@ func TestCreateOverAFailedSandbox(t *testing.T) {
 	}
 	delete(f.fail, "Destroy")
 	f.mu.Unlock()
-	mustCreate(t, m, bob, "flaky")
+	mustCreate(t, m, ada, "flaky")
 	if !f.called("Destroy", "flaky") {
 		t.Error("the failed sandbox's remains were not removed before its name was made again")
 	}

@@ -208,9 +208,9 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 	if err := names.CheckPath(req.Workdir); err != nil {
 		return store.Sandbox{}, fmt.Errorf("%w: workdir: %v", ErrInvalid, err)
 	}
-	if err := m.clearFailed(ctx, req.Name); err != nil {
-		return store.Sandbox{}, err
-	}
+	// A failed sandbox of the caller's own that has the name is replaced (the store lets no
+	// one else take its name); what it left at its provider goes once the name is ours.
+	old, oldErr := m.cfg.Store.GetSandbox(ctx, req.Name)
 	daemon := req.Daemon == nil || *req.Daemon
 	now := m.cfg.Now().Truncate(time.Millisecond)
 	sb := store.Sandbox{
@@ -227,6 +227,12 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 	// The provider's work goes on if the client goes away, so the stored state stays true.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CreateTimeout)
 	defer cancel()
+	if oldErr == nil && old.State == string(provider.StateFailed) && old.Owner == p.User {
+		if err := m.clearFailed(cctx, old); err != nil {
+			m.save(cctx, old) // the name stays the failed sandbox's, so a retry finds its remains
+			return old, err
+		}
+	}
 	made, err := prov.Create(cctx, provider.Spec{
 		Name: req.Name, Owner: p.User, Image: req.Image, Template: req.Template, Workdir: req.Workdir, Env: req.Env, Daemon: daemon,
 	})
@@ -249,21 +255,20 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 	return sb, nil
 }
 
-// clearFailed removes what a failed sandbox named name left at its provider (a local folder
-// with its daemon's log, a container), which is kept for a person to look at until the sandbox
-// is destroyed or its name made again: the store gives up a failed sandbox's name, and the
-// provider could not make the name again over what is left.
-func (m *Manager) clearFailed(ctx context.Context, name string) error {
-	old, err := m.cfg.Store.GetSandbox(ctx, name)
-	if err != nil || old.State != string(provider.StateFailed) || old.ProviderID == "" {
-		return nil // nothing failed there; or the store will say what is wrong
+// clearFailed removes what the failed sandbox old left at its provider (a local folder with its
+// daemon's log, a container), which is kept for its owner to look at until it is destroyed or
+// its owner makes the name again, as now: the provider could not make the name over what is
+// left. The new sandbox's row has replaced old's, so no other create of the name gets here.
+func (m *Manager) clearFailed(ctx context.Context, old store.Sandbox) error {
+	if old.ProviderID == "" {
+		return nil // the provider never made it
 	}
 	prov, err := m.provider(old)
 	if err != nil {
 		return nil // a provider no longer set up: nothing of it can be in the way
 	}
 	if err := prov.Destroy(ctx, providerView(old)); err != nil && !errors.Is(err, provider.ErrNotFound) {
-		return fmt.Errorf("%w: a sandbox named %s failed before, and what it left could not be removed: %w", ErrUnavailable, name, err)
+		return fmt.Errorf("%w: a sandbox named %s failed before, and what it left could not be removed: %w", ErrUnavailable, old.Name, err)
 	}
 	return nil
 }

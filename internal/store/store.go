@@ -34,8 +34,9 @@ type Store interface {
 	// CountTokens counts all tokens ever made, revoked ones included.
 	CountTokens(ctx context.Context) (int, error)
 
-	// CreateSandbox stores a new sandbox. A row of the same name in state destroyed or failed
-	// is replaced; any other is ErrConflict.
+	// CreateSandbox stores a new sandbox. A row of the same name in state destroyed, or failed
+	// and of the same owner, is replaced; any other is ErrConflict (a failed sandbox keeps its
+	// name from other users until its owner deletes it, as a dead container keeps its name).
 	CreateSandbox(ctx context.Context, sb Sandbox) error
 	// GetSandbox finds a sandbox by name. ErrNotFound if none.
 	GetSandbox(ctx context.Context, name string) (Sandbox, error)

@@ -24,8 +24,8 @@ func (s *DB) CreateSandbox(ctx context.Context, sb store.Sandbox) error {
 		return fmt.Errorf("create sandbox %s: %w", sb.Name, err)
 	}
 	defer tx.Rollback()
-	// Only a destroyed or failed sandbox gives up its name.
-	if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM sandboxes WHERE name = ? AND state IN ('destroyed', 'failed')`), sb.Name); err != nil {
+	// Only a destroyed sandbox gives up its name, and a failed one to its own owner.
+	if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM sandboxes WHERE name = ? AND (state = 'destroyed' OR (state = 'failed' AND owner = ?))`), sb.Name, sb.Owner); err != nil {
 		return fmt.Errorf("create sandbox %s: %w", sb.Name, err)
 	}
 	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),

@@ -76,6 +76,17 @@ func testSandboxNames(t *testing.T, ctx context.Context, s store.Store) {
 			t.Fatalf("after replacing a %s sandbox the owner is %q", state, got.Owner)
 		}
 	}
+	// Another user does not take a failed sandbox's name: its owner may still look at it.
+	sb.State = "failed"
+	if err := s.UpdateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateSandbox(ctx, newSandbox("box", "ada")); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("CreateSandbox over another user's failed one = %v, want ErrConflict", err)
+	}
+	if got, _ := s.GetSandbox(ctx, "box"); got.Owner != "bob" {
+		t.Fatalf("after another user's create, the owner is %q", got.Owner)
+	}
 	if err := s.CreateSandbox(ctx, newSandbox("other", "ada")); err != nil {
 		t.Fatal(err)
 	}
