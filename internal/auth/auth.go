@@ -313,6 +313,16 @@ func (a *Authenticator) CreateToken(ctx context.Context, by Principal, req NewTo
 	if err := a.store.CreateToken(ctx, t); err != nil {
 		return Created{}, fmt.Errorf("store token: %w", err)
 	}
+	// Its maker may have been revoked while this request ran, after the revocation listed the
+	// tokens it made: a token of a revoked token must not stand.
+	if by.TokenID != "" && !by.Static {
+		if err := a.Check(ctx, by); err != nil {
+			if rerr := a.store.RevokeToken(ctx, t.ID, a.now()); rerr != nil {
+				return Created{}, fmt.Errorf("revoke token %s, whose maker is no longer valid: %w", t.ID, rerr)
+			}
+			return Created{}, err
+		}
+	}
 	return c, nil
 }
 
@@ -509,34 +519,39 @@ func (a *Authenticator) RevokeToken(ctx context.Context, by Principal, id string
 	return ended, err
 }
 
-// revoke revokes t, after what it leaves behind: the OAuth grants it consented to and, when t
-// is bound to a sandbox, the tokens it made (bound to that sandbox too) and theirs, so revoking
-// an agent's token cuts off the copies the agent made of it. It returns the ids of the other
-// tokens it revoked, whose streams are to end now. Whatever fails leaves t standing, so the
-// call can be repeated.
+// revoke revokes t and what it leaves behind: the OAuth grants it consented to (first: if that
+// fails, t still stands and the call can be repeated) and, when t is bound to a sandbox, the
+// tokens it made (bound to that sandbox too) and theirs, so revoking an agent's token cuts off
+// the copies the agent made of it. Those are listed once t is revoked: a token t makes after
+// that is revoked by CreateToken, which checks its maker once it is stored. It returns the ids
+// of the other tokens it revoked, whose streams are to end now.
 func (a *Authenticator) revoke(ctx context.Context, t store.Token) ([]string, error) {
 	ended, err := a.revokeConsented(ctx, t)
 	if err != nil {
 		return ended, err
 	}
-	if t.Sandbox != "" {
-		made, err := a.store.ListTokens(ctx, t.User)
-		if err != nil {
-			return ended, fmt.Errorf("list the tokens %s made: %w", t.ID, err)
-		}
-		for _, c := range made {
-			if c.CreatedBy != t.ID {
-				continue
-			}
-			ids, err := a.revoke(ctx, c)
-			ended = append(ended, ids...)
-			if err != nil && !errors.Is(err, store.ErrNotFound) { // ErrNotFound: revoked meanwhile
-				return ended, err
-			}
-			ended = append(ended, c.ID)
-		}
+	if err := a.store.RevokeToken(ctx, t.ID, a.now()); err != nil {
+		return ended, err
 	}
-	return ended, a.store.RevokeToken(ctx, t.ID, a.now())
+	if t.Sandbox == "" {
+		return ended, nil
+	}
+	made, err := a.store.ListTokens(ctx, t.User)
+	if err != nil {
+		return ended, fmt.Errorf("list the tokens %s made: %w", t.ID, err)
+	}
+	for _, c := range made {
+		if c.CreatedBy != t.ID {
+			continue
+		}
+		ids, err := a.revoke(ctx, c)
+		ended = append(ended, ids...)
+		if err != nil && !errors.Is(err, store.ErrNotFound) { // ErrNotFound: revoked meanwhile
+			return ended, err
+		}
+		ended = append(ended, c.ID)
+	}
+	return ended, nil
 }
 
 // revokeConsented revokes the OAuth grants not yet revoked that t consented to, and returns the

@@ -419,6 +419,18 @@ func TestRevokingABoundTokenRevokesWhatItMade(t *testing.T) {
 			t.Errorf("Check(%s) = %v: a token the agent did not make was revoked", p.TokenID, err)
 		}
 	}
+	// A request of the agent's that was under way as it was revoked, making a token after the
+	// revocation listed what the agent made: that token does not stand either.
+	late, err := f.a.CreateToken(ctx, agentP, auth.NewToken{Scopes: []auth.Scope{auth.ScopeMCP}})
+	if !errors.Is(err, auth.ErrRevoked) {
+		t.Errorf("CreateToken by a token revoked meanwhile = %v, want ErrRevoked", err)
+	}
+	if late.Secret != "" {
+		t.Error("CreateToken by a token revoked meanwhile gave a secret")
+	}
+	if ts, _ := f.a.ListTokens(ctx, adaP); len(ts) != 3 { // ada's own, her sibling and personal tokens
+		t.Errorf("ada's tokens after the late one = %d, want 3: %+v", len(ts), ts)
+	}
 	// An unbound token's tokens are its person's: revoking it leaves them.
 	if _, err := f.a.RevokeToken(ctx, f.admin, person.Token.ID); err != nil {
 		t.Fatalf("RevokeToken(person): %v", err)

@@ -54,7 +54,8 @@ const (
 )
 
 // tokenEnv carried the daemon's access token into containers made by earlier versions; the
-// token is now given through /init (see Create) and only read back from old containers.
+// daemon now gets only the token's hash (see containerConfig), and tokenEnv is only read back
+// from old containers.
 const tokenEnv = "HANGAR_ENVD_ACCESS_TOKEN"
 
 // idleScript keeps a container without a daemon alive with nothing but /bin/sh and sleep, and

@@ -22,16 +22,9 @@ func (s *DB) AppendEvents(ctx context.Context, a store.EventAppend) ([]store.Eve
 		return nil, fmt.Errorf("append events to session %s: %w", a.SessionID, err)
 	}
 	defer tx.Rollback()
-	if a.End != nil {
-		if err := s.updateTurn(ctx, tx, *a.End); err != nil {
-			return nil, err
-		}
-	}
-	if a.ReadPos >= 0 {
-		if err := s.moveReadPos(ctx, tx, a); err != nil {
-			return nil, err
-		}
-	}
+	// Rows are locked in one order, sessions, jobs, then turns, as DeleteSession does
+	// (sessions, then turns), so that the two never wait on each other; whatever fails after a
+	// lock is rolled back with it.
 	n := int64(len(a.Events))
 	last, err := s.advance(ctx, tx, "sessions", a.SessionID, n)
 	if err != nil {
@@ -41,6 +34,16 @@ func (s *DB) AppendEvents(ctx context.Context, a store.EventAppend) ([]store.Eve
 	if a.JobID != "" {
 		if lastJob, err = s.advance(ctx, tx, "jobs", a.JobID, n); err != nil {
 			return nil, fmt.Errorf("append events to job %s: %w", a.JobID, err)
+		}
+	}
+	if a.End != nil {
+		if err := s.updateTurn(ctx, tx, *a.End); err != nil {
+			return nil, err
+		}
+	}
+	if a.ReadPos >= 0 {
+		if err := s.moveReadPos(ctx, tx, a); err != nil {
+			return nil, err
 		}
 	}
 	out := make([]store.Event, len(a.Events))
