@@ -88,10 +88,18 @@ func TestWatchInDocker(t *testing.T) {
 	if s == nil {
 		t.Fatalf("watch = %d %s", r.status, r.raw)
 	}
-	if r := e.do(t, "POST", "/api/sandboxes/dock/exec", e.admin, execBody("mkdir sub && echo hi > sub/f && rm sub/f")); r.status != http.StatusOK {
+	// The file's life is made once sub's own watch is in place: the daemon adds it before it
+	// reports sub, so the client waits for that (a write made before it could not be seen).
+	if r := e.do(t, "POST", "/api/sandboxes/dock/exec", e.admin, execBody("mkdir sub")); r.status != http.StatusOK {
 		t.Fatalf("exec = %d %s", r.status, r.raw)
 	}
 	var got []string
+	for _, ev := range s.events(t, -1, "create", "seq") {
+		got = append(got, ev.data["type"].(string)+" "+ev.data["name"].(string))
+	}
+	if r := e.do(t, "POST", "/api/sandboxes/dock/exec", e.admin, execBody("echo hi > sub/f && rm sub/f")); r.status != http.StatusOK {
+		t.Fatalf("exec = %d %s", r.status, r.raw)
+	}
 	for _, ev := range s.events(t, -1, "remove", "seq") {
 		got = append(got, ev.data["type"].(string)+" "+ev.data["name"].(string))
 	}

@@ -210,6 +210,36 @@ func TestProtocolSignal(t *testing.T) {
 	s.end()
 }
 
+// TestRecursiveWatchReportsWhatANewDirectoryHeld: a directory that arrives whole in a recursive
+// watch (moved in, or filled before its own watch was in place) has its entries reported as
+// created, below it too, rather than none of them.
+func TestRecursiveWatchReportsWhatANewDirectoryHeld(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	url := serve(t, daemon.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), shortWait)
+	defer cancel()
+	w := open(t, rpcStream(t, ctx, url, "filesystem.Filesystem/WatchDir", nil, `{"path":"`+dir+`","recursive":true}`))
+	wantJSON(t, "watch start", w.next(), `{"start":{}}`)
+	made := filepath.Join(outside, "sub")
+	if err := os.MkdirAll(filepath.Join(made, "deeper"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(made, "deeper", "f"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(made, filepath.Join(dir, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"sub", "sub/deeper", "sub/deeper/f"} {
+		wantJSON(t, "event", w.next(), `{"filesystem":{"name":"`+name+`","type":"EVENT_TYPE_CREATE"}}`)
+	}
+	// And the directory is watched: a change in it has its own event.
+	if err := os.WriteFile(filepath.Join(dir, "sub", "deeper", "g"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantJSON(t, "event", w.next(), `{"filesystem":{"name":"sub/deeper/g","type":"EVENT_TYPE_CREATE"}}`)
+}
+
 func TestProtocolFilesystem(t *testing.T) {
 	dir := t.TempDir()
 	url := serve(t, daemon.Config{})

@@ -119,15 +119,16 @@ func (w *watch) run() {
 			if !ok {
 				return
 			}
+			newDir := false
 			if w.recursive && ev.Has(fsnotify.Create) {
 				if fi, err := os.Lstat(ev.Name); err == nil && fi.IsDir() {
 					_ = w.add(ev.Name)
+					newDir = true
 				}
 			}
-			for _, fe := range w.convert(ev) {
-				if !w.q.push(fe, len(fe.Name)+eventOverhead) {
-					w.fsw.Close()
-				}
+			w.push(ev)
+			if newDir {
+				w.reportEntries(ev.Name)
 			}
 		case err, ok := <-w.fsw.Errors:
 			if !ok {
@@ -170,6 +171,28 @@ func (w *watch) convert(ev fsnotify.Event) []*rpc.FilesystemEvent {
 		out = append(out, fe)
 	}
 	return out
+}
+
+// push queues ev's events; a full queue ends the watch (the subscriber is too slow).
+func (w *watch) push(ev fsnotify.Event) {
+	for _, fe := range w.convert(ev) {
+		if !w.q.push(fe, len(fe.Name)+eventOverhead) {
+			w.fsw.Close()
+		}
+	}
+}
+
+// reportEntries reports, as created, what a directory new to a recursive watch held when its
+// own watch was put in place: entries made in it before that (a `mkdir -p a/b`, a file written
+// at once, a directory moved in) have no event of their own. One made just after may be
+// reported twice; none is missed.
+func (w *watch) reportEntries(dir string) {
+	_ = filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+		if err == nil && p != dir {
+			w.push(fsnotify.Event{Name: p, Op: fsnotify.Create})
+		}
+		return nil
+	})
 }
 
 // stop ends the watch and waits for its goroutine.

@@ -50,6 +50,9 @@ func TestWatchThroughE2B(t *testing.T) {
 			}
 			return
 		}
+		if err := w.Err(); err != nil {
+			t.Fatalf("the watch ended before its first event: %v", err)
+		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
