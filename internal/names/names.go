@@ -1,7 +1,8 @@
-// Package names holds the rules for a sandbox's name, which the providers (folder, container and
-// pod names), the sandbox package and auth (tokens bound to a sandbox) all check, and for the
-// environment variables a sandbox's commands and agents are given. It imports nothing of
-// hangar's, so any package may use it.
+// Package names holds the rules for what hangar is given to name and run things with: a
+// sandbox's or a session's name (the providers use it in folder, container and pod names; auth
+// for tokens bound to a sandbox), and the environment, paths and command lines of the processes
+// a sandbox runs, which the kernel bounds. It imports nothing of hangar's, so any package may
+// use it.
 package names
 
 import (
