@@ -18,10 +18,9 @@ func DaemonTokenSHA256(token string) string {
 }
 
 // InitDaemon gives a daemon that was started without an access token its token, through
-// POST /init (as E2B's orchestrator gives envd its token), so the token is never in the
-// environment of the daemon's process, where a command in the sandbox running as the same
-// user could read it (/proc/<pid>/environ). Until then the daemon takes any request: call it
-// as soon as the daemon answers /health.
+// POST /init (as E2B's orchestrator gives envd its token). Until then the daemon takes any
+// request. hangar's providers now start daemons with the token's hash (DaemonTokenSHA256), so
+// this is for a daemon of a container made by an earlier hangar, found running without one.
 func InitDaemon(ctx context.Context, client *http.Client, url, token string) error {
 	body, err := json.Marshal(map[string]string{"accessToken": token})
 	if err != nil {
