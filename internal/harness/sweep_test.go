@@ -63,7 +63,9 @@ func TestUIDSweep(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	sweeper{self: os.Getpid(), agent: -1, uids: true, uid: uid}.end()
+	// No harness pid (none is -1): this test process's own children, other tests' included,
+	// are no descendants of the sweep's; only the uid part sweeps.
+	sweeper{self: -1, agent: -1, uids: true, uid: uid}.end()
 	if p := pidsOf(stray); len(p) > 0 {
 		t.Errorf("the agent's uid's stray process %v survived the sweep", p)
 	}
