@@ -137,9 +137,11 @@ func run(ctx context.Context, cfg Config, st *Status) error {
 	}
 
 	// Orphans among the agent's descendants come to the harness, not to init, so that the
-	// sweep at the end finds them. A kernel without it (before 3.4) still has the process
-	// group and, split, the uid sweep.
-	becomeSubreaper()
+	// sweep at the end finds them. On a kernel without it (before 3.4) an orphan goes to
+	// init, out of the sweep's reach but for the uid sweep: said on stderr, and the turn runs.
+	if err := becomeSubreaper(); err != nil {
+		fmt.Fprintf(os.Stderr, "hangar harness: become a child subreaper: %v\n", err)
+	}
 
 	cmd := command(cfg)
 	// The agent writes into pipes of our own rather than ones os/exec copies from: their read
