@@ -9,9 +9,10 @@ import (
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
-// reasonStderrBytes bounds how much of the agent's stderr a turn's reason quotes: its last
-// lines, enough for the sentence an agent that gives up prints (the whole tail is in the
-// summary's stderr_tail).
+// reasonStderrBytes bounds how much of the agent's words a turn's reason quotes: of its
+// stderr the last lines, of its own error the start; enough for the sentence an agent that
+// gives up prints (the whole stderr tail is in the summary's stderr_tail, the whole error in
+// its errors).
 const reasonStderrBytes = 1 << 10
 
 // summary is the turn's summary as stored and sent in turn.finished: the harness's summary of
@@ -38,7 +39,7 @@ func (st harnessStatus) reason(state string) string {
 	if st.Error != "" || state != store.TurnFailed {
 		return st.Error
 	}
-	why := st.agentSaid()
+	why := firstBytes(st.agentSaid(), reasonStderrBytes)
 	if why == "" {
 		why = lastLines(st.StderrTail, reasonStderrBytes)
 	}
@@ -86,4 +87,16 @@ func lastLines(text string, max int) string {
 		text = text[1:]
 	}
 	return text
+}
+
+// firstBytes is the start of text, at most max bytes and whole characters, with "…" when cut.
+func firstBytes(text string, max int) string {
+	if len(text) <= max {
+		return text
+	}
+	text = text[:max]
+	for len(text) > 0 && !utf8.ValidString(text) {
+		text = text[:len(text)-1]
+	}
+	return text + "…"
 }

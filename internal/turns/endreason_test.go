@@ -28,6 +28,8 @@ func TestEndReason(t *testing.T) {
 			store.TurnFailed, "killed by SIGKILL: out of memory"},
 		{"the harness's error stands", harnessStatus{ExitCode: -1, Error: "start agent codex: not found", StderrTail: "x"},
 			store.TurnFailed, "start agent codex: not found"},
+		{"a long error, its start", harnessStatus{ExitCode: 1, Summary: json.RawMessage(`{"errors":["` + strings.Repeat("é", 600) + `"]}`)},
+			store.TurnFailed, "exit code 1: " + strings.Repeat("é", 512) + "…"},
 		{"nothing said", harnessStatus{ExitCode: 1, Summary: json.RawMessage(`{"lines":0}`)}, store.TurnFailed, ""},
 		{"done", harnessStatus{StderrTail: "warning: something"}, store.TurnDone, ""},
 		{"cancelled", harnessStatus{ExitCode: -1, Signal: "SIGTERM", StderrTail: "bye"}, store.TurnCancelled, ""},
