@@ -84,10 +84,61 @@ func (p *eventPrinter) lines(ev agentEvent) []string {
 			msg = e.Error.Message
 		}
 		return []string{paint(p.colour, "31", "error: "+oneLine(msg, 300))}
-	case "thread.started", "system":
+	case "system":
+		return p.system(d)
+	case "thread.started":
 		return nil
 	}
 	return []string{ev.Type + " " + oneLine(string(ev.Data), 200)}
+}
+
+// system is what a person needs of Claude Code's system lines, a line each: the start of a run
+// (its model and folder) and each retry of a call to the API (the attempt, the error, the wait
+// before the next), so an agent that is retrying does not read as stuck. Hooks, task
+// notices and the like say nothing here.
+func (p *eventPrinter) system(d map[string]json.RawMessage) []string {
+	var m struct {
+		Subtype     string   `json:"subtype"`
+		Model       string   `json:"model"`
+		Cwd         string   `json:"cwd"`
+		Attempt     int      `json:"attempt"`
+		MaxRetries  int      `json:"max_retries"`
+		DelayMS     *float64 `json:"retry_delay_ms"`
+		ErrorStatus *int     `json:"error_status"`
+		Error       string   `json:"error"`
+	}
+	b, _ := json.Marshal(d)
+	json.Unmarshal(b, &m)
+	switch m.Subtype {
+	case "init":
+		s := "run started"
+		if m.Model != "" {
+			s += ": model " + oneLine(m.Model, 80)
+		}
+		if m.Cwd != "" {
+			s += ", in " + oneLine(m.Cwd, 160)
+		}
+		return []string{paint(p.colour, "90", s)}
+	case "api_retry":
+		s := fmt.Sprintf("API call failed, retry %d", m.Attempt)
+		if m.MaxRetries > 0 {
+			s += fmt.Sprintf(" of %d", m.MaxRetries)
+		}
+		if m.Error != "" || m.ErrorStatus != nil {
+			s += ":"
+		}
+		if m.Error != "" {
+			s += " " + oneLine(m.Error, 160)
+		}
+		if m.ErrorStatus != nil {
+			s += fmt.Sprintf(" (HTTP %d)", *m.ErrorStatus)
+		}
+		if m.DelayMS != nil {
+			s += fmt.Sprintf(", in %s", (time.Duration(*m.DelayMS) * time.Millisecond).Round(100*time.Millisecond))
+		}
+		return []string{paint(p.colour, "33", s)}
+	}
+	return nil
 }
 
 func (p *eventPrinter) finished(d map[string]json.RawMessage) string {
@@ -113,7 +164,15 @@ func (p *eventPrinter) finished(d map[string]json.RawMessage) string {
 		s += fmt.Sprintf(", cost $%.4f", *f.Summary.CostUSD)
 	}
 	if f.Reason != "" {
-		s += ": " + oneLine(f.Reason, 200)
+		// A failed turn's reason starts with how the agent ended, said here already.
+		reason := f.Reason
+		if f.ExitCode != nil {
+			reason = strings.TrimPrefix(reason, fmt.Sprintf("exit code %d: ", *f.ExitCode))
+		}
+		if f.Signal != "" {
+			reason = strings.TrimPrefix(reason, "killed by "+f.Signal+": ")
+		}
+		s += ": " + oneLine(reason, 300)
 	}
 	return paint(p.colour, stateColour(f.Status), s)
 }

@@ -454,3 +454,54 @@ func TestDismiss(t *testing.T) {
 		t.Errorf("dismissing it again: %v, want ErrNoSuchItem", err)
 	}
 }
+
+// TestEveryEventMovesActivity: an agent that only retries its API calls (Claude Code's
+// system/api_retry) moves its unit's time with each, shows the retry as what it did last, and
+// is not stuck; a line with nothing to show (a hook) still moves the time; a failed turn's
+// reason is its last activity and in its inbox item.
+func TestEveryEventMovesActivity(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	tu := e.session(t, "s1", "ada", "box", store.TurnRunning, toolCall)
+	retry := `{"type":"system","subtype":"api_retry","attempt":3,"max_retries":10,"retry_delay_ms":2400,"error_status":529,"error":"overloaded"}`
+	unitOf := func() Unit {
+		t.Helper()
+		f, err := e.s.Read(ctx, ada, "")
+		if err != nil || len(f.Agents) != 1 {
+			t.Fatalf("fleet %+v, %v", f, err)
+		}
+		return f.Agents[0]
+	}
+	// Each line within StuckAfter (10 minutes) of the one before, the last 16 minutes on.
+	e.clock.Advance(8 * time.Minute).MustWait(ctx)
+	e.appendLines(t, "s1", tu.ID, retry)
+	e.clock.Advance(8 * time.Minute).MustWait(ctx)
+	e.appendLines(t, "s1", tu.ID, `{"type":"system","subtype":"hook_started","hook_name":"x"}`)
+	u := unitOf()
+	if want := e.now.Add(16 * time.Minute); !time.Time(u.UpdatedAt).Equal(want) || u.Stuck {
+		t.Errorf("updated %v, stuck %v; want %v (the hook's line), not stuck", time.Time(u.UpdatedAt), u.Stuck, want)
+	}
+	if u.Last == nil || u.Last.Kind != "retry" || u.Last.Text != "API call failed, retry 3 of 10: overloaded (HTTP 529), in 2.4s" {
+		t.Errorf("last = %+v, want the retry", u.Last)
+	}
+	reason := "exit code 1: Not inside a trusted directory and --skip-git-repo-check was not specified."
+	if err := e.st.UpdateTurn(ctx, store.TurnUpdate{ID: tu.ID, State: store.TurnFailed, Reason: reason, EndedAt: e.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	// The turn's end, as turns records it (appendLines gives every line the type "line").
+	if _, err := e.st.AppendEvents(ctx, store.EventAppend{SessionID: "s1", TurnID: tu.ID, ReadPos: -1, Events: []store.Event{{TurnID: tu.ID,
+		TS: e.clock.Now(), Type: "turn.finished", Data: []byte(`{"type":"turn.finished","status":"failed","exit_code":1,"reason":"` + reason + `"}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if u := unitOf(); u.Last == nil || u.Last.Kind != "error" || u.Last.Text != reason {
+		t.Errorf("last after the failed turn = %+v, want its reason", u.Last)
+	}
+	f, _ := e.s.Read(ctx, ada, "")
+	var saw bool
+	for _, it := range f.Inbox {
+		saw = saw || (it.Kind == "turn_failed" && it.Text == "A turn of n-s1 failed: "+reason)
+	}
+	if !saw {
+		t.Errorf("inbox %+v, want the failed turn with its reason", f.Inbox)
+	}
+}

@@ -44,9 +44,10 @@ type TurnRef struct {
 	State string `json:"state"`
 }
 
-// Activity is what a unit did last: its latest tool call, message, result or error.
+// Activity is what a unit did last: its latest tool call, message, result, error (a failed
+// turn's reason included), API retry or start of a run.
 type Activity struct {
-	Kind string `json:"kind"` // tool_call, message, result or error
+	Kind string `json:"kind"` // tool_call, message, result, error, retry or start
 	Text string `json:"text"`
 	At   Stamp  `json:"at"`
 }
@@ -90,11 +91,14 @@ type cache struct {
 }
 
 type sessionCache struct {
-	seq    int64              // events read up to
-	costs  map[string]float64 // per turn: its latest cumulative cost
-	last   *Activity
-	turns  []store.Turn // as of turnsAt
-	turnAt int64        // the session's LastSeq when turns were read
+	seq   int64              // events read up to
+	costs map[string]float64 // per turn: its latest cumulative cost
+	last  *Activity
+	// eventAt is when the newest event was recorded: any event, shown or not (a hook, an API
+	// retry, a line that is not JSON), says the agent is doing something.
+	eventAt time.Time
+	turns   []store.Turn // as of turnsAt
+	turnAt  int64        // the session's LastSeq when turns were read
 }
 
 func newCache() *cache { return &cache{sessions: map[string]*sessionCache{}} }
@@ -198,10 +202,23 @@ func (s *Service) learn(ctx context.Context, c *cache, se store.Session) (*sessi
 	return sc, nil
 }
 
-// take learns one event: a turn's cost so far, and the last activity.
+// take learns one event: its time, a turn's cost so far, and the last activity.
 func (sc *sessionCache) take(e store.Event) {
 	sc.seq = e.Seq
+	if e.TS.After(sc.eventAt) {
+		sc.eventAt = e.TS
+	}
 	if e.Invalid {
+		return
+	}
+	if e.Type == turns.TypeTurnFinished {
+		var f struct {
+			Status string `json:"status"`
+			Reason string `json:"reason"`
+		}
+		if json.Unmarshal(e.Data, &f) == nil && f.Status == store.TurnFailed && f.Reason != "" {
+			sc.last = &Activity{Kind: "error", Text: clip(f.Reason), At: Stamp(e.TS)}
+		}
 		return
 	}
 	for _, it := range turns.Classify(e.Data).Items {
@@ -219,6 +236,10 @@ func (sc *sessionCache) take(e store.Event) {
 			a = &Activity{Kind: "result", Text: it.Text}
 		case turns.KindError:
 			a = &Activity{Kind: "error", Text: it.Text}
+		case turns.KindRetry:
+			a = &Activity{Kind: "retry", Text: it.Text}
+		case turns.KindStart:
+			a = &Activity{Kind: "start", Text: it.Text}
 		case turns.KindCost:
 			if it.CostUSD != nil {
 				sc.costs[e.TurnID] = *it.CostUSD
@@ -248,8 +269,8 @@ func (s *Service) unit(se store.Session, sc *sessionCache, sandboxState map[stri
 		u.Turn, u.State = &TurnRef{ID: t.ID, State: t.State}, t.State
 		u.UpdatedAt = Stamp(latest(t.CreatedAt, t.StartedAt, t.EndedAt))
 	}
-	if sc.last != nil && time.Time(sc.last.At).After(time.Time(u.UpdatedAt)) {
-		u.UpdatedAt = sc.last.At
+	if sc.eventAt.After(time.Time(u.UpdatedAt)) {
+		u.UpdatedAt = Stamp(sc.eventAt)
 	}
 	u.Stuck = u.State == store.TurnRunning && now.Sub(time.Time(u.UpdatedAt)) >= s.cfg.StuckAfter
 	return u

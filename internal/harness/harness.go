@@ -1,7 +1,8 @@
 // Package harness runs one turn of an agent inside a sandbox: `hangar harness`. It sets
 // no_new_privs, leaves its parent's session so the turn outlives whoever started it, runs the
-// agent with the prompt, copies the agent's stdout line by line into hangar's own run log, and
-// at the end writes a status file atomically. In a split sandbox the agent runs under another
+// agent with the prompt, copies the agent's stdout line by line into hangar's own run log and
+// keeps the tail of its stderr, ends everything the agent started when the agent exits or the
+// turn is cancelled, and then writes a status file atomically. In a split sandbox the agent runs under another
 // uid, and the run log and status file live where that uid cannot write: the turn's outcome
 // comes from the status file, never from what the agent printed.
 package harness
@@ -32,8 +33,8 @@ import (
 // control plane's turns (TestPromptArgIsTurns checks they agree).
 const PromptArg = "{prompt}"
 
-// KillGrace is how long the agent has to exit after the harness passes on a SIGTERM, before
-// its process group gets SIGKILL.
+// KillGrace is how long the agent, and whatever it started, have to exit after the harness
+// sends them SIGTERM (at a cancel, or when the agent has exited), before they get SIGKILL.
 const KillGrace = 3 * time.Second
 
 // Config is one turn.
@@ -51,7 +52,7 @@ type Config struct {
 	UID, GID   uint32
 	Dir        string    // the agent's working directory; "": the harness's
 	Env        []string  // the agent's environment; nil: the harness's own
-	Stderr     io.Writer // the agent's stderr; nil: discarded
+	Stderr     io.Writer // where the agent's stderr goes besides the status's tail; nil: nowhere else
 	StartLeave bool      // leave the parent's session (setsid) before starting: `hangar harness` sets it
 	// Ready, when set, is closed once the harness catches SIGTERM and SIGINT and the run log
 	// exists: from then on a cancel is passed on to the agent and the status file written, and
@@ -69,11 +70,18 @@ type Status struct {
 	EndedAt    time.Time      `json:"ended_at"`
 	DurationMS int64          `json:"duration_ms"`
 	Summary    runlog.Summary `json:"summary"`
+	// StderrTail is the end of what the agent wrote to its stderr (StderrTailBytes at most,
+	// from a line's start where one starts within them, valid UTF-8): often the only account
+	// of why an agent that failed did so.
+	StderrTail string `json:"stderr_tail,omitempty"`
 }
 
 // Run runs the turn until the agent ends, writes the status file and returns the status.
-// Cancelling ctx, or a SIGTERM/SIGINT to the harness, passes SIGTERM to the agent's process
-// group and SIGKILL KillGrace later. The error is non-nil only when the status file could not be
+// Cancelling ctx, or a SIGTERM/SIGINT to the harness, ends the turn early. Either way, before
+// the status file is written, everything the agent started is gone: the harness is a child
+// subreaper, and sends SIGTERM to each of its descendants (and, split, each process of the
+// agent's uid), then SIGKILL KillGrace later, until none is left (see sweeper); the run log
+// has every line the agent wrote. The error is non-nil only when the status file could not be
 // written, or, split, when the agent could write where it goes (CheckPrivate): then nothing is
 // written there and the agent never starts.
 func Run(ctx context.Context, cfg Config) (Status, error) {
@@ -128,38 +136,61 @@ func run(ctx context.Context, cfg Config, st *Status) error {
 		cfg.Ready.Close() // the run log exists: a follower can open it
 	}
 
+	// Orphans among the agent's descendants come to the harness, not to init, so that the
+	// sweep at the end finds them. On a kernel without it (before 3.4) an orphan goes to
+	// init, out of the sweep's reach but for the uid sweep: said on stderr, and the turn runs.
+	if err := becomeSubreaper(); err != nil {
+		fmt.Fprintf(os.Stderr, "hangar harness: become a child subreaper: %v\n", err)
+	}
+
 	cmd := command(cfg)
-	// The agent writes into a pipe of our own rather than one os/exec copies from: the read
-	// end then stays ours to close when the agent has ended but something it left behind still
-	// holds the write end.
+	// The agent writes into pipes of our own rather than ones os/exec copies from: their read
+	// ends then stay ours to close when the agent has ended but something it left behind still
+	// holds a write end.
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("start agent: %w", err)
 	}
 	defer pr.Close()
-	cmd.Stdout = pw
+	er, ew, err := os.Pipe()
+	if err != nil {
+		pw.Close()
+		return fmt.Errorf("start agent: %w", err)
+	}
+	defer er.Close()
+	cmd.Stdout, cmd.Stderr = pw, ew
 	err = startNoNewPrivs(cmd)
 	pw.Close()
+	ew.Close()
 	if err != nil {
 		return fmt.Errorf("start agent %s: %w", cfg.Argv[0], err)
 	}
-	pgid := cmd.Process.Pid
+	sw := sweeper{self: os.Getpid(), agent: cmd.Process.Pid, uids: uidSweep(cfg.Split), uid: cfg.UID}
 	exited, copied := make(chan struct{}), make(chan struct{})
 	var waitErr error
 	go func() {
 		waitErr = cmd.Wait()
 		close(exited)
 	}()
-	reaped := make(chan struct{})
+	tail := &tailWriter{out: cfg.Stderr}
+	tailed := make(chan struct{})
 	go func() {
-		defer close(reaped)
-		forwardTermination(ctx, pgid, sigs, exited)
-		reap(pgid, pr, copied)
+		defer close(tailed)
+		io.Copy(tail, er)
+	}()
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		awaitEnd(ctx, sigs, exited)
+		sw.end()
+		closeOutput(copied, tailed, pr, er)
 	}()
 	copyErr := copyLines(log, pr, &st.Summary)
 	close(copied)
 	<-exited
-	<-reaped
+	<-ended
+	<-tailed
+	st.StderrTail = tail.String()
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		st.Signal = unix.SignalName(ws.Signal())
 	} else {
@@ -210,42 +241,33 @@ func startNoNewPrivs(cmd *exec.Cmd) error {
 	return <-errc
 }
 
-// forwardTermination passes a SIGTERM or SIGINT of the harness, or ctx's end, on to the agent's
-// process group as SIGTERM; it returns when the agent has ended, or KillGrace after passing
-// a termination on.
-func forwardTermination(ctx context.Context, pgid int, sigs <-chan os.Signal, exited <-chan struct{}) {
+// awaitEnd returns when the agent has exited, or when the turn is to end early: ctx's end, or
+// a SIGTERM or SIGINT of the harness (a cancel).
+func awaitEnd(ctx context.Context, sigs <-chan os.Signal, exited <-chan struct{}) {
 	select {
 	case <-exited:
-		return
 	case <-ctx.Done():
 	case <-sigs:
 	}
-	unix.Kill(-pgid, unix.SIGTERM)
-	t := time.NewTimer(KillGrace)
-	defer t.Stop()
-	select {
-	case <-exited:
-	case <-t.C:
-	}
 }
 
-// reap ends what the agent leaves behind. Once the agent's process group gets SIGKILL (at
-// once after a termination; KillGrace after a normal end, so its output can finish): nothing it
-// started stays. If its output is still open KillGrace after that (a process that left the
-// group holds it), the read end is closed, which ends copying.
-func reap(pgid int, out *os.File, copied <-chan struct{}) {
+// closeOutput closes the read ends of the agent's stdout and stderr if they are still open
+// KillGrace after the sweep, which ends copying: only a process out of the sweep's reach (one
+// it gave a write end to) can hold them then.
+func closeOutput(copied, tailed <-chan struct{}, out, errOut *os.File) {
 	t := time.NewTimer(KillGrace)
 	defer t.Stop()
-	select {
-	case <-copied:
-	case <-t.C:
-	}
-	unix.Kill(-pgid, unix.SIGKILL)
-	t.Reset(KillGrace)
-	select {
-	case <-copied:
-	case <-t.C:
-		out.Close()
+	for copied != nil || tailed != nil {
+		select {
+		case <-copied:
+			copied = nil
+		case <-tailed:
+			tailed = nil
+		case <-t.C:
+			out.Close()
+			errOut.Close()
+			return
+		}
 	}
 }
 

@@ -443,3 +443,154 @@ func TestSplitRefusesAgentsDirectory(t *testing.T) {
 		})
 	}
 }
+
+// leftovers is an agent's prompt that starts a process each way one leaves its parent's reach
+// — setsid'd, double-forked, nohup'd, and one that ignores SIGTERM in a session of its own —
+// each a sleep whose argv[0] is marker, waits until all four run, and prints a line. Then it
+// exits (stay false) or waits for a cancel.
+func leftovers(dir, marker string, stay bool) string {
+	run := func(n int, pre string) string {
+		return fmt.Sprintf(`%s touch %q; exec -a %s sleep 600`, pre, filepath.Join(dir, fmt.Sprintf("up%d", n)), marker)
+	}
+	s := fmt.Sprintf(`setsid bash -c %[1]q &
+( ( bash -c %[2]q & ) & )
+nohup bash -c %[3]q >/dev/null 2>&1 &
+setsid bash -c %[4]q &
+for i in 1 2 3 4; do while [ ! -e %[5]q/up$i ]; do sleep 0.01; done; done
+echo '{"type":"started"}'
+`, run(1, ""), run(2, "setsid"), run(3, ""), run(4, `trap "" TERM;`), dir)
+	if stay {
+		s += "sleep 600 & wait\n"
+	}
+	return s
+}
+
+// running lists the live processes whose argv[0] is marker (a zombie's cmdline is empty).
+func running(marker string) []string {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var live []string
+	for _, p := range cmdlines {
+		b, err := os.ReadFile(p)
+		if err == nil && bytes.HasPrefix(b, []byte(marker+"\x00")) {
+			live = append(live, p)
+		}
+	}
+	return live
+}
+
+// TestNothingOutlivesTheTurn: whatever the agent started — setsid'd, double-forked, nohup'd,
+// ignoring SIGTERM — is gone by the time the harness has written its status file, whether the
+// agent exited or the turn was cancelled; the run log still has every line and the status
+// file is written after.
+func TestNothingOutlivesTheTurn(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		cancel bool
+		split  bool
+	}{
+		{"agent exits", false, false},
+		{"cancel", true, false},
+		{"split, agent exits", false, true},
+		{"split, cancel", true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			tu := newTurn(t)
+			var extra []string
+			if c.split {
+				if os.Geteuid() != 0 {
+					if os.Getenv("CI") == "true" {
+						t.Fatal("CI runs as root: the split test must run")
+					}
+					t.Skip("SKIPPING: the split test needs root")
+				}
+				dir, err := os.MkdirTemp("", "harness-split-*")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(dir) })
+				os.Chmod(dir, 0o755)
+				tu = turn{dir: dir, runLog: filepath.Join(dir, "run.log"), statusFile: filepath.Join(dir, "status.json")}
+				extra = []string{"--split-uid", "65534", "--split-gid", "65534", "--dir", "/"}
+			}
+			// The agent's marks go where it can write.
+			marks, err := os.MkdirTemp("", "harness-marks-*")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(marks) })
+			os.Chmod(marks, 0o777)
+			marker := "hangar-leftover-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+			t.Cleanup(func() { // a failed run leaves none behind either
+				for _, p := range running(marker) {
+					if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+						syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+			})
+			h := tu.harnessCmd(ctx, leftovers(marks, marker, c.cancel), extra...)
+			var stderr bytes.Buffer
+			h.Stderr = &stderr
+			if err := h.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if c.cancel {
+				waitFor(t, ctx, "the agent's processes to start", func() bool { b, _ := os.ReadFile(tu.runLog); return len(b) > 0 })
+				if n := len(running(marker)); n != 4 {
+					t.Fatalf("%d of the agent's processes run, want 4", n)
+				}
+				syscall.Kill(-h.Process.Pid, syscall.SIGTERM)
+			}
+			err = h.Wait()
+			left := running(marker) // before anything else: the harness has ended
+			if c.cancel {
+				var exitErr *exec.ExitError
+				if !errors.As(err, &exitErr) || exitErr.ExitCode() != 128+15 {
+					t.Errorf("harness ended with %v, want exit 143\n%s", err, stderr.String())
+				}
+			} else if err != nil {
+				t.Fatalf("harness: %v\n%s", err, stderr.String())
+			}
+			if len(left) > 0 {
+				t.Errorf("the agent's processes outlived the turn: %v", left)
+			}
+			if log, _ := os.ReadFile(tu.runLog); string(log) != `{"type":"started"}`+"\n" {
+				t.Errorf("run log %q, want the agent's line", log)
+			}
+			st := tu.status(t)
+			if st.Summary.Lines != 1 || (c.cancel && st.Signal != "SIGTERM") || (!c.cancel && st.ExitCode != 0) {
+				t.Errorf("status = %+v", st)
+			}
+		})
+	}
+}
+
+// TestStderrTail: the end of the agent's stderr is in the status file, whole lines of it, and
+// still goes to the harness's stderr.
+func TestStderrTail(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	tu := newTurn(t)
+	// 10,000 numbered lines, then Codex's sentence: only the last ~4 KiB are kept.
+	prompt := `for i in $(seq 10000); do echo "noise $i" >&2; done
+echo "Not inside a trusted directory and --skip-git-repo-check was not specified." >&2
+exit 1`
+	h := tu.harnessCmd(ctx, prompt)
+	var stderr bytes.Buffer
+	h.Stderr = &stderr
+	var exitErr *exec.ExitError
+	if err := h.Run(); !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
+		t.Fatalf("harness: %v, want exit 1", err)
+	}
+	st := tu.status(t)
+	want := "Not inside a trusted directory and --skip-git-repo-check was not specified."
+	if !strings.HasSuffix(st.StderrTail, "\n"+want) || len(st.StderrTail) > harness.StderrTailBytes ||
+		len(st.StderrTail) < harness.StderrTailBytes-100 || !strings.HasPrefix(st.StderrTail, "noise ") {
+		t.Errorf("stderr tail (%d bytes) = %.60q ... %.100q; want whole lines up to Codex's", len(st.StderrTail), st.StderrTail, st.StderrTail[max(0, len(st.StderrTail)-100):])
+	}
+	if !strings.Contains(stderr.String(), "noise 1\nnoise 2\n") || !strings.Contains(stderr.String(), want) {
+		t.Errorf("the harness's stderr lacks the agent's (%d bytes)", stderr.Len())
+	}
+}

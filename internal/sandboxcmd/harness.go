@@ -21,7 +21,9 @@ import (
 const harnessSummary = `Runs one turn of an agent: hangar harness [flags] -- AGENT [ARG...]
 Sets no_new_privs, leaves its parent's session (the turn outlives whoever started it), runs the
 agent with every argument "{prompt}" replaced by the prompt, appends the agent's stdout to the run
-log line by line, and writes the status file (exit code, signal, duration, summary) at the end.
+log line by line, and, once the agent has exited (or the harness got SIGTERM or SIGINT) and
+everything it started has been ended (SIGTERM, then SIGKILL 3 s later), writes the status file
+(exit code, signal, duration, summary, the tail of the agent's stderr).
 The agent gets the harness's environment. With --detach (first), the turn starts in a new session
 and the command exits at once, printing the turn's pid (its process group) and its start time
 (/proc/<pid>/stat starttime); the turn's own errors go to harness.err beside the status file.

@@ -159,3 +159,26 @@ func FuzzClassify(f *testing.F) {
 		s.Add(l)
 	})
 }
+
+// TestClassifySystemLines: Claude Code's start of a run and its API retries say what a person
+// needs in a sentence; its other system lines say nothing.
+func TestClassifySystemLines(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ line, kind, text string }{
+		{`{"type":"system","subtype":"init","cwd":"/work/repo","model":"claude-sonnet-5","tools":[]}`, KindStart, "run started: model claude-sonnet-5, in /work/repo"},
+		{`{"type":"system","subtype":"api_retry","attempt":3,"max_retries":10,"retry_delay_ms":2400,"error_status":529,"error":"overloaded"}`, KindRetry,
+			"API call failed, retry 3 of 10: overloaded (HTTP 529), in 2.4s"},
+		{`{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":512,"error_status":null,"error":"unknown"}`, KindRetry,
+			"API call failed, retry 1 of 10: unknown, in 500ms"},
+		{`{"type":"system","subtype":"hook_started","hook_name":"SessionStart"}`, "", ""},
+	} {
+		l := Classify([]byte(c.line))
+		var kind, text string
+		if len(l.Items) == 1 {
+			kind, text = l.Items[0].Kind, l.Items[0].Text
+		}
+		if len(l.Items) > 1 || kind != c.kind || text != c.text {
+			t.Errorf("Classify(%.60s) = %+v, want %s %q", c.line, l.Items, c.kind, c.text)
+		}
+	}
+}

@@ -17,6 +17,8 @@ const (
 	KindCost       = runlog.KindCost
 	KindResult     = runlog.KindResult
 	KindError      = runlog.KindError
+	KindStart      = runlog.KindStart
+	KindRetry      = runlog.KindRetry
 	// TypeInvalid is the type of an event whose line is not JSON.
 	TypeInvalid = runlog.TypeInvalid
 )

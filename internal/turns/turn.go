@@ -146,8 +146,8 @@ func (s *Service) cancelTurn(ctx context.Context, t store.Turn) (store.Turn, err
 	return s.cfg.Store.GetTurn(ctx, t.ID)
 }
 
-// signalHarness sends SIGTERM to a running turn's harness (passed on to the agent's process
-// group, SIGKILL after the harness's grace). A turn whose sandbox is gone ends cancelled here:
+// signalHarness sends SIGTERM to a running turn's harness (passed on to the agent and all it
+// started, SIGKILL after the harness's grace). A turn whose sandbox is gone ends cancelled here:
 // nothing is left to kill (its watcher finds the same).
 func (s *Service) signalHarness(ctx context.Context, t store.Turn) error {
 	if t.State != store.TurnRunning || t.ProcessPID == 0 {

@@ -24,6 +24,9 @@ type harnessStatus struct {
 	Signal   string          `json:"signal"`
 	Error    string          `json:"error"`
 	Summary  json.RawMessage `json:"summary"`
+	// StderrTail is the end of the agent's stderr (a few KiB of whole lines): kept with the
+	// turn's summary, and its reason when the agent's output gives none (endreason.go).
+	StderrTail string `json:"stderr_tail"`
 }
 
 // logReader reads a run log forward through the sandbox. pos is how far its events are
@@ -206,7 +209,7 @@ func (s *Service) finish(ctx context.Context, se store.Session, t store.Turn, st
 		c := st.ExitCode
 		code = &c
 	}
-	s.end(ctx, t, store.TurnUpdate{State: state, ExitCode: code, Signal: st.Signal, Summary: string(st.Summary), Reason: st.Error, EndedAt: time.Now().UTC()})
+	s.end(ctx, t, store.TurnUpdate{State: state, ExitCode: code, Signal: st.Signal, Summary: st.summary(), Reason: st.reason(state), EndedAt: time.Now().UTC()})
 }
 
 // followCommand is the command that follows the turn's run log from readAt, through the

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -22,6 +24,8 @@ const (
 	KindCost       = "cost"           // the run's cost so far (CostUSD) or its token usage
 	KindResult     = "result"         // a final result of a turn of the agent (IsError when it failed)
 	KindError      = "error"          // an error the agent reported
+	KindStart      = "start"          // a run of the agent began (Text says its model and folder)
+	KindRetry      = "retry"          // a call to the model's API failed and will be retried (Text says which, why, when)
 )
 
 // Line is one run-log line made ready to record: its type, its data as a JSON value, its
@@ -172,6 +176,57 @@ func classifyClaude(typ string, raw []byte) []Item {
 			items = append(items, Item{Kind: KindError, Text: e})
 		}
 		return items
+	case "system":
+		return classifyClaudeSystem(raw)
+	}
+	return nil
+}
+
+// classifyClaudeSystem reads the system lines a person needs: the start of a run (init) and
+// each retry of an API call (api_retry: a run that retries for minutes prints nothing else).
+// Hooks, task notices and the rest say nothing.
+func classifyClaudeSystem(raw []byte) []Item {
+	var m struct {
+		Subtype     string   `json:"subtype"`
+		Model       string   `json:"model"`
+		Cwd         string   `json:"cwd"`
+		Attempt     int      `json:"attempt"`
+		MaxRetries  int      `json:"max_retries"`
+		DelayMS     *float64 `json:"retry_delay_ms"`
+		ErrorStatus *int     `json:"error_status"`
+		Error       string   `json:"error"`
+	}
+	if json.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	switch m.Subtype {
+	case "init":
+		s := "run started"
+		if m.Model != "" {
+			s += ": model " + m.Model
+		}
+		if m.Cwd != "" {
+			s += ", in " + m.Cwd
+		}
+		return []Item{{Kind: KindStart, Text: s}}
+	case "api_retry":
+		s := fmt.Sprintf("API call failed, retry %d", m.Attempt)
+		if m.MaxRetries > 0 {
+			s += fmt.Sprintf(" of %d", m.MaxRetries)
+		}
+		if m.Error != "" || m.ErrorStatus != nil {
+			s += ":"
+		}
+		if m.Error != "" {
+			s += " " + m.Error
+		}
+		if m.ErrorStatus != nil {
+			s += fmt.Sprintf(" (HTTP %d)", *m.ErrorStatus)
+		}
+		if m.DelayMS != nil {
+			s += fmt.Sprintf(", in %s", (time.Duration(*m.DelayMS) * time.Millisecond).Round(100*time.Millisecond))
+		}
+		return []Item{{Kind: KindRetry, Text: s}}
 	}
 	return nil
 }

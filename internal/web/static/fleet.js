@@ -317,6 +317,16 @@ function append(list, el) {
 
 function describe(ev) {
   const d = ev.data;
+  if (ev.type === "turn.finished" && d) {
+    // hangar's end of a turn: its state, how the agent ended and why (the agent's error, or its stderr's last lines).
+    return [d.status, d.exit_code !== null && d.exit_code !== undefined ? "exit " + d.exit_code : "", d.signal || "", d.reason || ""].filter(Boolean).join(", ").slice(0, 600);
+  }
+  if (ev.type === "system" && d && d.subtype === "api_retry") {
+    return "API call failed, retry " + d.attempt + (d.max_retries ? " of " + d.max_retries : "") + ": " + (d.error || "") + (d.error_status ? " (HTTP " + d.error_status + ")" : "");
+  }
+  if (ev.type === "system" && d && d.subtype === "init") {
+    return "run started" + (d.model ? ": model " + d.model : "") + (d.cwd ? ", in " + d.cwd : "");
+  }
   if (typeof d === "object" && d) {
     const text = d.result || d.text || (d.message && typeof d.message === "object" && JSON.stringify(d.message.content)) || "";
     return text ? String(text).slice(0, 300) : JSON.stringify(d).slice(0, 300);
