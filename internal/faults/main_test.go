@@ -1,0 +1,13 @@
+package faults_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
+)
+
+// hangarBin is the built hangar (hangar-envd beside it) that every scenario runs.
+var hangarBin string
+
+func TestMain(m *testing.M) { os.Exit(providertest.MainWithHangar(m, &hangarBin)) }
