@@ -73,10 +73,10 @@ func daemonGone(request string) map[kind]want {
 		kindTurn:    turn,
 		kindJob:     turn,
 		kindAttach:  {sees: "`event: end`, the process `lost` with why", match: `^end: lost: lost: `, within: endBound},
-		kindExec:    {sees: "`event: result` with `\"closed\": \"failed\"`", match: `^result: closed failed,`, within: endBound},
+		kindExec:    {sees: "`event: error`, `unavailable`: the daemon stopped answering, the sandbox is now `failed`, and why", match: `^error: unavailable: .*(daemon|container)`, within: endBound},
 		kindWatch:   {sees: "`event: close`, `{\"reason\": \"error\"}`", match: `^close: error$`, within: endBound},
 		kindEvents:  {sees: "`event: close`, `{\"reason\": \"failed\"}`", match: `^close: failed$`, within: endBound},
-		kindRequest: {sees: request, match: `^409: .*(daemon|container)`},
+		kindRequest: {sees: request, match: `^503( retry-after)?: .*(daemon|container)`},
 	}
 }
 
@@ -88,7 +88,7 @@ var faults = []fault{
 		providers: []string{"local", "docker"},
 		inject:    killDaemon,
 		request:   execRequest,
-		want:      daemonGone("`POST .../exec`: `409`, the sandbox has failed and why"),
+		want:      daemonGone("`POST .../exec`: `503`, the sandbox has failed and why"),
 	},
 	{
 		name:      "container-stopped",
@@ -96,7 +96,7 @@ var faults = []fault{
 		providers: []string{"docker"},
 		inject:    stopContainer,
 		request:   execRequest,
-		want:      daemonGone("`POST .../exec`: `409`, the sandbox has failed and why"),
+		want:      daemonGone("`POST .../exec`: `503`, the sandbox has failed and why"),
 	},
 	{
 		name:      "sandbox-destroyed",
@@ -113,7 +113,7 @@ var faults = []fault{
 				kindExec:    {sees: "`event: result` with `\"closed\": \"destroyed\"`", match: `^result: closed destroyed,`, within: endBound},
 				kindWatch:   {sees: "`event: close`, `{\"reason\": \"destroyed\"}`", match: `^close: destroyed$`, within: endBound},
 				kindEvents:  {sees: "`event: close`, `{\"reason\": \"destroyed\"}`", match: `^close: destroyed$`, within: endBound},
-				kindRequest: {sees: "`POST .../exec`: `404`", match: `^404`},
+				kindRequest: {sees: "`POST .../exec`: `409`, the sandbox is not in a state that allows it", match: `^409: `},
 			}
 		}(),
 	},

@@ -371,7 +371,11 @@ func lastWord(ev event) string {
 		if c := str(d["closed"]); c != "" {
 			out += " closed " + c + ","
 		}
-		return out + " exit_code " + str(d["exit_code"]) + ", " + str(d["status"])
+		code := str(d["exit_code"])
+		if code == "" {
+			code = "null"
+		}
+		return out + " exit_code " + code + ", " + str(d["status"])
 	}
 	return ev.name + ": " + str(d["code"]) + ": " + str(d["message"])
 }
