@@ -167,6 +167,8 @@ func (s *scenario) checkEvents(before int) {
 		}
 		if len(problems) > 0 {
 			t.Errorf("%s's events: %s", c.what, strings.Join(problems, "; "))
+		} else {
+			t.Logf("%s's events: %d, each once, in order; ticks 1 to %d, each once", c.what, next, ticks)
 		}
 	}
 }

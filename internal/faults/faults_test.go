@@ -60,9 +60,9 @@ type fault struct {
 
 // Expectations shared by several faults.
 var (
-	goesOn      = want{sees: "goes on", match: `^goes on$`}
-	keepsRunong = want{sees: "`running`", match: `^running$`}
-	dropped     = want{sees: "the connection drops (no last event)", match: `^dropped$`, within: time.Second}
+	goesOn       = want{sees: "goes on", match: `^goes on$`}
+	keepsRunning = want{sees: "`running`", match: `^running$`}
+	dropped      = want{sees: "the connection drops (no last event)", match: `^dropped$`, within: time.Second}
 )
 
 // daemonGone is what a client sees when the sandbox's daemon dies, by a kill or with its
@@ -124,8 +124,8 @@ var faults = []fault{
 		inject:    restartHangar,
 		request:   func(s *scenario) string { return s.answer("GET", "/readyz", nil) },
 		want: map[kind]want{
-			kindTurn:    keepsRunong,
-			kindJob:     keepsRunong,
+			kindTurn:    keepsRunning,
+			kindJob:     keepsRunning,
 			kindAttach:  dropped,
 			kindExec:    dropped,
 			kindWatch:   dropped,
@@ -160,8 +160,8 @@ var faults = []fault{
 			return createRequest(s) + "; `/readyz` " + s.answer("GET", "/readyz", nil)
 		},
 		want: map[kind]want{
-			kindTurn:    keepsRunong,
-			kindJob:     keepsRunong,
+			kindTurn:    keepsRunning,
+			kindJob:     keepsRunning,
 			kindAttach:  goesOn,
 			kindExec:    goesOn,
 			kindWatch:   goesOn,
@@ -171,17 +171,17 @@ var faults = []fault{
 	},
 	{
 		name:      "daemon-out-of-descriptors",
-		doc:       "the daemon's `RLIMIT_NOFILE` lowered (prlimit) to 3, below the descriptors it holds: it can open none",
+		doc:       "the daemon's soft `RLIMIT_NOFILE` lowered (prlimit) to 3, below the descriptors it holds: it can open none",
 		providers: []string{"local", "docker"},
 		inject:    exhaustDescriptors,
 		request:   execRequest,
 		want: map[kind]want{
-			kindTurn:    keepsRunong,
-			kindJob:     keepsRunong,
+			kindTurn:    keepsRunning,
+			kindJob:     keepsRunning,
 			kindAttach:  goesOn,
 			kindExec:    goesOn,
 			kindWatch:   goesOn,
-			kindEvents:  goesOn,
+			kindEvents:  {sees: "stays open; new events may wait until the daemon has descriptors again", match: `^(open|goes on)$`},
 			kindRequest: {sees: "`POST .../exec`: `503` with `Retry-After`, saying the daemon is out of descriptors", match: `^503 retry-after: .*descriptor`},
 		},
 	},

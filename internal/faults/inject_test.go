@@ -80,14 +80,17 @@ func restartHangar(s *scenario) {
 	s.restart()
 }
 
-// exhaustDescriptors lowers the daemon's RLIMIT_NOFILE (prlimit) below the descriptors it
-// holds, so it can open no more (a descriptor it closes leaves a number above the limit);
-// undo restores the limit.
+// exhaustDescriptors lowers the daemon's soft RLIMIT_NOFILE (prlimit) to 3, below the
+// descriptors it holds, so it can open no more (a descriptor it closes frees a number above
+// the limit); undo restores it. The hard limit stays: raising it again would need
+// CAP_SYS_RESOURCE, which root in a container may lack.
 func exhaustDescriptors(s *scenario) {
 	pid := s.daemonPID()
 	var old unix.Rlimit
-	lim := unix.Rlimit{Cur: 3, Max: 3}
-	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &lim, &old); err != nil {
+	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, nil, &old); err != nil {
+		s.t.Fatalf("read the daemon's RLIMIT_NOFILE: %v", err)
+	}
+	if err := unix.Prlimit(pid, unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: 3, Max: old.Max}, nil); err != nil {
 		s.t.Fatalf("lower the daemon's RLIMIT_NOFILE: %v", err)
 	}
 	s.undo = func() {
