@@ -33,7 +33,7 @@ var kindDocs = map[kind]string{
 	kindExec:    "a streamed exec, `POST /api/sandboxes/{name}/exec/stream`",
 	kindWatch:   "a watch of the sandbox's workdir, `GET /api/sandboxes/{name}/watch?path=.`",
 	kindEvents:  "the session's event stream, `GET /api/sessions/{s}/events/stream`",
-	kindRequest: "a new request once the fault is in place (the fault's row says which)",
+	kindRequest: "a new request once the fault is in place and the work above has been judged (the fault's row says which)",
 }
 
 // want is what a client of one kind of work sees after one fault.
@@ -76,7 +76,7 @@ func daemonGone(request string) map[kind]want {
 		kindExec:    {sees: "`event: error`, `unavailable`: the daemon stopped answering, the sandbox is now `failed`, and why", match: `^error: unavailable: .*(daemon|container)`, within: endBound},
 		kindWatch:   {sees: "`event: close`, `{\"reason\": \"error\"}`", match: `^close: error$`, within: endBound},
 		kindEvents:  {sees: "`event: close`, `{\"reason\": \"failed\"}`", match: `^close: failed$`, within: endBound},
-		kindRequest: {sees: request, match: `^503( retry-after)?: .*(daemon|container)`},
+		kindRequest: {sees: request, match: `^(409|503)( retry-after)?: .*(failed|daemon|container)`},
 	}
 }
 
@@ -88,7 +88,7 @@ var faults = []fault{
 		providers: []string{"local", "docker"},
 		inject:    killDaemon,
 		request:   execRequest,
-		want:      daemonGone("`POST .../exec`: `503`, the sandbox has failed and why"),
+		want:      daemonGone("`POST .../exec`: `409` or `503`, saying the sandbox has failed and why"),
 	},
 	{
 		name:      "container-stopped",
@@ -96,7 +96,7 @@ var faults = []fault{
 		providers: []string{"docker"},
 		inject:    stopContainer,
 		request:   execRequest,
-		want:      daemonGone("`POST .../exec`: `503`, the sandbox has failed and why"),
+		want:      daemonGone("`POST .../exec`: `409` or `503`, saying the sandbox has failed and why"),
 	},
 	{
 		name:      "sandbox-destroyed",
@@ -259,10 +259,6 @@ func run(t *testing.T, f fault, provider string) {
 // fault was in place, then returns what each client saw.
 func (s *scenario) observe(f fault, t0, injected time.Time) map[kind]sighting {
 	seen := map[kind]sighting{}
-	if f.request != nil {
-		start := time.Now()
-		seen[kindRequest] = sighting{saw: f.request(s), ended: true, after: time.Since(start)}
-	}
 	var bound time.Duration
 	for _, w := range f.want {
 		bound = max(bound, w.within)
@@ -282,6 +278,12 @@ func (s *scenario) observe(f fault, t0, injected time.Time) map[kind]sighting {
 		if k != kindRequest {
 			seen[k] = s.look(k, t0)
 		}
+	}
+	// The new request comes last, once hangar has had its time to learn of the fault (which is
+	// still in place: undo comes after), so its answer does not depend on a race with that.
+	if f.request != nil {
+		start := time.Now()
+		seen[kindRequest] = sighting{saw: f.request(s), ended: true, after: time.Since(start)}
 	}
 	return seen
 }
