@@ -72,7 +72,7 @@ func daemonGone(request string) map[kind]want {
 	return map[kind]want{
 		kindTurn:    turn,
 		kindJob:     turn,
-		kindAttach:  {sees: "`event: end`, the process `lost` with why", match: `^end: lost: lost: `, within: endBound},
+		kindAttach:  {sees: "`event: end`: the process `lost`, with why (`exited`, by its signal, when the daemon saw it killed first)", match: `^end: (lost|exited): \S`, within: endBound},
 		kindExec:    {sees: "`event: error`, `unavailable`: the daemon stopped answering, the sandbox is now `failed`, and why", match: `^error: unavailable: .*(daemon|container)`, within: endBound},
 		kindWatch:   {sees: "`event: close`, `{\"reason\": \"error\"}`", match: `^close: error$`, within: endBound},
 		kindEvents:  {sees: "`event: close`, `{\"reason\": \"failed\"}`", match: `^close: failed$`, within: endBound},
