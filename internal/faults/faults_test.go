@@ -152,7 +152,7 @@ var faults = []fault{
 	},
 	{
 		name:      "disk-full",
-		doc:       "hangar's data dir on a 64 MiB tmpfs, filled with a file until `ENOSPC`",
+		doc:       "hangar's data dir (SQLite's database, and the local provider's sandboxes) on a 64 MiB tmpfs, filled with a file until `ENOSPC`",
 		providers: []string{"local", "docker"},
 		prepare:   dataTmpfs,
 		inject:    fillDisk,
