@@ -38,6 +38,17 @@ test:
 	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(ENVD_BIN) ./cmd/hangar-envd
 	@set -o pipefail; $(GO) test -race -count=1 -timeout 30m -json ./... | bin/testsummary
 
+# The fault suite (internal/faults, docs/reliability.md): real hangars and sandboxes, local and
+# Docker, under each fault (a killed daemon, a stopped container, a destroyed sandbox, a killed
+# hangar, a stopped PostgreSQL of its own, a full disk, a daemon out of descriptors). It wants
+# root, a Docker engine and PostgreSQL's binaries, and takes about three minutes; `make test`
+# skips it.
+.PHONY: test-faults
+test-faults:
+	@$(GO) build -o bin/testsummary ./scripts/testsummary
+	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(ENVD_BIN) ./cmd/hangar-envd
+	@set -o pipefail; HANGAR_TEST_FAULTS=1 $(GO) test -race -count=1 -timeout 15m -json ./internal/faults | bin/testsummary
+
 lint:
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \

@@ -185,8 +185,13 @@ func (s *Server) RSS() int64 {
 // SSEEvents reads Server-Sent Events from r, calling fn with each event's name and data,
 // until r ends (nil) or fn returns an error.
 func SSEEvents(r io.Reader, fn func(name string, data []byte) error) error {
+	return SSEEventsWithID(r, func(_, name string, data []byte) error { return fn(name, data) })
+}
+
+// SSEEventsWithID is SSEEvents that also passes each event's id (empty when it has none).
+func SSEEventsWithID(r io.Reader, fn func(id, name string, data []byte) error) error {
 	br := bufio.NewReaderSize(r, 1<<20)
-	var name string
+	var id, name string
 	var data []byte
 	for {
 		line, err := br.ReadSlice('\n')
@@ -204,11 +209,13 @@ func SSEEvents(r io.Reader, fn func(name string, data []byte) error) error {
 		switch {
 		case len(line) == 0:
 			if name != "" || data != nil {
-				if err := fn(name, data); err != nil {
+				if err := fn(id, name, data); err != nil {
 					return err
 				}
 			}
-			name, data = "", nil
+			id, name, data = "", "", nil
+		case bytes.HasPrefix(line, []byte("id: ")):
+			id = string(line[4:])
 		case bytes.HasPrefix(line, []byte("event: ")):
 			name = string(line[7:])
 		case bytes.HasPrefix(line, []byte("data: ")):
