@@ -229,7 +229,10 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 	defer cancel()
 	if oldErr == nil && old.State == string(provider.StateFailed) && old.Owner == p.User {
 		if err := m.clearFailed(cctx, old); err != nil {
-			m.save(cctx, old) // the name stays the failed sandbox's, so a retry finds its remains
+			// The name stays the failed sandbox's, so a retry finds its remains; the row is the
+			// new one's (its created_at), which the store writes only to that.
+			old.CreatedAt = sb.CreatedAt
+			m.save(cctx, old)
 			return old, err
 		}
 	}
@@ -317,9 +320,16 @@ func providerView(sb store.Sandbox) provider.Sandbox {
 	return ps
 }
 
+// save stores sb over the stored row of the same sandbox. A sandbox destroyed, or whose name
+// was taken again, since sb was read is left as it is: that is ErrState.
 func (m *Manager) save(ctx context.Context, sb store.Sandbox) error {
 	sb.UpdatedAt = m.cfg.Now().Truncate(time.Millisecond)
-	if err := m.cfg.Store.UpdateSandbox(ctx, sb); err != nil {
+	err := m.cfg.Store.UpdateSandbox(ctx, sb)
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		m.log.Info("sandbox destroyed meanwhile; left as it is", "sandbox", sb.Name, "state", sb.State)
+		return fmt.Errorf("%w: sandbox %s was destroyed meanwhile", ErrState, sb.Name)
+	case err != nil:
 		m.log.Error("save sandbox", "sandbox", sb.Name, "err", err)
 		return err
 	}
