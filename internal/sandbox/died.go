@@ -93,6 +93,11 @@ func (m *Manager) Recheck(ctx context.Context, sb store.Sandbox) (store.Sandbox,
 }
 
 func (m *Manager) recheck(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
+	if m.beingDestroyed(sb.Name) {
+		// Its daemon broke because it is being destroyed: what the provider says now (failed,
+		// or gone) is the destroy half done, and the destroy stores the end of it.
+		return destroyed(sb), nil
+	}
 	prov, err := m.provider(sb)
 	if err != nil {
 		return sb, err
@@ -109,10 +114,15 @@ func (m *Manager) recheck(ctx context.Context, sb store.Sandbox) (store.Sandbox,
 	if err := m.save(ctx, sb); errors.Is(err, ErrState) {
 		// Destroyed (or its name taken again) while the provider was asked: the store's word
 		// stands, and a sandbox of the name made since is not this one.
-		sb.State, sb.Reason, sb.DaemonURL, sb.DaemonToken = string(provider.StateDestroyed), "", "", ""
-		return sb, nil
+		return destroyed(sb), nil
 	} else if err != nil {
 		return sb, err
 	}
 	return sb, nil
+}
+
+// destroyed is sb as a destroy leaves it.
+func destroyed(sb store.Sandbox) store.Sandbox {
+	sb.State, sb.Reason, sb.DaemonURL, sb.DaemonToken = string(provider.StateDestroyed), "", "", ""
+	return sb
 }

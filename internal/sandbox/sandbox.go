@@ -66,8 +66,11 @@ type Manager struct {
 	cfg Config
 	log *slog.Logger
 
-	mu      sync.Mutex // guards daemons
+	mu      sync.Mutex // guards daemons and destroying
 	daemons map[daemonKey]*envd.Client
+	// destroying counts the Destroys under way by sandbox name: a daemon that breaks meanwhile
+	// broke because of the destroy, and the sandbox is reported destroyed, not failed.
+	destroying map[string]int
 }
 
 type daemonKey struct{ sandbox, url, token string }
@@ -86,7 +89,7 @@ func New(cfg Config) *Manager {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger, daemons: map[daemonKey]*envd.Client{}}
+	return &Manager{cfg: cfg, log: cfg.Logger, daemons: map[daemonKey]*envd.Client{}, destroying: map[string]int{}}
 }
 
 // Sandbox is a sandbox as hangar's clients see it: the store's row without what stays inside
@@ -361,6 +364,7 @@ func (m *Manager) Destroy(ctx context.Context, p auth.Principal, ref string) err
 	if err != nil {
 		return err
 	}
+	defer m.markDestroying(sb.Name)()
 	m.endStreams(sb.Name, stream.ReasonDestroyed)
 	if sb.ProviderID != "" || sb.State != string(provider.StateFailed) {
 		if err := prov.Destroy(ctx, providerView(sb)); err != nil && !errors.Is(err, provider.ErrNotFound) {
@@ -370,6 +374,28 @@ func (m *Manager) Destroy(ctx context.Context, p auth.Principal, ref string) err
 	m.forgetDaemon(sb.Name)
 	sb.State, sb.Reason = string(provider.StateDestroyed), ""
 	return m.save(context.WithoutCancel(ctx), sb)
+}
+
+// markDestroying records that a Destroy of the sandbox name is under way, until the function
+// it returns is called.
+func (m *Manager) markDestroying(name string) func() {
+	m.mu.Lock()
+	m.destroying[name]++
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.destroying[name]--; m.destroying[name] <= 0 {
+			delete(m.destroying, name)
+		}
+	}
+}
+
+// beingDestroyed reports whether a Destroy of the sandbox name is under way.
+func (m *Manager) beingDestroyed(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.destroying[name] > 0
 }
 
 // Pause pauses a running sandbox; its streams end (their commands are not killed).

@@ -341,8 +341,9 @@ func TestSessionStaysWithItsSandbox(t *testing.T) {
 	}
 }
 
-// TestTurnEndsWithItsSandbox: a running turn whose sandbox is destroyed ends failed (its
-// watcher does not poll a sandbox that is gone for ever), and the session takes turns again.
+// TestTurnEndsWithItsSandbox: a running turn whose sandbox is destroyed ends cancelled, because
+// the sandbox was destroyed (its watcher does not poll a sandbox that is gone for ever), and the
+// session takes turns again.
 func TestTurnEndsWithItsSandbox(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -368,8 +369,8 @@ func TestTurnEndsWithItsSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := waitTurn(t, ctx, f.st, turn.ID)
-	if got.State != store.TurnFailed || !strings.Contains(got.Reason, "destroyed") {
-		t.Errorf("turn = %s (%q), want failed because its sandbox was destroyed", got.State, got.Reason)
+	if got.State != store.TurnCancelled || got.Reason != "the sandbox was destroyed" {
+		t.Errorf("turn = %s (%q), want cancelled because the sandbox was destroyed", got.State, got.Reason)
 	}
 }
 
