@@ -94,6 +94,9 @@ func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox,
 	followedLast := false
 	var failing time.Time // when the current run of failed reads began; zero after a read
 	for {
+		if s.sandboxEnded(ctx, r) {
+			return
+		}
 		st, ended, err := r.read(ctx)
 		if err != nil && ctx.Err() == nil {
 			st, ended, err = s.unreadable(ctx, r, err)
@@ -186,6 +189,22 @@ func (s *Service) unreadable(ctx context.Context, r *logReader, err error) (harn
 	}
 	s.stop(ctx, r.t, store.TurnFailed, stoppedReason(sb, died))
 	return harnessStatus{}, false, errWatchOver
+}
+
+// sandboxEnded ends r's turn if its sandbox was destroyed (cancelled) or paused (failed), and
+// reports whether it did. Asked of the store before each read: a paused daemon would hold a
+// read until its timeout.
+func (s *Service) sandboxEnded(ctx context.Context, r *logReader) bool {
+	sb, err := s.sandboxFor(ctx, r.se)
+	switch {
+	case errors.Is(err, errSandboxGone):
+		s.stop(ctx, r.t, store.TurnCancelled, "the sandbox was destroyed")
+		return true
+	case err == nil && sb.State == string(provider.StatePaused):
+		s.stop(ctx, r.t, store.TurnFailed, "the sandbox was paused while the turn ran")
+		return true
+	}
+	return false
 }
 
 // withoutDaemon is sb as its provider's own exec reaches it: commands run through the provider
