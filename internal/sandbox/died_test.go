@@ -149,3 +149,41 @@ func TestDestroyedStaysDestroyed(t *testing.T) {
 		t.Errorf("after Reconcile the sandbox is %s (%v), want destroyed", got.State, err)
 	}
 }
+
+// deletedWhileMade is a provider under which the sandbox is deleted while it makes it.
+type deletedWhileMade struct {
+	*fake
+	st store.Store
+}
+
+func (p deletedWhileMade) Create(ctx context.Context, spec provider.Spec) (provider.Sandbox, error) {
+	row, err := p.st.GetSandbox(ctx, spec.Name)
+	if err != nil {
+		return provider.Sandbox{}, err
+	}
+	row.State = string(provider.StateDestroyed)
+	if err := p.st.UpdateSandbox(ctx, row); err != nil {
+		return provider.Sandbox{}, err
+	}
+	return p.fake.Create(ctx, spec)
+}
+
+// TestDeletedWhileMade: a sandbox deleted while its provider made it stays destroyed, and what
+// the provider made goes too; before, the create stored it running again.
+func TestDeletedWhileMade(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	f := newFake("local")
+	m := sandbox.New(sandbox.Config{Store: st, Providers: map[string]provider.Provider{"local": deletedWhileMade{f, st}}})
+	t.Cleanup(m.Close)
+	if _, err := m.Create(ctx, ada, sandbox.CreateRequest{Name: "box"}); !errors.Is(err, sandbox.ErrState) {
+		t.Errorf("Create = %v, want ErrState", err)
+	}
+	if got, _ := st.GetSandbox(ctx, "box"); got.State != string(provider.StateDestroyed) {
+		t.Errorf("the sandbox is %s, want destroyed", got.State)
+	}
+	if !f.called("Destroy", "box") {
+		t.Error("what the provider made was not destroyed")
+	}
+}

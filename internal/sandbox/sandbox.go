@@ -253,6 +253,12 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 	}
 	sb = merge(sb, made, m.cfg.Now())
 	if err := m.save(cctx, sb); err != nil {
+		if errors.Is(err, ErrState) {
+			// Deleted while it was made: what the provider made goes too, and it stays destroyed.
+			if derr := prov.Destroy(cctx, made); derr != nil && !errors.Is(derr, provider.ErrNotFound) {
+				m.log.Warn("destroy a sandbox deleted while it was made", "sandbox", sb.Name, "err", derr)
+			}
+		}
 		return sb, err
 	}
 	if sb.State == string(provider.StateFailed) {
