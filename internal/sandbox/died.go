@@ -86,12 +86,18 @@ func (m *Manager) died(ctx context.Context, sb store.Sandbox, cause error) *Died
 
 // Recheck asks sb's provider for its state now and stores it: for hangar's own use when the
 // sandbox's daemon stopped answering. A sandbox the provider no longer has is failed. On an
-// error (the provider does not answer) sb is returned as it was.
+// error (the provider does not answer) sb is returned as it was. A sandbox destroyed since sb
+// was read stays destroyed, and is returned so.
 func (m *Manager) Recheck(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
 	return m.recheck(ctx, sb)
 }
 
 func (m *Manager) recheck(ctx context.Context, sb store.Sandbox) (store.Sandbox, error) {
+	if m.beingDestroyed(sb.Name) {
+		// Its daemon broke because it is being destroyed: what the provider says now (failed,
+		// or gone) is the destroy half done, and the destroy stores the end of it.
+		return destroyed(sb), nil
+	}
 	prov, err := m.provider(sb)
 	if err != nil {
 		return sb, err
@@ -105,8 +111,18 @@ func (m *Manager) recheck(ctx context.Context, sb store.Sandbox) (store.Sandbox,
 	default:
 		sb = merge(sb, got, m.cfg.Now())
 	}
-	if err := m.save(ctx, sb); err != nil {
+	if err := m.save(ctx, sb); errors.Is(err, ErrState) {
+		// Destroyed (or its name taken again) while the provider was asked: the store's word
+		// stands, and a sandbox of the name made since is not this one.
+		return destroyed(sb), nil
+	} else if err != nil {
 		return sb, err
 	}
 	return sb, nil
+}
+
+// destroyed is sb as a destroy leaves it.
+func destroyed(sb store.Sandbox) store.Sandbox {
+	sb.State, sb.Reason, sb.DaemonURL, sb.DaemonToken = string(provider.StateDestroyed), "", "", ""
+	return sb
 }

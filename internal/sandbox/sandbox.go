@@ -66,8 +66,11 @@ type Manager struct {
 	cfg Config
 	log *slog.Logger
 
-	mu      sync.Mutex // guards daemons
+	mu      sync.Mutex // guards daemons and destroying
 	daemons map[daemonKey]*envd.Client
+	// destroying counts the Destroys under way by sandbox name: a daemon that breaks meanwhile
+	// broke because of the destroy, and the sandbox is reported destroyed, not failed.
+	destroying map[string]int
 }
 
 type daemonKey struct{ sandbox, url, token string }
@@ -86,7 +89,7 @@ func New(cfg Config) *Manager {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger, daemons: map[daemonKey]*envd.Client{}}
+	return &Manager{cfg: cfg, log: cfg.Logger, daemons: map[daemonKey]*envd.Client{}, destroying: map[string]int{}}
 }
 
 // Sandbox is a sandbox as hangar's clients see it: the store's row without what stays inside
@@ -229,7 +232,10 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 	defer cancel()
 	if oldErr == nil && old.State == string(provider.StateFailed) && old.Owner == p.User {
 		if err := m.clearFailed(cctx, old); err != nil {
-			m.save(cctx, old) // the name stays the failed sandbox's, so a retry finds its remains
+			// The name stays the failed sandbox's, so a retry finds its remains; the row is the
+			// new one's (its created_at), which the store writes only to that.
+			old.CreatedAt = sb.CreatedAt
+			m.save(cctx, old)
 			return old, err
 		}
 	}
@@ -247,6 +253,12 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 	}
 	sb = merge(sb, made, m.cfg.Now())
 	if err := m.save(cctx, sb); err != nil {
+		if errors.Is(err, ErrState) {
+			// Deleted while it was made: what the provider made goes too, and it stays destroyed.
+			if derr := prov.Destroy(cctx, made); derr != nil && !errors.Is(derr, provider.ErrNotFound) {
+				m.log.Warn("destroy a sandbox deleted while it was made", "sandbox", sb.Name, "err", derr)
+			}
+		}
 		return sb, err
 	}
 	if sb.State == string(provider.StateFailed) {
@@ -317,9 +329,16 @@ func providerView(sb store.Sandbox) provider.Sandbox {
 	return ps
 }
 
+// save stores sb over the stored row of the same sandbox. A sandbox destroyed, or whose name
+// was taken again, since sb was read is left as it is: that is ErrState.
 func (m *Manager) save(ctx context.Context, sb store.Sandbox) error {
 	sb.UpdatedAt = m.cfg.Now().Truncate(time.Millisecond)
-	if err := m.cfg.Store.UpdateSandbox(ctx, sb); err != nil {
+	err := m.cfg.Store.UpdateSandbox(ctx, sb)
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		m.log.Info("sandbox destroyed meanwhile; left as it is", "sandbox", sb.Name, "state", sb.State)
+		return fmt.Errorf("%w: sandbox %s was destroyed meanwhile", ErrState, sb.Name)
+	case err != nil:
 		m.log.Error("save sandbox", "sandbox", sb.Name, "err", err)
 		return err
 	}
@@ -351,6 +370,7 @@ func (m *Manager) Destroy(ctx context.Context, p auth.Principal, ref string) err
 	if err != nil {
 		return err
 	}
+	defer m.markDestroying(sb.Name)()
 	m.endStreams(sb.Name, stream.ReasonDestroyed)
 	if sb.ProviderID != "" || sb.State != string(provider.StateFailed) {
 		if err := prov.Destroy(ctx, providerView(sb)); err != nil && !errors.Is(err, provider.ErrNotFound) {
@@ -360,6 +380,28 @@ func (m *Manager) Destroy(ctx context.Context, p auth.Principal, ref string) err
 	m.forgetDaemon(sb.Name)
 	sb.State, sb.Reason = string(provider.StateDestroyed), ""
 	return m.save(context.WithoutCancel(ctx), sb)
+}
+
+// markDestroying records that a Destroy of the sandbox name is under way, until the function
+// it returns is called.
+func (m *Manager) markDestroying(name string) func() {
+	m.mu.Lock()
+	m.destroying[name]++
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.destroying[name]--; m.destroying[name] <= 0 {
+			delete(m.destroying, name)
+		}
+	}
+}
+
+// beingDestroyed reports whether a Destroy of the sandbox name is under way.
+func (m *Manager) beingDestroyed(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.destroying[name] > 0
 }
 
 // Pause pauses a running sandbox; its streams end (their commands are not killed).

@@ -43,7 +43,10 @@ type Store interface {
 	// ListSandboxes lists sandboxes by name: an owner's, or everyone's when owner is "".
 	ListSandboxes(ctx context.Context, owner string) ([]Sandbox, error)
 	// UpdateSandbox rewrites a sandbox's mutable fields (all but name, owner, provider and
-	// created_at). ErrNotFound if there is no such sandbox.
+	// created_at). ErrNotFound if there is no such sandbox. ErrConflict, and nothing written, if
+	// the stored one is destroyed or is another sandbox of the name (its created_at is not
+	// sb's): a destroyed sandbox stays destroyed, whatever a caller that read it before the
+	// destroy writes.
 	UpdateSandbox(ctx context.Context, sb Sandbox) error
 
 	// CreateProcess stores a background process that was just started. ErrConflict when its id

@@ -341,8 +341,9 @@ func TestSessionStaysWithItsSandbox(t *testing.T) {
 	}
 }
 
-// TestTurnEndsWithItsSandbox: a running turn whose sandbox is destroyed ends failed (its
-// watcher does not poll a sandbox that is gone for ever), and the session takes turns again.
+// TestTurnEndsWithItsSandbox: a running turn whose sandbox is destroyed ends cancelled, because
+// the sandbox was destroyed (its watcher does not poll a sandbox that is gone for ever), and the
+// session takes turns again.
 func TestTurnEndsWithItsSandbox(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -368,8 +369,89 @@ func TestTurnEndsWithItsSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := waitTurn(t, ctx, f.st, turn.ID)
-	if got.State != store.TurnFailed || !strings.Contains(got.Reason, "destroyed") {
-		t.Errorf("turn = %s (%q), want failed because its sandbox was destroyed", got.State, got.Reason)
+	if got.State != store.TurnCancelled || got.Reason != "the sandbox was destroyed" {
+		t.Errorf("turn = %s (%q), want cancelled because the sandbox was destroyed", got.State, got.Reason)
+	}
+}
+
+// TestTurnEndsWhenItsSandboxIsPaused: a running turn's sandbox paused under it ends the turn
+// failed, saying so, at the watcher's next look (a paused daemon would hold a read until its
+// timeout); a job's turn whose sandbox is destroyed ends cancelled, and the job with it.
+func TestTurnEndsWhenItsSandboxIsPaused(t *testing.T) {
+	for _, c := range []struct {
+		state, want, reason string
+		job                 bool
+	}{
+		{"paused", store.TurnFailed, "the sandbox was paused while the turn ran", false},
+		{"destroyed", store.TurnCancelled, "the sandbox was destroyed", true},
+	} {
+		t.Run(c.state, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			f := newFixture(t)
+			s := f.service(t)
+			gate := filepath.Join(t.TempDir(), "gate")
+			defer os.WriteFile(gate, nil, 0o644)
+			var turnID, sessionID string
+			if c.job {
+				j, err := s.CreateJob(ctx, ada, JobRequest{Prompt: gatedPrompt(gate), Agent: "command", Sandbox: "box"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				turnID, sessionID = j.TurnID, j.SessionID
+			} else {
+				se, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				tu, err := s.StartTurn(ctx, ada, "s1", gatedPrompt(gate))
+				if err != nil {
+					t.Fatal(err)
+				}
+				turnID, sessionID = tu.ID, se.ID
+			}
+			waitEvents(t, ctx, f.st, sessionID, 2)
+			sb, err := f.st.GetSandbox(ctx, "box")
+			if err != nil {
+				t.Fatal(err)
+			}
+			sb.State = c.state
+			if err := f.st.UpdateSandbox(ctx, sb); err != nil {
+				t.Fatal(err)
+			}
+			got := waitTurn(t, ctx, f.st, turnID)
+			if got.State != c.want || got.Reason != c.reason {
+				t.Errorf("turn = %s (%q), want %s (%q)", got.State, got.Reason, c.want, c.reason)
+			}
+		})
+	}
+}
+
+// TestWatcherGivesUp: a turn whose run log cannot be read, for a reason that says nothing of
+// its sandbox, is not polled for ever: after a minute of failed reads it ends failed with the
+// last error.
+func TestWatcherGivesUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	s := f.service(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	defer os.WriteFile(gate, nil, 0o644)
+	se, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu, err := s.StartTurn(ctx, ada, "s1", gatedPrompt(gate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(t, ctx, f.st, se.ID, 2)
+	f.sbs.mu.Lock()
+	f.sbs.runErr = errors.New("the network is down")
+	f.sbs.mu.Unlock()
+	got := waitTurn(t, ctx, f.st, tu.ID)
+	if want := "hangar could not read the turn's run log for 1m0s: read status file: the network is down"; got.State != store.TurnFailed || got.Reason != want {
+		t.Errorf("turn = %s (%q), want failed (%q)", got.State, got.Reason, want)
 	}
 }
 

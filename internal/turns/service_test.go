@@ -38,6 +38,8 @@ type hostSandboxes struct {
 	breakAfter int
 	// uid, when set, is what `id -u` answers (who the sandbox runs commands as).
 	uid string
+	// runErr, when set, is every Run's error (a sandbox that cannot be reached).
+	runErr error
 }
 
 func (h *hostSandboxes) Get(ctx context.Context, p auth.Principal, ref string) (store.Sandbox, error) {
@@ -102,8 +104,11 @@ func (h *hostSandboxes) Run(ctx context.Context, sb store.Sandbox, command strin
 	}
 	h.mu.Lock()
 	h.cmds = append(h.cmds, command)
-	uid := h.uid
+	uid, runErr := h.uid, h.runErr
 	h.mu.Unlock()
+	if runErr != nil {
+		return nil, 0, runErr
+	}
 	if command == "id -u" && uid != "" {
 		return []byte(uid + "\n"), 0, nil
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/provider"
+	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -147,25 +148,50 @@ func (s *Service) cancelTurn(ctx context.Context, t store.Turn) (store.Turn, err
 }
 
 // signalHarness sends SIGTERM to a running turn's harness (passed on to the agent and all it
-// started, SIGKILL after the harness's grace). A turn whose sandbox is gone ends cancelled here:
-// nothing is left to kill (its watcher finds the same).
+// started, SIGKILL after the harness's grace); the turn ends cancelled when its watcher reads the
+// status file. Whatever the sandbox's state, a cancel ends the turn: when the daemon is gone
+// or the sandbox failed, the signal goes through the provider's own exec; when nothing can be
+// signalled (a sandbox destroyed or paused, or no exec answers) the turn ends cancelled here,
+// with a reason that says so.
 func (s *Service) signalHarness(ctx context.Context, t store.Turn) error {
 	if t.State != store.TurnRunning || t.ProcessPID == 0 {
 		return nil
 	}
 	_, sb, err := s.sandboxOf(ctx, t)
 	if errors.Is(err, errSandboxGone) {
-		now := time.Now().UTC()
-		if err := s.end(ctx, t, store.TurnUpdate{State: store.TurnCancelled, Reason: err.Error(), StartedAt: now, EndedAt: now}); err != nil && !errors.Is(err, store.ErrConflict) {
-			return err
-		}
-		return nil
+		return s.cancelled(ctx, t, "the sandbox was destroyed")
 	}
 	if err != nil {
 		return err
 	}
-	if _, _, err := s.cfg.Sandboxes.Run(ctx, sb, killCmd(t), nil); err != nil {
-		return fmt.Errorf("cancel turn %s: %w", t.ID, err)
+	switch sb.State {
+	case string(provider.StatePaused):
+		// A paused sandbox runs no command; its processes stay stopped until it is resumed or
+		// destroyed.
+		return s.cancelled(ctx, t, "cancelled while the sandbox was paused: what the turn started is left stopped in it")
+	case string(provider.StateFailed):
+		sb = withoutDaemon(sb)
+	}
+	_, _, err = s.cfg.Sandboxes.Run(ctx, sb, killCmd(t), nil)
+	if died := (*sandbox.DiedError)(nil); errors.As(err, &died) && died.State == string(provider.StateDestroyed) {
+		return s.cancelled(ctx, t, "the sandbox was destroyed")
+	}
+	if err != nil && sb.DaemonURL != "" {
+		s.log.Info("cancel a turn: the daemon did not answer; signalling through the provider", "turn", t.ID, "err", err)
+		_, _, err = s.cfg.Sandboxes.Run(ctx, withoutDaemon(sb), killCmd(t), nil)
+	}
+	if err != nil {
+		return s.cancelled(ctx, t, fmt.Sprintf("cancelled, but the turn's harness could not be signalled: %v", err))
+	}
+	return nil
+}
+
+// cancelled ends a running turn cancelled with reason, for a cancel that has nothing to signal.
+func (s *Service) cancelled(ctx context.Context, t store.Turn, reason string) error {
+	now := time.Now().UTC()
+	err := s.end(ctx, t, store.TurnUpdate{State: store.TurnCancelled, Reason: reason, StartedAt: now, EndedAt: now})
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		return err
 	}
 	return nil
 }
@@ -397,6 +423,10 @@ func (s *Service) resume(ctx context.Context, mine func(sandbox string) bool) er
 	}
 	for _, t := range ts {
 		se, sb, err := s.sandboxOf(ctx, t)
+		if errors.Is(err, errSandboxGone) && t.State == store.TurnRunning {
+			s.stop(ctx, t, store.TurnCancelled, "the sandbox was destroyed")
+			continue
+		}
 		if errors.Is(err, errSandboxGone) {
 			s.fail(ctx, se, t, err.Error())
 			continue

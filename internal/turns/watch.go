@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/provider"
+	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -42,6 +45,9 @@ type logReader struct {
 	// followed counts the bytes following delivered; past Config.FollowMaxBytes the turn is
 	// only polled.
 	followed int64
+	// noDaemon is set once the sandbox's daemon is gone: sb is read through its provider's exec,
+	// and polled.
+	noDaemon bool
 }
 
 // lineSplitter cuts bytes read from a log, chunk after chunk, into lines. readAt is the log
@@ -75,35 +81,49 @@ func (l *lineSplitter) feed(chunk []byte, emit func(line []byte, end int64)) {
 	}
 }
 
+// readFailureBound is how long a run of failed reads of a running turn may last before the
+// turn ends failed with the last error: a watcher never polls for ever. Reads that fail because
+// the sandbox is gone, paused or failed end the turn at once instead (unreadable).
+const readFailureBound = time.Minute
+
 // watch records a running turn's run log as events, each complete line once, moving the
 // turn's read position with them, until the status file says the turn ended. It follows the log
 // as it is written (follow) when it can, and polls it every PollInterval when it cannot; after a
 // follow ends without the turn's end (the follower killed, the log truncated, the stream
-// broken) it polls once before following again.
+// broken) it polls once before following again. When a read fails, unreadable decides by what
+// became of the sandbox; a run of failures past readFailureBound ends the turn.
 func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox, t store.Turn) {
 	r := &logReader{s: s, sb: sb, se: se, t: t, pos: t.ReadPos, lines: lineSplitter{readAt: t.ReadPos}}
 	followedLast := false
+	var failing time.Time // when the current run of failed reads began; zero after a read
 	for {
-		// The status first, then the log: the harness writes the status only after the last
-		// line, so a status seen before a read that reaches the end means nothing is left.
-		st, ended, err := s.readStatus(ctx, sb, t)
-		if err == nil {
-			err = r.drain(ctx)
+		if s.sandboxEnded(ctx, r) {
+			return
+		}
+		st, ended, err := r.read(ctx)
+		if err != nil && ctx.Err() == nil {
+			st, ended, err = s.unreadable(ctx, r, err)
 		}
 		switch {
-		case ctx.Err() != nil:
+		case ctx.Err() != nil, errors.Is(err, errWatchOver):
 			return
 		case err != nil:
-			if _, gerr := s.sandboxFor(ctx, se); errors.Is(gerr, errSandboxGone) {
-				s.fail(ctx, se, t, gerr.Error()) // nothing is left to read: it would poll forever
+			now := s.cfg.Clock.Now()
+			if failing.IsZero() {
+				failing = now
+			}
+			if now.Sub(failing) >= readFailureBound {
+				s.stop(ctx, t, store.TurnFailed, fmt.Sprintf("hangar could not read the turn's run log for %s: %v", readFailureBound, err))
 				return
 			}
 			s.log.Warn("read turn run log", "turn", t.ID, "err", err)
 		case ended:
 			s.finish(ctx, se, t, st)
 			return
+		default:
+			failing = time.Time{}
 		}
-		if !followedLast && s.cfg.Follow && err == nil && r.followed < s.cfg.FollowMaxBytes {
+		if !followedLast && s.cfg.Follow && err == nil && !r.noDaemon && r.followed < s.cfg.FollowMaxBytes {
 			// A follow ends by itself once the status file is there (hangar tail --until), or
 			// when following broke: either way the status is read again at once.
 			followedLast = r.follow(ctx)
@@ -118,6 +138,111 @@ func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox,
 		case <-timer.C:
 		}
 	}
+}
+
+// read reads the turn's status file, then its log. The status first: the harness writes it
+// only after the last line, so a status seen before a read that reaches the end means nothing
+// is left.
+func (r *logReader) read(ctx context.Context) (harnessStatus, bool, error) {
+	st, ended, err := r.s.readStatus(ctx, r.sb, r.t)
+	if err == nil {
+		err = r.drain(ctx)
+	}
+	return st, ended, err
+}
+
+// errWatchOver means a turn's watcher has nothing more to do: the turn ended (here, or by a
+// cancel).
+var errWatchOver = errors.New("the turn ended")
+
+// unreadable is called when a read of r's turn failed with err; it decides by what became of
+// the turn and its sandbox. A turn ended meanwhile (a cancel), or that this ends, is
+// errWatchOver: a sandbox destroyed (or whose name another took) ends it cancelled, a paused
+// one failed. A sandbox that failed, or whose daemon died under the read, is read once more
+// through its provider's own exec (the host's shell for local, docker exec while the container
+// runs): when that works the watcher reads that way from then on, so a harness that ran on, or
+// finished, is recorded as it is; when it does not, the turn ends failed with why. Any other
+// err is returned as it is (the watcher bounds a run of them).
+func (s *Service) unreadable(ctx context.Context, r *logReader, err error) (harnessStatus, bool, error) {
+	if cur, gerr := s.cfg.Store.GetTurn(ctx, r.t.ID); gerr == nil && store.TurnEnded(cur.State) {
+		return harnessStatus{}, false, errWatchOver
+	}
+	sb, gerr := s.sandboxFor(ctx, r.se)
+	var died *sandbox.DiedError
+	switch {
+	case errors.Is(gerr, errSandboxGone), errors.As(err, &died) && died.State == string(provider.StateDestroyed):
+		s.stop(ctx, r.t, store.TurnCancelled, "the sandbox was destroyed")
+		return harnessStatus{}, false, errWatchOver
+	case gerr != nil:
+		return harnessStatus{}, false, err
+	case sb.State == string(provider.StatePaused):
+		s.stop(ctx, r.t, store.TurnFailed, "the sandbox was paused while the turn ran")
+		return harnessStatus{}, false, errWatchOver
+	case sb.State != string(provider.StateFailed) && !(errors.As(err, &died) && died.State != string(provider.StateRunning)):
+		return harnessStatus{}, false, err
+	}
+	if !r.noDaemon {
+		r.sb, r.noDaemon = withoutDaemon(sb), true
+		st, ended, rerr := r.read(ctx)
+		if rerr == nil {
+			s.log.Info("the sandbox's daemon is gone; reading the turn's run log through its provider", "turn", r.t.ID, "sandbox", sb.Name)
+			return st, ended, nil
+		}
+		s.log.Info("the turn's run log cannot be read without the daemon either", "turn", r.t.ID, "err", rerr)
+	}
+	s.stop(ctx, r.t, store.TurnFailed, stoppedReason(sb, died))
+	return harnessStatus{}, false, errWatchOver
+}
+
+// sandboxEnded ends r's turn if its sandbox was destroyed (cancelled) or paused (failed), and
+// reports whether it did. Asked of the store before each read: a paused daemon would hold a
+// read until its timeout.
+func (s *Service) sandboxEnded(ctx context.Context, r *logReader) bool {
+	sb, err := s.sandboxFor(ctx, r.se)
+	switch {
+	case errors.Is(err, errSandboxGone):
+		s.stop(ctx, r.t, store.TurnCancelled, "the sandbox was destroyed")
+		return true
+	case err == nil && sb.State == string(provider.StatePaused):
+		s.stop(ctx, r.t, store.TurnFailed, "the sandbox was paused while the turn ran")
+		return true
+	}
+	return false
+}
+
+// withoutDaemon is sb as its provider's own exec reaches it: commands run through the provider
+// (sandbox.Manager.ExecStream without a daemon).
+func withoutDaemon(sb store.Sandbox) store.Sandbox {
+	sb.DaemonURL, sb.DaemonToken = "", ""
+	return sb
+}
+
+// stoppedReason is a turn's reason for a person when its sandbox's daemon, or the sandbox,
+// stopped under it and nothing more could be read.
+func stoppedReason(sb store.Sandbox, died *sandbox.DiedError) string {
+	why := sb.Reason
+	if why == "" && died != nil {
+		why = died.Reason
+	}
+	if (died != nil && died.Part == sandbox.PartDaemon) || strings.Contains(why, "daemon") {
+		if why == "" {
+			return "the sandbox's daemon stopped answering"
+		}
+		return "the sandbox's daemon stopped answering: " + why
+	}
+	if why == "" {
+		why = "it is " + sb.State
+	}
+	return "the sandbox stopped: " + why
+}
+
+// stop ends a running turn that hangar stopped watching, with state and reason.
+func (s *Service) stop(ctx context.Context, t store.Turn, state, reason string) {
+	s.log.Warn("turn ended", "turn", t.ID, "state", state, "reason", reason)
+	if state == store.TurnFailed && s.cancelRequested(ctx, t.ID) {
+		state = store.TurnCancelled
+	}
+	s.end(ctx, t, store.TurnUpdate{State: state, Reason: reason, EndedAt: time.Now().UTC()})
 }
 
 // readStatus reads the turn's status file: ended is false while there is none and the

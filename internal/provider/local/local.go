@@ -338,6 +338,9 @@ func (p *Provider) Destroy(ctx context.Context, sb provider.Sandbox) error {
 		// Kill whatever is left in the session, the daemon included if it is still there.
 		p.killDaemon(rec)
 	}
+	// And what left the session: a turn's harness setsids away from the daemon, and an agent
+	// may detach its children again.
+	killInside(ctx, dir)
 	if err := removeAll(dir); err != nil {
 		return fmt.Errorf("destroy sandbox %s: %w", sb.Name, err)
 	}
@@ -422,7 +425,7 @@ func (p *Provider) Exec(ctx context.Context, sb provider.Sandbox, req provider.E
 // env is the environment of a command: the base, HOME, the spec's, then the request's.
 func (p *Provider) env(dir string, spec, req map[string]string) []string {
 	env := slices.Clone(p.cfg.Env)
-	env = append(env, "HOME="+dir)
+	env = append(env, "HOME="+dir, markerEnv+"="+dir)
 	for _, m := range []map[string]string{spec, req} {
 		keys := make([]string, 0, len(m))
 		for k := range m {

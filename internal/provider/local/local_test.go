@@ -264,3 +264,53 @@ func TestPauseStopsDaemon(t *testing.T) {
 		t.Errorf("daemon still stopped after Resume")
 	}
 }
+
+// TestDestroyKillsWhatLeft: Destroy kills what a sandbox's commands left running outside its
+// daemon's session — a process that setsid'd away (as a turn's harness does), one that ignores
+// SIGTERM, one that left the folder but carries the provider's environment.
+func TestDestroyKillsWhatLeft(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p, _ := newProvider(t, t.TempDir(), nil)
+	sb, err := p.Create(ctx, provider.Spec{Name: "leaver", Daemon: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := filepath.Join(sb.Workdir, "pids")
+	// setsid detaches from the daemon's session; the nohup'd one ignores SIGTERM and SIGHUP, and
+	// runs in / with only the provider's environment to say where it came from.
+	res, err := p.Exec(ctx, sb, provider.ExecRequest{Command: `setsid sh -c 'trap "" TERM; sleep 600' </dev/null >/dev/null 2>&1 & echo $! >> pids
+(cd / && nohup sleep 600 </dev/null >/dev/null 2>&1 & echo $! >> ` + pids + `)`})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("start the leavers: %v %+v", err, res)
+	}
+	data, err := os.ReadFile(pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var procs []int
+	for _, f := range strings.Fields(string(data)) {
+		pid, _ := strconv.Atoi(f)
+		procs = append(procs, pid)
+	}
+	if len(procs) != 2 {
+		t.Fatalf("pids %q, want 2", data)
+	}
+	if err := p.Destroy(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range procs {
+		// Not this test's children: once killed, init reaps them.
+		for !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			if st, err := procStat(pid); err == nil && st.state == 'Z' {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("process %d still runs after Destroy", pid)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 type stat struct {
 	state     byte
 	pgrp, sid int
+	tty       int // the controlling terminal's device number; 0: none
 	startTime uint64
 }
 
@@ -42,6 +44,7 @@ func readStat(path string) (stat, error) {
 	st.state = f[0][0]
 	st.pgrp, _ = strconv.Atoi(f[2])
 	st.sid, _ = strconv.Atoi(f[3])
+	st.tty, _ = strconv.Atoi(f[4])
 	st.startTime, err = strconv.ParseUint(f[19], 10, 64)
 	if err != nil {
 		return stat{}, fmt.Errorf("malformed stat: %w", err)
@@ -159,4 +162,65 @@ func sessionStopped(sid int) bool {
 		}
 	}
 	return true
+}
+
+// markerEnv is set, to the sandbox's folder, in the environment of the sandbox's daemon and of
+// every command the provider runs, so Destroy finds their processes wherever they went.
+const markerEnv = "HANGAR_LOCAL_SANDBOX"
+
+// killRounds bounds how many times killInside looks again: a process may fork while it is
+// killed, and a kill takes effect a little after kill(2) returns.
+const killRounds = 50
+
+// killInside kills (SIGKILL) every process without a controlling terminal whose working
+// directory is dir or inside it, and every process whose environment has markerEnv=dir: what
+// a sandbox's commands and agents started, detached (setsid, double fork, nohup) or not, and
+// ignoring SIGTERM or not. It looks again until a look finds none or ctx ends. Local isolates
+// nothing, so this is a best effort: a process that left the folder and dropped the marker
+// (the daemon starts commands without it) is not found; a person's shell that cd'd into the
+// folder has a terminal, and is left alone.
+func killInside(ctx context.Context, dir string) {
+	tick := time.NewTicker(stopPoll)
+	defer tick.Stop()
+	for range killRounds {
+		if killed := killInsideOnce(dir); killed == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// killInsideOnce sends SIGKILL to the processes killInside looks for, and counts them.
+func killInsideOnce(dir string) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	self := os.Getpid()
+	marker := []byte(markerEnv + "=" + dir + "\x00")
+	n := 0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 1 || pid == self {
+			continue
+		}
+		cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd")
+		inside := err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/"))
+		if inside {
+			st, err := procStat(pid)
+			inside = err == nil && st.tty == 0
+		}
+		if !inside {
+			env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+			inside = err == nil && bytes.Contains(append([]byte{0}, env...), append([]byte{0}, marker...))
+		}
+		if inside && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n
 }

@@ -87,17 +87,22 @@ func (s *DB) UpdateSandbox(ctx context.Context, sb store.Sandbox) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE sandboxes SET provider_id = ?, state = ?, reason = ?, image = ?, template = ?, workdir = ?, env = ?, daemon = ?, daemon_url = ?, daemon_token = ?, data = ?, updated_at = ? WHERE name = ?`),
-		sb.ProviderID, sb.State, sb.Reason, sb.Image, sb.Template, sb.Workdir, env, sb.Daemon, sb.DaemonURL, sb.DaemonToken, data, sb.UpdatedAt.UnixMilli(), sb.Name)
+	// One statement, so that no destroy or create of the name can come between the check and
+	// the write.
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE sandboxes SET provider_id = ?, state = ?, reason = ?, image = ?, template = ?, workdir = ?, env = ?, daemon = ?, daemon_url = ?, daemon_token = ?, data = ?, updated_at = ? WHERE name = ? AND created_at = ? AND state <> 'destroyed'`),
+		sb.ProviderID, sb.State, sb.Reason, sb.Image, sb.Template, sb.Workdir, env, sb.Daemon, sb.DaemonURL, sb.DaemonToken, data, sb.UpdatedAt.UnixMilli(), sb.Name, sb.CreatedAt.UnixMilli())
 	if err != nil {
 		return fmt.Errorf("update sandbox %s: %w", sb.Name, err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("update sandbox %s: %w", sb.Name, err)
-	} else if n == 0 {
-		return fmt.Errorf("update sandbox %s: %w", sb.Name, store.ErrNotFound)
+	} else if n > 0 {
+		return nil
 	}
-	return nil
+	if _, err := s.GetSandbox(ctx, sb.Name); err != nil {
+		return fmt.Errorf("update sandbox %s: %w", sb.Name, err)
+	}
+	return fmt.Errorf("update sandbox %s: it was destroyed, or its name taken by another, meanwhile: %w", sb.Name, store.ErrConflict)
 }
 
 func sandboxMaps(sb store.Sandbox) (env, data string, err error) {

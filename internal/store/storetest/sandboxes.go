@@ -108,3 +108,36 @@ func testSandboxNames(t *testing.T, ctx context.Context, s store.Store) {
 		t.Errorf("ListSandboxes(all) = %v", got)
 	}
 }
+
+// testSandboxStaysDestroyed: a write from a copy read before a destroy (a check of a daemon
+// that broke because the sandbox was being destroyed) changes nothing, nor one from a copy of
+// an earlier sandbox of the name.
+func testSandboxStaysDestroyed(t *testing.T, ctx context.Context, s store.Store) {
+	stale := newSandbox("gone", "ada")
+	if err := s.CreateSandbox(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	destroyed := stale
+	destroyed.State = "destroyed"
+	if err := s.UpdateSandbox(ctx, destroyed); err != nil {
+		t.Fatalf("UpdateSandbox(destroyed) = %v", err)
+	}
+	stale.State, stale.Reason = "failed", "the provider no longer has this sandbox"
+	if err := s.UpdateSandbox(ctx, stale); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("UpdateSandbox over a destroyed one = %v, want ErrConflict", err)
+	}
+	if got, _ := s.GetSandbox(ctx, "gone"); got.State != "destroyed" {
+		t.Errorf("after a stale write the sandbox is %s, want destroyed", got.State)
+	}
+	newer := newSandbox("gone", "bob")
+	newer.CreatedAt = stale.CreatedAt.Add(time.Second)
+	if err := s.CreateSandbox(ctx, newer); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateSandbox(ctx, stale); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("UpdateSandbox from an earlier sandbox of the name = %v, want ErrConflict", err)
+	}
+	if got, _ := s.GetSandbox(ctx, "gone"); got.Owner != "bob" || got.State != "running" {
+		t.Errorf("after a stale write the sandbox is %s's and %s, want bob's and running", got.Owner, got.State)
+	}
+}

@@ -30,6 +30,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"RevokeToken", testRevokeToken},
 		{"SandboxRoundTrip", testSandboxRoundTrip},
 		{"SandboxNames", testSandboxNames},
+		{"SandboxStaysDestroyed", testSandboxStaysDestroyed},
 		{"ProcessLifecycle", testProcessLifecycle},
 		{"UserProcesses", testUserProcesses},
 		{"Sessions", testSessions},
