@@ -76,6 +76,9 @@ func (m *Manager) startDaemon(ctx context.Context, sb store.Sandbox, pr *proc, p
 		if errors.Is(err, envd.ErrInvalidArgument) {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
+		if ex := sandbox.Exhausted(sb.Name, err); ex != nil {
+			return nil, ex
+		}
 		return nil, daemonError(ctx, m.cfg.Sandboxes, sb, "start process in sandbox "+sb.Name, err)
 	}
 	pr.pid = st.PID()
