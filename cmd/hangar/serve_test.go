@@ -576,7 +576,7 @@ func waitGone(t *testing.T, c *envd.Client, id, why string) {
 // TestImpostorWithCopiedTagNotAdopted: while the control plane is down, a command in the sandbox
 // that holds the daemon's token kills a background process by its tag and starts another with
 // the same tag. The restarted control plane does not adopt it (the record's pid is not its), and
-// the original is reported gone, not running.
+// the original is listed as ended (for 10 minutes), saying another process took its tag.
 func TestImpostorWithCopiedTagNotAdopted(t *testing.T) {
 	t.Parallel()
 	cfg, admin, tok, _, id := restartWithProcess(t)
@@ -602,11 +602,16 @@ func TestImpostorWithCopiedTagNotAdopted(t *testing.T) {
 	ts := startServe(t, cfg)
 	for _, who := range []string{tok, admin} {
 		code, body := ts.api(t, "GET", "/api/sandboxes/box/processes", who, "")
-		if code != 200 || len(body["processes"].([]any)) != 0 {
-			t.Errorf("after restart the list is %d %v, want no process (the impostor is not adopted)", code, body)
+		procs, _ := body["processes"].([]any)
+		if code != 200 || len(procs) != 1 {
+			t.Fatalf("after restart the list is %d %v, want the original only (the impostor is not adopted)", code, body)
 		}
-		if code, body := ts.api(t, "GET", "/api/sandboxes/box/processes/"+id, who, ""); code != 404 {
-			t.Errorf("get %s = %d %v, want 404", id, code, body)
+		p := procs[0].(map[string]any)
+		if p["process_id"] != id || p["state"] != "exited" || p["adopted"] == true || !strings.Contains(fmt.Sprint(p["status"]), "took its tag") {
+			t.Errorf("the original after restart: %v, want it exited, not adopted, saying another process took its tag", p)
+		}
+		if code, body := ts.api(t, "GET", "/api/sandboxes/box/processes/"+id, who, ""); code != 200 {
+			t.Errorf("get %s = %d %v, want 200", id, code, body)
 		}
 	}
 	if err := ts.stop(t); err != nil {
@@ -653,7 +658,7 @@ func TestAdminKillsAnyProcess(t *testing.T) {
 
 // TestEndedProcessNeverAdopted: hangar saw a process end (killed through the API), then, while
 // hangar is down, a command in the sandbox starts another under its tag. The restarted control
-// plane does not adopt it: the record says the process ended.
+// plane does not adopt it: the record says the process ended, and it is listed as it ended.
 func TestEndedProcessNeverAdopted(t *testing.T) {
 	t.Parallel()
 	cfg, _, tok, _, id := restartWithProcess(t)
@@ -674,8 +679,9 @@ func TestEndedProcessNeverAdopted(t *testing.T) {
 	st.Close()
 	t.Cleanup(func() { c.Signal(context.Background(), envd.ByTag(tag), envd.SIGKILL) })
 	ts = startServe(t, cfg)
-	if code, body := ts.api(t, "GET", "/api/sandboxes/box/processes", tok, ""); code != 200 || len(body["processes"].([]any)) != 0 {
-		t.Errorf("after restart the list is %d %v, want nothing (the process ended)", code, body)
+	code, body := ts.api(t, "GET", "/api/sandboxes/box/processes", tok, "")
+	if procs, _ := body["processes"].([]any); code != 200 || len(procs) != 1 || procs[0].(map[string]any)["state"] != "exited" || procs[0].(map[string]any)["adopted"] == true {
+		t.Errorf("after restart the list is %d %v, want the process as it ended, not adopted", code, body)
 	}
 	if err := ts.stop(t); err != nil {
 		t.Fatal(err)

@@ -171,8 +171,9 @@ func (a *app) follow(ctx context.Context, c *client, sandbox, id string, since i
 			if err != nil {
 				continue
 			}
-			// A restarted hangar adopts the process with its offsets from 0 again: the old
-			// offset means nothing in the new numbering, whose output this client has not seen.
+			// A restarted hangar adopts the process with its offsets past every old one (a
+			// hangar before 00009 started them from 0 again): what lies between is lost, and
+			// the new output starts at output_start.
 			if (now.Adopted && !adopted) || now.OutputEnd < next {
 				fmt.Fprintln(a.cfg.Stderr, "hangar: hangar restarted and took the process up again; what it printed while hangar was down is lost.")
 				next, adopted = now.OutputStart, true
@@ -250,9 +251,16 @@ func (a *app) pumpProcess(sse *sseReader, w io.Writer, next *int64) (*procInfo, 
 				*next = n
 			}
 		case "gap":
-			var g struct{ From, To int64 }
+			var g struct {
+				From, To int64
+				Lost     string
+			}
 			json.Unmarshal(ev.Data, &g)
-			fmt.Fprintf(a.cfg.Stderr, "hangar: %d bytes of output are no longer kept (hangar keeps the last 256 KiB); going on after them.\n", g.To-g.From)
+			if g.Lost != "" {
+				fmt.Fprintf(a.cfg.Stderr, "hangar: output is gone: %s; going on after it.\n", g.Lost)
+			} else {
+				fmt.Fprintf(a.cfg.Stderr, "hangar: %d bytes of output are no longer kept (hangar keeps the last 256 KiB); going on after them.\n", g.To-g.From)
+			}
 			*next = g.To
 		case "end":
 			var end procInfo

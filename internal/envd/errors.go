@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"connectrpc.com/connect"
 )
@@ -29,8 +30,12 @@ var (
 	// ErrAlreadyExists: the directory to make exists already.
 	ErrAlreadyExists = errors.New("already exists")
 	// ErrSlowSubscriber: the daemon ended the stream because this client fell behind its
-	// output (hangar's daemon; the process itself is unaffected).
+	// output (hangar's daemon; the process itself is unaffected). A stream's ResourceExhausted.
 	ErrSlowSubscriber = errors.New("slow subscriber")
+	// ErrExhausted: the daemon is out of a resource it needs to do this — file descriptors,
+	// processes, memory, disk — and may do it later (Exhausted says which). A call's
+	// ResourceExhausted.
+	ErrExhausted = errors.New("the daemon is out of a resource")
 	// ErrDeadlineExceeded: the daemon ended the stream at its deadline. E2B's envd ends a
 	// Start stream this way when the process's lifetime passes (hangar's sends the end event).
 	ErrDeadlineExceeded = errors.New("deadline exceeded")
@@ -74,7 +79,7 @@ var codeKinds = map[connect.Code]error{
 	connect.CodeInvalidArgument:    ErrInvalidArgument,
 	connect.CodeFailedPrecondition: ErrFailedPrecondition,
 	connect.CodeAlreadyExists:      ErrAlreadyExists,
-	connect.CodeResourceExhausted:  ErrSlowSubscriber,
+	connect.CodeResourceExhausted:  ErrExhausted,
 	connect.CodeDeadlineExceeded:   ErrDeadlineExceeded,
 }
 
@@ -98,6 +103,36 @@ func wrapErr(ctx context.Context, op string, err error) error {
 		kind = ErrDaemon
 	}
 	return &Error{Op: op, Code: code, Message: msg, kind: kind, cause: err}
+}
+
+// wrapStreamErr is wrapErr for an error that ends a stream after it opened: there, the daemon's
+// ResourceExhausted says this client fell behind (ErrSlowSubscriber).
+func wrapStreamErr(ctx context.Context, op string, err error) error {
+	err = wrapErr(ctx, op, err)
+	if e, ok := err.(*Error); ok && e.kind == ErrExhausted {
+		e.kind = ErrSlowSubscriber
+	}
+	return err
+}
+
+// exhaustedPrefix starts the message of hangar's daemon when it is out of a resource (see
+// daemon.startError): "the daemon is out of file descriptors: ...".
+const exhaustedPrefix = "the daemon is out of "
+
+// Exhausted says what the daemon is out of, when err is ErrExhausted: "file descriptors",
+// "processes", "memory" or "disk space" as hangar's daemon names it, else "a resource it
+// needs" (E2B's envd does not say).
+func Exhausted(err error) (what string, ok bool) {
+	var e *Error
+	if !errors.Is(err, ErrExhausted) || !errors.As(err, &e) {
+		return "", false
+	}
+	if rest, found := strings.CutPrefix(e.Message, exhaustedPrefix); found {
+		if what, _, found := strings.Cut(rest, ":"); found && what != "" {
+			return what, true
+		}
+	}
+	return "a resource it needs", true
 }
 
 // httpCodes maps the HTTP statuses of /files and /health to Connect codes.

@@ -140,7 +140,7 @@ func (s *ProcessStream) Next() (Event, error) {
 		}
 		ev, err := s.next()
 		if err != nil {
-			return Event{}, wrapErr(s.ctx, s.op, err)
+			return Event{}, wrapStreamErr(s.ctx, s.op, err)
 		}
 		if ev == nil {
 			return Event{}, &Error{Op: s.op, Code: connect.CodeUnknown, Message: "the daemon closed the stream without an end event", kind: ErrNoEnd}

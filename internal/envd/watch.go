@@ -79,7 +79,7 @@ func (w *WatchStream) Next() (FileEvent, error) {
 		}
 	}
 	if err := w.st.Err(); err != nil {
-		return FileEvent{}, wrapErr(w.ctx, w.op, err)
+		return FileEvent{}, wrapStreamErr(w.ctx, w.op, err)
 	}
 	return FileEvent{}, io.EOF
 }

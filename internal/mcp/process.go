@@ -282,7 +282,10 @@ func (a *attaching) result() attachOutput {
 	return out
 }
 
-// gapNote says that output is gone.
+// gapNote says that output is gone, and why when it was not just dropped from the ring.
 func gapNote(g process.Gap) string {
+	if g.Lost != "" {
+		return fmt.Sprintf("[hangar: output from byte %d to %d is gone: %s; what follows starts at %d]", g.From, g.To, g.Lost, g.To)
+	}
 	return fmt.Sprintf("[hangar: output from byte %d to %d is no longer kept (hangar keeps the last 256 KiB); what follows starts at %d]", g.From, g.To, g.To)
 }

@@ -166,6 +166,9 @@ func (h *Handler) terminalRead(ctx context.Context, req *mcp.CallToolRequest, in
 	if o.Gap != nil {
 		out.Lost = o.Gap.To - o.Gap.From
 		out.Note = fmt.Sprintf("%d bytes the terminal printed since the last read are no longer kept (hangar keeps the last 256 KiB); the output starts after them.", out.Lost)
+		if o.Gap.Lost != "" {
+			out.Note = "Output the terminal printed since the last read is gone: " + o.Gap.Lost + "."
+		}
 	}
 	return nil, out, nil
 }

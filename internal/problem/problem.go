@@ -130,6 +130,7 @@ var table = []entry{
 	{match: is(sandbox.ErrForbidden), code: CodeForbidden, message: "The token is not allowed to do that."},
 	{match: is(sandbox.ErrState), code: CodeConflict, message: "The sandbox is not in a state that allows this."},
 	{match: as[*sandbox.DiedError](), say: died},
+	{match: as[*sandbox.ExhaustedError](), say: exhausted},
 	{match: is(sandbox.ErrUnavailable), code: CodeUnavailable, message: "The sandbox's provider or daemon does not answer."},
 }
 
@@ -171,6 +172,17 @@ func died(err error) *Problem {
 	var d *sandbox.DiedError
 	errors.As(err, &d)
 	return &Problem{Code: CodeUnavailable, Message: d.Message()}
+}
+
+// ExhaustedRetryAfter is the Retry-After of a daemon out of a resource: descriptors and
+// processes free as the sandbox's commands end, which hangar cannot foresee, so it is a hint.
+const ExhaustedRetryAfter = 5 * time.Second
+
+// exhausted says what the sandbox's daemon is out of; the daemon's own words are the detail.
+func exhausted(err error) *Problem {
+	var e *sandbox.ExhaustedError
+	errors.As(err, &e)
+	return &Problem{Code: CodeUnavailable, Message: e.Message(), Detail: errors.Unwrap(e).Error(), RetryAfter: ExhaustedRetryAfter}
 }
 
 // sentence starts s with a capital and ends it with a full stop.

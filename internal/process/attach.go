@@ -2,6 +2,7 @@ package process
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/hangar-dev/hangar/internal/auth"
@@ -43,6 +44,9 @@ func readLocked(pr *proc, since int64) Output {
 	out := Output{Data: data, Next: max(since, pr.ring.end)}
 	if gapTo > gapFrom {
 		out.Gap = &Gap{From: gapFrom, To: gapTo}
+		if gapFrom < pr.adoptedAt {
+			out.Gap.Lost = pr.lostNote
+		}
 	}
 	if since > pr.ring.end {
 		out.Next = pr.ring.end
@@ -140,7 +144,8 @@ func (m *Manager) Attach(ctx context.Context, p auth.Principal, ref, id string, 
 	pr.mu.Lock()
 	out := readLocked(pr, since)
 	if out.Gap != nil {
-		st.Send(stream.Item{Event: EventGap, JSON: true, Data: fmt.Appendf(nil, `{"from":%d,"to":%d}`, out.Gap.From, out.Gap.To)})
+		gap, _ := json.Marshal(out.Gap)
+		st.Send(stream.Item{Event: EventGap, JSON: true, Data: gap})
 	}
 	sendOutput(st, out.Data, out.Next-int64(len(out.Data)))
 	info := pr.infoLocked()

@@ -27,6 +27,9 @@ type daemonFollower struct {
 	log *slog.Logger
 	pr  *proc
 	end ender
+	// reserve, if not nil, is called with the size of each piece of output before pr is given
+	// it: it records the offsets as given out (Manager.reserve).
+	reserve func(ctx context.Context, n int)
 	// reconnectMin and reconnectMax bound the wait between attempts to reach the process,
 	// timed by clock.
 	reconnectMin, reconnectMax time.Duration
@@ -73,6 +76,9 @@ func (m *Manager) startDaemon(ctx context.Context, sb store.Sandbox, pr *proc, p
 		if errors.Is(err, envd.ErrInvalidArgument) {
 			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
+		if ex := sandbox.Exhausted(sb.Name, err); ex != nil {
+			return nil, ex
+		}
 		return nil, daemonError(ctx, m.cfg.Sandboxes, sb, "start process in sandbox "+sb.Name, err)
 	}
 	pr.pid = st.PID()
@@ -92,12 +98,17 @@ func (m *Manager) startDaemon(ctx context.Context, sb store.Sandbox, pr *proc, p
 // daemonFollower returns pr's follower, holding the daemon's stream st of it (cancel ends
 // st's context).
 func (m *Manager) daemonFollower(pr *proc, st *envd.ProcessStream, cancel context.CancelFunc) *daemonFollower {
-	return &daemonFollower{sbs: m.cfg.Sandboxes, log: m.log, pr: pr, end: m.ender(pr),
+	return &daemonFollower{sbs: m.cfg.Sandboxes, log: m.log, pr: pr, end: m.ender(pr), reserve: func(ctx context.Context, n int) { m.reserve(ctx, pr, n) },
 		reconnectMin: m.cfg.ReconnectMin, reconnectMax: m.cfg.ReconnectMax, clock: m.cfg.Clock, st: st, cancel: cancel}
 }
 
 func (f *daemonFollower) follow(ctx context.Context) {
-	out, flush := stream.WholeRunes(func(_ string, data []byte) { f.pr.output(data) })
+	out, flush := stream.WholeRunes(func(_ string, data []byte) {
+		if f.reserve != nil {
+			f.reserve(ctx, len(data))
+		}
+		f.pr.output(data)
+	})
 	for f.st != nil {
 		stop := context.AfterFunc(ctx, f.cancel)
 		exit, err := drain(f.st, out)
@@ -301,9 +312,10 @@ func (m *Manager) record(ctx context.Context, pr *proc) error {
 	if m.cfg.Store == nil {
 		return nil
 	}
+	pr.mark = m.cfg.OffsetReserve
 	err := m.cfg.Store.CreateProcess(ctx, store.Process{ID: pr.id, TokenID: pr.owner, User: pr.user, Sandbox: pr.sandbox,
 		Command: pr.command, Cwd: pr.cwd, Tag: pr.tag, PID: pr.pid, PTY: pr.pty, Daemon: pr.daemon,
-		State: string(StateRunning), StartedAt: pr.started})
+		State: string(StateRunning), StartedAt: pr.started, OutputEnd: pr.mark})
 	if err != nil {
 		return fmt.Errorf("record process %s: %w", pr.id, err)
 	}
@@ -311,14 +323,45 @@ func (m *Manager) record(ctx context.Context, pr *proc) error {
 	return nil
 }
 
-// endRecord records that process id ended.
-func (m *Manager) endRecord(id string, exit *envd.Exit) {
+// reserve records, before pr's follower gives it n more bytes of output, that its offsets are
+// given out past them: whoever adopts the process later (this control plane after a restart,
+// a crash included, or another replica) starts its offsets at the recorded mark, so an offset
+// a client holds never names other output. The mark is kept strictly past the end, so that
+// a client that had read everything still gets a gap for what was printed while no hangar
+// followed. One write per OffsetReserve of output; a write that fails is logged and the output
+// passed on all the same (losing output would be worse than a repeat of offsets after a crash).
+func (m *Manager) reserve(ctx context.Context, pr *proc, n int) {
+	if !pr.recorded || m.cfg.Store == nil {
+		return
+	}
+	pr.mu.Lock()
+	end := pr.ring.end + int64(n)
+	pr.mu.Unlock()
+	if end < pr.mark {
+		return
+	}
+	pr.mark = end + m.cfg.OffsetReserve
+	wctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	if err := m.cfg.Store.SetProcessOutput(wctx, pr.id, pr.mark); err != nil && !errors.Is(err, store.ErrNotFound) {
+		m.log.Warn("record how far a process's output went", "process", pr.id, "err", err)
+	}
+}
+
+// endRecord records that process id ended at at; outputEnd, when not negative, is where its
+// output ended (else the record keeps the mark it has).
+func (m *Manager) endRecord(id string, exit *envd.Exit, at time.Time, outputEnd int64) {
 	if m.cfg.Store == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	if err := m.cfg.Store.EndProcess(ctx, id, exit.Code, exit.Status, m.cfg.Clock.Now()); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if outputEnd >= 0 {
+		if err := m.cfg.Store.SetProcessOutput(ctx, id, outputEnd); err != nil && !errors.Is(err, store.ErrNotFound) {
+			m.log.Warn("record where a process's output ended", "process", id, "err", err)
+		}
+	}
+	if err := m.cfg.Store.EndProcess(ctx, id, exit.Code, exit.Status, at); err != nil && !errors.Is(err, store.ErrNotFound) {
 		m.log.Error("record the end of a process", "process", id, "err", err)
 	}
 }

@@ -111,8 +111,8 @@ func (m *Manager) watchFollower(ctx context.Context, cancel context.CancelFunc, 
 // through the daemon are recorded; see record).
 func (m *Manager) ender(pr *proc) ender {
 	return func(state State, exit *envd.Exit) {
-		if pr.end(state, exit, m.cfg.Clock.Now()) && pr.recorded {
-			m.endRecord(pr.id, exit)
+		if now := m.cfg.Clock.Now(); pr.end(state, exit, now) && pr.recorded {
+			m.endRecord(pr.id, exit, now, pr.info().OutputEnd)
 		}
 	}
 }

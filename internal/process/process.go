@@ -56,7 +56,7 @@ func (e *LimitError) Error() string {
 // the offset just past them (what to pass as since to resume after them).
 const (
 	EventOutput = "output"
-	EventGap    = "gap" // Data: {"from": N, "to": M}: output from..to is no longer kept
+	EventGap    = "gap" // Data: a Gap: output from..to is no longer kept (or was lost)
 	EventEnd    = "end" // Data: the process's Info as JSON, once it ended
 )
 
@@ -64,6 +64,11 @@ const (
 type Gap struct {
 	From int64 `json:"from"`
 	To   int64 `json:"to"`
+	// Lost, when the gap reaches back before hangar took the process over (a restart, or
+	// another replica), says so for a person: what the process printed while no hangar followed
+	// it is lost, and the offsets skipped are not a count of bytes. Empty: the output was just
+	// dropped from the ring.
+	Lost string `json:"lost,omitempty"`
 }
 
 // Config configures a Manager.
@@ -88,6 +93,11 @@ type Config struct {
 	Retention time.Duration
 	// RingBytes is how much output is kept per process. Default 256 KiB.
 	RingBytes int
+	// OffsetReserve is how far ahead of a recorded process's output hangar records its offsets
+	// as given out (store.Process.OutputEnd): one record write per this much output, and a
+	// control plane that adopts the process starts its offsets there, past everything sent, so
+	// they never go back even after a crash. Default 1 MiB.
+	OffsetReserve int64
 	// KillGrace is how long kill waits after SIGTERM before SIGKILL. Default 3s.
 	KillGrace time.Duration
 	// PollAttached and PollIdle are how often a process without a daemon has its output read:
@@ -132,6 +142,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.RingBytes <= 0 {
 		cfg.RingBytes = 256 << 10
+	}
+	if cfg.OffsetReserve <= 0 {
+		cfg.OffsetReserve = 1 << 20
 	}
 	if cfg.KillGrace <= 0 {
 		cfg.KillGrace = 3 * time.Second
@@ -220,6 +233,15 @@ type proc struct {
 	started              time.Time
 	recorded             bool     // it has a record in the Store (set before it is listed)
 	f                    follower // set before it is listed
+
+	// adoptedAt is the offset this Manager took the process over at (adopted from its record):
+	// a read from before it gets a gap that says lostNote. Zero: started here. Set before it is
+	// listed.
+	adoptedAt int64
+	lostNote  string
+	// mark is the offset its record says was given out (store.Process.OutputEnd); only its
+	// follower's goroutine touches it (see Manager.reserve).
+	mark int64
 
 	stop     context.CancelFunc // stops its follower (set by run; guarded by mu)
 	released bool               // Release let it go: run stops its follower at once (guarded by mu)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/auth"
@@ -154,6 +155,9 @@ func (m *Manager) ofUserElsewhere(user string) []Info {
 			State: StateRunning, Daemon: rec.Daemon, PTY: rec.PTY, StartedAt: rec.StartedAt, EndedAt: rec.EndedAt, Status: rec.Status}
 		if rec.State != "running" {
 			i.State, i.ExitCode = StateExited, rec.ExitCode
+			if strings.HasPrefix(rec.Status, "lost:") {
+				i.State, i.ExitCode = StateLost, nil
+			}
 		}
 		out = append(out, i)
 	}

@@ -153,3 +153,24 @@ func TestOfUserCountsOtherReplicas(t *testing.T) {
 		t.Fatalf("OfUser = %+v, want the process another replica followed, exited 1", got)
 	}
 }
+
+// TestReleaseThenAdoptEnded: a process that ended before the sandbox's lease moved away and
+// back (its record ended, say by the replica that followed it) is listed again as it ended,
+// until Retention after its end.
+func TestReleaseThenAdoptEnded(t *testing.T) {
+	h := newHarness(t, Config{Owners: &owners{elsewhere: map[string]string{}}})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	info, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "exit 4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitEnd(ctx, t, ada, info.ID)
+	h.waitRecordEnded(ctx, t, info.ID)
+	h.m.Release("box")
+	h.m.AdoptSandbox(ctx, "box")
+	got, err := h.m.Get(ctx, ada, "box", info.ID)
+	if err != nil || got.State != StateExited || got.ExitCode == nil || *got.ExitCode != 4 || got.Status != "exit status 4" {
+		t.Errorf("after AdoptSandbox: %+v, %v; want it listed, exited with 4", got, err)
+	}
+}

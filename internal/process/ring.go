@@ -11,6 +11,10 @@ type ring struct {
 
 func newRing(size int) *ring { return &ring{buf: make([]byte, size)} }
 
+// startAt makes an empty ring's first offset off: a process taken over from its record carries
+// on from where its offsets were given out, and nothing before is kept.
+func (r *ring) startAt(off int64) { r.start, r.end = off, off }
+
 // write appends p, forgetting the oldest bytes past the ring's size.
 func (r *ring) write(p []byte) {
 	size := int64(len(r.buf))

@@ -1,6 +1,7 @@
 package rest_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -68,6 +69,7 @@ type env struct {
 	maxWatches int                     // 0: 2 watches per token
 	maxStreams int                     // 0: 4 per token, 6 in all; else this many of each
 	maxProcs   int                     // 0: 3 background processes per token
+	envdBin    string                  // the local sandboxes' daemon; "": hangarBin
 	logs       providertest.SyncBuffer // the server's log, for tests that read it
 }
 
@@ -124,7 +126,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 		t.Fatal(err)
 	}
 	e.admin = secret
-	loc, err := local.New(local.Config{DataDir: e.dir, EnvdBinary: hangarBin})
+	loc, err := local.New(local.Config{DataDir: e.dir, EnvdBinary: cmp.Or(e.envdBin, hangarBin)})
 	if err != nil {
 		t.Fatal(err)
 	}

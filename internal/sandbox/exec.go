@@ -26,6 +26,10 @@ type ExecRequest struct {
 	Cwd     string            // "": the sandbox's workdir
 	Env     map[string]string // added to the sandbox's
 	Timeout time.Duration     // 0: none; at most MaxExecTimeout
+
+	// started, when set, is told once whether the command started (nil) or why not: StreamExec
+	// answers a start that failed as an error of its own, before any stream is sent.
+	started func(error)
 }
 
 // ExecResult is how a command ended.
@@ -142,6 +146,9 @@ func (m *Manager) ExecStream(ctx context.Context, sb store.Sandbox, req ExecRequ
 	if err != nil {
 		return ExecResult{}, err
 	}
+	if req.started != nil {
+		req.started(nil) // the provider's exec says nothing before the command's end
+	}
 	// The provider's exec kills the command when its context ends, so it gets a context of its
 	// own, ended only when the command must die: a detached caller leaves it running.
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -252,6 +259,9 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 	defer cancel()
 	started := time.Now()
 	st, err := m.startDaemonExec(ctx, runCtx, c, sb, req)
+	if req.started != nil {
+		req.started(err)
+	}
 	if err != nil {
 		return ExecResult{}, err
 	}
@@ -294,6 +304,8 @@ func (m *Manager) startDaemonExec(ctx, runCtx context.Context, c *envd.Client, s
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	case errors.Is(err, envd.ErrUnavailable):
 		return nil, m.died(ctx, sb, err)
+	case errors.Is(err, envd.ErrExhausted):
+		return nil, Exhausted(sb.Name, err)
 	default:
 		return nil, fmt.Errorf("exec in sandbox %s: %w", sb.Name, err)
 	}

@@ -88,13 +88,35 @@ func (m *Manager) StreamExec(ctx context.Context, p auth.Principal, ref string, 
 	}
 	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	e := &StreamedExec{Stream: st, cancel: cancel, outcome: make(chan execOutcome, 1)}
+	// A command that does not start (a daemon out of descriptors, a cwd that is not there) is
+	// this call's error, with its own status, rather than an error event in a stream already
+	// answered 200.
+	startc := make(chan error, 1)
+	req.started = func(err error) {
+		select {
+		case startc <- err:
+		default:
+		}
+	}
 	go func() {
 		res, err := m.ExecStream(cctx, sb, req, func(name string, data []byte) {
 			st.SendWait(cctx, stream.Item{Event: name, Data: data})
 		})
+		req.started(err) // when it failed before it could start
 		st.Finish()
 		e.outcome <- execOutcome{res, err}
 	}()
+	select {
+	case err := <-startc:
+		if err != nil {
+			<-e.outcome
+			cancel(nil)
+			st.End(stream.ReasonError)
+			st.Close()
+			return nil, err
+		}
+	case <-ctx.Done(): // the client left: Wait kills the command
+	}
 	return e, nil
 }
 

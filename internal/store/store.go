@@ -55,8 +55,15 @@ type Store interface {
 	// EndProcess records that a running process ended. ErrNotFound if there is no such process
 	// or it had already ended (the first end recorded stays).
 	EndProcess(ctx context.Context, id string, exitCode int, status string, at time.Time) error
+	// SetProcessOutput records how far the output offsets of a running process have been given
+	// out (Process.OutputEnd). ErrNotFound if there is no such process or it has ended (an
+	// ended record keeps what it had).
+	SetProcessOutput(ctx context.Context, id string, end int64) error
 	// ListRunningProcesses lists the processes whose record says they run, oldest first.
 	ListRunningProcesses(ctx context.Context) ([]Process, error)
+	// ListProcesses lists the processes of sandbox (every sandbox's when it is "") whose record
+	// says they run, or that ended at or after since, oldest first.
+	ListProcesses(ctx context.Context, sandbox string, since time.Time) ([]Process, error)
 	// GetProcess finds a process by id. ErrNotFound if none.
 	GetProcess(ctx context.Context, id string) (Process, error)
 	// DeleteEndedProcesses forgets the processes that ended before the given time, and says
@@ -87,6 +94,10 @@ type Process struct {
 	Status    string // how it ended, for a person
 	StartedAt time.Time
 	EndedAt   time.Time // zero while running
+	// OutputEnd is an output offset no offset hangar gave out for the process exceeds: while it
+	// runs, a mark reserved ahead of the output; once it ended, its end. A control plane that
+	// adopts the process carries on from here, so offsets never go back.
+	OutputEnd int64
 }
 
 // Sandbox is a stored sandbox: what was asked for and what the provider made of it.

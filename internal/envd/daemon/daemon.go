@@ -260,7 +260,7 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 			srv.Close()
 		}
 	})
-	err := srv.Serve(ln)
+	err := srv.Serve(newShedListener(ln, d.log))
 	close(done)
 	wg.Wait()
 	if errors.Is(err, http.ErrServerClosed) {

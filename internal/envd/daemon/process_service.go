@@ -198,11 +198,11 @@ func startOnPTY(p *process, size *rpc.PTY_Size, id *identity) error {
 	}
 	master, tty, err := pty.Open()
 	if err != nil {
-		return connect.NewError(connect.CodeInternal, fmt.Errorf("open a pty: %w", err))
+		return setupError("open a pty", err)
 	}
 	defer tty.Close() // the child has its own copy once started
 	if master, err = pollable(master); err != nil {
-		return connect.NewError(connect.CodeInternal, err)
+		return setupError("open a pty", err)
 	}
 	if err := pty.Setsize(master, ws); err != nil {
 		master.Close()
@@ -213,7 +213,7 @@ func startOnPTY(p *process, size *rpc.PTY_Size, id *identity) error {
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Credential: id.credential()}
 	if err := p.cmd.Start(); err != nil {
 		master.Close()
-		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("start %q on a pty: %w", p.config.GetCmd(), err))
+		return startError(fmt.Sprintf("start %q on a pty", p.config.GetCmd()), err)
 	}
 	p.tty = master
 	return nil
@@ -225,19 +225,23 @@ func startOnPipes(p *process, withStdin bool, id *identity) error {
 	cmd := p.cmd
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return connect.NewError(connect.CodeInternal, fmt.Errorf("create stdout pipe: %w", err))
+		return setupError("create stdout pipe", err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
-		return connect.NewError(connect.CodeInternal, fmt.Errorf("create stderr pipe: %w", err))
+		return setupError("create stderr pipe", err)
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	if withStdin {
 		stdin, err := cmd.StdinPipe()
 		if err != nil {
-			return connect.NewError(connect.CodeInternal, fmt.Errorf("create stdin pipe: %w", err))
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return setupError("create stdin pipe", err)
 		}
 		p.stdin = stdin
 	}
@@ -251,7 +255,7 @@ func startOnPipes(p *process, withStdin bool, id *identity) error {
 		if p.stdin != nil {
 			p.stdin.Close()
 		}
-		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("start %q: %w", p.config.GetCmd(), err))
+		return startError(fmt.Sprintf("start %q", p.config.GetCmd()), err)
 	}
 	p.pipes = []*os.File{outR, errR}
 	return nil

@@ -10,7 +10,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
-const processColumns = `id, token_id, user_name, sandbox, command, cwd, tag, pid, pty, daemon, state, exit_code, status, started_at, ended_at`
+const processColumns = `id, token_id, user_name, sandbox, command, cwd, tag, pid, pty, daemon, state, exit_code, status, started_at, ended_at, output_end`
 
 // CreateProcess implements store.Store.
 func (s *DB) CreateProcess(ctx context.Context, p store.Process) error {
@@ -18,9 +18,9 @@ func (s *DB) CreateProcess(ctx context.Context, p store.Process) error {
 	if !p.EndedAt.IsZero() {
 		ended = p.EndedAt.UnixMilli()
 	}
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO processes (`+processColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO processes (`+processColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		p.ID, p.TokenID, p.User, p.Sandbox, p.Command, p.Cwd, p.Tag, int64(p.PID), p.PTY, p.Daemon, p.State,
-		exitCodeArg(p.ExitCode), p.Status, p.StartedAt.UnixMilli(), ended)
+		exitCodeArg(p.ExitCode), p.Status, p.StartedAt.UnixMilli(), ended, p.OutputEnd)
 	if err != nil {
 		if s.d.IsUniqueViolation(err) {
 			return fmt.Errorf("create process %s: %w", p.ID, store.ErrConflict)
@@ -52,9 +52,36 @@ func (s *DB) EndProcess(ctx context.Context, id string, exitCode int, status str
 	return nil
 }
 
+// SetProcessOutput implements store.Store.
+func (s *DB) SetProcessOutput(ctx context.Context, id string, end int64) error {
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE processes SET output_end = ? WHERE id = ? AND state = 'running'`), end, id)
+	if err != nil {
+		return fmt.Errorf("record the output of process %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("record the output of process %s: %w", id, err)
+	} else if n == 0 {
+		return fmt.Errorf("record the output of process %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
 // ListRunningProcesses implements store.Store.
 func (s *DB) ListRunningProcesses(ctx context.Context) ([]store.Process, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+processColumns+` FROM processes WHERE state = 'running' ORDER BY started_at, id`))
+	return s.listProcesses(ctx, `state = 'running'`)
+}
+
+// ListProcesses implements store.Store.
+func (s *DB) ListProcesses(ctx context.Context, sandbox string, since time.Time) ([]store.Process, error) {
+	if sandbox == "" {
+		return s.listProcesses(ctx, `(state = 'running' OR ended_at >= ?)`, since.UnixMilli())
+	}
+	return s.listProcesses(ctx, `sandbox = ? AND (state = 'running' OR ended_at >= ?)`, sandbox, since.UnixMilli())
+}
+
+// listProcesses lists the processes where (an SQL condition on args) holds, oldest first.
+func (s *DB) listProcesses(ctx context.Context, where string, args ...any) ([]store.Process, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+processColumns+` FROM processes WHERE `+where+` ORDER BY started_at, id`), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
 	}
@@ -93,7 +120,7 @@ func scanProcess(r scanner) (store.Process, error) {
 		started, ended int64
 	)
 	if err := r.Scan(&p.ID, &p.TokenID, &p.User, &p.Sandbox, &p.Command, &p.Cwd, &p.Tag, &pid, &p.PTY, &p.Daemon,
-		&p.State, &code, &p.Status, &started, &ended); err != nil {
+		&p.State, &code, &p.Status, &started, &ended, &p.OutputEnd); err != nil {
 		return store.Process{}, err
 	}
 	p.PID = uint32(pid)

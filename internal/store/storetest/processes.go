@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +42,17 @@ func testProcessLifecycle(t *testing.T, ctx context.Context, s store.Store) {
 		t.Fatalf("ListRunningProcesses = %+v, %v; want p_1 then p_2", running, err)
 	}
 
+	// How far its output was given out moves while it runs, and stays once it ended.
+	if err := s.SetProcessOutput(ctx, "p_1", 1<<40); err != nil {
+		t.Fatalf("SetProcessOutput: %v", err)
+	}
+	if got, err := s.GetProcess(ctx, "p_1"); err != nil || got.OutputEnd != 1<<40 {
+		t.Errorf("OutputEnd = %d, %v; want %d", got.OutputEnd, err, int64(1<<40))
+	}
+	if err := s.SetProcessOutput(ctx, "p_none", 1); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SetProcessOutput of no process = %v, want ErrNotFound", err)
+	}
+
 	ended := now.Add(time.Minute)
 	if err := s.EndProcess(ctx, "p_1", 137, "signal: killed", ended); err != nil {
 		t.Fatalf("EndProcess: %v", err)
@@ -59,6 +71,38 @@ func testProcessLifecycle(t *testing.T, ctx context.Context, s store.Store) {
 	running, err = s.ListRunningProcesses(ctx)
 	if err != nil || len(running) != 1 || running[0].ID != "p_2" {
 		t.Errorf("ListRunningProcesses after an end = %+v, %v; want only p_2", running, err)
+	}
+	if err := s.SetProcessOutput(ctx, "p_1", 5); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SetProcessOutput of an ended process = %v, want ErrNotFound", err)
+	}
+	if got, err := s.GetProcess(ctx, "p_1"); err != nil || got.OutputEnd != 1<<40 {
+		t.Errorf("OutputEnd after the end = %d, %v; want it kept", got.OutputEnd, err)
+	}
+	// A sandbox's processes: those running and those ended since the cutoff.
+	other := newProcess("p_3", now.Add(2*time.Second))
+	other.Sandbox = "other"
+	if err := s.CreateProcess(ctx, other); err != nil {
+		t.Fatalf("CreateProcess: %v", err)
+	}
+	for _, c := range []struct {
+		sandbox string
+		since   time.Time
+		want    []string
+	}{
+		{"box", ended, []string{"p_1", "p_2"}},
+		{"box", ended.Add(time.Millisecond), []string{"p_2"}},
+		{"other", ended, []string{"p_3"}},
+		{"", ended, []string{"p_1", "p_2", "p_3"}},
+		{"", ended.Add(time.Millisecond), []string{"p_2", "p_3"}},
+	} {
+		got, err := s.ListProcesses(ctx, c.sandbox, c.since)
+		var ids []string
+		for _, p := range got {
+			ids = append(ids, p.ID)
+		}
+		if err != nil || strings.Join(ids, " ") != strings.Join(c.want, " ") {
+			t.Errorf("ListProcesses(%q, %v) = %v, %v; want %v", c.sandbox, c.since.Sub(ended), ids, err, c.want)
+		}
 	}
 	if _, err := s.GetProcess(ctx, "p_none"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("GetProcess of no process = %v, want ErrNotFound", err)
