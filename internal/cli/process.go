@@ -211,6 +211,7 @@ func retriable(err error) bool {
 var closeReasons = map[string]string{
 	"destroyed": "the sandbox was destroyed",
 	"paused":    "the sandbox was paused; resume it and attach again",
+	"failed":    "the sandbox failed (its daemon or container died); hangar sandbox ls says why",
 	"revoked":   "the token was revoked or expired; run hangar login with a valid one",
 	"limit":     "this token has too many streams open; close one first",
 	"error":     "hangar's stream from the sandbox broke",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/stream"
 )
 
 // The parts of a sandbox that can die under a command, in DiedError.Part.
@@ -102,6 +103,7 @@ func (m *Manager) recheck(ctx context.Context, sb store.Sandbox) (store.Sandbox,
 	if err != nil {
 		return sb, err
 	}
+	was := sb.State
 	got, err := prov.Get(ctx, providerView(sb))
 	switch {
 	case errors.Is(err, provider.ErrNotFound):
@@ -117,6 +119,11 @@ func (m *Manager) recheck(ctx context.Context, sb store.Sandbox) (store.Sandbox,
 		return destroyed(sb), nil
 	} else if err != nil {
 		return sb, err
+	}
+	if sb.State == string(provider.StateFailed) && was != sb.State {
+		// What still streams from it (a session's events, above all) gets nothing more from
+		// it: it ends now, saying so, rather than waiting for a sandbox that will not answer.
+		m.endStreams(sb.Name, stream.ReasonFailed)
 	}
 	return sb, nil
 }

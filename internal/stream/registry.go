@@ -49,6 +49,7 @@ const (
 	ReasonShutdown  Reason = "shutdown"  // hangar is shutting down
 	ReasonDestroyed Reason = "destroyed" // the sandbox was destroyed
 	ReasonPaused    Reason = "paused"    // the sandbox was paused
+	ReasonFailed    Reason = "failed"    // the sandbox failed: its daemon, container or pod died
 	ReasonRevoked   Reason = "revoked"   // the token was revoked or expired
 	ReasonLifetime  Reason = "lifetime"  // open longer than HANGAR_STREAM_MAX_HOURS
 	ReasonError     Reason = "error"     // the producer failed
@@ -57,7 +58,7 @@ const (
 )
 
 // Reasons lists every reason, for metrics that should show zeros.
-var Reasons = []Reason{ReasonDone, ReasonClient, ReasonShutdown, ReasonDestroyed, ReasonPaused, ReasonRevoked, ReasonLifetime, ReasonError, ReasonLimit, ReasonSlow}
+var Reasons = []Reason{ReasonDone, ReasonClient, ReasonShutdown, ReasonDestroyed, ReasonPaused, ReasonFailed, ReasonRevoked, ReasonLifetime, ReasonError, ReasonLimit, ReasonSlow}
 
 // MessageOverhead is what every message costs on top of its bytes, for pacing and caps, so
 // output a byte at a time cannot become a flood of notifications.
@@ -332,7 +333,7 @@ func (r *Registry) Shutdown() {
 	}
 }
 
-// EndSandbox ends the streams of a sandbox that was destroyed or paused.
+// EndSandbox ends the streams of a sandbox that was destroyed, paused or failed.
 func (r *Registry) EndSandbox(name string, reason Reason) {
 	r.endSandbox(name, reason)
 	if r.cfg.Announce != nil {
@@ -346,7 +347,7 @@ func (r *Registry) EndedElsewhere(e Ending) {
 	switch {
 	case e.Token != "":
 		r.endToken(e.Token)
-	case e.Sandbox != "" && (e.Reason == ReasonDestroyed || e.Reason == ReasonPaused):
+	case e.Sandbox != "" && (e.Reason == ReasonDestroyed || e.Reason == ReasonPaused || e.Reason == ReasonFailed):
 		r.endSandbox(e.Sandbox, e.Reason)
 	}
 }

@@ -69,8 +69,10 @@ type Stream struct {
 	capped   bool
 	dropped  int64  // Data bytes not sent because of the cap
 	reason   Reason // "" while open
-	firstOut bool
-	closed   bool
+	// finishWith is FinishWith's reason: the stream ends with it once what is queued is taken.
+	finishWith Reason
+	firstOut   bool
+	closed     bool
 
 	// Write-through (render.go), guarded by q's lock too: the writer Render was given (nil
 	// when none runs), whether Render holds a batch it took and has not written, and, while a
@@ -238,6 +240,18 @@ func (s *Stream) Finish() {
 	s.q.Close()
 }
 
+// FinishWith is Finish for a producer that has nothing more to send for a reason other than
+// being done (a session whose sandbox failed): what is queued is still sent, then the stream
+// ends with reason, as End would (Next returns *Ended).
+func (s *Stream) FinishWith(reason Reason) {
+	s.q.Lock()
+	defer s.q.Unlock()
+	if s.finishWith == "" {
+		s.finishWith = reason
+	}
+	s.q.Close()
+}
+
 // End ends the stream now, with reason: Next returns *Ended, Done is closed, queued items are
 // dropped. The first reason wins; later calls do nothing.
 func (s *Stream) End(reason Reason) {
@@ -280,6 +294,12 @@ func (s *Stream) Next(ctx context.Context, idle time.Duration) ([]Item, error) {
 			return s.batch(first), nil
 		}
 		if s.q.Closed() {
+			if r := s.finishWith; r != "" {
+				s.endLocked(r) // everything queued was taken: it ends with its reason
+				s.q.Unlock()
+				s.stopIdle(idleC)
+				return nil, &Ended{Reason: r}
+			}
 			s.q.Unlock()
 			s.stopIdle(idleC)
 			return nil, io.EOF

@@ -3,11 +3,13 @@ package turns
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -106,7 +108,8 @@ func (s *Service) Follow(ctx context.Context, p auth.Principal, ref string, sinc
 	list := func(ctx context.Context, after int64) ([]store.Event, error) {
 		return s.cfg.Store.ListEvents(ctx, se.ID, after, MaxEventsPage)
 	}
-	return s.follow(ctx, p, se.Sandbox, sessionKey(se.ID), since, list, func(e store.Event) int64 { return e.Seq })
+	over := func(ctx context.Context) stream.Reason { return s.sessionOver(ctx, se) }
+	return s.follow(ctx, p, se.Sandbox, sessionKey(se.ID), since, list, func(e store.Event) int64 { return e.Seq }, over)
 }
 
 // FollowJob is Follow for a job p may see: the IDs are job seqs.
@@ -118,14 +121,24 @@ func (s *Service) FollowJob(ctx context.Context, p auth.Principal, id string, si
 	list := func(ctx context.Context, after int64) ([]store.Event, error) {
 		return s.cfg.Store.ListJobEvents(ctx, j.ID, after, MaxEventsPage)
 	}
-	return s.follow(ctx, p, j.Sandbox, jobKey(j.ID), since, list, func(e store.Event) int64 { return e.JobSeq })
+	over := func(ctx context.Context) stream.Reason {
+		se, err := s.cfg.Store.GetSession(ctx, "", j.SessionID)
+		if err != nil {
+			return ""
+		}
+		return s.sessionOver(ctx, se)
+	}
+	return s.follow(ctx, p, j.Sandbox, jobKey(j.ID), since, list, func(e store.Event) int64 { return e.JobSeq }, over)
 }
 
 // follow opens the stream and starts its feeder. Event streams are unpaced: what they carry
 // is read from the store at the reader's pace (the feeder waits for the reader), and an
-// event, up to a run-log line's 1 MiB, is one message.
+// event, up to a run-log line's 1 MiB, is one message. over says why no event can come any
+// more ("" while one can): the feeder asks it when the stream is opened and after each
+// turn.finished it sends, and ends the stream with that reason once all is sent.
 func (s *Service) follow(ctx context.Context, p auth.Principal, sandbox, key string, since int64,
-	list func(context.Context, int64) ([]store.Event, error), seqOf func(store.Event) int64) (*stream.Stream, error) {
+	list func(context.Context, int64) ([]store.Event, error), seqOf func(store.Event) int64,
+	over func(context.Context) stream.Reason) (*stream.Stream, error) {
 	if since < 0 {
 		return nil, fmt.Errorf("%w: since must be 0 or more", ErrInvalid)
 	}
@@ -139,7 +152,7 @@ func (s *Service) follow(ctx context.Context, p auth.Principal, sandbox, key str
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.feed(st, key, since, list, seqOf)
+		s.feed(st, key, since, list, seqOf, over)
 	}()
 	return st, nil
 }
@@ -148,12 +161,23 @@ func (s *Service) follow(ctx context.Context, p auth.Principal, sandbox, key str
 // ones, until the stream ends or the Service closes. It never holds up the watcher: it reads
 // the store, and waits only for its own reader.
 func (s *Service) feed(st *stream.Stream, key string, last int64,
-	list func(context.Context, int64) ([]store.Event, error), seqOf func(store.Event) int64) {
+	list func(context.Context, int64) ([]store.Event, error), seqOf func(store.Event) int64,
+	over func(context.Context) stream.Reason) {
+	check := true // at the start: a stream opened on a session that is over ends once caught up
 	for {
 		woken, release := s.woken.wait(key)
-		if !s.sendAfter(st, key, &last, list, seqOf) {
+		ok, finished := s.sendAfter(st, key, &last, list, seqOf)
+		if !ok {
 			release()
 			return
+		}
+		if check || finished {
+			check = false
+			if why := over(s.ctx); why != "" {
+				release()
+				st.FinishWith(why) // what was sent still reaches the reader first
+				return
+			}
 		}
 		select {
 		case <-woken:
@@ -170,9 +194,10 @@ func (s *Service) feed(st *stream.Stream, key string, last int64,
 }
 
 // sendAfter sends the stored events after *last, page by page, moving *last on. It reports
-// false when the stream takes no more (ended, or the store failed: then it ends it).
+// false when the stream takes no more (ended, or the store failed: then it ends it), and
+// whether it sent a turn.finished.
 func (s *Service) sendAfter(st *stream.Stream, key string, last *int64,
-	list func(context.Context, int64) ([]store.Event, error), seqOf func(store.Event) int64) bool {
+	list func(context.Context, int64) ([]store.Event, error), seqOf func(store.Event) int64) (ok, finished bool) {
 	for {
 		evs, err := list(s.ctx, *last)
 		if err != nil {
@@ -180,7 +205,7 @@ func (s *Service) sendAfter(st *stream.Stream, key string, last *int64,
 				s.log.Error("follow events", "key", key, "err", err)
 			}
 			st.End(stream.ReasonError)
-			return false
+			return false, finished
 		}
 		for _, e := range evs {
 			// MarshalJSON itself, not json.Marshal: that would check and compact its output
@@ -188,12 +213,13 @@ func (s *Service) sendAfter(st *stream.Stream, key string, last *int64,
 			data, _ := fromStoreEvent(e).MarshalJSON()
 			seq := seqOf(e)
 			if !st.SendWait(s.ctx, stream.Item{ID: strconv.FormatInt(seq, 10), Data: data, JSON: true}) {
-				return false
+				return false, finished
 			}
 			*last = seq
+			finished = finished || e.Type == TypeTurnFinished
 		}
 		if len(evs) < MaxEventsPage {
-			return true
+			return true, finished
 		}
 	}
 }
@@ -219,4 +245,29 @@ type eventJSON struct {
 func (e Event) MarshalJSON() ([]byte, error) {
 	return json.Marshal(eventJSON{Seq: e.Seq, JobSeq: e.JobSeq, Turn: e.TurnID, TS: e.TS.UTC().Format(timestampLayout),
 		Type: e.Type, Data: json.RawMessage(e.Data), Invalid: e.Invalid, Truncated: e.Truncated})
+}
+
+// sessionOver says why a session can get no more events ("" while it can): its sandbox was
+// destroyed (or its name taken again) or has failed, and none of its turns runs or waits.
+// A turn still running in a failed sandbox is still being read (through the provider, without
+// the daemon) and ends within its bound, so its session is over only after it.
+func (s *Service) sessionOver(ctx context.Context, se store.Session) stream.Reason {
+	why := stream.ReasonFailed
+	sb, err := s.sandboxFor(ctx, se)
+	switch {
+	case errors.Is(err, errSandboxGone):
+		why = stream.ReasonDestroyed
+	case err != nil || sb.State != string(provider.StateFailed):
+		return ""
+	}
+	ts, err := s.cfg.Store.ListTurns(ctx, se.ID)
+	if err != nil {
+		return ""
+	}
+	for _, t := range ts {
+		if !store.TurnEnded(t.State) {
+			return ""
+		}
+	}
+	return why
 }

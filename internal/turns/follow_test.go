@@ -2,6 +2,8 @@ package turns
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -160,4 +162,118 @@ func TestFollowWhenTheRegistryIsFull(t *testing.T) {
 	if n := len(f.sbs.follows); n != 0 {
 		t.Errorf("%d follows started with the registry full, want none", n)
 	}
+}
+
+// TestEventsEndWithTheSandbox: a session's events stream ends once its sandbox has failed (or
+// was destroyed) and none of its turns runs — after the turn still running has ended and its
+// turn.finished was sent, never before; a stream opened on such a session sends what there is
+// and ends at once. Without the check it stayed open for good, waiting for events that could
+// not come.
+func TestEventsEndWithTheSandbox(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	f.cfg.Streams = stream.New(stream.Config{Clock: f.clock})
+	s := f.service(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	defer os.WriteFile(gate, nil, 0o644)
+	se, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu, err := s.StartTurn(ctx, ada, "s1", gatedPrompt(gate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(t, ctx, f.st, se.ID, 2)
+	setSandboxState(t, ctx, f, "box", "failed")
+	st, err := s.Follow(ctx, ada, "s1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	// The turn runs on (its harness outlived the daemon): the stream stays open meanwhile.
+	if got := readEvents(t, ctx, st, 2); len(got) != 2 {
+		t.Fatalf("read %d events before the turn ended, want 2", len(got))
+	}
+	if r := st.Reason(); r != "" {
+		t.Fatalf("the stream ended (%s) while a turn ran", r)
+	}
+	os.WriteFile(gate, nil, 0o644)
+	waitTurn(t, ctx, f.st, tu.ID)
+	rest, why := drainEvents(t, ctx, st)
+	if len(rest) == 0 || rest[len(rest)-1] != TypeTurnFinished || why != stream.ReasonFailed {
+		t.Errorf("after the turn: events %v, ended %q; want ... turn.finished, then failed", rest, why)
+	}
+
+	for _, c := range []struct {
+		state string
+		want  stream.Reason
+	}{{"failed", stream.ReasonFailed}, {"destroyed", stream.ReasonDestroyed}} {
+		setSandboxState(t, ctx, f, "box", c.state)
+		late, err := s.Follow(ctx, ada, "s1", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, why := drainEvents(t, ctx, late)
+		late.Close()
+		if len(evs) < 4 || why != c.want {
+			t.Errorf("a stream opened on a %s sandbox's session: %d events, ended %q; want all, then %s", c.state, len(evs), why, c.want)
+		}
+	}
+}
+
+func setSandboxState(t *testing.T, ctx context.Context, f *fixture, name, state string) {
+	t.Helper()
+	sb, err := f.st.GetSandbox(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.State = state
+	if err := f.st.UpdateSandbox(ctx, sb); err != nil {
+		t.Fatalf("set sandbox %s %s: %v", name, state, err)
+	}
+}
+
+// readEvents reads n events' types from st.
+func readEvents(t *testing.T, ctx context.Context, st *stream.Stream, n int) []string {
+	t.Helper()
+	var types []string
+	for len(types) < n {
+		items, err := st.Next(ctx, 0)
+		if err != nil {
+			t.Fatalf("after %v: %v", types, err)
+		}
+		for _, it := range items {
+			types = append(types, eventType(t, it.Data))
+		}
+	}
+	return types
+}
+
+// drainEvents reads st's events' types to its end, and why it ended.
+func drainEvents(t *testing.T, ctx context.Context, st *stream.Stream) ([]string, stream.Reason) {
+	t.Helper()
+	var types []string
+	for {
+		items, err := st.Next(ctx, 0)
+		var ended *stream.Ended
+		switch {
+		case errors.As(err, &ended):
+			return types, ended.Reason
+		case err != nil:
+			t.Fatalf("after %v: %v", types, err)
+		}
+		for _, it := range items {
+			types = append(types, eventType(t, it.Data))
+		}
+	}
+}
+
+func eventType(t *testing.T, data []byte) string {
+	var e struct{ Type string }
+	if err := json.Unmarshal(data, &e); err != nil {
+		t.Fatalf("event %s: %v", data, err)
+	}
+	return e.Type
 }
