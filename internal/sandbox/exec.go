@@ -125,6 +125,14 @@ func CheckExec(req ExecRequest) error { return req.check() }
 // provider's exec runs it and the output is only in the result. When ctx ends the command is
 // killed, unless the cause is ErrDetach (see there).
 func (m *Manager) ExecStream(ctx context.Context, sb store.Sandbox, req ExecRequest, out OutputFunc) (ExecResult, error) {
+	return m.execStream(ctx, sb, req, out, func() {})
+}
+
+// execStream is ExecStream that calls started once the command runs: through a daemon, when
+// the daemon has said it started it (so a refusal, such as a cwd that does not exist, comes
+// back as the error before started is called); through the provider's exec, just before it is
+// run (that exec has no start of its own to wait for).
+func (m *Manager) execStream(ctx context.Context, sb store.Sandbox, req ExecRequest, out OutputFunc, started func()) (ExecResult, error) {
 	if err := req.check(); err != nil {
 		return ExecResult{}, err
 	}
@@ -135,13 +143,14 @@ func (m *Manager) ExecStream(ctx context.Context, sb store.Sandbox, req ExecRequ
 			out, flush = stream.WholeRunes(out)
 			defer flush()
 		}
-		res, err := m.execDaemon(ctx, sb, req, out)
+		res, err := m.execDaemon(ctx, sb, req, out, started)
 		return timedOut(res), err
 	}
 	prov, err := m.provider(sb)
 	if err != nil {
 		return ExecResult{}, err
 	}
+	started()
 	// The provider's exec kills the command when its context ends, so it gets a context of its
 	// own, ended only when the command must die: a detached caller leaves it running.
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -240,7 +249,7 @@ const killGrace = 5 * time.Second
 
 // execDaemon runs a command through the sandbox's daemon: start it, then read its events to
 // its end.
-func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequest, out OutputFunc) (ExecResult, error) {
+func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequest, out OutputFunc, running func()) (ExecResult, error) {
 	c, err := m.Daemon(sb)
 	if err != nil {
 		return ExecResult{}, err
@@ -255,6 +264,7 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 	if err != nil {
 		return ExecResult{}, err
 	}
+	running()
 	defer st.Close()
 	return m.readDaemonExec(ctx, c, sb, st, req, started, out)
 }

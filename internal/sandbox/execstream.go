@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -67,7 +68,10 @@ type ExecOutcome struct {
 }
 
 // StreamExec admits a streamed exec (the registry's limits apply to p), starts the command in
-// the sandbox ref (through its daemon, else the provider's exec) and returns at once. A
+// the sandbox ref (through its daemon, else the provider's exec) and returns once it runs.
+// Through a daemon that is when the daemon's start event has come, which Start waits for
+// anyway: a command the daemon refuses (a cwd that does not exist, ErrInvalid) is StreamExec's
+// error, so a transport answers it before it opens its stream, at no extra round trip. A
 // command printing faster than the stream's pace waits for it, as for a slow terminal. The
 // command's context is not ctx: it may outlive the request (a shutdown lets it run on); Wait
 // decides its fate.
@@ -88,14 +92,29 @@ func (m *Manager) StreamExec(ctx context.Context, p auth.Principal, ref string, 
 	}
 	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	e := &StreamedExec{Stream: st, cancel: cancel, outcome: make(chan execOutcome, 1)}
+	started := make(chan struct{})
 	go func() {
-		res, err := m.ExecStream(cctx, sb, req, func(name string, data []byte) {
+		res, err := m.execStream(cctx, sb, req, func(name string, data []byte) {
 			st.SendWait(cctx, stream.Item{Event: name, Data: data})
-		})
+		}, func() { close(started) })
 		st.Finish()
 		e.outcome <- execOutcome{res, err}
 	}()
-	return e, nil
+	select {
+	case <-started:
+		return e, nil
+	case o := <-e.outcome: // it ended before it started: refused, or its daemon did not answer
+		cancel(nil)
+		st.End(stream.ReasonError)
+		st.Close()
+		if o.err == nil { // cannot be: execStream calls started before it can succeed
+			o.err = fmt.Errorf("exec in sandbox %s: the command ended before it started", sb.Name)
+		}
+		return nil, o.err
+	case <-ctx.Done(): // the client went while the daemon was starting it
+		e.Wait(context.WithoutCancel(ctx), stream.ReasonClient)
+		return nil, ErrClientGone
+	}
 }
 
 // Wait decides the command's fate from how the rendering ended (reason: stream.ReasonDone
