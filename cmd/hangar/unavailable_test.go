@@ -35,6 +35,8 @@ func (ts *testServer) ask(t *testing.T, method, path, token, body string) answer
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
@@ -216,6 +218,7 @@ func TestStoppedDatabaseIs503(t *testing.T) {
 		{"POST", "/api/tokens", `{"user": "ada", "scopes": ["user"]}`},
 		{"GET", "/api/sandboxes", ""},
 		{"GET", "/api/sessions", ""},
+		{"POST", "/mcp", `{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}`},
 	} {
 		wantUnavailable(t, c.method+" "+c.path+" with the database stopped", ts.ask(t, c.method, c.path, admin, c.body), "hangar's database does not answer")
 	}

@@ -241,7 +241,10 @@ const sinkHeader = "X-Hangar-Mcp-Sink"
 // token check would answer in plain text are answered in JSON (see httperrors.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	j := &jsonErrors{w: w, metadataURL: h.cfg.ResourceMetadataURL, hadToken: r.Header.Get("Authorization") != ""}
-	h.authed.ServeHTTP(j, r)
+	h.authed.ServeHTTP(j, r.WithContext(context.WithValue(r.Context(), verifyFailureKey{}, &j.verifyErr)))
+	if j.verifyErr != nil {
+		h.log.Warn("mcp: the token could not be checked", "err", j.verifyErr)
+	}
 	j.finish()
 }
 
