@@ -103,7 +103,13 @@ func (m *Manager) StreamExec(ctx context.Context, p auth.Principal, ref string, 
 	select {
 	case <-started:
 		return e, nil
-	case o := <-e.outcome: // it ended before it started: refused, or its daemon did not answer
+	case o := <-e.outcome:
+		select {
+		case <-started: // it started, then ended before this select looked: a quick command
+			e.outcome <- o // put back for Wait (the channel holds one, just taken)
+			return e, nil
+		default: // it ended before it started: refused, or its daemon did not answer
+		}
 		cancel(nil)
 		st.End(stream.ReasonError)
 		st.Close()
