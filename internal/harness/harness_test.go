@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/harness"
+	"github.com/hangar-dev/hangar/internal/runlogtest"
 )
 
 // hangarBin is the hangar binary the tests run, built once in TestMain.
@@ -47,19 +48,6 @@ func TestMain(m *testing.M) {
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// runlogDir is the shared fixture logs (see internal/turns's test helper of the same name).
-func runlogDir(t *testing.T) string {
-	t.Helper()
-	dir, _ := filepath.Abs(filepath.Join("..", "..", "..", "shared", "fixtures", "runlogs"))
-	if _, err := os.Stat(filepath.Join(dir, "SOURCES.md")); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("fixture logs missing at %s: CI must check out ../shared beside the repository", dir)
-		}
-		t.Skipf("SKIPPING: fixture logs not found at %s (%v)", dir, err)
-	}
-	return dir
 }
 
 // replay is a command agent's prompt that prints a fixture log a line every 2 ms.
@@ -97,7 +85,7 @@ func (tu turn) status(t *testing.T) harness.Status {
 }
 
 func TestReplayFixtures(t *testing.T) {
-	dir := runlogDir(t)
+	dir := runlogtest.Dir(t)
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	if len(files) < 7 {
 		t.Fatalf("found %d fixture logs in %s, want 7", len(files), dir)

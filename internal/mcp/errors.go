@@ -45,5 +45,8 @@ func classify(log *slog.Logger, op string, err error) error {
 		log.Error("mcp tool failed", "op", op, "err", err)
 		return errorf(p.Message)
 	}
+	if p.Code == problem.CodeUnavailable && p.Detail == "" {
+		log.Warn("mcp tool refused: a part hangar needs does not answer", "op", op, "err", err)
+	}
 	return &toolError{message: p.Message, detail: p.Detail}
 }

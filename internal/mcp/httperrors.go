@@ -8,7 +8,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/jsontext"
 	"github.com/hangar-dev/hangar/internal/problem"
@@ -78,6 +80,7 @@ type jsonErrors struct {
 	hadToken    bool         // the request carried an Authorization header
 	status      int          // the status of a plain-text error being rewritten; 0: passing through
 	text        bytes.Buffer // that error's text, its first 1 KiB
+	verifyErr   error        // the token check's failure that was not the token's fault, if any
 }
 
 func (j *jsonErrors) Header() http.Header { return j.w.Header() }
@@ -114,8 +117,23 @@ func (j *jsonErrors) finish() {
 	if j.status == 0 {
 		return
 	}
+	if j.verifyErr != nil && j.status >= 500 {
+		// The token could not be checked (the store did not answer): the problem table's
+		// status, sentence and Retry-After, its cause kept from the client as on REST.
+		p := problem.Of(j.verifyErr)
+		if p.Code == problem.CodeUnavailable {
+			if p.RetryAfter > 0 {
+				j.w.Header().Set("Retry-After", strconv.Itoa(int(p.RetryAfter.Round(time.Second).Seconds())))
+			}
+			writeError(j.w, http.StatusServiceUnavailable, codeResourceUnavailable, p.Message, "")
+			return
+		}
+	}
 	code, message := errorFor(j.status)
 	detail := strings.TrimSpace(j.text.String())
+	if j.verifyErr != nil {
+		detail = "" // the token check's cause (a database's address) stays in the log
+	}
 	insufficient := j.status == http.StatusForbidden && detail == sdkInsufficientScope
 	switch {
 	case j.status == http.StatusUnauthorized || insufficient:

@@ -94,10 +94,13 @@ const newProtocol = "2026-07-28"
 
 // Handler serves /mcp. Call Shutdown when the server stops.
 type Handler struct {
-	cfg       Config
-	log       *slog.Logger
-	server    *mcp.Server
-	authed    http.Handler // serve behind the bearer-token check
+	cfg    Config
+	log    *slog.Logger
+	server *mcp.Server
+	authed http.Handler // serve behind the bearer-token check
+	// checking holds, per request whose token is being checked, where the verifier leaves a
+	// failure that is not the token's fault (*error, a jsonErrors' verifyErr).
+	checking  sync.Map
 	stateless http.Handler
 	stateful  http.Handler
 
@@ -226,7 +229,7 @@ func New(cfg Config) *Handler {
 	h.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		PropagateRequestCancellation: true, Logger: quieter(cfg.Logger), SessionTimeout: cfg.SessionIdle,
 	})
-	h.authed = sdkauth.RequireBearerToken(verifier(cfg.Auth, cfg.Resource), &sdkauth.RequireBearerTokenOptions{
+	h.authed = sdkauth.RequireBearerToken(verifier(cfg.Auth, cfg.Resource, &h.checking), &sdkauth.RequireBearerTokenOptions{
 		AllowMissingExpiration: true, Scopes: []string{string(auth.ScopeMCP)},
 	})(http.HandlerFunc(h.serve))
 	return h
@@ -241,7 +244,12 @@ const sinkHeader = "X-Hangar-Mcp-Sink"
 // token check would answer in plain text are answered in JSON (see httperrors.go).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	j := &jsonErrors{w: w, metadataURL: h.cfg.ResourceMetadataURL, hadToken: r.Header.Get("Authorization") != ""}
+	h.checking.Store(r, &j.verifyErr) // the SDK hands the verifier this very request
 	h.authed.ServeHTTP(j, r)
+	h.checking.Delete(r)
+	if j.verifyErr != nil {
+		h.log.Warn("mcp: the token could not be checked", "err", j.verifyErr)
+	}
 	j.finish()
 }
 

@@ -126,6 +126,7 @@ func TestTurnToolsBadInput(t *testing.T) {
 		{"turn", map[string]any{"action": "get", "session": "ok", "turn_id": "turn_nothing"}, "no such session, turn or job"},
 		{"job", map[string]any{"action": "start", "prompt": "true", "agent": "command"}, "Say where the job runs"},
 		{"job", map[string]any{"action": "start", "prompt": "true", "agent": "nope", "sandbox": "box"}, "unknown agent"},
+		{"job", map[string]any{"action": "start", "prompt": "true", "agent": "command", "new_sandbox": map[string]any{"name": "wd", "workdir": "/../.."}}, "folder itself"},
 		{"job", map[string]any{"action": "get"}, "Say which job"},
 		{"job", map[string]any{"action": "cancel", "job_id": "job_nothing"}, "no such session, turn or job"},
 	} {

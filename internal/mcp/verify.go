@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 
@@ -18,13 +19,20 @@ import (
 // The principal travels in TokenInfo.Extra["principal"] and its session owner in UserID, so a
 // session cannot be taken over by another token (sessionOwner). (This glue lives here, not in auth, so that
 // auth does not depend on the MCP SDK.)
-func verifier(a *auth.Authenticator, resource string) sdkauth.TokenVerifier {
-	return func(ctx context.Context, token string, _ *http.Request) (*sdkauth.TokenInfo, error) {
+// verifier checks a bearer token for the SDK. A failure that is not the token's fault is also
+// left where checking (request → *error, filled by ServeHTTP) says, for jsonErrors to answer.
+func verifier(a *auth.Authenticator, resource string, checking *sync.Map) sdkauth.TokenVerifier {
+	return func(ctx context.Context, token string, r *http.Request) (*sdkauth.TokenInfo, error) {
 		p, err := a.Authenticate(ctx, token)
 		if err != nil {
 			if errors.Is(err, auth.ErrNoToken) || errors.Is(err, auth.ErrUnknownToken) ||
 				errors.Is(err, auth.ErrRevoked) || errors.Is(err, auth.ErrExpired) {
 				return nil, fmt.Errorf("%w: %v", sdkauth.ErrInvalidToken, err)
+			}
+			// Not the token's fault (the store did not answer): the SDK answers it 500 in
+			// plain text, so keep it for jsonErrors.finish to answer through the problem table.
+			if held, ok := checking.Load(r); ok {
+				*held.(*error) = err
 			}
 			return nil, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
@@ -51,7 +52,7 @@ func TestVerifier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	verify := verifier(a, resource)
+	verify := verifier(a, resource, &sync.Map{})
 	for _, secret := range []string{withMCP, forUs.Secret, secret} {
 		info, err := verify(ctx, secret, nil)
 		if err != nil {

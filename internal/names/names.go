@@ -8,6 +8,7 @@ package names
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // CheckSandbox reports whether name can name a sandbox: a lowercase DNS label (RFC 1123) of at
@@ -54,11 +55,14 @@ func CheckEnv(env map[string]string) error {
 
 // CheckPath reports what in path no file system call could take: a NUL byte, more than 4095
 // bytes (Linux's PATH_MAX, with the ending NUL), or a name in it of more than 255 bytes
-// (NAME_MAX).
+// (NAME_MAX); and what the daemon's protocol cannot carry: bytes that are not UTF-8 (its paths
+// are protobuf strings, which must be; e.g. a query's %ff).
 func CheckPath(path string) error {
 	switch {
 	case strings.ContainsRune(path, 0):
 		return fmt.Errorf("path %.60q: holds a NUL character", path)
+	case !utf8.ValidString(path):
+		return fmt.Errorf("path %.60q: is not UTF-8 text, which a path in a sandbox must be", path)
 	case len(path) > 4095:
 		return fmt.Errorf("path %.60q…: %d bytes; a path is at most 4095", path, len(path))
 	}

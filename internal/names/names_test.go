@@ -45,7 +45,7 @@ func TestCheckPath(t *testing.T) {
 	name := strings.Repeat("n", 255)
 	for path, ok := range map[string]bool{
 		"/workspace": true, "rel/dir": true, "/" + name + "/" + name: true, strings.Repeat("/d", 2047): true,
-		"/" + name + "n": false, strings.Repeat("/d", 2048): false, "/a\x00b": false,
+		"/" + name + "n": false, strings.Repeat("/d", 2048): false, "/a\x00b": false, "/a\xffb": false, "/é": true,
 	} {
 		if err := CheckPath(path); (err == nil) != ok {
 			t.Errorf("CheckPath(%.40q) = %v, want ok=%v", path, err, ok)

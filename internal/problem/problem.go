@@ -17,6 +17,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
 	"github.com/hangar-dev/hangar/internal/watch"
@@ -66,6 +67,14 @@ func New(code Code, message string, cause error) *Problem {
 	return p
 }
 
+// StoreRetryAfter is the Retry-After of a request the store did not answer: a database that
+// restarts or a pool that frees a connection takes seconds, so a client should not hammer it.
+const StoreRetryAfter = 5 * time.Second
+
+// StoreFullRetryAfter is the Retry-After of a request the store could not write for a full
+// disk: a person has to free space, which takes longer than a restart.
+const StoreFullRetryAfter = 60 * time.Second
+
 // BackgroundRetryAfter is the Retry-After of a refused background process: a place frees only
 // when one of the token's processes ends, which hangar cannot foresee, so it is a polling hint.
 const BackgroundRetryAfter = 10 * time.Second
@@ -89,6 +98,14 @@ func as[T error]() func(error) bool {
 // table is read in order: the first match wins, so a more specific error comes first.
 var table = []entry{
 	{match: as[*http.MaxBytesError](), code: CodeTooLarge, message: "The request body is too large."},
+	// What hangar's own store lacks comes first: whatever was asked, that is what is missing.
+	// The cause (which names the database's address) stays in the server's log.
+	{match: is(store.ErrFull), say: func(err error) *Problem {
+		return &Problem{Code: CodeUnavailable, Message: "hangar's disk is full: its database cannot write; free space where its data is kept, then try again.", RetryAfter: StoreFullRetryAfter}
+	}},
+	{match: is(store.ErrUnavailable), say: func(err error) *Problem {
+		return &Problem{Code: CodeUnavailable, Message: "hangar's database does not answer; try again in a moment.", RetryAfter: StoreRetryAfter}
+	}},
 	{match: is(auth.ErrNoToken), code: CodeUnauthorized, message: "This request needs a token: send 'Authorization: Bearer <token>'."},
 	{match: is(auth.ErrUnknownToken), code: CodeUnauthorized, message: "The token is not one hangar knows."},
 	{match: is(auth.ErrRevoked), code: CodeUnauthorized, message: "The token was revoked."},

@@ -101,6 +101,13 @@ type Provider interface {
 	Exec(ctx context.Context, sb Sandbox, req ExecRequest) (ExecResult, error)
 }
 
+// SpecChecker is a Provider that can tell, before anything is made or stored, that it would
+// refuse a spec for the request's own fault (a local sandbox's workdir that is its folder
+// itself). The error is a sentence for a person; the caller answers it as bad input.
+type SpecChecker interface {
+	CheckSpec(spec Spec) error
+}
+
 // Errors a provider returns, to be tested with errors.Is.
 var (
 	// ErrNotFound means the sandbox no longer exists at the provider.

@@ -62,6 +62,9 @@ func (a *api) classify(r *http.Request, err error) *problem.Problem {
 		a.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = &problem.Problem{Code: e.Code, Message: e.Message} // the cause stays in the log
 	}
+	if e.Code == problem.CodeUnavailable && e.Detail == "" {
+		a.log.Warn("request refused: a part hangar needs does not answer", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
 	return e
 }
 

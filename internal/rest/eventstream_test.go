@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/hangar-dev/hangar/internal/runlogtest"
 )
 
 // getStream opens a GET SSE stream; lastID, when set, is sent as Last-Event-ID. A refused
@@ -46,7 +48,7 @@ func (s *sseStream) events(t *testing.T, n int, untilType, idKey string) []sseEv
 // follows: the stored events first, then the live ones; a reconnect with Last-Event-ID (which
 // wins over since) goes on exactly after the last event seen.
 func TestSessionEventStream(t *testing.T) {
-	log := fixtureLog(t, "codex_exec_edit_file-change_failed-command.jsonl")
+	log := runlogtest.Path(t, "codex_exec_edit_file-change_failed-command.jsonl")
 	e := newEnv(t)
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	e.sandbox(t, ada, "box", "")

@@ -248,6 +248,21 @@ func TestExecStreamBadInput(t *testing.T) {
 			t.Errorf("POST %s %s = %d, want %d", c.path, c.body, r.status, c.status)
 		}
 	}
+	// A cwd the daemon cannot start in is refused before the stream opens, as exec refuses it.
+	s, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", `{"command": "true", "cwd": "/no/such/dir"}`)
+	if s != nil {
+		t.Fatalf("exec/stream with a missing cwd opened its stream: %v", s.all(t))
+	}
+	wantError(t, r, 400, "bad_request")
+	if !strings.Contains(r.raw, "/no/such/dir") {
+		t.Errorf("the refusal does not name the cwd: %s", r.raw)
+	}
+	// The stream still works after it, with a cwd that is there.
+	if s, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", `{"command": "pwd", "cwd": "/tmp"}`); s == nil {
+		t.Errorf("exec/stream in /tmp = %d %s", r.status, r.raw)
+	} else if evs := s.all(t); len(evs) == 0 || evs[len(evs)-1].name != "result" {
+		t.Errorf("exec/stream in /tmp: %v, want its result last", evs)
+	}
 }
 
 func TestExecStreamNoDaemon(t *testing.T) {

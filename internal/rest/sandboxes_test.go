@@ -3,9 +3,11 @@ package rest_test
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
+	"github.com/hangar-dev/hangar/internal/store"
 )
 
 // dockerEngineUp reports whether a Docker engine answers here.
@@ -136,6 +139,35 @@ func TestSandboxBadInput(t *testing.T) {
 		t.Errorf("detail = %v", detail)
 	}
 	wantError(t, e.exec(t, e.admin, "nope", `{"command": "true"}`), 404, "not_found")
+}
+
+// TestLocalWorkdirIsTheFolder: a local sandbox's workdir that names its folder itself is bad
+// input (400, saying so), for a sandbox and a job's sandbox alike, and leaves no sandbox behind.
+func TestLocalWorkdirIsTheFolder(t *testing.T) {
+	e := newEnv(t)
+	_, jobs := e.newToken(t, e.admin, `{"user": "admin", "scopes": ["jobs"]}`)
+	for i, workdir := range []string{"/", ".", "..", "/../..", "./"} {
+		name := "wd-" + strconv.Itoa(i)
+		spec := jsonBody(map[string]string{"name": name, "workdir": workdir})
+		for _, c := range []struct{ path, tok, body string }{
+			{"/api/sandboxes", e.admin, spec},
+			{"/api/jobs", jobs, `{"prompt": "true", "agent": "command", "sandbox": ` + spec + `}`},
+		} {
+			r := e.do(t, "POST", c.path, c.tok, c.body)
+			wantError(t, r, http.StatusBadRequest, "bad_request")
+			if !strings.Contains(r.raw, "folder itself") {
+				t.Errorf("POST %s with workdir %q: %s, want it to say the workdir is the sandbox's folder", c.path, workdir, r.raw)
+			}
+			if sb, err := e.store.GetSandbox(context.Background(), name); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("POST %s with workdir %q left a record: %+v %v", c.path, workdir, sb, err)
+			}
+		}
+	}
+	if r := e.do(t, "GET", "/api/sandboxes", e.admin, ""); strings.Contains(r.raw, "wd-") {
+		t.Errorf("a refused sandbox is listed: %s", r.raw)
+	}
+	// A folder inside it is a workdir.
+	e.sandbox(t, e.admin, "wd-ok", `, "workdir": "/src/../src"`)
 }
 
 func TestExecThroughDaemonAndFallback(t *testing.T) {

@@ -34,7 +34,9 @@ import (
 type Config struct {
 	// Auth checks tokens and manages them. Required.
 	Auth *auth.Authenticator
-	// Ready answers /readyz: nil when hangar can serve (its store answers). Required.
+	// Ready answers /readyz: nil when hangar can serve (its store answers, its disk takes a
+	// write). An error the problem table calls unavailable (store.ErrFull, ErrUnavailable) is
+	// answered with its sentence; any other with "The store does not answer." Required.
 	Ready func(ctx context.Context) error
 	// Sandboxes serves /api/sandboxes. Required.
 	Sandboxes *sandbox.Manager
@@ -244,7 +246,12 @@ func (s *Server) ready(a *api) http.HandlerFunc {
 		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 		defer cancel()
 		if err := a.Ready(ctx); err != nil {
-			a.writeError(w, r, newError(CodeUnavailable, "The store does not answer.", err))
+			// What is missing, in the table's sentence ("hangar's disk is full", "hangar's
+			// database does not answer"), whatever the check found; 503 always.
+			if problem.Of(err).Code != CodeUnavailable {
+				err = newError(CodeUnavailable, "The store does not answer.", err)
+			}
+			a.writeError(w, r, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -13,23 +13,10 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
+	"github.com/hangar-dev/hangar/internal/runlogtest"
 )
 
 const sessionsTimeout = 60 * time.Second
-
-// fixtureLog is a shared fixture run log (../shared beside the repository), skipped loudly
-// outside CI when absent.
-func fixtureLog(t *testing.T, name string) string {
-	t.Helper()
-	p, _ := filepath.Abs(filepath.Join("..", "..", "..", "shared", "fixtures", "runlogs", name))
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("fixture log missing: %v", err)
-		}
-		t.Skipf("SKIPPING: fixture log not found: %v", err)
-	}
-	return p
-}
 
 func jsonBody(v any) string {
 	b, _ := json.Marshal(v)
@@ -77,7 +64,7 @@ func (e *env) allEvents(t *testing.T, path, tok string, limit int) []map[string]
 }
 
 func TestSessionTurnEventsOverREST(t *testing.T) {
-	log := fixtureLog(t, "codex_exec_edit_file-change_failed-command.jsonl")
+	log := runlogtest.Path(t, "codex_exec_edit_file-change_failed-command.jsonl")
 	e := newEnv(t)
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	e.sandbox(t, ada, "box", "")
@@ -245,7 +232,7 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // recorded once and in order.
 func TestTurnInDocker(t *testing.T) {
 	needDocker(t)
-	log := fixtureLog(t, "codex_exec_one-command_completed.jsonl")
+	log := runlogtest.Path(t, "codex_exec_one-command_completed.jsonl")
 	image, err := dockertest.EnsureImage(context.Background(), dockertest.Client(t))
 	if err != nil {
 		t.Fatal(err)

@@ -55,6 +55,8 @@ func TestWatchRefused(t *testing.T) {
 		{ada, "", http.StatusBadRequest, "path must name a directory"},
 		{ada, "?path=/no/such/dir", http.StatusBadRequest, "/no/such/dir does not exist"},
 		{ada, "?path=.&recursive=maybe", http.StatusBadRequest, "recursive must be true or false"},
+		{ada, "?path=%ff", http.StatusBadRequest, "not UTF-8"},
+		{ada, "?path=/tmp/%c3%28", http.StatusBadRequest, "not UTF-8"},
 		{ada, "?path=.&since=x", http.StatusBadRequest, "since"},
 		{bob, "?path=.", http.StatusNotFound, "no such sandbox"},
 	} {

@@ -211,6 +211,12 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 	if err := names.CheckPath(req.Workdir); err != nil {
 		return store.Sandbox{}, fmt.Errorf("%w: workdir: %v", ErrInvalid, err)
 	}
+	// Before the row is stored: a spec the provider would refuse leaves nothing listed.
+	if c, ok := prov.(provider.SpecChecker); ok {
+		if err := c.CheckSpec(provider.Spec{Name: req.Name, Owner: p.User, Image: req.Image, Template: req.Template, Workdir: req.Workdir, Env: req.Env}); err != nil {
+			return store.Sandbox{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	}
 	// A failed sandbox of the caller's own that has the name is replaced (the store lets no
 	// one else take its name); what it left at its provider goes once the name is ours.
 	old, oldErr := m.cfg.Store.GetSandbox(ctx, req.Name)

@@ -6,6 +6,10 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
 	"time"
 )
 
@@ -149,7 +153,34 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrConflict means a unique key is taken.
 	ErrConflict = errors.New("already exists")
+	// ErrUnavailable means the database did not answer: it refused the connection, the
+	// connection broke, it is shutting down or starting, it has no connection slot left, or
+	// (SQLite) another writer held it past the busy timeout. Trying again later may work.
+	ErrUnavailable = errors.New("the database does not answer")
+	// ErrFull means the database could not write because its disk is full (ENOSPC,
+	// SQLITE_FULL, PostgreSQL's disk_full). Reads may still work.
+	ErrFull = errors.New("the database's disk is full")
 )
+
+// Unavailable wraps err in ErrUnavailable or ErrFull when it is the operating system's way of
+// saying so (a refused or broken connection, a timeout, ENOSPC), for the store implementations
+// to call after their own database's codes; other errors come back as they are.
+func Unavailable(err error) error {
+	var ne net.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrFull):
+		return err
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return fmt.Errorf("%w: %w", ErrFull, err)
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
 
 // ErrLimit means a write would pass a bound the caller gave (e.g. unused tickets per token).
 var ErrLimit = errors.New("limit reached")

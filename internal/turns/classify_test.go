@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hangar-dev/hangar/internal/runlogtest"
 )
 
 func readLines(t *testing.T, path string) [][]byte {
@@ -29,7 +31,7 @@ func readLines(t *testing.T, path string) [][]byte {
 }
 
 func TestClassifyFixtures(t *testing.T) {
-	dir := runlogDir(t)
+	dir := runlogtest.Dir(t)
 	cost := func(v float64) *float64 { return &v }
 	cases := []struct {
 		file string

@@ -21,6 +21,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
 	"github.com/hangar-dev/hangar/internal/provider/local"
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
+	"github.com/hangar-dev/hangar/internal/runlogtest"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
@@ -203,7 +204,7 @@ func gatedReplay(log string, gates []string, cuts []int) string {
 // every line once and in order; the turn ends when the follower sees the status file, and the
 // follower leaves the registry with it.
 func TestFollowFixturesOnDaemons(t *testing.T) {
-	dir := runlogDir(t)
+	dir := runlogtest.Dir(t)
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	onDaemons(t, func(t *testing.T, f *daemonFixture) {
 		for i, file := range files {
@@ -237,7 +238,7 @@ func TestFollowFixturesOnDaemons(t *testing.T) {
 // under it) leaves the registry; the next poll reads from the saved position and following
 // starts again; every line is recorded once, in order.
 func TestFollowFallsBackAndResumes(t *testing.T) {
-	file := filepath.Join(runlogDir(t), "codex_exec_edit_file-change_failed-command.jsonl")
+	file := filepath.Join(runlogtest.Dir(t), "codex_exec_edit_file-change_failed-command.jsonl")
 	want, _ := os.ReadFile(file)
 	cut := bytes.Index(want, []byte("\n"))
 	for i := 0; i < 11; i++ { // the first 12 lines come before the break
@@ -316,7 +317,7 @@ func TestFollowFallsBackAndResumes(t *testing.T) {
 // follower; the next one resumes following from the saved position; every line is recorded
 // once, in order.
 func TestFollowAcrossRestart(t *testing.T) {
-	file := filepath.Join(runlogDir(t), "codex_exec_edit_file-change_failed-command.jsonl")
+	file := filepath.Join(runlogtest.Dir(t), "codex_exec_edit_file-change_failed-command.jsonl")
 	want, _ := os.ReadFile(file)
 	onDaemons(t, func(t *testing.T, f *daemonFixture) {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/hangar-dev/hangar/internal/runlogtest"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
@@ -67,7 +68,7 @@ func TestFollowRecordsAsWritten(t *testing.T) {
 func TestFollowBreaksThenResumes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	log := filepath.Join(runlogDir(t), "codex_exec_edit_file-change_failed-command.jsonl")
+	log := filepath.Join(runlogtest.Dir(t), "codex_exec_edit_file-change_failed-command.jsonl")
 	f := newFixture(t)
 	f.follow()
 	f.sbs.follows = make(chan string, 64)
@@ -102,7 +103,7 @@ func TestFollowBreaksThenResumes(t *testing.T) {
 func TestFollowCap(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	log := filepath.Join(runlogDir(t), "claude_error-max-turns_one-bash-call.jsonl")
+	log := filepath.Join(runlogtest.Dir(t), "claude_error-max-turns_one-bash-call.jsonl")
 	f := newFixture(t)
 	f.follow()
 	f.cfg.FollowMaxBytes = 100
@@ -136,7 +137,7 @@ func TestFollowCap(t *testing.T) {
 func TestFollowWhenTheRegistryIsFull(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	log := filepath.Join(runlogDir(t), "codex_exec_edit_file-change_failed-command.jsonl")
+	log := filepath.Join(runlogtest.Dir(t), "codex_exec_edit_file-change_failed-command.jsonl")
 	f := newFixture(t)
 	f.follow()
 	f.streams = stream.New(stream.Config{MaxTotal: 1, Clock: f.clock})

@@ -16,6 +16,7 @@ import (
 	"github.com/coder/quartz"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/runlogtest"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
@@ -251,7 +252,7 @@ func checkEvents(t *testing.T, ctx context.Context, st store.Store, sessionID st
 }
 
 func TestTurnReplaysFixtures(t *testing.T) {
-	dir := runlogDir(t)
+	dir := runlogtest.Dir(t)
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hangar-dev/hangar/internal/runlogtest"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -157,7 +158,7 @@ func TestSplitNeedsRoot(t *testing.T) {
 // finished after the first): both are recorded as events, the turn ends once, after the second,
 // and its summary counts both and keeps the last one's text.
 func TestTwoResultsLog(t *testing.T) {
-	file := filepath.Join(runlogDir(t), "claude_ruff-fix_background-task_two-results.jsonl")
+	file := filepath.Join(runlogtest.Dir(t), "claude_ruff-fix_background-task_two-results.jsonl")
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)

@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
+	"github.com/hangar-dev/hangar/internal/runlogtest"
 )
 
 // hangarBin is the built hangar binary the browser test serves the page with.
@@ -58,10 +59,7 @@ func chromium(t *testing.T) string {
 // replay is a command-agent prompt that prints a fixture run log a line every 100 ms.
 func replay(t *testing.T, name string) string {
 	t.Helper()
-	p, _ := filepath.Abs(filepath.Join("..", "..", "..", "shared", "fixtures", "runlogs", name))
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("fixture log: %v", err)
-	}
+	p := runlogtest.Path(t, name)
 	return fmt.Sprintf("while IFS= read -r l; do printf '%%s\\n' \"$l\"; sleep 0.1; done < %s", p)
 }
 

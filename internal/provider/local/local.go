@@ -485,6 +485,13 @@ func (p *Provider) dir(name string) string {
 	return filepath.Join(p.root, name)
 }
 
+// CheckSpec refuses a workdir that is the sandbox's folder itself ("/", ".", "..", "/../.."):
+// the folder holds the daemon's record and log, which the sandbox's commands must not own.
+func (p *Provider) CheckSpec(spec provider.Spec) error {
+	_, err := workdirIn(p.dir(spec.Name), spec.Workdir)
+	return err
+}
+
 // workdirIn resolves the spec's workdir inside the sandbox's folder: empty means work/, a
 // relative or absolute path is taken as relative to the folder and must stay inside it.
 func workdirIn(dir, workdir string) (string, error) {
@@ -493,7 +500,7 @@ func workdirIn(dir, workdir string) (string, error) {
 	}
 	rel := filepath.Clean("/" + workdir)[1:]
 	if rel == "" {
-		return "", fmt.Errorf("workdir %q: the sandbox's folder itself cannot be its workdir", workdir)
+		return "", fmt.Errorf("workdir %q names the sandbox's folder itself, which cannot be its workdir: give a folder inside it, such as \"work\" or \"/src\"", workdir)
 	}
 	return filepath.Join(dir, rel), nil
 }

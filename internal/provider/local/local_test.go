@@ -88,6 +88,19 @@ func TestWorkdirStaysInside(t *testing.T) {
 	}
 }
 
+// TestCheckSpecWorkdir: a workdir that names the sandbox's folder itself is refused before
+// anything is made; one inside it (however written) is not.
+func TestCheckSpecWorkdir(t *testing.T) {
+	t.Parallel()
+	p, _ := newProvider(t, t.TempDir(), nil)
+	for workdir, ok := range map[string]bool{"/": false, ".": false, "..": false, "/../..": false, "./": false,
+		"": true, "work": true, "/src": true, "../../outside": true, "a/..//b": true} {
+		if err := p.CheckSpec(provider.Spec{Name: "box", Workdir: workdir}); (err == nil) != ok {
+			t.Errorf("CheckSpec(workdir %q) = %v, want ok=%v", workdir, err, ok)
+		}
+	}
+}
+
 // TestDeadDaemon: a daemon that dies leaves its sandbox failed, with a reason; Destroy still
 // cleans up.
 func TestDeadDaemon(t *testing.T) {

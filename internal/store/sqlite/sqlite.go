@@ -4,7 +4,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,6 +15,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/sqlstore"
 	"github.com/hangar-dev/hangar/migrations"
 )
@@ -33,7 +33,7 @@ func Open(ctx context.Context, dir string) (*sqlstore.DB, error) {
 	// each other instead of failing with SQLITE_BUSY.
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
 		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sqlstore.OpenDB("sqlite", dsn, classify)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -48,6 +48,21 @@ func Open(ctx context.Context, dir string) (*sqlstore.DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// classify wraps SQLite's "disk full" in store.ErrFull, and its "busy" and "locked" (a writer
+// held the database past busy_timeout), "cannot open" and I/O errors in store.ErrUnavailable.
+func classify(err error) error {
+	var e *sqlite.Error
+	if errors.As(err, &e) {
+		switch e.Code() & 0xff {
+		case sqlite3.SQLITE_FULL:
+			return fmt.Errorf("%w: %w", store.ErrFull, err)
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_IOERR:
+			return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		}
+	}
+	return store.Unavailable(err)
 }
 
 func isUniqueViolation(err error) bool {
