@@ -84,8 +84,23 @@ func daemonGone(request string) map[kind]want {
 var faults = []fault{
 	{
 		name:      "daemon-killed",
-		doc:       "`kill -9` of the sandbox's daemon (on Docker, the container's first process: the container dies with it)",
-		providers: []string{"local", "docker"},
+		doc:       "`kill -9` of a local sandbox's daemon: the sandbox fails, while the harness and the agent, which left the daemon's session, run on",
+		providers: []string{"local"},
+		inject:    killDaemon,
+		request:   execRequest,
+		want: func() map[kind]want {
+			w := daemonGone("`POST .../exec`: `409`, saying the sandbox has failed and why")
+			// The turns are read on through the provider's own exec, to their true end.
+			read := want{sees: "`running`: read on without the daemon, it ends as its agent does", match: `^running$`}
+			w[kindTurn], w[kindJob] = read, read
+			w[kindEvents] = want{sees: "stays open while a turn is read on; then `event: close`, `{\"reason\": \"failed\"}`", match: `^(open|goes on)$`}
+			return w
+		}(),
+	},
+	{
+		name:      "container-killed",
+		doc:       "`kill -9` of a Docker sandbox's daemon: docker-init, the container's first process, exits with it, and so does the container (exit code 137)",
+		providers: []string{"docker"},
 		inject:    killDaemon,
 		request:   execRequest,
 		want:      daemonGone("`POST .../exec`: `409` or `503`, saying the sandbox has failed and why"),

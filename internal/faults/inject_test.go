@@ -43,6 +43,11 @@ func (s *scenario) daemonPID() int {
 		if err != nil || info.State == nil || info.State.Pid == 0 {
 			t.Fatalf("inspect container %s: %v", id, err)
 		}
+		// The container's first process is docker-init (the provider runs containers with
+		// --init); the daemon is its child.
+		if pid := childNamed(info.State.Pid, "hangar-envd"); pid != 0 {
+			return pid
+		}
 		return info.State.Pid
 	}
 	b, err := os.ReadFile(filepath.Join(id, "sandbox.json"))
@@ -259,4 +264,22 @@ func (s *scenario) sweep() {
 		defer cancel()
 		s.docker.ContainerRemove(ctx, str(s.sandbox["provider_id"]), container.RemoveOptions{Force: true})
 	}
+}
+
+// childNamed is the pid of pid's child whose command name is comm, or 0.
+func childNamed(pid int, comm string) int {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return 0
+	}
+	for _, f := range strings.Fields(string(raw)) {
+		child, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		if name, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", child)); err == nil && strings.TrimSpace(string(name)) == comm {
+			return child
+		}
+	}
+	return 0
 }

@@ -46,6 +46,7 @@ const (
 // in it.
 type scenario struct {
 	t        *testing.T
+	fault    string // the fault's name
 	provider string
 	name     string // the sandbox's name, unique on this machine (Docker containers are named after it)
 	marker   string // in the command line of every process the agent starts
@@ -71,7 +72,7 @@ type scenario struct {
 // newScenario makes the scenario's folders and everything that must outlive hangar; the fault's
 // prepare runs here, before hangar starts.
 func newScenario(t *testing.T, f fault, provider string) *scenario {
-	s := &scenario{t: t, provider: provider, client: &http.Client{},
+	s := &scenario{t: t, fault: f.name, provider: provider, client: &http.Client{},
 		name: "fault-" + f.name + "-" + provider, marker: "hfault" + randHex(6), workTag: "hwork" + randHex(6),
 		feeds: map[kind]*feed{}, polls: map[kind]*poller{}}
 	ctx, cancel := context.WithCancel(context.Background())

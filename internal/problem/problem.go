@@ -145,7 +145,7 @@ var table = []entry{
 	{match: is(provider.ErrImageMissing), say: func(err error) *Problem { return New(CodeBadRequest, imageMissing(err), err) }},
 	{match: is(sandbox.ErrInvalid), code: CodeBadRequest, message: "The request is not valid."},
 	{match: is(sandbox.ErrForbidden), code: CodeForbidden, message: "The token is not allowed to do that."},
-	{match: is(sandbox.ErrState), code: CodeConflict, message: "The sandbox is not in a state that allows this."},
+	{match: is(sandbox.ErrState), say: sandboxState},
 	{match: as[*sandbox.DiedError](), say: died},
 	{match: as[*sandbox.ExhaustedError](), say: exhausted},
 	{match: is(sandbox.ErrUnavailable), code: CodeUnavailable, message: "The sandbox's provider or daemon does not answer."},
@@ -169,6 +169,16 @@ func Of(err error) *Problem {
 		return New(e.code, e.message, err)
 	}
 	return New(CodeInternal, "Something went wrong inside hangar; the server log has the details.", err)
+}
+
+// sandboxState says which state refused the request, and why the sandbox is in it when it
+// failed ("Sandbox box failed: its daemon is not running."), where the error says so.
+func sandboxState(err error) *Problem {
+	msg := "The sandbox is not in a state that allows this."
+	if _, what, ok := strings.Cut(err.Error(), sandbox.ErrState.Error()+": "); ok && what != "" {
+		msg = sentence(what)
+	}
+	return New(CodeConflict, msg, err)
 }
 
 // streamLimit names the limit that refused a stream, in its own sentence.

@@ -218,6 +218,11 @@ type Options struct {
 	// Own marks a stream hangar holds on the principal's behalf (a background process's
 	// follower): its token is rechecked, but it counts only against the total.
 	Own bool
+	// SandboxFailed, when set, is called (instead of the stream being ended) when Sandbox is
+	// found failed: for a stream fed from hangar's store that may still get more (a session's
+	// events while a turn is read on without the daemon), whose producer then decides when
+	// it ends. It must not block.
+	SandboxFailed func()
 }
 
 // Open admits a stream, or refuses it with a *LimitError or ErrShuttingDown. The caller must
@@ -333,7 +338,8 @@ func (r *Registry) Shutdown() {
 	}
 }
 
-// EndSandbox ends the streams of a sandbox that was destroyed, paused or failed.
+// EndSandbox ends the streams of a sandbox that was destroyed or paused, and a failed
+// sandbox's event streams (ReasonFailed).
 func (r *Registry) EndSandbox(name string, reason Reason) {
 	r.endSandbox(name, reason)
 	if r.cfg.Announce != nil {
@@ -354,9 +360,20 @@ func (r *Registry) EndedElsewhere(e Ending) {
 
 func (r *Registry) endSandbox(name string, reason Reason) {
 	for _, s := range r.snapshot() {
-		if s.opts.Sandbox == name {
-			s.End(reason)
+		if s.opts.Sandbox != name {
+			continue
 		}
+		if reason == ReasonFailed && s.opts.Kind != KindEvents {
+			// A stream that reads from the sandbox's daemon (an exec, an attach, a watch)
+			// ends by itself when the daemon goes, saying more than "failed" (the process
+			// lost, the daemon's error); only those fed from hangar's store must be told.
+			continue
+		}
+		if reason == ReasonFailed && s.opts.SandboxFailed != nil {
+			s.opts.SandboxFailed()
+			continue
+		}
+		s.End(reason)
 	}
 }
 

@@ -677,3 +677,48 @@ func TestJSONItemsAreNotSplit(t *testing.T) {
 		t.Fatalf("a %d-byte JSON item came out as %d items", len(data), len(items))
 	}
 }
+
+// TestFailedEndsEventStreams: a failed sandbox ends its event streams, not those reading from
+// its daemon (they end by themselves, saying more), and tells an event stream's producer
+// instead where it asked to be told; an event stream finished with a reason sends what is
+// queued, then ends with that reason.
+func TestFailedEndsEventStreams(t *testing.T) {
+	t.Parallel()
+	r, _ := newRegistry(t, Config{})
+	ctx := context.Background()
+	events := open(t, r, Options{Kind: KindEvents, Principal: principal("a"), Sandbox: "box"})
+	exec := open(t, r, Options{Kind: KindExec, Principal: principal("a"), Sandbox: "box"})
+	r.EndSandbox("box", ReasonFailed)
+	if _, err := events.Next(ctx, 0); !isEnded(err, ReasonFailed) {
+		t.Errorf("the events stream's Next after a failure = %v, want ended failed", err)
+	}
+	if exec.Reason() != "" {
+		t.Errorf("the exec stream ended (%s): its daemon's stream says how", exec.Reason())
+	}
+	events.Close()
+	exec.Close()
+
+	told := make(chan struct{}, 1)
+	fed := open(t, r, Options{Kind: KindEvents, Principal: principal("a"), Sandbox: "box", SandboxFailed: func() { told <- struct{}{} }})
+	r.EndSandbox("box", ReasonFailed)
+	select {
+	case <-told:
+	default:
+		t.Error("SandboxFailed was not called")
+	}
+	if fed.Reason() != "" {
+		t.Errorf("a stream whose producer is told of the failure ended (%s)", fed.Reason())
+	}
+	fed.Close()
+
+	fin := open(t, r, Options{Kind: KindEvents, Principal: principal("a"), Sandbox: "box"})
+	defer fin.Close()
+	fin.Send(Item{Data: []byte("last")})
+	fin.FinishWith(ReasonFailed)
+	if items, err := fin.Next(ctx, 0); err != nil || len(items) != 1 || string(items[0].Data) != "last" {
+		t.Fatalf("Next after FinishWith = %v, %v; want the queued item", items, err)
+	}
+	if _, err := fin.Next(ctx, 0); !isEnded(err, ReasonFailed) {
+		t.Errorf("Next once all was sent = %v, want ended failed", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/provider"
@@ -145,14 +146,18 @@ func (s *Service) follow(ctx context.Context, p auth.Principal, sandbox, key str
 	if s.cfg.Streams == nil {
 		return nil, fmt.Errorf("follow events: no stream registry configured")
 	}
-	st, err := s.cfg.Streams.Open(ctx, stream.Options{Kind: stream.KindEvents, Principal: p, Sandbox: sandbox, Lifetime: true, Unpaced: true})
+	// A failed sandbox's session may still get the end of a turn read on without the
+	// daemon: its feeder is woken to ask over again rather than ended.
+	failed := new(atomic.Bool)
+	st, err := s.cfg.Streams.Open(ctx, stream.Options{Kind: stream.KindEvents, Principal: p, Sandbox: sandbox, Lifetime: true, Unpaced: true,
+		SandboxFailed: func() { failed.Store(true); s.woken.wake(key) }})
 	if err != nil {
 		return nil, err
 	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.feed(st, key, since, list, seqOf, over)
+		s.feed(st, key, since, list, seqOf, over, failed)
 	}()
 	return st, nil
 }
@@ -162,7 +167,7 @@ func (s *Service) follow(ctx context.Context, p auth.Principal, sandbox, key str
 // the store, and waits only for its own reader.
 func (s *Service) feed(st *stream.Stream, key string, last int64,
 	list func(context.Context, int64) ([]store.Event, error), seqOf func(store.Event) int64,
-	over func(context.Context) stream.Reason) {
+	over func(context.Context) stream.Reason, failed *atomic.Bool) {
 	check := true // at the start: a stream opened on a session that is over ends once caught up
 	for {
 		woken, release := s.woken.wait(key)
@@ -171,7 +176,7 @@ func (s *Service) feed(st *stream.Stream, key string, last int64,
 			release()
 			return
 		}
-		if check || finished {
+		if check || finished || failed.Swap(false) {
 			check = false
 			if why := over(s.ctx); why != "" {
 				release()

@@ -193,6 +193,7 @@ func TestEventsEndWithTheSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
+	f.cfg.Streams.EndSandbox("box", stream.ReasonFailed) // as the sandbox's Manager does
 	// The turn runs on (its harness outlived the daemon): the stream stays open meanwhile.
 	if got := readEvents(t, ctx, st, 2); len(got) != 2 {
 		t.Fatalf("read %d events before the turn ended, want 2", len(got))
