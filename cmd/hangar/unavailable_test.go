@@ -5,19 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/hangar-dev/hangar/internal/store/postgres/pgtest"
 )
 
 // answer is a response's status, Retry-After and body.
@@ -129,90 +127,21 @@ func fill(t *testing.T, path string) {
 	}
 }
 
-// pgBin is where Debian's PostgreSQL 15 keeps its programs.
-const pgBin = "/usr/lib/postgresql/15/bin"
-
-// postgresServer is a PostgreSQL of the test's own, on a free loopback port, run as the
-// postgres user (it refuses root).
-type postgresServer struct {
-	dir, port string
-}
-
-// newPostgres makes a cluster in a temporary directory and starts it, or skips t loudly when
-// this machine cannot (no PostgreSQL 15 programs, no postgres user, not root).
-func newPostgres(t *testing.T) *postgresServer {
-	t.Helper()
-	if _, err := os.Stat(filepath.Join(pgBin, "initdb")); err != nil {
-		t.Skipf("SKIPPING: needs PostgreSQL's programs in %s: %v", pgBin, err)
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPING: starting a PostgreSQL of the test's own needs root (to run it as the postgres user)")
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		t.Skipf("SKIPPING: needs a postgres user: %v", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	dir, err := os.MkdirTemp("", "hangar-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chown(dir, uid, gid); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	ln.Close()
-	pg := &postgresServer{dir: filepath.Join(dir, "data"), port: port}
-	pg.run(t, "initdb", "-D", pg.dir, "-U", "postgres", "--auth=trust", "-E", "UTF8")
-	pg.start(t)
-	t.Cleanup(func() { pg.run(t, "pg_ctl", "-D", pg.dir, "-m", "immediate", "-w", "stop") })
-	return pg
-}
-
-func (pg *postgresServer) url() string {
-	return "postgres://postgres@127.0.0.1:" + pg.port + "/postgres?sslmode=disable"
-}
-
-// start starts the server and waits (pg_ctl -w) until it takes connections.
-func (pg *postgresServer) start(t *testing.T) {
-	t.Helper()
-	pg.run(t, "pg_ctl", "-D", pg.dir, "-l", pg.dir+"/../log", "-w", "-t", "60",
-		"-o", "-h 127.0.0.1 -p "+pg.port+" -k "+filepath.Dir(pg.dir), "start")
-}
-
-// stop stops the server at once, as a crash would (no shutdown checkpoint).
-func (pg *postgresServer) stop(t *testing.T) {
-	t.Helper()
-	pg.run(t, "pg_ctl", "-D", pg.dir, "-m", "immediate", "-w", "stop")
-}
-
-func (pg *postgresServer) run(t *testing.T, prog string, args ...string) {
-	t.Helper()
-	cmd := exec.Command("runuser", append([]string{"-u", "postgres", "--", filepath.Join(pgBin, prog)}, args...)...)
-	if out, err := cmd.CombinedOutput(); err != nil && !(prog == "pg_ctl" && strings.Contains(string(out), "Is server running?")) {
-		t.Fatalf("%s %s: %v\n%s", prog, strings.Join(args, " "), err, out)
-	}
-}
-
 // TestStoppedDatabaseIs503: hangar on a PostgreSQL that stops under it answers every request
 // that needs the database 503 "hangar's database does not answer" with Retry-After (never
 // 500), /readyz 503 saying so; once it is back, hangar serves again without a restart.
 func TestStoppedDatabaseIs503(t *testing.T) {
-	pg := newPostgres(t)
+	pg := pgtest.Start(t)
 	cfg := testConfig(t)
-	cfg.DatabaseURL = pg.url()
+	cfg.DatabaseURL = pg.URL()
 	ts := startServe(t, cfg)
 	admin := adminToken(t, ts)
 	if a := ts.ask(t, "GET", "/api/tokens", admin, ""); a.status != http.StatusOK {
 		t.Fatalf("GET /api/tokens = %d %s", a.status, a.body)
 	}
-	pg.stop(t)
+	if err := pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct{ method, path, body string }{
 		{"GET", "/api/tokens", ""},
 		{"POST", "/api/tokens", `{"user": "ada", "scopes": ["user"]}`},
@@ -224,7 +153,9 @@ func TestStoppedDatabaseIs503(t *testing.T) {
 	}
 	wantUnavailable(t, "/readyz with the database stopped", ts.ask(t, "GET", "/readyz", "", ""), "hangar's database does not answer")
 
-	pg.start(t)
+	if err := pg.Restart(); err != nil {
+		t.Fatal(err)
+	}
 	// A real database's return has no event to wait on: poll, with a deadline.
 	var last answer
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {

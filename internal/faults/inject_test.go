@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +16,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"golang.org/x/sys/unix"
+
+	"github.com/hangar-dev/hangar/internal/store/postgres/pgtest"
 )
 
 // skipLoudly skips a test that lacks what it needs, in capitals so the summary shows it; in CI
@@ -137,84 +137,22 @@ func fillDisk(s *scenario) {
 	s.undo = func() { os.Remove(path) }
 }
 
-// postgres is a private PostgreSQL cluster on a free loopback port, run as the postgres user.
-type postgres struct {
-	dir  string // the cluster's folder, owned by postgres
-	bin  string // PostgreSQL's bin folder
-	port int
-	cred *syscall.Credential
-}
-
-// privatePostgres makes and starts a PostgreSQL of the suite's own (skipping loudly when the
-// binaries or the postgres user are absent), stopped and removed when the test ends; it
-// returns serve's flag for it.
+// privatePostgres makes and starts a PostgreSQL of the suite's own (pgtest: skipping loudly
+// when this machine cannot), stopped and removed when the test ends; it returns serve's flag
+// for it.
 func privatePostgres(s *scenario) []string {
-	t := s.t
-	initdbs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
-	if len(initdbs) == 0 {
-		skipLoudly(t, "NO POSTGRESQL BINARIES under /usr/lib/postgresql/*/bin: the store faults NOT RUN; apt-get install postgresql")
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		skipLoudly(t, "NO postgres USER (%v): the store faults NOT RUN", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	dir, err := os.MkdirTemp("", "hangar-faults-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chown(dir, uid, gid); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	pg := &postgres{dir: dir, bin: filepath.Dir(initdbs[len(initdbs)-1]), port: port, cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-	if out, err := pg.run("initdb", "-D", pg.data(), "-U", "postgres", "-A", "trust", "--no-sync"); err != nil {
-		t.Fatalf("initdb: %v: %s", err, out)
-	}
-	t.Cleanup(func() { pg.run("pg_ctl", "-D", pg.data(), "-m", "immediate", "-w", "stop") })
-	pg.start()
-	s.pg = pg
-	return []string{"--database-url", fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)}
-}
-
-func (pg *postgres) data() string { return filepath.Join(pg.dir, "data") }
-
-// run runs one of PostgreSQL's programs as the postgres user.
-func (pg *postgres) run(name string, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(pg.bin, name), args...)
-	cmd.Dir = pg.dir
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: pg.cred}
-	return cmd.CombinedOutput()
-}
-
-// start starts the cluster and waits until it accepts connections.
-func (pg *postgres) start() error {
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", pg.port, pg.dir)
-	out, err := pg.run("pg_ctl", "-D", pg.data(), "-l", filepath.Join(pg.dir, "log"), "-o", opts, "-w", "-t", "60", "start")
-	if err != nil {
-		return fmt.Errorf("start postgres: %w: %s", err, out)
-	}
-	return nil
+	s.pg = pgtest.Start(s.t)
+	return []string{"--database-url", s.pg.URL()}
 }
 
 // stopPostgres stops the private PostgreSQL at once (immediate: as a crash); undo starts it
 // again.
 func stopPostgres(s *scenario) {
-	if out, err := s.pg.run("pg_ctl", "-D", s.pg.data(), "-m", "immediate", "-w", "stop"); err != nil {
-		s.t.Fatalf("stop postgres: %v: %s", err, out)
+	if err := s.pg.Stop(); err != nil {
+		s.t.Fatal(err)
 	}
 	s.undo = func() {
-		if err := s.pg.start(); err != nil {
+		if err := s.pg.Restart(); err != nil {
 			s.t.Error(err)
 		}
 	}

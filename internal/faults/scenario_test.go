@@ -20,6 +20,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
+	"github.com/hangar-dev/hangar/internal/store/postgres/pgtest"
 	"github.com/hangar-dev/hangar/scripts/bench/benchkit"
 )
 
@@ -65,7 +66,7 @@ type scenario struct {
 	feeds   map[kind]*feed
 	polls   map[kind]*poller
 	ctx     context.Context // ends when the test does: every reader and poller stops
-	pg      *postgres       // the private PostgreSQL, when the fault needs one
+	pg      *pgtest.Server  // the private PostgreSQL, when the fault needs one
 	undo    func()          // heals the fault (frees the disk, restores a limit, restarts PostgreSQL)
 }
 
