@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -488,4 +489,53 @@ func TestNoTurnAfterClose(t *testing.T) {
 	if err != nil || len(ts) != 1 || ts[0].State != TurnFailed {
 		t.Errorf("turns after the refusal = %+v, %v; want one, failed", ts, err)
 	}
+}
+
+// downStore is a store whose AppendEvents fails as a database that does not answer, while down.
+type downStore struct {
+	store.Store
+	down    atomic.Bool
+	refused atomic.Int64
+}
+
+func (d *downStore) AppendEvents(ctx context.Context, a store.EventAppend) ([]store.Event, error) {
+	if d.down.Load() {
+		d.refused.Add(1)
+		return nil, fmt.Errorf("append events: %w", store.ErrUnavailable)
+	}
+	return d.Store.AppendEvents(ctx, a)
+}
+
+// TestTurnOutlastsAStoreOutage: a store that does not answer for longer than the watcher's
+// bound on failed reads neither fails the turn nor leaves it running for good (its end could
+// not be stored, and nothing watched it any more): once the store answers, the turn ends as
+// its status file says, with every line.
+func TestTurnOutlastsAStoreOutage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	ds := &downStore{Store: f.st}
+	f.cfg.Store = ds
+	s := f.service(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	defer os.WriteFile(gate, nil, 0o644)
+	se, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu, err := s.StartTurn(ctx, ada, "s1", gatedPrompt(gate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitEvents(t, ctx, f.st, se.ID, 2)
+	ds.down.Store(true)
+	os.WriteFile(gate, nil, 0o644)
+	// Each refused append is a poll PollInterval (5 s) apart: 20 are well past the minute.
+	waitFor(t, ctx, "20 refused appends", func() bool { return ds.refused.Load() >= 20 })
+	ds.down.Store(false)
+	got := waitTurn(t, ctx, f.st, tu.ID)
+	if got.State != store.TurnDone {
+		t.Errorf("turn = %s (%q), want done", got.State, got.Reason)
+	}
+	checkEvents(t, ctx, f.st, se.ID, []byte("{\"type\":\"one\"}\n{\"type\":\"two\"}\n"))
 }

@@ -107,6 +107,11 @@ func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox,
 		switch {
 		case ctx.Err() != nil, errors.Is(err, errWatchOver):
 			return
+		case storeDown(err):
+			// hangar's own store, not the sandbox, failed: the turn waits for it, however long
+			// (the harness's run log and status file keep what it does meanwhile).
+			failing = time.Time{}
+			s.log.Warn("record a turn's events", "turn", t.ID, "err", err)
 		case err != nil:
 			now := s.cfg.Clock.Now()
 			if failing.IsZero() {
@@ -242,7 +247,31 @@ func (s *Service) stop(ctx context.Context, t store.Turn, state, reason string) 
 	if state == store.TurnFailed && s.cancelRequested(ctx, t.ID) {
 		state = store.TurnCancelled
 	}
-	s.end(ctx, t, store.TurnUpdate{State: state, Reason: reason, EndedAt: time.Now().UTC()})
+	s.endStored(ctx, t, store.TurnUpdate{State: state, Reason: reason, EndedAt: time.Now().UTC()})
+}
+
+// storeDown reports whether err is hangar's store not answering, or its disk full.
+func storeDown(err error) bool {
+	return errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrFull)
+}
+
+// endStored is end for a turn's watcher, which has nobody to hand a failure to: while the
+// store does not answer (or its disk is full) it tries again every PollInterval until the end
+// is stored, the turn ended otherwise, or ctx ends — an end that was never stored would leave
+// the turn running for good, since nothing watches it any more.
+func (s *Service) endStored(ctx context.Context, t store.Turn, u store.TurnUpdate) {
+	for {
+		if err := s.end(ctx, t, u); !storeDown(err) {
+			return
+		}
+		timer := s.cfg.Clock.NewTimer(s.cfg.PollInterval, "turns", "end")
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+	}
 }
 
 // readStatus reads the turn's status file: ended is false while there is none and the
@@ -334,7 +363,7 @@ func (s *Service) finish(ctx context.Context, se store.Session, t store.Turn, st
 		c := st.ExitCode
 		code = &c
 	}
-	s.end(ctx, t, store.TurnUpdate{State: state, ExitCode: code, Signal: st.Signal, Summary: st.summary(), Reason: st.reason(state), EndedAt: time.Now().UTC()})
+	s.endStored(ctx, t, store.TurnUpdate{State: state, ExitCode: code, Signal: st.Signal, Summary: st.summary(), Reason: st.reason(state), EndedAt: time.Now().UTC()})
 }
 
 // followCommand is the command that follows the turn's run log from readAt, through the
