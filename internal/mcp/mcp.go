@@ -108,6 +108,7 @@ type Handler struct {
 	nextID   atomic.Uint64
 	running  inflight  // exec and attach calls and listens in flight, counted until their response is written
 	sessions *sessions // the 2025-era sessions of each token
+	calls    calls     // the 2025-era sessions' requests being served
 	subs     *subscriptions
 }
 
@@ -269,6 +270,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "":
 		h.newSession(s, r)
 	default:
+		if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && r.Method == http.MethodPost {
+			defer h.calls.begin(sid)()
+		}
 		h.stateful.ServeHTTP(s, r)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -152,13 +153,18 @@ func (h *Handler) recheck(ctx context.Context) {
 			h.log.Warn("recheck mcp session token", "token", p.TokenID, "err", err)
 			continue
 		}
-		h.closeSessions(h.sessions.drop(p.TokenID))
+		h.closeSessions(ctx, h.sessions.drop(p.TokenID))
 	}
 }
 
-// closeSessions closes the open sessions among ids. Closing one waits for its calls in flight,
-// which the stream registry's own recheck ends (stream.ReasonRevoked) when they stream.
-func (h *Handler) closeSessions(ids map[string]struct{}) {
+// closeWait bounds how long closing a revoked token's session waits for its calls in flight.
+const closeWait = 5 * time.Second
+
+// closeSessions closes the open sessions among ids. It first waits, up to closeWait, for the
+// session's calls in flight to be answered — a streamed call of a revoked token ends at once
+// (stream.ReasonRevoked) and its result says so, but the session's end cut that answer off when
+// it came first, and the client saw "request terminated without response".
+func (h *Handler) closeSessions(ctx context.Context, ids map[string]struct{}) {
 	var close []*mcp.ServerSession
 	for ss := range h.server.Sessions() {
 		if _, ok := ids[ss.ID()]; ok {
@@ -166,6 +172,56 @@ func (h *Handler) closeSessions(ids map[string]struct{}) {
 		}
 	}
 	for _, ss := range close {
+		timer := h.cfg.Clock.NewTimer(closeWait, "mcp", "close")
+		select {
+		case <-h.calls.idle(ss.ID()):
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		timer.Stop()
 		ss.Close()
 	}
+}
+
+// calls counts each 2025-era session's requests being served (its POSTs), so that a session
+// is closed only once they are answered.
+type calls struct {
+	mu   sync.Mutex
+	n    map[string]int             // session id → requests being served
+	zero map[string][]chan struct{} // session id → closed when its count falls to 0
+}
+
+// begin counts a request of session id; the returned func ends it.
+func (c *calls) begin(id string) func() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n, c.zero = map[string]int{}, map[string][]chan struct{}{}
+	}
+	c.n[id]++
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.n[id]--; c.n[id] > 0 {
+			return
+		}
+		delete(c.n, id)
+		for _, ch := range c.zero[id] {
+			close(ch)
+		}
+		delete(c.zero, id)
+	}
+}
+
+// idle returns a channel closed once session id has no request being served.
+func (c *calls) idle(id string) <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan struct{})
+	if c.n[id] == 0 {
+		close(ch)
+		return ch
+	}
+	c.zero[id] = append(c.zero[id], ch)
+	return ch
 }
