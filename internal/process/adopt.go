@@ -93,6 +93,7 @@ func (m *Manager) adoptRecords(ctx context.Context, sb store.Sandbox, recs []sto
 	for _, rec := range recs {
 		m.mu.Lock()
 		_, known := m.procs[rec.ID]
+		known = known || m.startingIDs[rec.ID] // Start records it before it lists it
 		m.mu.Unlock()
 		switch {
 		case known:
@@ -154,7 +155,7 @@ func (m *Manager) keepEnded(rec store.Process) {
 	close(pr.exited)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, known := m.procs[rec.ID]; !known {
+	if _, known := m.procs[rec.ID]; !known && !m.startingIDs[rec.ID] {
 		m.procs[rec.ID] = pr
 	}
 }
@@ -210,7 +211,7 @@ func (m *Manager) adoptOne(ctx context.Context, c *envd.Client, rec store.Proces
 	pr.lostNote = "hangar was not following the process for a while (it restarted, or another replica took over): what it printed then is lost, and what it printed before is no longer kept"
 	pr.f = m.daemonFollower(pr, st, cancel)
 	m.mu.Lock()
-	if _, known := m.procs[rec.ID]; known { // adopted meanwhile by a concurrent request
+	if _, known := m.procs[rec.ID]; known || m.startingIDs[rec.ID] { // adopted meanwhile by a concurrent request, or being started
 		m.mu.Unlock()
 		st.Close()
 		cancel()

@@ -118,10 +118,13 @@ type Manager struct {
 	cfg Config
 	log *slog.Logger
 
-	mu       sync.Mutex // guards procs, starting and closed, and orders wg.Add before Close's Wait
+	mu       sync.Mutex // guards procs, starting, startingIDs and closed, and orders wg.Add before Close's Wait
 	procs    map[string]*proc
 	starting map[string]int // per token: starts under way, counted against MaxPerToken
-	closed   bool           // Close was called: no goroutine starts any more (see spawn)
+	// startingIDs are the processes Start is starting: recorded already, not in procs yet, so
+	// a concurrent list must not take them for processes to adopt.
+	startingIDs map[string]bool
+	closed      bool // Close was called: no goroutine starts any more (see spawn)
 
 	// ctx is the root of every follower's context and kill timer; Close cancels it.
 	ctx    context.Context
@@ -168,7 +171,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{cfg: cfg, log: cfg.Logger, procs: map[string]*proc{}, starting: map[string]int{}, ctx: ctx, cancel: cancel}, nil
+	return &Manager{cfg: cfg, log: cfg.Logger, procs: map[string]*proc{}, starting: map[string]int{}, startingIDs: map[string]bool{}, ctx: ctx, cancel: cancel}, nil
 }
 
 // State is where a process is in its life.
@@ -489,6 +492,14 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 	if pr.pty && !pr.daemon {
 		return Info{}, fmt.Errorf("%w: a terminal needs the sandbox's daemon, and %s has none", ErrNeedsDaemon, sb.Name)
 	}
+	m.mu.Lock()
+	m.startingIDs[id] = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.startingIDs, id)
+		m.mu.Unlock()
+	}()
 	if pr.cwd == "" {
 		pr.cwd = sb.Workdir
 	}
