@@ -102,6 +102,11 @@ func wrapErr(ctx context.Context, op string, err error) error {
 	if !ok {
 		kind = ErrDaemon
 	}
+	if kind == ErrUnavailable && strings.HasPrefix(msg, exhaustedPrefix) {
+		// The daemon could not take the connection for want of a descriptor (it answers
+		// those 503): it is there, and out of something.
+		kind = ErrExhausted
+	}
 	return &Error{Op: op, Code: code, Message: msg, kind: kind, cause: err}
 }
 

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -30,10 +31,14 @@ func newShedListener(ln net.Listener, log *slog.Logger) *shedListener {
 	return l
 }
 
-// shedResponse is what a shed connection is told: a Connect error in JSON, with the status
-// that Connect's HTTP/1.1 clients read as unavailable.
-const shedResponse = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\nRetry-After: 5\r\nContent-Length: 81\r\n\r\n" +
-	`{"code":"unavailable","message":"the daemon is out of file descriptors (accept)"}`
+// shedBody is the Connect error a shed connection is told; its message starts as envd's client
+// expects of a daemon out of a resource ("the daemon is out of <what>: ...").
+const shedBody = `{"code":"unavailable","message":"the daemon is out of file descriptors: it could not accept a connection"}`
+
+// shedResponse is the whole answer, with the status that Connect's HTTP/1.1 clients read as
+// unavailable.
+var shedResponse = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\nRetry-After: 5\r\n" +
+	"Content-Length: " + strconv.Itoa(len(shedBody)) + "\r\n\r\n" + shedBody
 
 func (l *shedListener) Accept() (net.Conn, error) {
 	for {

@@ -60,7 +60,7 @@ func TestShedOutOfDescriptors(t *testing.T) {
 		return
 	}
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != `{"code":"unavailable","message":"the daemon is out of file descriptors (accept)"}` {
+	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != `{"code":"unavailable","message":"the daemon is out of file descriptors: it could not accept a connection"}` {
 		t.Errorf("the shed connection got %d %s", resp.StatusCode, body)
 	}
 }
