@@ -424,6 +424,15 @@ func TestTurnEndsWhenItsSandboxIsPaused(t *testing.T) {
 			if got.State != c.want || got.Reason != c.reason {
 				t.Errorf("turn = %s (%q), want %s (%q)", got.State, got.Reason, c.want, c.reason)
 			}
+			if c.state == "paused" {
+				// The harness, which runs on in a paused local sandbox (only the daemon's
+				// session stops), was told to end: it writes its status file once the agent,
+				// whose gate never opens, is gone.
+				waitFor(t, ctx, "the harness's status file", func() bool {
+					_, err := os.Stat(filepath.Join(got.Dir, "status.json"))
+					return err == nil
+				})
+			}
 		})
 	}
 }

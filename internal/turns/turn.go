@@ -166,6 +166,9 @@ func (s *Service) signalHarness(ctx context.Context, t store.Turn) error {
 	}
 	switch sb.State {
 	case string(provider.StatePaused):
+		if s.stopPaused(ctx, sb, t) {
+			return s.cancelled(ctx, t, "cancelled while the sandbox was paused")
+		}
 		// A paused sandbox runs no command; its processes stay stopped until it is resumed or
 		// destroyed.
 		return s.cancelled(ctx, t, "cancelled while the sandbox was paused: what the turn started is left stopped in it")
@@ -457,4 +460,17 @@ func (s *Service) resume(ctx context.Context, mine func(sandbox string) bool) er
 		s.spawn(t.ID, se.Sandbox, func(ctx context.Context) { s.watch(ctx, se, sb, t) })
 	}
 	return nil
+}
+
+// stopPaused signals the harness of t, whose sandbox sb is paused, through the provider's own
+// exec, and reports whether that worked: a paused local sandbox stops only its daemon's
+// session, so the harness and the agent, which left it, run on, and are ended so (the harness
+// ends what the agent started); a paused container runs no command, and its processes stay
+// stopped until it is resumed or destroyed.
+func (s *Service) stopPaused(ctx context.Context, sb store.Sandbox, t store.Turn) bool {
+	if t.ProcessPID == 0 {
+		return false
+	}
+	_, code, err := s.cfg.Sandboxes.Run(ctx, withoutDaemon(sb), killCmd(t), nil)
+	return err == nil && code == 0
 }

@@ -181,6 +181,7 @@ func (s *Service) unreadable(ctx context.Context, r *logReader, err error) (harn
 	case gerr != nil:
 		return harnessStatus{}, false, err
 	case sb.State == string(provider.StatePaused):
+		s.stopPaused(ctx, sb, r.t)
 		s.stop(ctx, r.t, store.TurnFailed, "the sandbox was paused while the turn ran")
 		return harnessStatus{}, false, errWatchOver
 	case sb.State != string(provider.StateFailed) && !(errors.As(err, &died) && died.State != string(provider.StateRunning)):
@@ -209,6 +210,7 @@ func (s *Service) sandboxEnded(ctx context.Context, r *logReader) bool {
 		s.stop(ctx, r.t, store.TurnCancelled, "the sandbox was destroyed")
 		return true
 	case err == nil && sb.State == string(provider.StatePaused):
+		s.stopPaused(ctx, sb, r.t)
 		s.stop(ctx, r.t, store.TurnFailed, "the sandbox was paused while the turn ran")
 		return true
 	}
