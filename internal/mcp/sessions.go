@@ -172,16 +172,31 @@ func (h *Handler) closeSessions(ctx context.Context, ids map[string]struct{}) {
 		}
 	}
 	for _, ss := range close {
-		timer := h.cfg.Clock.NewTimer(closeWait, "mcp", "close")
-		select {
-		case <-h.calls.idle(ss.ID()):
-		case <-timer.C:
-		case <-ctx.Done():
+		idle, busy := h.calls.idle(ss.ID())
+		if busy {
+			timer := h.cfg.Clock.NewTimer(closeWait, "mcp", "close")
+			select {
+			case <-idle:
+				// Answered; the client reads the answer on the call's own stream while the
+				// session's end reaches it on another (its GET stream), and a client that
+				// takes the second first fails the call. Give it closeGrace to read.
+				timer.Reset(closeGrace, "mcp", "close")
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+				}
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+			timer.Stop()
 		}
-		timer.Stop()
 		ss.Close()
 	}
 }
+
+// closeGrace is how long a revoked token's session stays open after its last call was
+// answered, for the client to read that answer before the session's end.
+const closeGrace = time.Second
 
 // calls counts each 2025-era session's requests being served (its POSTs), so that a session
 // is closed only once they are answered.
@@ -213,15 +228,16 @@ func (c *calls) begin(id string) func() {
 	}
 }
 
-// idle returns a channel closed once session id has no request being served.
-func (c *calls) idle(id string) <-chan struct{} {
+// idle returns a channel closed once session id has no request being served, and whether it
+// had one when asked.
+func (c *calls) idle(id string) (<-chan struct{}, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ch := make(chan struct{})
 	if c.n[id] == 0 {
 		close(ch)
-		return ch
+		return ch, false
 	}
 	c.zero[id] = append(c.zero[id], ch)
-	return ch
+	return ch, true
 }
