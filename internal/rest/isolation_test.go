@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/hangar-dev/hangar/internal/doctest"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -598,28 +598,8 @@ func codeSpans(s string) string {
 // HANGAR_UPDATE_DOCS=1 it rewrites the page's matrix instead.
 func TestSecurityDocTable(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile(docPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(raw)
-	i, j := strings.Index(doc, docBegin), strings.Index(doc, docEnd)
-	if i < 0 || j < i {
-		t.Fatalf("%s lacks the lines that delimit the generated matrix:\n%s\n%s", docPath, docBegin, docEnd)
-	}
-	have := doc[i+len(docBegin) : j]
-	want := "\n" + renderMatrix()
-	if have == want {
-		return
-	}
-	if os.Getenv("HANGAR_UPDATE_DOCS") == "1" {
-		if err := os.WriteFile(docPath, []byte(doc[:i+len(docBegin)]+want+doc[j:]), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("rewrote the matrix in %s", docPath)
-		return
-	}
-	t.Errorf("docs/security.md's isolation matrix differs from the test's; run `HANGAR_UPDATE_DOCS=1 go test ./internal/rest -run TestSecurityDocTable` to rewrite it. The test's:\n%s", want)
+	doctest.Generated(t, docPath, docBegin, docEnd, renderMatrix(),
+		"HANGAR_UPDATE_DOCS=1 go test ./internal/rest -run TestSecurityDocTable")
 }
 
 // TestBoundTokenTakeover is the attack the isolation matrix was made for: bob asks for a token

@@ -26,6 +26,31 @@ type Replicas interface {
 type watcher struct {
 	sandbox string
 	cancel  context.CancelFunc
+	// poke wakes the watcher from its wait for the next poll (a cancel was sent: the turn's
+	// end is near); it holds one wake.
+	poke chan struct{}
+}
+
+// poke wakes turnID's watcher, if this replica runs one, to read the turn now.
+func (s *Service) poke(turnID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w := s.watching[turnID]; w != nil {
+		select {
+		case w.poke <- struct{}{}:
+		default: // a wake is pending already
+		}
+	}
+}
+
+// pokes is the channel that wakes turnID's watcher (nil, which never wakes, when it has none).
+func (s *Service) pokes(turnID string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w := s.watching[turnID]; w != nil {
+		return w.poke
+	}
+	return nil
 }
 
 // owns reports whether this replica runs and watches the turns of sandbox.
@@ -42,7 +67,7 @@ func (s *Service) spawn(turnID, sandbox string, fn func(ctx context.Context)) bo
 		return false
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
-	w := &watcher{sandbox: sandbox, cancel: cancel}
+	w := &watcher{sandbox: sandbox, cancel: cancel, poke: make(chan struct{}, 1)}
 	s.watching[turnID] = w
 	s.wg.Add(1) // under mu, so Close's Wait never races it
 	go func() {

@@ -144,6 +144,7 @@ func (s *Service) cancelTurn(ctx context.Context, t store.Turn) (store.Turn, err
 	if err := s.signalHarness(ctx, t); err != nil {
 		return t, err
 	}
+	s.poke(t.ID) // a watcher waiting for its next poll would see the end only then
 	return s.cfg.Store.GetTurn(ctx, t.ID)
 }
 

@@ -94,6 +94,7 @@ const readFailureBound = time.Minute
 // became of the sandbox; a run of failures past readFailureBound ends the turn.
 func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox, t store.Turn) {
 	r := &logReader{s: s, sb: sb, se: se, t: t, pos: t.ReadPos, lines: lineSplitter{readAt: t.ReadPos}}
+	poked := s.pokes(t.ID)
 	followedLast := false
 	var failing time.Time // when the current run of failed reads began; zero after a read
 	for {
@@ -140,6 +141,8 @@ func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox,
 		case <-ctx.Done():
 			timer.Stop()
 			return
+		case <-poked: // cancelled: read now, and follow the log to the harness's end
+			timer.Stop()
 		case <-timer.C:
 		}
 	}
