@@ -182,6 +182,15 @@ func run(ctx context.Context, cfg Config, st *Status) error {
 	go func() {
 		defer close(ended)
 		awaitEnd(ctx, sigs, exited)
+		select {
+		case <-exited:
+		default:
+			// A cancel: the agent's process group gets SIGTERM at once, all of it together, as
+			// a terminal's Ctrl-C does — signalled one by one, a shell could see its child die
+			// and exit 0 before its own signal came. The sweep then ends the rest.
+			unix.Kill(-sw.agent, unix.SIGTERM)
+			unix.Kill(-sw.agent, unix.SIGCONT)
+		}
 		sw.end()
 		closeOutput(copied, tailed, pr, er)
 	}()

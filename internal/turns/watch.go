@@ -86,6 +86,10 @@ func (l *lineSplitter) feed(chunk []byte, emit func(line []byte, end int64)) {
 // the sandbox is gone, paused or failed end the turn at once instead (unreadable).
 const readFailureBound = time.Minute
 
+// cancelPoll is how often a cancelled turn that is polled is read: its end comes within the
+// harness's kill grace, and a client waits for it.
+const cancelPoll = time.Second
+
 // watch records a running turn's run log as events, each complete line once, moving the
 // turn's read position with them, until the status file says the turn ended. It follows the log
 // as it is written (follow) when it can, and polls it every PollInterval when it cannot; after a
@@ -95,6 +99,7 @@ const readFailureBound = time.Minute
 func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox, t store.Turn) {
 	r := &logReader{s: s, sb: sb, se: se, t: t, pos: t.ReadPos, lines: lineSplitter{readAt: t.ReadPos}}
 	poked := s.pokes(t.ID)
+	interval := s.cfg.PollInterval
 	followedLast := false
 	var failing time.Time // when the current run of failed reads began; zero after a read
 	for {
@@ -136,13 +141,16 @@ func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox,
 			continue
 		}
 		followedLast = false
-		timer := s.cfg.Clock.NewTimer(s.cfg.PollInterval, "turns", "poll")
+		timer := s.cfg.Clock.NewTimer(interval, "turns", "poll")
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return
-		case <-poked: // cancelled: read now, and follow the log to the harness's end
+		case <-poked:
+			// Cancelled: read now, and, where the log cannot be followed (no daemon), every
+			// cancelPoll until the harness has ended what the agent started.
 			timer.Stop()
+			interval = min(interval, cancelPoll)
 		case <-timer.C:
 		}
 	}
