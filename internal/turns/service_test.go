@@ -159,8 +159,8 @@ func newFixture(t testing.TB) *fixture {
 	return f
 }
 
-// service starts a Service and a driver that moves the mock clock on each time a watcher
-// waits for its next poll, so polling runs as fast as the machine allows without a sleep.
+// service starts a Service and a driver that moves the mock clock to the next timer each time
+// a watcher waits for its next poll, so polling runs as fast as the machine allows without a sleep.
 func (f *fixture) service(t *testing.T) *Service {
 	t.Helper()
 	s := New(f.cfg)
@@ -177,7 +177,15 @@ func (f *fixture) service(t *testing.T) *Service {
 			if call.Release(ctx) != nil {
 				return
 			}
-			if f.clock.Advance(f.cfg.PollInterval).Wait(ctx) != nil {
+			// To the next timer, not a whole PollInterval: a cancelled turn polls every
+			// cancelPoll, and the mock refuses to move past a timer. None: the watcher
+			// stopped the one it made (a cancel woke it), and makes its next one through the
+			// trap.
+			d, ok := f.clock.Peek()
+			if !ok {
+				continue
+			}
+			if f.clock.Advance(d).Wait(ctx) != nil {
 				return
 			}
 		}
