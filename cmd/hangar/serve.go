@@ -159,6 +159,14 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
 	cfg.DataDir = dataDir
+	if err := secureDataDir(dataDir, log); err != nil {
+		return err
+	}
+	for _, name := range []string{secretFile, adminTokenFile} { // made 0600; older ones tightened
+		if err := privateFile(filepath.Join(dataDir, name)); err != nil {
+			return fmt.Errorf("make %s private: %w", filepath.Join(dataDir, name), err)
+		}
+	}
 
 	st, where, err := openStore(ctx, cfg)
 	if err != nil {
