@@ -24,7 +24,7 @@ func serveSettings(c *config.Config) []setting {
 		{"public-url", "URL", "the URL clients reach hangar at (https://hangar.example.com); setting it serves OAuth for MCP clients", stringValue{&c.PublicURL, originURL}},
 		{"oauth-client-id-hosts", "HOSTS", "comma-separated hosts whose https URLs MCP clients may use as client ids (metadata documents); * for any", stringValue{&c.OAuth.ClientIDHosts, hostList}},
 		{"oauth-access-token-ttl", "DURATION", "how long an OAuth access token lives (a refresh makes another)", durationValue{&c.OAuth.AccessTokenTTL, time.Minute, 24 * time.Hour}},
-		{"secret", "SECRET", "at least 32 characters keying background processes' tags (default: random, kept in <data dir>/secret)", stringValue{&c.Secret, minLen(32)}},
+		{"secret", "SECRET", "at least 32 characters keying background processes' tags and sealing sessions' env; the same on every replica (default: random, kept in <data dir>/secret)", stringValue{&c.Secret, minLen(32)}},
 		{"stream-max-per-token", "N", "open streams per token, of every kind: execs, attaches, events, watches, the fleet, MCP subscriptions", intValue{&c.Stream.MaxPerToken, 1, 100_000}},
 		{"stream-max-total", "N", "open streams in all, hangar's own included", intValue{&c.Stream.MaxTotal, 1, 1_000_000}},
 		{"stream-bytes-per-second", "BYTES", "pace of each stream; every message also counts 64 bytes", sizeValue{&c.Stream.BytesPerSecond, 1 << 10, 1 << 40}},
