@@ -65,3 +65,23 @@ func TestDataDirPrivate(t *testing.T) {
 		}
 	}
 }
+
+// TestShortSecretFileKept: a secret file too short to be a key stops start-up and is left as
+// it is; replacing it would leave every sealed env unopenable.
+func TestShortSecretFileKept(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(cfg.DataDir, secretFile)
+	if err := os.WriteFile(path, []byte("short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadSecret(cfg); err == nil || !strings.Contains(err.Error(), "at least 32") {
+		t.Errorf("loadSecret = %v, want an error saying the key is too short", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "short" {
+		t.Errorf("the secret file was replaced: %q", b)
+	}
+}
