@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 
+	"github.com/hangar-dev/hangar/internal/addrlimit"
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/config"
 	"github.com/hangar-dev/hangar/internal/oauth"
@@ -22,8 +24,14 @@ func newOAuth(cfg config.Config, st store.Store, authn *auth.Authenticator, stre
 			hosts = append(hosts, h)
 		}
 	}
+	proxies, err := addrlimit.ParsePrefixes(cfg.TrustedProxies) // checked when the setting was parsed
+	if err != nil {
+		return nil, fmt.Errorf("HANGAR_TRUSTED_PROXIES: %w", err)
+	}
 	s, err := oauth.New(oauth.Config{Store: st, Auth: authn, Issuer: cfg.PublicURL, ClientIDHosts: hosts, AccessTTL: cfg.OAuth.AccessTokenTTL,
-		EndToken: streams.EndToken, Logger: log})
+		EndToken: streams.EndToken, Logger: log, TrustedProxies: proxies,
+		RegisterLimit: addrlimit.New(addrlimit.Config{PerMinute: cfg.OAuth.RegisterPerMinute}),
+		ConsentLimit:  addrlimit.New(addrlimit.Config{PerMinute: cfg.OAuth.ConsentPerMinute})})
 	if err != nil {
 		return nil, err
 	}

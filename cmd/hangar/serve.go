@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -32,6 +33,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/provider/local"
 	"github.com/hangar-dev/hangar/internal/rest"
 	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/seal"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/postgres"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
@@ -159,6 +161,14 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
 	cfg.DataDir = dataDir
+	if err := secureDataDir(dataDir, log); err != nil {
+		return err
+	}
+	for _, name := range []string{secretFile, adminTokenFile} { // made 0600; older ones tightened
+		if err := privateFile(filepath.Join(dataDir, name)); err != nil {
+			return fmt.Errorf("make %s private: %w", filepath.Join(dataDir, name), err)
+		}
+	}
 
 	st, where, err := openStore(ctx, cfg)
 	if err != nil {
@@ -222,7 +232,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	go func() { mcpHandler.Run(rechecks); close(mcpRechecked) }()
 	defer func() { stopRechecks(); <-mcpRechecked }()
 
-	srv := rest.New(rest.Config{Auth: authn, Ready: readiness(st, cfg.DataDir), Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, MCP: mcpHandler, OAuth: oauthServer,
+	srv := rest.New(rest.Config{Auth: authn, Ready: readiness(st, cfg.DataDir), Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate, MCP: mcpHandler, OAuth: oauthServer,
 		Forward: rp.forwarder(streams)})
 	if cfg.PprofListen != "" {
 		stopPprof, err := servePprof(cfg.PprofListen, log)
@@ -288,7 +298,7 @@ func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams
 	processes.AdoptAll(actx)
 	acancel()
 
-	ts, stopTurns, err := startTurns(ctx, cfg, st, sandboxes, streams, clock, log, rp)
+	ts, stopTurns, err := startTurns(ctx, cfg, st, sandboxes, streams, clock, log, rp, secret)
 	if err != nil {
 		processes.Close()
 		closeSandboxes()
@@ -320,18 +330,28 @@ func envdBinary(set string, log *slog.Logger) (string, error) {
 
 // startTurns starts the sessions' turns service: running turns are watched again, and old
 // events are deleted hourly. stop ends both.
-func startTurns(ctx context.Context, cfg config.Config, st store.Store, sandboxes *sandbox.Manager, streams *stream.Registry, clock quartz.Clock, log *slog.Logger, rp *replicas) (
-	*turns.Service, func(), error) {
+func startTurns(ctx context.Context, cfg config.Config, st store.Store, sandboxes *sandbox.Manager, streams *stream.Registry, clock quartz.Clock, log *slog.Logger, rp *replicas,
+	secret []byte) (*turns.Service, func(), error) {
 	host := cfg.Providers.DaemonBinary // resolved by startDomain
+	envSeal, err := seal.New(secret, turns.EnvPurpose)
+	if err != nil {
+		return nil, nil, err
+	}
 	ts := turns.New(turns.Config{
 		Store: st, Sandboxes: turns.FromManager(sandboxes), HarnessBinary: turns.HarnessBinaries(host),
 		PollInterval: time.Duration(cfg.Turns.PollSeconds) * time.Second, Follow: cfg.Turns.FollowLogs,
 		FollowMaxBytes: cfg.Stream.MaxBytes, EventRetention: time.Duration(cfg.Turns.EventRetentionDays) * 24 * time.Hour,
-		Clock: clock, Logger: log, Streams: streams, Replicas: rp.forTurns(),
+		Clock: clock, Logger: log, Streams: streams, Replicas: rp.forTurns(), EnvSeal: envSeal,
 	})
 	rp.setTurns(ts)
 	rctx, rcancel := context.WithTimeout(ctx, reconcileTimeout)
-	err := ts.Resume(rctx)
+	err = ts.Resume(rctx)
+	if err == nil {
+		var n int
+		if n, err = ts.SealStoredEnv(rctx); n > 0 {
+			log.Info("sealed the env that an older hangar kept in the clear", "sessions", n)
+		}
+	}
 	rcancel()
 	if err != nil {
 		ts.Close()
@@ -384,8 +404,8 @@ func servePprof(addr string, log *slog.Logger) (func(), error) {
 	return func() { srv.Close(); <-done }, nil
 }
 
-// secretFile is the file in the data dir that keeps the process-tag key when HANGAR_SECRET is
-// not set.
+// secretFile is the file in the data dir that keeps the control plane's key (process tags,
+// sealed env) when HANGAR_SECRET is not set.
 const secretFile = "secret"
 
 // loadSecret returns HANGAR_SECRET, or the key kept in the data dir (made on first use).
@@ -394,8 +414,14 @@ func loadSecret(cfg config.Config) ([]byte, error) {
 		return []byte(cfg.Secret), nil
 	}
 	path := filepath.Join(cfg.DataDir, secretFile)
-	if b, err := os.ReadFile(path); err == nil && len(b) >= 32 {
+	switch b, err := os.ReadFile(path); {
+	case err == nil && len(b) >= 32:
 		return b, nil
+	case err == nil:
+		// Never replaced: sessions' env sealed with it would not open again.
+		return nil, fmt.Errorf("%s has %d bytes, and a key needs at least 32: restore it from a backup, or remove it to make a new one (sessions' stored env is lost with the old key)", path, len(b))
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("read the control plane's key: %w", err)
 	}
 	b := make([]byte, 32)
 	rand.Read(b)
@@ -404,7 +430,7 @@ func loadSecret(cfg config.Config) ([]byte, error) {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
 	if err := os.WriteFile(path, key, 0o600); err != nil {
-		return nil, fmt.Errorf("keep the process-tag key in %s: %w", path, err)
+		return nil, fmt.Errorf("keep the control plane's key in %s: %w", path, err)
 	}
 	return key, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/addrlimit"
 	"github.com/hangar-dev/hangar/internal/settings"
 )
 
@@ -105,6 +106,13 @@ func hostList(s string) error {
 		if h == "" || strings.ContainsAny(h, "/ @?#") {
 			return errors.New("must be hosts separated by commas, like clients.example.com,apps.example.org:8443, or *")
 		}
+	}
+	return nil
+}
+
+func prefixList(s string) error {
+	if _, err := addrlimit.ParsePrefixes(s); err != nil {
+		return errors.New("must be addresses or CIDR prefixes separated by commas, like 10.0.0.0/8,192.168.1.7")
 	}
 	return nil
 }

@@ -27,6 +27,16 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// MaxBodyBytes caps every request body; a larger one is refused with 413. Default 1 MiB.
 	MaxBodyBytes int64
+	// BodyTimeout is how long a request body may take to arrive, beyond a second for every
+	// BodyMinRate bytes that arrived; past it, 408 and the connection is closed. Default 30s.
+	BodyTimeout time.Duration
+	// BodyMinRate is the rate, in bytes per second, that earns a slow body more time than
+	// BodyTimeout. Default 64 KiB.
+	BodyMinRate int64
+	// TrustedProxies lists, comma-separated, the addresses and CIDR prefixes of the proxies
+	// whose X-Forwarded-For names the client address that per-address limits count. Default
+	// "": none, the connection's peer is the client.
+	TrustedProxies string
 	// PprofListen, when set, serves Go's profiler (net/http/pprof) on its own listener, for
 	// profiling; keep it on loopback. Default "": off.
 	PprofListen string
@@ -67,6 +77,10 @@ type OAuth struct {
 	ClientIDHosts string
 	// AccessTokenTTL is how long an OAuth access token lives. Default 1h.
 	AccessTokenTTL time.Duration
+	// RegisterPerMinute bounds open client registrations per client address. Default 10.
+	RegisterPerMinute int
+	// ConsentPerMinute bounds the consent form's posts per client address. Default 30.
+	ConsentPerMinute int
 }
 
 // MCP bounds the 2025-era MCP sessions (initialize, Mcp-Session-Id) on /mcp.
@@ -171,6 +185,8 @@ func Default() Config {
 		LogLevel:      "info",
 		ShutdownGrace: 30 * time.Second,
 		MaxBodyBytes:  1 << 20,
+		BodyTimeout:   30 * time.Second,
+		BodyMinRate:   64 << 10,
 		Turns:         Turns{PollSeconds: 5, FollowLogs: true, EventRetentionDays: 30},
 		Stream: Stream{
 			MaxPerToken:           16,
@@ -184,7 +200,7 @@ func Default() Config {
 			QueueBytes:            16 << 20,
 		},
 		MCP:      MCP{SessionIdleSeconds: 1800, SessionsPerToken: 32},
-		OAuth:    OAuth{AccessTokenTTL: time.Hour},
+		OAuth:    OAuth{AccessTokenTTL: time.Hour, RegisterPerMinute: 10, ConsentPerMinute: 30},
 		Replicas: Replicas{LeaseSeconds: 15},
 		Providers: Providers{
 			Default:      "local",

@@ -189,6 +189,9 @@ func checkBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
 	switch {
 	case errors.As(err, &mbe):
 		return tooLarge()
+	case errors.Is(err, problem.ErrBodyTimeout):
+		writeError(w, http.StatusRequestTimeout, codeInvalidRequest, "The request body did not arrive in time; send it at once (HANGAR_BODY_TIMEOUT).", err.Error())
+		return false
 	case err != nil:
 		writeError(w, http.StatusBadRequest, codeInvalidRequest, "The request body could not be read.", err.Error())
 		return false

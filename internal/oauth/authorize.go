@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -188,8 +189,16 @@ type consentForm struct {
 // is hangar's); then the person is signed in with their token, and what they chose becomes
 // a grant and its code.
 func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
+	if ok, why := s.allowed(w, r, s.cfg.ConsentLimit); !ok {
+		s.renderError(w, &pageError{http.StatusTooManyRequests, why})
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	if err := r.ParseForm(); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			s.renderError(w, &pageError{http.StatusRequestTimeout, bodyTimeout.Description})
+			return
+		}
 		s.renderError(w, &pageError{http.StatusBadRequest, "The form could not be read."})
 		return
 	}

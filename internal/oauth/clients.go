@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -220,9 +221,18 @@ type registration struct {
 // token_endpoint_auth_method is asked for, the answer is none (§3.2.1 lets the server replace
 // a requested value), and they prove themselves with PKCE.
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	if ok, why := s.allowed(w, r, s.cfg.RegisterLimit); !ok {
+		s.writeOAuthError(w, r, &oauthError{status: http.StatusTooManyRequests, Code: "temporarily_unavailable",
+			Description: why + " Open registration is limited per address (HANGAR_OAUTH_REGISTER_PER_MINUTE)."})
+		return
+	}
 	var meta oauthex.ClientRegistrationMetadata
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxForm))
 	if err := dec.Decode(&meta); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			s.writeOAuthError(w, r, bodyTimeout)
+			return
+		}
 		s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "The body must be the client's metadata as JSON (RFC 7591)."))
 		return
 	}

@@ -26,7 +26,9 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +36,7 @@ import (
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
+	"github.com/hangar-dev/hangar/internal/addrlimit"
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/store"
 )
@@ -76,6 +79,15 @@ type Config struct {
 	// EndToken ends the open streams of a token just revoked (stream.Registry.EndToken), so
 	// they end at once rather than at the next recheck. Default: none.
 	EndToken func(tokenID string)
+	// RegisterLimit bounds open client registrations (RegisterPath) per client address; past
+	// it, 429 with Retry-After. Nil: unbounded.
+	RegisterLimit *addrlimit.Limiter
+	// ConsentLimit bounds the consent form's posts (POST AuthorizePath), each of which checks
+	// a token a person pasted, per client address. Nil: unbounded.
+	ConsentLimit *addrlimit.Limiter
+	// TrustedProxies are the proxies whose X-Forwarded-For names the client address the limits
+	// count (addrlimit.ClientAddr). Default none: the connection's peer.
+	TrustedProxies []netip.Prefix
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger. Default slog.Default().
@@ -295,6 +307,26 @@ func hash(secret string) string {
 	return hex.EncodeToString(h[:])
 }
 
+// allowed takes one of lim's requests for r's client address; when there is none, it says so
+// (Retry-After, in whole seconds rounded up) and reports false: the caller writes its answer.
+func (s *Server) allowed(w http.ResponseWriter, r *http.Request, lim *addrlimit.Limiter) (bool, string) {
+	if lim == nil {
+		return true, ""
+	}
+	ok, after := lim.Allow(addrlimit.ClientAddr(r, s.cfg.TrustedProxies))
+	if ok {
+		return true, ""
+	}
+	secs := int((after + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	return false, fmt.Sprintf("Too many requests from your address; try again in %d seconds.", secs)
+}
+
+// bodyTimeout answers a body that did not arrive within the deadline the transport set on it
+// (its reads fail with os.ErrDeadlineExceeded).
+var bodyTimeout = &oauthError{status: http.StatusRequestTimeout, Code: "invalid_request",
+	Description: "The request body did not arrive in time; send it at once (HANGAR_BODY_TIMEOUT)."}
+
 // maxForm bounds the form bodies of the endpoints.
 const maxForm = 64 << 10
 
@@ -303,6 +335,9 @@ const maxForm = 64 << 10
 func parseForm(w http.ResponseWriter, r *http.Request) (url.Values, *oauthError) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	if err := r.ParseForm(); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, bodyTimeout
+		}
 		return nil, badRequest("invalid_request", "The body must be a form (application/x-www-form-urlencoded).")
 	}
 	for _, v := range r.PostForm {

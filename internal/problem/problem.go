@@ -35,10 +35,16 @@ const (
 	CodeMethod       Code = "method_not_allowed"
 	CodeConflict     Code = "conflict"
 	CodeTooLarge     Code = "too_large"
+	CodeTimeout      Code = "timeout"
 	CodeLimit        Code = "limit"
 	CodeUnavailable  Code = "unavailable"
 	CodeInternal     Code = "internal"
 )
+
+// ErrBodyTimeout is a request body that did not arrive within its deadline (HANGAR_BODY_TIMEOUT,
+// plus what HANGAR_BODY_MIN_BYTES_PER_SECOND allows for its size): the client is too slow, or
+// holds the connection on purpose.
+var ErrBodyTimeout = errors.New("the request body did not arrive in time")
 
 // Problem is an error on its way to a client: a code, a sentence for a person, and the
 // technical cause.
@@ -98,6 +104,7 @@ func as[T error]() func(error) bool {
 // table is read in order: the first match wins, so a more specific error comes first.
 var table = []entry{
 	{match: as[*http.MaxBytesError](), code: CodeTooLarge, message: "The request body is too large."},
+	{match: is(ErrBodyTimeout), code: CodeTimeout, message: "The request body did not arrive in time; send it at once, at a fair rate (HANGAR_BODY_TIMEOUT, HANGAR_BODY_MIN_BYTES_PER_SECOND)."},
 	// What hangar's own store lacks comes first: whatever was asked, that is what is missing.
 	// The cause (which names the database's address) stays in the server's log.
 	{match: is(store.ErrFull), say: func(err error) *Problem {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/hangar-dev/hangar/internal/jsontext"
+	"github.com/hangar-dev/hangar/internal/problem"
 )
 
 // decodeJSON reads a request body into v. It refuses, with a 400 that says which: a body that is
@@ -16,12 +17,12 @@ import (
 // command it mangled; bytes that are not text go base64 where an endpoint takes them), unknown
 // fields, and anything but white space after the one JSON value (`{...}}` included: the
 // decoder's More reports false for a stray closing bracket). Bodies over the cap (which the
-// body middleware set) are a 413.
+// body middleware set) are a 413, bodies too slow to arrive (bodyDeadline) a 408.
 func decodeJSON(r *http.Request, v any) error {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		if errors.As(err, &tooLarge) || errors.Is(err, problem.ErrBodyTimeout) {
 			return err
 		}
 		return newError(CodeBadRequest, "The request body could not be read.", err)

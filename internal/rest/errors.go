@@ -35,6 +35,7 @@ var statuses = map[Code]int{
 	problem.CodeMethod:       http.StatusMethodNotAllowed,
 	problem.CodeConflict:     http.StatusConflict,
 	problem.CodeTooLarge:     http.StatusRequestEntityTooLarge,
+	problem.CodeTimeout:      http.StatusRequestTimeout,
 	problem.CodeLimit:        http.StatusTooManyRequests,
 	problem.CodeUnavailable:  http.StatusServiceUnavailable,
 	problem.CodeInternal:     http.StatusInternalServerError,

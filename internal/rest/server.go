@@ -61,6 +61,12 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxBodyBytes caps request bodies (413 past it). Default 1 MiB.
 	MaxBodyBytes int64
+	// BodyTimeout is how long a request body may take to arrive, plus a second for every
+	// BodyMinRate bytes of it that arrived (408 past it; bodyDeadline). Default 30s.
+	BodyTimeout time.Duration
+	// BodyMinRate is the rate, in bytes per second, that earns a body time beyond BodyTimeout.
+	// Default 64 KiB.
+	BodyMinRate int64
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Forward, with several replicas on one database, passes requests about a sandbox's
@@ -100,11 +106,18 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = 30 * time.Second
+	}
+	if cfg.BodyMinRate <= 0 {
+		cfg.BodyMinRate = 64 << 10
+	}
 	a := &api{Config: cfg, log: cfg.Logger}
 	s := &Server{log: cfg.Logger, drained: make(chan struct{})}
 
 	r := chi.NewRouter()
-	r.Use(s.gate, newHTTPMetrics(cfg.Registry).middleware, a.limitBody)
+	// bodyDeadline first: it needs net/http's own ResponseWriter to set read deadlines.
+	r.Use(a.bodyDeadline, s.gate, newHTTPMetrics(cfg.Registry).middleware, a.limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, newError(CodeNotFound, "There is nothing at "+r.URL.Path+".", nil))
 	})

@@ -15,6 +15,8 @@ type TurnStore interface {
 	GetSession(ctx context.Context, owner, ref string) (Session, error)
 	// ListSessions lists sessions by name: an owner's, or everyone's when owner is "".
 	ListSessions(ctx context.Context, owner string) ([]Session, error)
+	// SetSessionEnv replaces a session's env (its values sealed anew). ErrNotFound if none.
+	SetSessionEnv(ctx context.Context, id string, env map[string]string) error
 	// DeleteSession forgets a session with its turns and events. ErrNotFound if none.
 	DeleteSession(ctx context.Context, id string) error
 
@@ -88,7 +90,7 @@ type Session struct {
 	TokenID   string // the token that created it
 	Sandbox   string
 	Agent     string
-	Env       map[string]string // passed to the agent; secrets, never returned by the API
+	Env       map[string]string // passed to the agent; secrets (values sealed: turns.EnvPurpose), never returned by the API
 	JobID     string            // the job it was made for; "" for none
 	LastSeq   int64             // the seq of its newest event (0: none yet)
 	CreatedAt time.Time

@@ -15,6 +15,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/seal"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -87,6 +88,10 @@ type Config struct {
 	// Streams admits the live event streams (Follow, FollowJob): kind events. Required for
 	// them.
 	Streams *stream.Registry
+	// EnvSeal seals sessions' env values before they are stored (keyed by the control plane's
+	// secret, purpose EnvPurpose); they are opened only to launch a turn's harness. Nil: kept
+	// as given (tests).
+	EnvSeal *seal.Box
 	// Replicas, with several replicas on one database, says which one runs and watches each
 	// sandbox's turns, and carries the news of appended events to the others (replicas.go).
 	// Nil: this Service is the only one.
@@ -250,7 +255,8 @@ func (s *Service) createSession(ctx context.Context, p auth.Principal, req Creat
 		return store.Session{}, err
 	}
 	se := store.Session{ID: newID("ses_"), Name: req.Name, Owner: p.User, TokenID: p.TokenID, Sandbox: req.Sandbox,
-		Agent: req.Agent, Env: req.Env, CreatedAt: time.Now().UTC(), Split: req.Split}
+		Agent: req.Agent, CreatedAt: time.Now().UTC(), Split: req.Split}
+	se.Env = s.sealEnv(se.ID, req.Env)
 	if req.Split {
 		if se.SplitUID, err = s.checkSplit(ctx, req.Sandbox, sb, req.SplitUID); err != nil {
 			return store.Session{}, err

@@ -297,12 +297,16 @@ func (s *Service) launch(ctx context.Context, se store.Session, sb store.Sandbox
 	for _, a := range agent.Argv {
 		argv = append(argv, shellQuote(a))
 	}
+	env, err := s.openEnv(se)
+	if err != nil {
+		return 0, 0, err
+	}
 	if err := s.writePrompt(ctx, sb, dir, t.Prompt); err != nil {
 		return 0, 0, err
 	}
 	cmd := fmt.Sprintf(`set -e; d=%s; %s harness --detach %s--run-log "$d/run.log" --status-file "$d/status.json" --prompt-file "$d/prompt" -- %s 2>&1`,
 		shellQuote(dir), shellQuote(bin), split, strings.Join(argv, " "))
-	out, code, err := s.cfg.Sandboxes.Run(ctx, sb, cmd, se.Env)
+	out, code, err := s.cfg.Sandboxes.Run(ctx, sb, cmd, env)
 	if err != nil {
 		return 0, 0, err
 	}

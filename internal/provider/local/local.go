@@ -95,8 +95,13 @@ func New(cfg Config) (*Provider, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	root := filepath.Join(cfg.DataDir, "sandboxes")
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	// Its commands run as hangar's own user, so nobody else needs to enter it; an older one is
+	// tightened too.
+	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	if err := os.Chmod(root, 0o700); err != nil {
+		return nil, fmt.Errorf("make %s private: %w", root, err)
 	}
 	return &Provider{
 		cfg:  cfg,

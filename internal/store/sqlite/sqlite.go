@@ -29,6 +29,9 @@ func Open(ctx context.Context, dir string) (*sqlstore.DB, error) {
 		return nil, fmt.Errorf("create data dir %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, FileName)
+	if err := privateFiles(path); err != nil {
+		return nil, err
+	}
 	// WAL lets readers go on while one writes; busy_timeout makes concurrent writers wait for
 	// each other instead of failing with SQLITE_BUSY.
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
@@ -48,6 +51,35 @@ func Open(ctx context.Context, dir string) (*sqlstore.DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// privateFiles creates the database file at path, readable and writable by its owner only
+// whatever the umask, and tightens an older one and its -wal and -shm files to 0600. SQLite
+// gives the -wal and -shm files it creates the database file's mode.
+func privateFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("open %s: %w", p, err)
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("open %s: not a regular file", p)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			if err := os.Chmod(p, 0o600); err != nil {
+				return fmt.Errorf("make %s private (chmod 0600): %w", p, err)
+			}
+		}
+	}
+	return nil
 }
 
 // classify wraps SQLite's "disk full" in store.ErrFull, and its "busy" and "locked" (a writer

@@ -101,6 +101,24 @@ func list[T any](ctx context.Context, s *DB, what, query string, args []any, sca
 	return out, nil
 }
 
+// SetSessionEnv implements store.Store.
+func (s *DB) SetSessionEnv(ctx context.Context, id string, env map[string]string) error {
+	b, err := json.Marshal(orEmpty(env))
+	if err != nil {
+		return fmt.Errorf("set env of session %s: %w", id, err)
+	}
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE sessions SET env = ? WHERE id = ?`), string(b), id)
+	if err != nil {
+		return fmt.Errorf("set env of session %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("set env of session %s: %w", id, err)
+	} else if n == 0 {
+		return fmt.Errorf("set env of session %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
 // DeleteSession implements store.Store.
 func (s *DB) DeleteSession(ctx context.Context, id string) error {
 	tx, err := s.db.BeginTx(ctx, nil)

@@ -77,6 +77,16 @@ func testSessions(t *testing.T, ctx context.Context, s store.Store) {
 		t.Errorf("ListSessions(bob) = %+v, %v; want alpha, beta", mine, err)
 	}
 
+	if err := s.SetSessionEnv(ctx, "ses_d", map[string]string{"K": "sealed"}); err != nil {
+		t.Fatalf("SetSessionEnv: %v", err)
+	}
+	if got, err := s.GetSession(ctx, "", "ses_d"); err != nil || len(got.Env) != 1 || got.Env["K"] != "sealed" {
+		t.Errorf("GetSession after SetSessionEnv = %v, %v; want env {K: sealed}", got.Env, err)
+	}
+	if err := s.SetSessionEnv(ctx, "ses_nope", nil); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SetSessionEnv of no session = %v, want ErrNotFound", err)
+	}
+
 	mustCreateTurn(t, ctx, s, newTurn("turn_1", "ses_a", a.CreatedAt))
 	appendN(t, ctx, s, "ses_a", "turn_1", 3)
 	if err := s.DeleteSession(ctx, "ses_a"); err != nil {

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestSlowBodiesTimeOut is finding 5's reproduction: 40 connections to /oauth/register, none
+// with a token, each announcing a 100,000-byte body and sending one byte of it (and one such
+// connection each to the REST API and to /mcp). Each is answered 408 once its body deadline
+// passes, and closed.
+func TestSlowBodiesTimeOut(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.PublicURL = "https://hangar.example.com"
+	cfg.BodyTimeout = 500 * time.Millisecond
+	cfg.OAuth.RegisterPerMinute = 1000 // every connection is from 127.0.0.1: the deadline is what is tested
+	ts := startServe(t, cfg)
+	tok := adminToken(t, ts)
+	// 40 to /oauth/register, then one to the REST API and one to /mcp, which read their
+	// bodies their own ways.
+	const n = 42
+	var wg sync.WaitGroup
+	answers := make([]string, n)
+	for i := range n {
+		head := "POST /oauth/register HTTP/1.1\r\nHost: hangar\r\n"
+		switch i {
+		case 40:
+			head = "POST /api/sandboxes HTTP/1.1\r\nHost: hangar\r\nAuthorization: Bearer " + tok + "\r\n"
+		case 41:
+			head = "POST /mcp HTTP/1.1\r\nHost: hangar\r\nAuthorization: Bearer " + tok + "\r\nAccept: application/json, text/event-stream\r\n"
+		}
+		c, err := net.Dial("tcp", ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(waitTimeout)) // bounds the test, not hangar
+		if _, err := io.WriteString(c, head+"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				answers[i] = "no answer: " + err.Error()
+				return
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			// Then the connection is closed: nothing more, EOF.
+			if _, err := br.ReadByte(); err != io.EOF {
+				answers[i] = "the connection stayed open after the answer"
+				return
+			}
+			answers[i] = resp.Status + " " + resp.Header.Get("Connection") + " " + string(body)
+		})
+	}
+	wg.Wait()
+	for i, a := range answers {
+		if !strings.HasPrefix(a, "408 ") || !strings.Contains(a, "did not arrive in time") {
+			t.Errorf("connection %d: %s; want 408, the body did not arrive in time, and the connection closed", i, a)
+		}
+	}
+}
+
+// TestBodyDeadlineSparesStreams: a streamed command that outlives the body deadline is not cut:
+// the deadline bounds only the reading of its request's body.
+func TestBodyDeadlineSparesStreams(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Providers.DaemonBinary = sharedEnvd(t)
+	cfg.BodyTimeout = 200 * time.Millisecond
+	ts := startServe(t, cfg)
+	tok := adminToken(t, ts)
+	if code, body := ts.api(t, "POST", "/api/sandboxes", tok, `{"name": "slow"}`); code != 201 {
+		t.Fatalf("create = %d %v", code, body)
+	}
+	t.Cleanup(func() { ts.api(t, "DELETE", "/api/sandboxes/slow", tok, "") })
+	// Ten lines, 0.1 s apart: the stream lasts five times the body deadline.
+	req, _ := http.NewRequest("POST", ts.url+"/api/sandboxes/slow/exec/stream", strings.NewReader(
+		`{"command": "for i in 1 2 3 4 5 6 7 8 9 10; do echo line$i; sleep 0.1; done"}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	client := &http.Client{Timeout: waitTimeout}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("the stream broke: %v\n%s", err, out)
+	}
+	if resp.StatusCode != 200 || !strings.Contains(string(out), "line10") || !strings.Contains(string(out), `"exit_code":0`) {
+		t.Errorf("stream = %d\n%s\nwant every line and the exit code", resp.StatusCode, out)
+	}
+}
