@@ -355,6 +355,32 @@ func TestRefreshRotation(t *testing.T) {
 	}
 }
 
+// TestRefreshByAnotherClient: a refresh token sent by another client than its own is refused
+// (invalid_grant) without being used up, so its own client's next refresh works and is not
+// taken for a reuse that revokes the grant.
+func TestRefreshByAnotherClient(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	client, other := f.register(t, "App", redirect), f.register(t, "Other", redirect)
+	first := f.tokens(t, client)
+	rt := first["refresh_token"].(string)
+	status, out := f.refresh(t, other, rt)
+	wantOAuthError(t, status, out, http.StatusBadRequest, "invalid_grant")
+	if d, _ := out["error_description"].(string); !strings.Contains(d, "another client") {
+		t.Errorf("refresh by another client: %q, want it to say so", d)
+	}
+	status, next := f.refresh(t, client, rt)
+	if status != http.StatusOK {
+		t.Fatalf("its own client's refresh after another client tried it = %d %v, want 200", status, next)
+	}
+	if _, err := f.auth.Authenticate(context.Background(), first["access_token"].(string)); err != nil {
+		t.Errorf("the grant's first access token: %v, want it alive", err)
+	}
+	if ended := f.endedTokens(); len(ended) != 0 {
+		t.Errorf("streams ended for %v, want none", ended)
+	}
+}
+
 func TestRefreshExpires(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(c *oauth.Config) { c.RefreshTTL = time.Hour })
