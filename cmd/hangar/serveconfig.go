@@ -26,6 +26,7 @@ func serveSettings(c *config.Config) []setting {
 		{"oauth-access-token-ttl", "DURATION", "how long an OAuth access token lives (a refresh makes another)", durationValue{&c.OAuth.AccessTokenTTL, time.Minute, 24 * time.Hour}},
 		{"secret", "SECRET", "at least 32 characters keying background processes' tags (default: random, kept in <data dir>/secret)", stringValue{&c.Secret, minLen(32)}},
 		{"stream-max-per-token", "N", "open streams per token, of every kind: execs, attaches, events, watches, the fleet, MCP subscriptions", intValue{&c.Stream.MaxPerToken, 1, 100_000}},
+		{"stream-max-per-user", "N", "open streams per user, through all its tokens and across replicas", intValue{&c.Stream.MaxPerUser, 1, 1_000_000}},
 		{"stream-max-total", "N", "open streams in all, hangar's own included", intValue{&c.Stream.MaxTotal, 1, 1_000_000}},
 		{"stream-bytes-per-second", "BYTES", "pace of each stream; every message also counts 64 bytes", sizeValue{&c.Stream.BytesPerSecond, 1 << 10, 1 << 40}},
 		{"stream-max-bytes", "BYTES", "bytes one stream may send; past it nothing more is sent", sizeValue{&c.Stream.MaxBytes, 1 << 10, 1 << 40}},

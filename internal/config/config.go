@@ -125,8 +125,12 @@ type Providers struct {
 // Stream holds the limits of spec/streaming.md's "Limits and closing" table, with its names and
 // defaults.
 type Stream struct {
-	// MaxPerToken is how many streams one token may hold open. Default 16.
+	// MaxPerToken is how many streams one token may hold open; the tokens one OAuth grant
+	// issued count as one. Default 16.
 	MaxPerToken int
+	// MaxPerUser is how many streams one user may hold open through all its tokens, across
+	// replicas. Default 128 (a quarter of MaxTotal).
+	MaxPerUser int
 	// MaxTotal is how many streams may be open in all, hangar's own included. Default 512.
 	MaxTotal int
 	// BytesPerSecond paces each stream; every message also counts 64 bytes. Default 1 MiB.
@@ -174,6 +178,7 @@ func Default() Config {
 		Turns:         Turns{PollSeconds: 5, FollowLogs: true, EventRetentionDays: 30},
 		Stream: Stream{
 			MaxPerToken:           16,
+			MaxPerUser:            128,
 			MaxTotal:              512,
 			BytesPerSecond:        1 << 20,
 			MaxBytes:              64 << 20,

@@ -68,6 +68,7 @@ type env struct {
 	withOAuth  bool                    // serve the OAuth authorization server too (with /mcp)
 	maxWatches int                     // 0: 2 watches per token
 	maxStreams int                     // 0: 4 per token, 6 in all; else this many of each
+	maxPerUser int                     // 0: the default (128)
 	maxProcs   int                     // 0: 3 background processes per token
 	envdBin    string                  // the local sandboxes' daemon; "": hangarBin
 	logs       providertest.SyncBuffer // the server's log, for tests that read it
@@ -146,7 +147,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	if e.maxProcs > 0 {
 		maxProcs = e.maxProcs
 	}
-	e.streams = stream.New(stream.Config{MaxPerToken: maxStreams, MaxTotal: maxTotal, Check: a.Recheck, Recheck: 200 * time.Millisecond, Registerer: e.reg, BytesPerSecond: e.bytesPerSecond, MaxBytes: e.maxBytes})
+	e.streams = stream.New(stream.Config{MaxPerToken: maxStreams, MaxPerUser: e.maxPerUser, MaxTotal: maxTotal, Check: a.Recheck, Recheck: 200 * time.Millisecond, Registerer: e.reg, BytesPerSecond: e.bytesPerSecond, MaxBytes: e.maxBytes})
 	rechecks, stopRechecks := context.WithCancel(context.Background())
 	recheckDone := make(chan struct{})
 	go func() { e.streams.Run(rechecks); close(recheckDone) }()
