@@ -166,7 +166,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	}
 	defer st.Close()
 
-	authn, err := auth.New(ctx, auth.Config{Store: st, TokensFile: cfg.TokensFile, Logger: log})
+	authn, err := auth.New(ctx, auth.Config{Store: st, TokensFile: cfg.TokensFile, MaxPerUser: cfg.TokensMaxPerUser, Logger: log})
 	if err != nil {
 		return err
 	}

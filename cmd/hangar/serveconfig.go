@@ -16,6 +16,7 @@ func serveSettings(c *config.Config) []setting {
 		{"data-dir", "DIR", "where the SQLite database, the admin token file and local sandboxes live", stringValue{&c.DataDir, nonEmpty}},
 		{"database-url", "URL", "PostgreSQL to use instead of SQLite (postgres://user:password@host:5432/db)", stringValue{&c.DatabaseURL, postgresURL}},
 		{"tokens-file", "FILE", "static tokens, one per line: TOKEN USER SCOPES [SANDBOX]", stringValue{&c.TokensFile, nonEmpty}},
+		{"tokens-max-per-user", "N", "live tokens and OAuth grants one user may hold (expired and revoked ones do not count; static tokens neither)", intValue{&c.TokensMaxPerUser, 1, 1_000_000}},
 		{"log-format", "FORMAT", "text or json", stringValue{&c.LogFormat, oneOf("text", "json")}},
 		{"log-level", "LEVEL", "debug, info, warn or error", stringValue{&c.LogLevel, oneOf("debug", "info", "warn", "error")}},
 		{"shutdown-grace", "DURATION", "how long in-flight requests may take to finish on SIGTERM/SIGINT", durationValue{&c.ShutdownGrace, time.Millisecond, time.Hour}},

@@ -18,6 +18,9 @@ type Config struct {
 	DatabaseURL string
 	// TokensFile, when set, lists static tokens, one per line. Default "".
 	TokensFile string
+	// TokensMaxPerUser bounds one user's live tokens and OAuth grants (auth.Config.MaxPerUser).
+	// Default 100.
+	TokensMaxPerUser int
 	// LogFormat is text or json. Default text.
 	LogFormat string
 	// LogLevel is debug, info, warn or error. Default info.
@@ -169,13 +172,14 @@ type Turns struct {
 // Default returns the documented defaults.
 func Default() Config {
 	return Config{
-		Listen:        "127.0.0.1:8080",
-		DataDir:       "./.hangar",
-		LogFormat:     "text",
-		LogLevel:      "info",
-		ShutdownGrace: 30 * time.Second,
-		MaxBodyBytes:  1 << 20,
-		Turns:         Turns{PollSeconds: 5, FollowLogs: true, EventRetentionDays: 30},
+		Listen:           "127.0.0.1:8080",
+		DataDir:          "./.hangar",
+		LogFormat:        "text",
+		LogLevel:         "info",
+		ShutdownGrace:    30 * time.Second,
+		MaxBodyBytes:     1 << 20,
+		TokensMaxPerUser: 100,
+		Turns:            Turns{PollSeconds: 5, FollowLogs: true, EventRetentionDays: 30},
 		Stream: Stream{
 			MaxPerToken:           16,
 			MaxPerUser:            128,

@@ -256,6 +256,32 @@ func TestConsentChoices(t *testing.T) {
 	}
 }
 
+// TestConsentPastTokenBound: a grant counts as one of its user's live tokens, however often
+// it is refreshed; once the user holds HANGAR_TOKENS_MAX_PER_USER, the consent page says so
+// (409) and makes no grant, while the grants already made refresh on.
+func TestConsentPastTokenBound(t *testing.T) {
+	t.Parallel()
+	f := newFixtureBound(t, 2, nil) // ada holds one token already
+	client := f.register(t, "App", redirect)
+	first := f.tokens(t, client)
+	for range 2 {
+		status, next := f.refresh(t, client, first["refresh_token"].(string))
+		if status != http.StatusOK {
+			t.Fatalf("refresh = %d %v", status, next)
+		}
+		first = next
+	}
+	b := browser()
+	_, challenge := pkce()
+	resp, body := f.submit(t, b, f.consentForm(t, b, authParams(client, challenge)), nil)
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(body, "HANGAR_TOKENS_MAX_PER_USER") {
+		t.Errorf("consent past the bound = %d; want 409 and the page saying why:\n%s", resp.StatusCode, body)
+	}
+	if gs, err := f.store.ListOAuthGrants(context.Background(), "ada"); err != nil || len(gs) != 1 {
+		t.Errorf("grants = %d, %v; want the first only", len(gs), err)
+	}
+}
+
 // TestTokenRefusals: each bad redemption of a code gets the RFC's error.
 func TestTokenRefusals(t *testing.T) {
 	t.Parallel()
