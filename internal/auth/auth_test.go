@@ -464,6 +464,26 @@ func TestBoundIsNeverAdmin(t *testing.T) {
 	}
 }
 
+// TestAtMCP: at /mcp a token with mcp and jobs acts as an mcp token (scopes add up); one without
+// jobs, or without mcp, is left as it is.
+func TestAtMCP(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ in, want []auth.Scope }{
+		{[]auth.Scope{auth.ScopeMCP, auth.ScopeJobs}, []auth.Scope{auth.ScopeMCP}},
+		{[]auth.Scope{auth.ScopeJobs, auth.ScopeUser, auth.ScopeMCP}, []auth.Scope{auth.ScopeUser, auth.ScopeMCP}},
+		{[]auth.Scope{auth.ScopeMCP}, []auth.Scope{auth.ScopeMCP}},
+		{[]auth.Scope{auth.ScopeJobs}, []auth.Scope{auth.ScopeJobs}},
+	} {
+		p := auth.Principal{TokenID: "tok_1", User: "ada", Scopes: c.in}
+		if got := p.AtMCP(); !slices.Equal(got.Scopes, c.want) || got.TokenID != "tok_1" {
+			t.Errorf("AtMCP(%v) = %+v, want scopes %v", c.in, got, c.want)
+		}
+		if len(p.Scopes) != len(c.in) {
+			t.Errorf("AtMCP changed its principal's scopes: %v", p.Scopes)
+		}
+	}
+}
+
 // TestTokensPerUser: a user holding MaxPerUser live tokens gets no more (a *TokenLimitError
 // that names the bound and how to free room), whoever makes them, an admin included; expired
 // and revoked tokens do not count, and revoking one makes room; another user is not held back.

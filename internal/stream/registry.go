@@ -227,7 +227,10 @@ func keysOf(o Options) keys {
 	if p.TokenID == "" || o.Own {
 		return keys{}
 	}
-	k := keys{token: p.TokenID, user: "user " + p.User}
+	k := keys{token: p.TokenID}
+	if p.User != "" {
+		k.user = "user " + p.User
+	}
 	if p.Grant != "" {
 		k.token = "grant " + p.Grant
 	}
@@ -318,6 +321,8 @@ func (r *Registry) reserve(o Options, k keys) error {
 	r.reserved++
 	if k.token != "" {
 		r.perToken[k.token]++
+	}
+	if k.user != "" {
 		r.perUser[k.user]++
 	}
 	return nil
@@ -332,14 +337,15 @@ func (r *Registry) unreserve(k keys) {
 
 // uncount takes a stream of k off the counts here. r.mu is held.
 func (r *Registry) uncount(k keys) {
-	if k.token == "" {
-		return
+	if k.token != "" {
+		if r.perToken[k.token]--; r.perToken[k.token] <= 0 {
+			delete(r.perToken, k.token)
+		}
 	}
-	if r.perToken[k.token]--; r.perToken[k.token] <= 0 {
-		delete(r.perToken, k.token)
-	}
-	if r.perUser[k.user]--; r.perUser[k.user] <= 0 {
-		delete(r.perUser, k.user)
+	if k.user != "" {
+		if r.perUser[k.user]--; r.perUser[k.user] <= 0 {
+			delete(r.perUser, k.user)
+		}
 	}
 }
 
@@ -358,6 +364,9 @@ func (r *Registry) takeShared(ctx context.Context, o Options, k keys) (taken boo
 	}
 	if !ok {
 		return false, r.tokenLimit(o)
+	}
+	if k.user == "" {
+		return true, nil
 	}
 	ok, err = r.cfg.Shared.Take(ctx, k.user, r.cfg.MaxPerUser)
 	if err != nil || !ok {
@@ -386,7 +395,9 @@ func (r *Registry) release(s *Stream) {
 	r.mu.Unlock()
 	if s.shared {
 		r.cfg.Shared.Give(s.keys.token)
-		r.cfg.Shared.Give(s.keys.user)
+		if s.keys.user != "" {
+			r.cfg.Shared.Give(s.keys.user)
+		}
 	}
 }
 
