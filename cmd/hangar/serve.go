@@ -176,7 +176,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	}
 	defer st.Close()
 
-	authn, err := auth.New(ctx, auth.Config{Store: st, TokensFile: cfg.TokensFile, Logger: log})
+	authn, err := auth.New(ctx, auth.Config{Store: st, TokensFile: cfg.TokensFile, MaxPerUser: cfg.TokensMaxPerUser, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -200,7 +200,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	}
 	defer rp.stop()
 	streams := stream.New(stream.Config{
-		MaxPerToken: cfg.Stream.MaxPerToken, MaxTotal: cfg.Stream.MaxTotal, BytesPerSecond: cfg.Stream.BytesPerSecond,
+		MaxPerToken: cfg.Stream.MaxPerToken, MaxPerUser: cfg.Stream.MaxPerUser, MaxTotal: cfg.Stream.MaxTotal, BytesPerSecond: cfg.Stream.BytesPerSecond,
 		MaxBytes: cfg.Stream.MaxBytes, MaxLifetime: time.Duration(cfg.Stream.MaxHours) * time.Hour,
 		Recheck: time.Duration(cfg.Stream.RecheckSeconds) * time.Second, QueueBytes: cfg.Stream.QueueBytes, Check: authn.Recheck,
 		Registerer: reg, Tracer: tracer, Logger: log, Clock: clock, Announce: rp.announce(), Shared: rp.shared(),

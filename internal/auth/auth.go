@@ -35,6 +35,12 @@ type Config struct {
 	Store store.Store
 	// TokensFile lists static tokens (see parseStaticTokens). Default "": none.
 	TokensFile string
+	// MaxPerUser bounds what one user holds that can act (HANGAR_TOKENS_MAX_PER_USER): tokens
+	// neither revoked nor expired, and OAuth grants that can still issue an access token (each
+	// counts once, however often it was refreshed; its access tokens do not count). A token or
+	// a grant past it is refused with a *TokenLimitError. Static tokens are not counted.
+	// Default 100.
+	MaxPerUser int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger. Default slog.Default().
@@ -43,11 +49,33 @@ type Config struct {
 
 // Authenticator checks, makes, lists and revokes tokens.
 type Authenticator struct {
-	store  store.Store
-	static *staticTokens
-	now    func() time.Time
-	log    *slog.Logger
+	store      store.Store
+	static     *staticTokens
+	maxPerUser int
+	now        func() time.Time
+	log        *slog.Logger
 }
+
+// TokenLimitError refuses a token, or an OAuth grant, to a user who holds Config.MaxPerUser
+// live tokens and grants already. Waiting does not help: one must be revoked first.
+type TokenLimitError struct {
+	User string
+	Max  int
+}
+
+func (e *TokenLimitError) Error() string {
+	return fmt.Sprintf("user %s already holds %d live tokens and OAuth grants, the most one user may (HANGAR_TOKENS_MAX_PER_USER); "+
+		"revoke one no longer needed (DELETE /api/tokens/{id}, DELETE /api/oauth/grants/{id}) and try again", e.User, e.Max)
+}
+
+// LimitFor is the error CreateToken gives for user's store.ErrLimit; the OAuth server gives it
+// for a grant refused by the same bound (MaxPerUser).
+func (a *Authenticator) LimitFor(user string) error {
+	return &TokenLimitError{User: user, Max: a.maxPerUser}
+}
+
+// MaxPerUser is Config.MaxPerUser, for the OAuth server's grants.
+func (a *Authenticator) MaxPerUser() int { return a.maxPerUser }
 
 // New reads the tokens file, if any, and returns an Authenticator. Users named in the file are
 // created in the store.
@@ -58,6 +86,9 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.MaxPerUser <= 0 {
+		cfg.MaxPerUser = 100
+	}
 	st, err := loadStaticTokens(cfg.TokensFile)
 	if err != nil {
 		return nil, err
@@ -67,7 +98,7 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 			return nil, err
 		}
 	}
-	return &Authenticator{store: cfg.Store, static: st, now: cfg.Now, log: cfg.Logger}, nil
+	return &Authenticator{store: cfg.Store, static: st, maxPerUser: cfg.MaxPerUser, now: cfg.Now, log: cfg.Logger}, nil
 }
 
 // HashSecret is how a token's secret is kept: hex SHA-256 (store.Token.Hash).
@@ -310,7 +341,9 @@ func (a *Authenticator) CreateToken(ctx context.Context, by Principal, req NewTo
 	if err != nil {
 		return Created{}, err
 	}
-	if err := a.store.CreateToken(ctx, t); err != nil {
+	if err := a.store.CreateTokenWithin(ctx, t, a.maxPerUser, a.now()); errors.Is(err, store.ErrLimit) {
+		return Created{}, a.LimitFor(t.User)
+	} else if err != nil {
 		return Created{}, fmt.Errorf("store token: %w", err)
 	}
 	// Its maker may have been revoked while this request ran, after the revocation listed the

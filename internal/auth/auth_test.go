@@ -463,3 +463,80 @@ func TestBoundIsNeverAdmin(t *testing.T) {
 		t.Error("an admin lacks a scope")
 	}
 }
+
+// TestAtMCP: at /mcp a token with mcp and jobs acts as an mcp token (scopes add up); one without
+// jobs, or without mcp, is left as it is.
+func TestAtMCP(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ in, want []auth.Scope }{
+		{[]auth.Scope{auth.ScopeMCP, auth.ScopeJobs}, []auth.Scope{auth.ScopeMCP}},
+		{[]auth.Scope{auth.ScopeJobs, auth.ScopeUser, auth.ScopeMCP}, []auth.Scope{auth.ScopeUser, auth.ScopeMCP}},
+		{[]auth.Scope{auth.ScopeMCP}, []auth.Scope{auth.ScopeMCP}},
+		{[]auth.Scope{auth.ScopeJobs}, []auth.Scope{auth.ScopeJobs}},
+	} {
+		p := auth.Principal{TokenID: "tok_1", User: "ada", Scopes: c.in}
+		if got := p.AtMCP(); !slices.Equal(got.Scopes, c.want) || got.TokenID != "tok_1" {
+			t.Errorf("AtMCP(%v) = %+v, want scopes %v", c.in, got, c.want)
+		}
+		if len(p.Scopes) != len(c.in) {
+			t.Errorf("AtMCP changed its principal's scopes: %v", p.Scopes)
+		}
+	}
+}
+
+// TestTokensPerUser: a user holding MaxPerUser live tokens gets no more (a *TokenLimitError
+// that names the bound and how to free room), whoever makes them, an admin included; expired
+// and revoked tokens do not count, and revoking one makes room; another user is not held back.
+func TestTokensPerUser(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	a, err := auth.New(ctx, auth.Config{Store: s, Now: c.now, MaxPerUser: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := auth.Principal{User: "admin", Scopes: []auth.Scope{auth.ScopeAdmin}}
+	first, err := a.CreateToken(ctx, admin, auth.NewToken{User: "mallory", Scopes: []auth.Scope{auth.ScopeUser}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mallory, err := a.Authenticate(ctx, first.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.CreateToken(ctx, mallory, auth.NewToken{Scopes: []auth.Scope{auth.ScopeUser}, ExpiresAt: c.t.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	third, err := a.CreateToken(ctx, mallory, auth.NewToken{Scopes: []auth.Scope{auth.ScopeUser}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var le *auth.TokenLimitError
+	for _, by := range []auth.Principal{mallory, admin} {
+		_, err := a.CreateToken(ctx, by, auth.NewToken{User: "mallory", Scopes: []auth.Scope{auth.ScopeUser}})
+		if !errors.As(err, &le) || le.Max != 3 || le.User != "mallory" {
+			t.Fatalf("a 4th live token of mallory's, made by %s: %v, want a TokenLimitError", by.User, err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "HANGAR_TOKENS_MAX_PER_USER") || !strings.Contains(msg, "revoke") {
+			t.Errorf("the refusal does not name the setting or how to make room: %q", msg)
+		}
+	}
+	if _, err := a.CreateToken(ctx, admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser}}); err != nil {
+		t.Errorf("ada's token, with mallory at her bound: %v", err)
+	}
+	c.t = c.t.Add(time.Minute) // the second has expired
+	if _, err := a.CreateToken(ctx, mallory, auth.NewToken{Scopes: []auth.Scope{auth.ScopeUser}}); err != nil {
+		t.Fatalf("a token once one expired: %v", err)
+	}
+	if _, err := a.RevokeToken(ctx, mallory, third.Token.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.CreateToken(ctx, mallory, auth.NewToken{Scopes: []auth.Scope{auth.ScopeUser}}); err != nil {
+		t.Fatalf("a token once one was revoked: %v", err)
+	}
+}

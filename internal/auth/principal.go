@@ -53,6 +53,18 @@ func (p Principal) Has(s Scope) bool {
 // refuses to make one with the admin scope; a tokens-file line may still have one).
 func (p Principal) IsAdmin() bool { return p.Sandbox == "" && slices.Contains(p.Scopes, ScopeAdmin) }
 
+// AtMCP is p as it acts at the /mcp endpoint. Scopes add up: there the mcp scope reaches all
+// its user's sandboxes, sessions and jobs, so a jobs scope beside it (an OAuth grant with both
+// ticked) restricts nothing and is left out; the domain's jobs-only rules (a jobs token sees
+// only its own jobs) then do not apply. Elsewhere (the REST API) the token keeps its scopes.
+func (p Principal) AtMCP() Principal {
+	if !p.Has(ScopeMCP) || !slices.Contains(p.Scopes, ScopeJobs) {
+		return p
+	}
+	p.Scopes = slices.DeleteFunc(slices.Clone(p.Scopes), func(s Scope) bool { return s == ScopeJobs })
+	return p
+}
+
 // For reports whether the principal's token may be used at resource: a token with no audience
 // anywhere, an OAuth access token only at the resource it was issued for.
 func (p Principal) For(resource string) bool { return p.Audience == "" || p.Audience == resource }

@@ -8,10 +8,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Take counts one more open stream of token on this replica, unless the live replicas (those
-// whose heartbeat is younger than a lease) hold max of its streams already; then it reports
-// false. Two replicas admitting the same token's streams at once take turns on an advisory
-// lock of the token, so they cannot both pass the limit.
+// Take counts one more open stream under key (a token's id, a grant's or a user's: see
+// stream.SharedCounts) on this replica, unless the live replicas (those whose heartbeat is
+// younger than a lease) hold max under it already; then it reports false. Two replicas
+// admitting streams under the same key at once take turns on an advisory lock of the key, so
+// they cannot both pass the limit. (The column is token_id for history: it holds any key.)
 func (c *Cluster) Take(ctx context.Context, token string, max int) (bool, error) {
 	ok := false
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
@@ -38,7 +39,7 @@ func (c *Cluster) Take(ctx context.Context, token string, max int) (bool, error)
 	return ok, nil
 }
 
-// Give counts one fewer open stream of token on this replica. A failure is logged: the count
+// Give counts one fewer open stream under key (token) on this replica. A failure is logged: the count
 // stays one too high until this replica leaves (or is seen dead) and its counts go with it.
 func (c *Cluster) Give(token string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -18,6 +18,9 @@ type Config struct {
 	DatabaseURL string
 	// TokensFile, when set, lists static tokens, one per line. Default "".
 	TokensFile string
+	// TokensMaxPerUser bounds one user's live tokens and OAuth grants (auth.Config.MaxPerUser).
+	// Default 100.
+	TokensMaxPerUser int
 	// LogFormat is text or json. Default text.
 	LogFormat string
 	// LogLevel is debug, info, warn or error. Default info.
@@ -139,8 +142,12 @@ type Providers struct {
 // Stream holds the limits of spec/streaming.md's "Limits and closing" table, with its names and
 // defaults.
 type Stream struct {
-	// MaxPerToken is how many streams one token may hold open. Default 16.
+	// MaxPerToken is how many streams one token may hold open; the tokens one OAuth grant
+	// issued count as one. Default 16.
 	MaxPerToken int
+	// MaxPerUser is how many streams one user may hold open through all its tokens, across
+	// replicas. Default 128 (a quarter of MaxTotal).
+	MaxPerUser int
 	// MaxTotal is how many streams may be open in all, hangar's own included. Default 512.
 	MaxTotal int
 	// BytesPerSecond paces each stream; every message also counts 64 bytes. Default 1 MiB.
@@ -179,17 +186,19 @@ type Turns struct {
 // Default returns the documented defaults.
 func Default() Config {
 	return Config{
-		Listen:        "127.0.0.1:8080",
-		DataDir:       "./.hangar",
-		LogFormat:     "text",
-		LogLevel:      "info",
-		ShutdownGrace: 30 * time.Second,
-		MaxBodyBytes:  1 << 20,
-		BodyTimeout:   30 * time.Second,
-		BodyMinRate:   64 << 10,
-		Turns:         Turns{PollSeconds: 5, FollowLogs: true, EventRetentionDays: 30},
+		Listen:           "127.0.0.1:8080",
+		DataDir:          "./.hangar",
+		LogFormat:        "text",
+		LogLevel:         "info",
+		ShutdownGrace:    30 * time.Second,
+		MaxBodyBytes:     1 << 20,
+		BodyTimeout:      30 * time.Second,
+		BodyMinRate:      64 << 10,
+		TokensMaxPerUser: 100,
+		Turns:            Turns{PollSeconds: 5, FollowLogs: true, EventRetentionDays: 30},
 		Stream: Stream{
 			MaxPerToken:           16,
+			MaxPerUser:            128,
 			MaxTotal:              512,
 			BytesPerSecond:        1 << 20,
 			MaxBytes:              64 << 20,

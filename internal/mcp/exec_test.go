@@ -166,6 +166,35 @@ func TestExecBoundTokenMayOmitSandbox(t *testing.T) {
 	}
 }
 
+// TestExecPerUserLimit: a streamed exec past HANGAR_STREAM_MAX_PER_USER, through another token
+// of the same user, is a tool error naming the limit; a resource subscription too.
+func TestExecPerUserLimit(t *testing.T) {
+	e := newEnv(t, envOptions{maxPerUser: 2, turns: true})
+	_, m1 := e.newToken(t, `{"user": "mallory", "scopes": ["user", "mcp"]}`)
+	_, m2 := e.newToken(t, `{"user": "mallory", "scopes": ["user", "mcp"]}`)
+	e.sandbox(t, m1, "m-box", "")
+	long := map[string]any{"sandbox": "m-box", "command": "echo started; sleep 300"}
+	c1 := e.connect(t, m1, eras[1])
+	for i := 0; i < 2; i++ {
+		k := c1.start(long, true)
+		if p := c1.nextProgress(t, k); p.message != "started\n" {
+			t.Fatalf("stream %d: progress %+v", i+1, p)
+		}
+	}
+	c2 := e.connect(t, m2, eras[1])
+	got := errorText(t, c2.start(long, true).wait(t))
+	if !strings.Contains(got, "HANGAR_STREAM_MAX_PER_USER") || !strings.Contains(got, "mallory") {
+		t.Errorf("the refusal does not name the limit and the user: %q", got)
+	}
+	e.session(t, m1, "watched", "m-box")
+	for _, era := range eras {
+		s := e.subscriber(t, m2, era, nil)
+		if code, msg := s.refusal(t, e, m2, "hangar://sessions/watched/events"); code == 0 || !strings.Contains(msg, "HANGAR_STREAM_MAX_PER_USER") {
+			t.Errorf("%s: a subscription past the user's limit: %d %q, want a refusal naming it", era, code, msg)
+		}
+	}
+}
+
 func TestExecPerTokenLimit(t *testing.T) {
 	e := newEnv(t, envOptions{maxPerToken: 2})
 	_, ada := e.newToken(t, `{"user": "ada", "scopes": ["user", "mcp"]}`)

@@ -69,6 +69,7 @@ type env struct {
 
 type envOptions struct {
 	maxPerToken int           // 0: 4
+	maxPerUser  int           // 0: the default (128)
 	keepAlive   time.Duration // 0: the default
 	maxBytes    int64         // 0: the default
 	// The 2025-era sessions' idle timeout and cap per token. 0: the defaults.
@@ -116,7 +117,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 		o.maxPerToken = 4
 	}
 	reg := prometheus.NewRegistry()
-	e.streams = stream.New(stream.Config{MaxPerToken: o.maxPerToken, MaxBytes: o.maxBytes, Check: a.Recheck, Recheck: 200 * time.Millisecond, Registerer: reg})
+	e.streams = stream.New(stream.Config{MaxPerToken: o.maxPerToken, MaxPerUser: o.maxPerUser, MaxBytes: o.maxBytes, Check: a.Recheck, Recheck: 200 * time.Millisecond, Registerer: reg})
 	rechecks, stopRechecks := context.WithCancel(context.Background())
 	recheckDone := make(chan struct{})
 	go func() { e.streams.Run(rechecks); close(recheckDone) }()

@@ -344,14 +344,16 @@ func TestSubscriptionIsolation(t *testing.T) {
 	}
 }
 
-// TestJobsTokenSubscriptions: a jobs token reads and subscribes to its own job's events, and
-// another jobs token of the same user gets not found for them and lists none.
+// TestJobsTokenSubscriptions: a jobs+mcp token reads and subscribes to its own job's events,
+// and another user's jobs+mcp token gets not found for them and lists none. (Another token of
+// the same user sees them: at /mcp, the mcp scope reaches its user's jobs, and jobs beside it
+// restricts nothing; TestScopesAddUp.)
 func TestJobsTokenSubscriptions(t *testing.T) {
 	e := newEnv(t, envOptions{turns: true})
 	_, user := e.userToken(t, "ada", "user", "mcp")
 	e.sandbox(t, user, "box", "")
 	ownID, own := e.userToken(t, "ada", "jobs", "mcp")
-	otherID, other := e.userToken(t, "ada", "jobs", "mcp")
+	otherID, other := e.userToken(t, "bob", "jobs", "mcp")
 	for _, era := range eras {
 		t.Run(era, func(t *testing.T) {
 			o := e.subscriber(t, own, era, nil)

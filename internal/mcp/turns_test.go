@@ -135,3 +135,36 @@ func TestTurnToolsBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestScopesAddUp: a token with the mcp and jobs scopes (an OAuth grant with both ticked) acts
+// over MCP as an mcp token does, since jobs adds nothing at /mcp: it lists its user's sessions,
+// makes one, and sees its user's jobs, not only its own.
+func TestScopesAddUp(t *testing.T) {
+	e := newEnv(t, envOptions{turns: true})
+	_, user := e.userToken(t, "ada", "user", "mcp")
+	e.sandbox(t, user, "box", "")
+	e.session(t, user, "existing", "box")
+	_, both := e.userToken(t, "ada", "mcp", "jobs")
+	u := e.subscriber(t, user, eras[1], nil)
+	job, msg := u.tool(t, "job", map[string]any{"action": "start", "prompt": "true", "agent": "command", "sandbox": "box"})
+	if msg != "" {
+		t.Fatalf("job start by the user token: %q", msg)
+	}
+	for _, era := range eras {
+		t.Run(era, func(t *testing.T) {
+			s := e.subscriber(t, both, era, nil)
+			list, msg := s.tool(t, "session", map[string]any{"action": "list"})
+			if b, _ := json.Marshal(list); msg != "" || !strings.Contains(string(b), `"existing"`) {
+				t.Errorf("session list by an mcp+jobs token = %s %q, want ada's session", b, msg)
+			}
+			name := "both-" + era[:4]
+			if se, msg := s.tool(t, "session", map[string]any{"action": "create", "name": name, "sandbox": "box", "agent": "command"}); msg != "" || se["name"] != name {
+				t.Errorf("session create by an mcp+jobs token = %v %q", se, msg)
+			}
+			jobs, msg := s.tool(t, "job", map[string]any{"action": "list"})
+			if b, _ := json.Marshal(jobs); msg != "" || !strings.Contains(string(b), job["id"].(string)) {
+				t.Errorf("job list by an mcp+jobs token = %s %q, want the user token's job %s", b, msg, job["id"])
+			}
+		})
+	}
+}

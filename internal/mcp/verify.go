@@ -16,9 +16,10 @@ import (
 // issued for another resource than resource (RFC 8707; an OAuth access token names the /mcp it
 // was issued for, other tokens none). TokenInfo.Scopes holds "mcp" only when the token has that
 // scope (admin implies it), so the SDK's scope check answers 403 insufficient_scope without it.
-// The principal travels in TokenInfo.Extra["principal"] and its session owner in UserID, so a
-// session cannot be taken over by another token (sessionOwner). (This glue lives here, not in auth, so that
-// auth does not depend on the MCP SDK.)
+// The principal travels in TokenInfo.Extra["principal"], as it acts at /mcp (Principal.AtMCP:
+// scopes add up), and its session owner in UserID, so a session cannot be taken over by another
+// token (sessionOwner). (This glue lives here, not in auth, so that auth does not depend on the
+// MCP SDK.)
 // verifier checks a bearer token for the SDK. A failure that is not the token's fault is also
 // left where checking (request → *error, filled by ServeHTTP) says, for jsonErrors to answer.
 func verifier(a *auth.Authenticator, resource string, checking *sync.Map) sdkauth.TokenVerifier {
@@ -39,7 +40,7 @@ func verifier(a *auth.Authenticator, resource string, checking *sync.Map) sdkaut
 		if !p.For(resource) {
 			return nil, fmt.Errorf("%w: the token was issued for another resource (%s)", sdkauth.ErrInvalidToken, p.Audience)
 		}
-		info := &sdkauth.TokenInfo{UserID: sessionOwner(p), Expiration: p.ExpiresAt, Extra: map[string]any{"principal": p}}
+		info := &sdkauth.TokenInfo{UserID: sessionOwner(p), Expiration: p.ExpiresAt, Extra: map[string]any{"principal": p.AtMCP()}}
 		if p.Has(auth.ScopeMCP) {
 			info.Scopes = []string{string(auth.ScopeMCP)}
 		}

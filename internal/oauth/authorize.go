@@ -232,7 +232,12 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		redirectURI = ""
 	}
 	c := store.OAuthCode{Hash: hash(code), RedirectURI: redirectURI, CodeChallenge: ar.challenge, ExpiresAt: s.cfg.Now().Add(s.cfg.CodeTTL)}
-	if err := s.cfg.Store.CreateOAuthGrant(r.Context(), g, c); err != nil {
+	err := s.cfg.Store.CreateOAuthGrantWithin(r.Context(), g, c, s.cfg.Auth.MaxPerUser(), s.cfg.Now())
+	if errors.Is(err, store.ErrLimit) {
+		s.renderConsent(w, http.StatusConflict, ar, csrf, form, "hangar cannot grant that: "+s.cfg.Auth.LimitFor(g.User).Error()+".")
+		return
+	}
+	if err != nil {
 		s.log.Error("store oauth grant", "err", err)
 		s.renderError(w, &pageError{http.StatusInternalServerError, somethingWrong})
 		return

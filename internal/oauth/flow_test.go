@@ -256,6 +256,32 @@ func TestConsentChoices(t *testing.T) {
 	}
 }
 
+// TestConsentPastTokenBound: a grant counts as one of its user's live tokens, however often
+// it is refreshed; once the user holds HANGAR_TOKENS_MAX_PER_USER, the consent page says so
+// (409) and makes no grant, while the grants already made refresh on.
+func TestConsentPastTokenBound(t *testing.T) {
+	t.Parallel()
+	f := newFixtureBound(t, 2, nil) // ada holds one token already
+	client := f.register(t, "App", redirect)
+	first := f.tokens(t, client)
+	for range 2 {
+		status, next := f.refresh(t, client, first["refresh_token"].(string))
+		if status != http.StatusOK {
+			t.Fatalf("refresh = %d %v", status, next)
+		}
+		first = next
+	}
+	b := browser()
+	_, challenge := pkce()
+	resp, body := f.submit(t, b, f.consentForm(t, b, authParams(client, challenge)), nil)
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(body, "HANGAR_TOKENS_MAX_PER_USER") {
+		t.Errorf("consent past the bound = %d; want 409 and the page saying why:\n%s", resp.StatusCode, body)
+	}
+	if gs, err := f.store.ListOAuthGrants(context.Background(), "ada"); err != nil || len(gs) != 1 {
+		t.Errorf("grants = %d, %v; want the first only", len(gs), err)
+	}
+}
+
 // TestTokenRefusals: each bad redemption of a code gets the RFC's error.
 func TestTokenRefusals(t *testing.T) {
 	t.Parallel()
@@ -352,6 +378,32 @@ func TestRefreshRotation(t *testing.T) {
 	wantOAuthError(t, status, out, http.StatusBadRequest, "invalid_grant")
 	if len(f.endedTokens()) != 2 {
 		t.Errorf("streams ended for %v, want both access tokens", f.endedTokens())
+	}
+}
+
+// TestRefreshByAnotherClient: a refresh token sent by another client than its own is refused
+// (invalid_grant) without being used up, so its own client's next refresh works and is not
+// taken for a reuse that revokes the grant.
+func TestRefreshByAnotherClient(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	client, other := f.register(t, "App", redirect), f.register(t, "Other", redirect)
+	first := f.tokens(t, client)
+	rt := first["refresh_token"].(string)
+	status, out := f.refresh(t, other, rt)
+	wantOAuthError(t, status, out, http.StatusBadRequest, "invalid_grant")
+	if d, _ := out["error_description"].(string); !strings.Contains(d, "another client") {
+		t.Errorf("refresh by another client: %q, want it to say so", d)
+	}
+	status, next := f.refresh(t, client, rt)
+	if status != http.StatusOK {
+		t.Fatalf("its own client's refresh after another client tried it = %d %v, want 200", status, next)
+	}
+	if _, err := f.auth.Authenticate(context.Background(), first["access_token"].(string)); err != nil {
+		t.Errorf("the grant's first access token: %v, want it alive", err)
+	}
+	if ended := f.endedTokens(); len(ended) != 0 {
+		t.Errorf("streams ended for %v, want none", ended)
 	}
 }
 

@@ -65,6 +65,13 @@ func (f *fixture) endedTokens() []string {
 
 func newFixture(t *testing.T, change func(*oauth.Config)) *fixture {
 	t.Helper()
+	return newFixtureBound(t, 0, change)
+}
+
+// newFixtureBound is newFixture with at most maxTokens live tokens and grants per user (0: the
+// default).
+func newFixtureBound(t *testing.T, maxTokens int, change func(*oauth.Config)) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, t.TempDir())
 	if err != nil {
@@ -72,7 +79,7 @@ func newFixture(t *testing.T, change func(*oauth.Config)) *fixture {
 	}
 	t.Cleanup(func() { s.Close() })
 	f := &fixture{store: s, now: time.Now().Truncate(time.Millisecond)}
-	if f.auth, err = auth.New(ctx, auth.Config{Store: s, Now: f.clock}); err != nil {
+	if f.auth, err = auth.New(ctx, auth.Config{Store: s, Now: f.clock, MaxPerUser: maxTokens}); err != nil {
 		t.Fatal(err)
 	}
 	secret, _, err := f.auth.Bootstrap(ctx)

@@ -168,6 +168,20 @@ func (s *Server) refresh(ctx context.Context, clientID string, form url.Values) 
 	if rt == "" {
 		return tokenResponse{}, badRequest("invalid_request", "refresh_token is missing.")
 	}
+	// Whose it is is checked before it is used: another client's attempt must neither spend it
+	// (its own client's next refresh would then read as a reuse and revoke the grant) nor
+	// revoke anything. A grant's client never changes, so the check cannot go stale.
+	grantID, err := s.cfg.Store.OAuthRefreshGrant(ctx, hash(rt))
+	if errors.Is(err, store.ErrNotFound) {
+		return tokenResponse{}, invalidGrant("The refresh token is not one hangar issued.")
+	} else if err != nil {
+		return tokenResponse{}, err
+	}
+	if g, err := s.cfg.Store.GetOAuthGrant(ctx, grantID); err != nil {
+		return tokenResponse{}, err
+	} else if g.ClientID != clientID {
+		return tokenResponse{}, invalidGrant("The refresh token was issued to another client.")
+	}
 	ref, err := s.cfg.Store.UseOAuthRefresh(ctx, hash(rt), s.cfg.Now())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -177,7 +191,7 @@ func (s *Server) refresh(ctx context.Context, clientID string, form url.Values) 
 		if gerr == nil && !g.RevokedAt.IsZero() { // revoking a grant spends its refresh tokens
 			return tokenResponse{}, invalidGrant("The grant was revoked; authorize again.")
 		}
-		if gerr == nil && g.ClientID == clientID {
+		if gerr == nil {
 			s.log.Warn("an oauth refresh token was used twice; its grant is revoked", "grant", g.ID, "client", g.ClientID, "user", g.User)
 			s.revokeGrant(ctx, g.ID)
 		}
@@ -190,8 +204,6 @@ func (s *Server) refresh(ctx context.Context, clientID string, form url.Values) 
 		return tokenResponse{}, err
 	}
 	switch {
-	case g.ClientID != clientID:
-		return tokenResponse{}, invalidGrant("The refresh token was issued to another client.")
 	case !g.RevokedAt.IsZero():
 		return tokenResponse{}, invalidGrant("The grant was revoked; authorize again.")
 	case !s.cfg.Now().Before(ref.ExpiresAt):

@@ -122,6 +122,8 @@ var table = []entry{
 	{match: is(auth.ErrInvalid), code: CodeBadRequest, message: "The token request is not valid."},
 	{match: is(auth.ErrNotFound), code: CodeNotFound, message: "There is no such token."},
 	{match: is(auth.ErrNoSandbox), code: CodeNotFound, message: "There is no such sandbox, or it is not yours."},
+	// A user at its bound of live tokens: 409, not 429, since waiting frees nothing (revoking does).
+	{match: as[*auth.TokenLimitError](), say: func(err error) *Problem { return New(CodeConflict, sentence(err.Error()), nil) }},
 	{match: is(auth.ErrStatic), code: CodeConflict, message: "That token comes from the tokens file and can only be changed there."},
 	{match: is(oauth.ErrNoGrant), code: CodeNotFound, message: "There is no such OAuth grant, or it is not yours."},
 	{match: as[*stream.LimitError](), say: streamLimit},

@@ -413,6 +413,37 @@ func TestExecStreamDestroyedSandbox(t *testing.T) {
 	}
 }
 
+// TestExecStreamPerUserLimit: a user's streams through several tokens stop at
+// HANGAR_STREAM_MAX_PER_USER with a 429 naming it and the user, with Retry-After; another
+// user still gets streams.
+func TestExecStreamPerUserLimit(t *testing.T) {
+	e := newEnv(t, func(e *env) { e.maxPerUser = 3 }) // 4 per token, 6 in all
+	_, m1 := e.newToken(t, e.admin, `{"user": "mallory", "scopes": ["user"]}`)
+	_, m2 := e.newToken(t, e.admin, `{"user": "mallory", "scopes": ["user"]}`)
+	_, bob := e.newToken(t, e.admin, `{"user": "bob", "scopes": ["user"]}`)
+	e.sandbox(t, m1, "m-box", "")
+	e.sandbox(t, bob, "bob-box", "")
+	long := execBody("echo started; sleep 300")
+	for i, tok := range []string{m1, m1, m2} {
+		s, r := e.openStream(t, tok, "/api/sandboxes/m-box/exec/stream", long)
+		if s == nil {
+			t.Fatalf("mallory's stream %d = %d %s", i+1, r.status, r.raw)
+		}
+		s.until(t, "stdout")
+	}
+	s, r := e.openStream(t, m2, "/api/sandboxes/m-box/exec/stream", long)
+	if s != nil {
+		t.Fatal("mallory's 4th stream, through her second token, was admitted past HANGAR_STREAM_MAX_PER_USER=3")
+	}
+	wantError(t, r, http.StatusTooManyRequests, "limit")
+	if r.header.Get("Retry-After") == "" || !strings.Contains(r.raw, "HANGAR_STREAM_MAX_PER_USER") || !strings.Contains(r.raw, "mallory") {
+		t.Errorf("429 without Retry-After, the limit's name or the user: %v %s", r.header, r.raw)
+	}
+	if s, r := e.openStream(t, bob, "/api/sandboxes/bob-box/exec/stream", long); s == nil {
+		t.Errorf("bob's stream = %d %s", r.status, r.raw)
+	}
+}
+
 func TestExecStreamLimits(t *testing.T) {
 	e := newEnv(t) // 4 per token, 6 in all
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)

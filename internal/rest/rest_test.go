@@ -68,6 +68,8 @@ type env struct {
 	withOAuth  bool                    // serve the OAuth authorization server too (with /mcp)
 	maxWatches int                     // 0: 2 watches per token
 	maxStreams int                     // 0: 4 per token, 6 in all; else this many of each
+	maxPerUser int                     // 0: the default (128)
+	maxTokens  int                     // live tokens per user; 0: the default (100)
 	maxProcs   int                     // 0: 3 background processes per token
 	envdBin    string                  // the local sandboxes' daemon; "": hangarBin
 	logs       providertest.SyncBuffer // the server's log, for tests that read it
@@ -117,7 +119,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	for _, o := range opts {
 		o(e)
 	}
-	a, err := auth.New(ctx, auth.Config{Store: s, TokensFile: tokens, Now: e.clock})
+	a, err := auth.New(ctx, auth.Config{Store: s, TokensFile: tokens, MaxPerUser: e.maxTokens, Now: e.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +148,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	if e.maxProcs > 0 {
 		maxProcs = e.maxProcs
 	}
-	e.streams = stream.New(stream.Config{MaxPerToken: maxStreams, MaxTotal: maxTotal, Check: a.Recheck, Recheck: 200 * time.Millisecond, Registerer: e.reg, BytesPerSecond: e.bytesPerSecond, MaxBytes: e.maxBytes})
+	e.streams = stream.New(stream.Config{MaxPerToken: maxStreams, MaxPerUser: e.maxPerUser, MaxTotal: maxTotal, Check: a.Recheck, Recheck: 200 * time.Millisecond, Registerer: e.reg, BytesPerSecond: e.bytesPerSecond, MaxBytes: e.maxBytes})
 	rechecks, stopRechecks := context.WithCancel(context.Background())
 	recheckDone := make(chan struct{})
 	go func() { e.streams.Run(rechecks); close(recheckDone) }()
@@ -510,6 +512,24 @@ func TestTooLargeWithoutContentLength(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Fatalf("status = %d, want 413", resp.StatusCode)
 	}
+}
+
+// TestTokensPerUser: POST /api/tokens past HANGAR_TOKENS_MAX_PER_USER is a 409 whose message
+// names the bound and how to make room (no Retry-After: waiting frees nothing); revoking one
+// makes room.
+func TestTokensPerUser(t *testing.T) {
+	e := newEnv(t, func(e *env) { e.maxTokens = 2 })
+	id, mallory := e.newToken(t, e.admin, `{"user": "mallory", "scopes": ["user"]}`)
+	e.newToken(t, mallory, `{"scopes": ["user"]}`)
+	r := e.do(t, "POST", "/api/tokens", mallory, `{"scopes": ["user"]}`)
+	wantError(t, r, http.StatusConflict, "conflict")
+	if !strings.Contains(r.raw, "HANGAR_TOKENS_MAX_PER_USER") || !strings.Contains(r.raw, "DELETE /api/tokens/{id}") || r.header.Get("Retry-After") != "" {
+		t.Errorf("the refusal = %v %s, want the setting named, how to revoke, and no Retry-After", r.header, r.raw)
+	}
+	if r := e.do(t, "DELETE", "/api/tokens/"+id, e.admin, ""); r.status != http.StatusNoContent {
+		t.Fatalf("revoke = %d %s", r.status, r.raw)
+	}
+	e.newToken(t, e.admin, `{"user": "mallory", "scopes": ["user"]}`)
 }
 
 func TestTokensNeedUserScope(t *testing.T) {

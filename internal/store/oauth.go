@@ -18,6 +18,10 @@ type OAuthStore interface {
 
 	// CreateOAuthGrant stores a grant a person consented to, with its authorization code.
 	CreateOAuthGrant(ctx context.Context, g OAuthGrant, code OAuthCode) error
+	// CreateOAuthGrantWithin is CreateOAuthGrant, unless g's user holds max live tokens at at
+	// already (LiveTokens counts grants too): then ErrLimit, and nothing stored. max <= 0: no
+	// bound. As with CreateTokenWithin, the count and the insert cannot race.
+	CreateOAuthGrantWithin(ctx context.Context, g OAuthGrant, code OAuthCode, max int, at time.Time) error
 	// GetOAuthGrant finds a grant, revoked or not. ErrNotFound if none.
 	GetOAuthGrant(ctx context.Context, id string) (OAuthGrant, error)
 	// ListOAuthGrants lists the grants that are not revoked, oldest first: a user's, or

@@ -37,6 +37,16 @@ type Store interface {
 	RevokeToken(ctx context.Context, id string, at time.Time) error
 	// CountTokens counts all tokens ever made, revoked ones included.
 	CountTokens(ctx context.Context) (int, error)
+	// CreateTokenWithin is CreateToken, unless t's user holds max live tokens at at already
+	// (LiveTokens): then ErrLimit, and nothing stored. max <= 0: no bound. The count and the
+	// insert are one transaction, which takes the user's row first, so concurrent requests for
+	// one user cannot pass the bound together.
+	CreateTokenWithin(ctx context.Context, t Token, max int, at time.Time) error
+	// LiveTokens counts what a user holds that can act: tokens neither revoked nor expired at
+	// at, other than OAuth access tokens, and OAuth grants not revoked that can still issue one
+	// (an authorization code or a refresh token neither used nor expired). A grant counts once,
+	// however many access tokens its refreshes made.
+	LiveTokens(ctx context.Context, user string, at time.Time) (int, error)
 
 	// CreateSandbox stores a new sandbox. A row of the same name in state destroyed, or failed
 	// and of the same owner, is replaced; any other is ErrConflict (a failed sandbox keeps its
@@ -182,5 +192,6 @@ func Unavailable(err error) error {
 	return err
 }
 
-// ErrLimit means a write would pass a bound the caller gave (e.g. unused tickets per token).
+// ErrLimit means a write would pass a bound the caller gave (e.g. unused tickets per token, live
+// tokens per user); nothing was written.
 var ErrLimit = errors.New("limit reached")

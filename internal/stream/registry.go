@@ -1,6 +1,7 @@
 // Package stream is the one registry that admits every long-lived flow hangar serves — streamed
 // execs, process attaches, event, watch and fleet streams, and hangar's own followers — and
-// enforces the limits of spec/streaming.md on them: open streams per token and in all, pacing,
+// enforces the limits of spec/streaming.md on them: open streams per token (per OAuth grant),
+// per user and in all, pacing,
 // a byte cap, a lifetime, token rechecks, and ending everything at once on shutdown. It records
 // why each stream ended in metrics and a span per stream.
 //
@@ -66,8 +67,13 @@ const MessageOverhead = 64
 
 // Config configures a Registry. Limits come from config.Stream.
 type Config struct {
-	// MaxPerToken is how many streams one token may hold open. Default 16.
+	// MaxPerToken is how many streams one token may hold open. The tokens an OAuth grant
+	// issued (a new one at each refresh) count as one. Default 16.
 	MaxPerToken int
+	// MaxPerUser is how many streams one user may hold open through all its tokens, so that
+	// one user with many tokens cannot take the whole of MaxTotal. Admins' users too; hangar's
+	// own streams are not counted. Default 128.
+	MaxPerUser int
 	// MaxTotal is how many streams may be open in all. Default 512.
 	MaxTotal int
 	// BytesPerSecond paces each stream. Default 1 MiB.
@@ -101,18 +107,20 @@ type Config struct {
 	// pass it on to the other replicas, which end their streams with EndedElsewhere. Nil: this
 	// is the only replica.
 	Announce func(Ending)
-	// Shared, with several replicas on one database, counts each token's open streams across
-	// them all, so MaxPerToken holds for the whole service. Nil: counted here only.
+	// Shared, with several replicas on one database, counts each token's (grant's) and each
+	// user's open streams across them all, so MaxPerToken and MaxPerUser hold for the whole
+	// service. Nil: counted here only.
 	Shared SharedCounts
 }
 
-// SharedCounts counts tokens' open streams across replicas.
+// SharedCounts counts open streams across replicas, under keys: a token's id, a grant's
+// ("grant "+id), a user's ("user "+name).
 type SharedCounts interface {
-	// Take counts one more open stream of token, unless it has max open across the replicas
-	// already: then it reports false and counts nothing.
-	Take(ctx context.Context, token string, max int) (bool, error)
+	// Take counts one more open stream under key, unless max are open under it across the
+	// replicas already: then it reports false and counts nothing.
+	Take(ctx context.Context, key string, max int) (bool, error)
 	// Give counts one fewer.
-	Give(token string)
+	Give(key string)
 }
 
 // Ending is an EndSandbox or EndToken, as passed between replicas: Sandbox with its Reason, or
@@ -129,6 +137,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxTotal <= 0 {
 		c.MaxTotal = 512
+	}
+	if c.MaxPerUser <= 0 {
+		c.MaxPerUser = 128
 	}
 	if c.BytesPerSecond <= 0 {
 		c.BytesPerSecond = 1 << 20
@@ -165,6 +176,10 @@ type LimitError struct {
 	Max     int
 	// PerToken: the limit is one token's, not all of hangar's.
 	PerToken bool
+	// Grant, with PerToken: the token's OAuth grant holds them, through its tokens.
+	Grant bool
+	// User, when set, is the user whose limit it is (all its tokens together).
+	User string
 	// Of is what is counted, in the plural. "": streams.
 	Of string
 	// RetryAfter is a hint for when to try again.
@@ -176,7 +191,12 @@ func (e *LimitError) Error() string {
 	if of == "" {
 		of = "streams"
 	}
-	if e.PerToken {
+	switch {
+	case e.User != "":
+		return fmt.Sprintf("user %s already has %d %s open through its tokens, the most one user may (%s); close one first", e.User, e.Max, of, e.Setting)
+	case e.PerToken && e.Grant:
+		return fmt.Sprintf("this token's OAuth grant already has %d %s open through its tokens, the most one token may (%s); close one first", e.Max, of, e.Setting)
+	case e.PerToken:
 		return fmt.Sprintf("this token already has %d %s open, the most it may (%s); close one first", e.Max, of, e.Setting)
 	}
 	return fmt.Sprintf("hangar already has %d %s open, the most it may (%s); try again shortly", e.Max, of, e.Setting)
@@ -192,22 +212,43 @@ type Registry struct {
 
 	mu       sync.Mutex // guards the fields below
 	streams  map[*Stream]struct{}
-	perToken map[string]int // open and reserved streams per token
+	perToken map[string]int // open and reserved streams per token or grant (keys.token)
+	perUser  map[string]int // open and reserved streams per user (keys.user)
 	reserved int            // streams counted by reserve and not yet opened (see Open)
 	closing  bool
+}
+
+// keys are what a stream counts under: its token's (the grant's, for a token an OAuth grant
+// issued, since each refresh makes a new token) and its user's; "" for neither (hangar's own).
+type keys struct{ token, user string }
+
+func keysOf(o Options) keys {
+	p := o.Principal
+	if p.TokenID == "" || o.Own {
+		return keys{}
+	}
+	k := keys{token: p.TokenID}
+	if p.User != "" {
+		k.user = "user " + p.User
+	}
+	if p.Grant != "" {
+		k.token = "grant " + p.Grant
+	}
+	return k
 }
 
 // New returns a Registry. Call Run to recheck tokens and lifetimes.
 func New(cfg Config) *Registry {
 	cfg.setDefaults()
-	return &Registry{cfg: cfg, m: newMetrics(cfg.Registerer), streams: map[*Stream]struct{}{}, perToken: map[string]int{}}
+	return &Registry{cfg: cfg, m: newMetrics(cfg.Registerer), streams: map[*Stream]struct{}{}, perToken: map[string]int{}, perUser: map[string]int{}}
 }
 
 // Options describe a stream to open.
 type Options struct {
 	Kind Kind
-	// Principal is whose stream it is: its token's limits apply and its token is rechecked.
-	// A zero TokenID is hangar's own stream: only the total limit applies.
+	// Principal is whose stream it is: its token's (grant's) and its user's limits apply and
+	// its token is rechecked. A zero TokenID is hangar's own stream: only the total limit
+	// applies.
 	Principal auth.Principal
 	// Sandbox, when set, ends the stream when that sandbox is destroyed or paused.
 	Sandbox string
@@ -216,7 +257,8 @@ type Options struct {
 	// Unpaced exempts hangar's own streams from pacing and the byte cap.
 	Unpaced bool
 	// Own marks a stream hangar holds on the principal's behalf (a background process's
-	// follower): its token is rechecked, but it counts only against the total.
+	// follower): its token is rechecked, but it counts only against the total (neither the
+	// token's nor the user's).
 	Own bool
 	// SandboxFailed, when set, is called (instead of the stream being ended) when Sandbox is
 	// found failed: for a stream fed from hangar's store that may still get more (a session's
@@ -228,30 +270,19 @@ type Options struct {
 // Open admits a stream, or refuses it with a *LimitError or ErrShuttingDown. The caller must
 // Close it.
 func (r *Registry) Open(ctx context.Context, o Options) (*Stream, error) {
-	tok := o.Principal.TokenID
-	if o.Own {
-		tok = ""
-	}
-	if err := r.reserve(tok); err != nil {
+	k := keysOf(o)
+	if err := r.reserve(o, k); err != nil {
 		return nil, err
 	}
-	taken := false
-	if tok != "" && r.cfg.Shared != nil {
-		ok, err := r.cfg.Shared.Take(ctx, tok, r.cfg.MaxPerToken)
-		taken = ok && err == nil
-		if err != nil {
-			// The other replicas' count is not known: this replica's own limit still holds.
-			r.cfg.Logger.Warn("count the token's streams across replicas", "token", tok, "err", err)
-		}
-		if !ok && err == nil {
-			r.unreserve(tok)
-			return nil, &LimitError{Setting: "HANGAR_STREAM_MAX_PER_TOKEN", Max: r.cfg.MaxPerToken, PerToken: true, RetryAfter: 5 * time.Second}
-		}
+	taken, err := r.takeShared(ctx, o, k)
+	if err != nil {
+		r.unreserve(k)
+		return nil, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := newStream(r, o)
-	s.shared = taken
+	s.keys, s.shared = k, taken
 	_, s.span = r.cfg.Tracer.Start(ctx, "stream "+string(o.Kind), trace.WithSpanKind(trace.SpanKindServer))
 	r.streams[s] = struct{}{}
 	r.reserved--
@@ -259,36 +290,96 @@ func (r *Registry) Open(ctx context.Context, o Options) (*Stream, error) {
 	return s, nil
 }
 
-// reserve counts a stream about to open against the limits here (tok "": the total only), or
+// limitRetry is the Retry-After of a stream refused for a limit: streams end all the time.
+const limitRetry = 5 * time.Second
+
+func (r *Registry) tokenLimit(o Options) *LimitError {
+	return &LimitError{Setting: "HANGAR_STREAM_MAX_PER_TOKEN", Max: r.cfg.MaxPerToken, PerToken: true, Grant: o.Principal.Grant != "", RetryAfter: limitRetry}
+}
+
+func (r *Registry) userLimit(o Options) *LimitError {
+	return &LimitError{Setting: "HANGAR_STREAM_MAX_PER_USER", Max: r.cfg.MaxPerUser, User: o.Principal.User, RetryAfter: limitRetry}
+}
+
+// reserve counts a stream about to open against the limits here (k empty: the total only), or
 // refuses it. Open turns the reservation into the stream, or undoes it (unreserve).
-func (r *Registry) reserve(tok string) error {
+func (r *Registry) reserve(o Options, k keys) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing {
 		return ErrShuttingDown
 	}
 	if len(r.streams)+r.reserved >= r.cfg.MaxTotal {
-		return &LimitError{Setting: "HANGAR_STREAM_MAX_TOTAL", Max: r.cfg.MaxTotal, RetryAfter: 5 * time.Second}
+		return &LimitError{Setting: "HANGAR_STREAM_MAX_TOTAL", Max: r.cfg.MaxTotal, RetryAfter: limitRetry}
 	}
-	if tok != "" && r.perToken[tok] >= r.cfg.MaxPerToken {
-		return &LimitError{Setting: "HANGAR_STREAM_MAX_PER_TOKEN", Max: r.cfg.MaxPerToken, PerToken: true, RetryAfter: 5 * time.Second}
+	if k.token != "" && r.perToken[k.token] >= r.cfg.MaxPerToken {
+		return r.tokenLimit(o)
+	}
+	if k.user != "" && r.perUser[k.user] >= r.cfg.MaxPerUser {
+		return r.userLimit(o)
 	}
 	r.reserved++
-	if tok != "" {
-		r.perToken[tok]++
+	if k.token != "" {
+		r.perToken[k.token]++
+	}
+	if k.user != "" {
+		r.perUser[k.user]++
 	}
 	return nil
 }
 
-func (r *Registry) unreserve(tok string) {
+func (r *Registry) unreserve(k keys) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reserved--
-	if tok != "" {
-		if r.perToken[tok]--; r.perToken[tok] <= 0 {
-			delete(r.perToken, tok)
+	r.uncount(k)
+}
+
+// uncount takes a stream of k off the counts here. r.mu is held.
+func (r *Registry) uncount(k keys) {
+	if k.token != "" {
+		if r.perToken[k.token]--; r.perToken[k.token] <= 0 {
+			delete(r.perToken, k.token)
 		}
 	}
+	if k.user != "" {
+		if r.perUser[k.user]--; r.perUser[k.user] <= 0 {
+			delete(r.perUser, k.user)
+		}
+	}
+}
+
+// takeShared counts a stream of k across the replicas (Config.Shared), the token's (grant's)
+// count first and the user's second, or refuses it past either limit, counting nothing. taken
+// says whether it was counted there (Close gives it back). A count that cannot be read leaves
+// this replica's own limits alone to hold.
+func (r *Registry) takeShared(ctx context.Context, o Options, k keys) (taken bool, err error) {
+	if k.token == "" || r.cfg.Shared == nil {
+		return false, nil
+	}
+	ok, err := r.cfg.Shared.Take(ctx, k.token, r.cfg.MaxPerToken)
+	if err != nil {
+		r.cfg.Logger.Warn("count the token's streams across replicas", "key", k.token, "err", err)
+		return false, nil
+	}
+	if !ok {
+		return false, r.tokenLimit(o)
+	}
+	if k.user == "" {
+		return true, nil
+	}
+	ok, err = r.cfg.Shared.Take(ctx, k.user, r.cfg.MaxPerUser)
+	if err != nil || !ok {
+		r.cfg.Shared.Give(k.token)
+	}
+	if err != nil {
+		r.cfg.Logger.Warn("count the user's streams across replicas", "key", k.user, "err", err)
+		return false, nil
+	}
+	if !ok {
+		return false, r.userLimit(o)
+	}
+	return true, nil
 }
 
 // release is Stream.Close's part: the stream no longer counts.
@@ -299,15 +390,14 @@ func (r *Registry) release(s *Stream) {
 		return
 	}
 	delete(r.streams, s)
-	if tok := s.opts.Principal.TokenID; tok != "" && !s.opts.Own {
-		if r.perToken[tok]--; r.perToken[tok] <= 0 {
-			delete(r.perToken, tok)
-		}
-	}
+	r.uncount(s.keys)
 	r.m.open.WithLabelValues(string(s.opts.Kind)).Dec()
 	r.mu.Unlock()
 	if s.shared {
-		r.cfg.Shared.Give(s.opts.Principal.TokenID)
+		r.cfg.Shared.Give(s.keys.token)
+		if s.keys.user != "" {
+			r.cfg.Shared.Give(s.keys.user)
+		}
 	}
 }
 
@@ -321,11 +411,19 @@ func (r *Registry) snapshot() []*Stream {
 	return out
 }
 
-// Open reports how many streams are open: in all, and for one token.
+// Count reports how many streams are open here: in all, and for one token (not issued by an
+// OAuth grant: see CountUser for a user's).
 func (r *Registry) Count(tokenID string) (total, token int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.streams), r.perToken[tokenID]
+}
+
+// CountUser reports how many streams one user's tokens hold open here.
+func (r *Registry) CountUser(user string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.perUser["user "+user]
 }
 
 // Shutdown refuses new streams and ends every open one at once (ReasonShutdown).

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/stream/streamtest"
 )
 
@@ -34,6 +35,35 @@ func TestSharedPerTokenLimit(t *testing.T) {
 	s.Close()
 	if got := shared.Of("t1"); got != 1 {
 		t.Errorf("after Close the shared count is %d, want 1 (the other replica's)", got)
+	}
+}
+
+// TestSharedPerUserAndGrantLimits: a user's streams on other replicas count against
+// MaxPerUser, a grant's against MaxPerToken; a refusal for the user's limit gives back the
+// token's count it took; Close gives both back.
+func TestSharedPerUserAndGrantLimits(t *testing.T) {
+	shared := streamtest.NewCounts(map[string]int{"user ada": 2, "grant gr_1": 1})
+	r, _ := newRegistry(t, Config{MaxPerToken: 2, MaxPerUser: 3, Shared: shared})
+	ada := func(tok, grant string) Options {
+		return Options{Kind: KindExec, Principal: auth.Principal{TokenID: tok, User: "ada", Grant: grant}}
+	}
+	s, err := r.Open(context.Background(), ada("t1", "gr_1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var le *LimitError
+	if _, err := r.Open(context.Background(), ada("t2", "")); !errors.As(err, &le) || le.Setting != "HANGAR_STREAM_MAX_PER_USER" {
+		t.Fatalf("a stream past the user's limit counted across replicas: %v, want the per-user limit", err)
+	}
+	if got := shared.Of("t2"); got != 0 {
+		t.Errorf("the refused stream's token still counts %d across replicas", got)
+	}
+	s.Close()
+	if _, err := r.Open(context.Background(), ada("t3", "gr_1")); err != nil {
+		t.Fatalf("after Close: %v", err)
+	}
+	if _, err := r.Open(context.Background(), ada("t4", "gr_1")); !errors.As(err, &le) || le.Setting != "HANGAR_STREAM_MAX_PER_TOKEN" {
+		t.Fatalf("a stream past the grant's limit counted across replicas: %v, want the per-token limit", err)
 	}
 }
 

@@ -52,7 +52,8 @@ type Stream struct {
 	limiter *rate.Limiter // nil: unpaced
 	chunk   int           // the largest Data one item may carry, so pacing stays smooth
 	q       *queue.Queue[Item]
-	shared  bool // counted in Config.Shared too: Close gives it back there
+	keys    keys // what it counts under
+	shared  bool // counted in Config.Shared too (under keys): Close gives it back there
 
 	// This stream's own series of the kind's metrics, looked up once.
 	mBytes       prometheus.Counter

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -131,6 +132,50 @@ func TestPerTokenAndTotalLimits(t *testing.T) {
 	if total != 20 || a != 16 {
 		t.Fatalf("Count = %d, %d; want 20, 16", total, a)
 	}
+}
+
+// TestPerUserLimit: one user's streams through many tokens stop at MaxPerUser, with an error
+// naming the user and the setting, while another user still gets streams; hangar's own
+// streams on the user's behalf are not counted; a closed stream gives its place back.
+func TestPerUserLimit(t *testing.T) {
+	t.Parallel()
+	r, _ := newRegistry(t, Config{MaxPerToken: 2, MaxPerUser: 5, MaxTotal: 100})
+	of := func(user, tok string) auth.Principal { return auth.Principal{TokenID: tok, User: user} }
+	var last *Stream
+	for i := 0; i < 5; i++ {
+		last = open(t, r, Options{Kind: KindEvents, Principal: of("mallory", fmt.Sprintf("m%d", i/2))})
+	}
+	open(t, r, Options{Kind: KindFollower, Principal: of("mallory", "m0"), Own: true})
+	_, err := r.Open(context.Background(), Options{Kind: KindEvents, Principal: of("mallory", "m9")})
+	var le *LimitError
+	if !errors.As(err, &le) || le.Setting != "HANGAR_STREAM_MAX_PER_USER" || le.Max != 5 {
+		t.Fatalf("mallory's 6th stream, through a fresh token: %v, want the per-user limit", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "mallory") || !strings.Contains(msg, "HANGAR_STREAM_MAX_PER_USER") {
+		t.Errorf("the error does not name the user and the setting: %q", msg)
+	}
+	if n := r.CountUser("mallory"); n != 5 {
+		t.Errorf("mallory holds %d streams, want 5 (the refused one and hangar's own not counted)", n)
+	}
+	open(t, r, Options{Kind: KindEvents, Principal: of("ada", "a0")})
+	last.Close()
+	open(t, r, Options{Kind: KindEvents, Principal: of("mallory", "m9")})
+}
+
+// TestPerGrantLimit: the tokens one OAuth grant issued (a new one at each refresh) share one
+// MaxPerToken, and the error says it is the grant's.
+func TestPerGrantLimit(t *testing.T) {
+	t.Parallel()
+	r, _ := newRegistry(t, Config{MaxPerToken: 2})
+	refreshed := func(tok string) auth.Principal { return auth.Principal{TokenID: tok, User: "ada", Grant: "gr_1"} }
+	open(t, r, Options{Kind: KindExec, Principal: refreshed("t1")})
+	open(t, r, Options{Kind: KindExec, Principal: refreshed("t2")})
+	_, err := r.Open(context.Background(), Options{Kind: KindExec, Principal: refreshed("t3")})
+	var le *LimitError
+	if !errors.As(err, &le) || le.Setting != "HANGAR_STREAM_MAX_PER_TOKEN" || !strings.Contains(err.Error(), "grant") {
+		t.Fatalf("a third stream of one grant, through its third token: %v, want the per-token limit, said of the grant", err)
+	}
+	open(t, r, Options{Kind: KindExec, Principal: auth.Principal{TokenID: "t4", User: "ada", Grant: "gr_2"}})
 }
 
 func TestCloseFreesPlace(t *testing.T) {

@@ -132,7 +132,7 @@ func (s *Service) Close() {
 type Watch struct {
 	s      *Service
 	sh     *shared
-	tok    string
+	tok    string // what it counts under (holderOf)
 	once   sync.Once
 	shared bool // counted in Config.Shared too: Close gives it back there
 
@@ -150,18 +150,19 @@ func (s *Service) Open(ctx context.Context, p auth.Principal, ref, dir string, r
 	if err != nil {
 		return nil, err
 	}
-	taken, err := s.takeShared(ctx, p.TokenID)
+	holder := holderOf(p)
+	taken, err := s.takeShared(ctx, holder)
 	if err != nil {
 		return nil, err
 	}
-	sh, err := s.join(p.TokenID, k, sb)
+	sh, err := s.join(holder, k, sb)
 	if err != nil {
 		if taken {
-			s.cfg.Shared.Give(sharedKey(p.TokenID))
+			s.cfg.Shared.Give(sharedKey(holder))
 		}
 		return nil, err
 	}
-	w := &Watch{s: s, sh: sh, tok: p.TokenID, shared: taken, Sandbox: sb.Name, Dir: k.dir, Recursive: recursive}
+	w := &Watch{s: s, sh: sh, tok: holder, shared: taken, Sandbox: sb.Name, Dir: k.dir, Recursive: recursive}
 	select {
 	case <-sh.started:
 	case <-ctx.Done():
@@ -230,6 +231,16 @@ func (w *Watch) Close() {
 			w.s.cfg.Shared.Give(sharedKey(w.tok))
 		}
 	})
+}
+
+// holderOf is what p's watches count under for MaxPerToken: its token's id, or for an access
+// token of an OAuth grant the grant ("grant <id>"), whose refreshed tokens (a new one each
+// time) hold watches together, as they hold streams (stream.Registry).
+func holderOf(p auth.Principal) string {
+	if p.Grant != "" && p.TokenID != "" {
+		return "grant " + p.Grant
+	}
+	return p.TokenID
 }
 
 // sharedKey is what a token's watches are counted under in Config.Shared (beside its streams,

@@ -175,6 +175,28 @@ func TestKeepAndGap(t *testing.T) {
 	}
 }
 
+// TestWatchesPerGrant: the access tokens one OAuth grant issued (a new one at each refresh)
+// hold MaxPerToken watches together.
+func TestWatchesPerGrant(t *testing.T) {
+	e := newEnv(t, Config{MaxPerToken: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	refreshed := func(tok string) auth.Principal {
+		p := ada
+		p.TokenID, p.Grant = tok, "gr_1"
+		return p
+	}
+	w, err := e.s.Open(ctx, refreshed("tok_g1"), "box", e.dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var le *stream.LimitError
+	if _, err := e.s.Open(ctx, refreshed("tok_g2"), "box", e.dir, false); !errors.As(err, &le) || le.Setting != LimitSetting {
+		t.Errorf("a second watch of the grant, through its refreshed token: %v, want the %s limit", err, LimitSetting)
+	}
+}
+
 // TestShared: watches of one directory share one daemon watch, stopped when the last leaves;
 // each token holds at most MaxPerToken.
 func TestShared(t *testing.T) {

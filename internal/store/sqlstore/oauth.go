@@ -52,20 +52,23 @@ const grantColumns = `id, client_id, client_name, user_name, scopes, sandbox, re
 
 // CreateOAuthGrant implements store.Store.
 func (s *DB) CreateOAuthGrant(ctx context.Context, g store.OAuthGrant, code store.OAuthCode) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	return s.CreateOAuthGrantWithin(ctx, g, code, 0, time.Time{})
+}
+
+// CreateOAuthGrantWithin implements store.Store.
+func (s *DB) CreateOAuthGrantWithin(ctx context.Context, g store.OAuthGrant, code store.OAuthCode, max int, at time.Time) error {
+	err := s.within(ctx, g.User, max, at, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO oauth_grants (`+grantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`),
+			g.ID, g.ClientID, g.ClientName, g.User, strings.Join(g.Scopes, ","), g.Sandbox, g.Resource, g.ConsentToken, g.CreatedAt.UnixMilli()); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO oauth_codes (hash, grant_id, redirect_uri, code_challenge, expires_at) VALUES (?, ?, ?, ?, ?)`),
+			code.Hash, g.ID, code.RedirectURI, code.CodeChallenge, code.ExpiresAt.UnixMilli()); err != nil {
+			return fmt.Errorf("code: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("create grant %s: %w", g.ID, err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO oauth_grants (`+grantColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`),
-		g.ID, g.ClientID, g.ClientName, g.User, strings.Join(g.Scopes, ","), g.Sandbox, g.Resource, g.ConsentToken, g.CreatedAt.UnixMilli()); err != nil {
-		return fmt.Errorf("create grant %s: %w", g.ID, err)
-	}
-	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO oauth_codes (hash, grant_id, redirect_uri, code_challenge, expires_at) VALUES (?, ?, ?, ?, ?)`),
-		code.Hash, g.ID, code.RedirectURI, code.CodeChallenge, code.ExpiresAt.UnixMilli()); err != nil {
-		return fmt.Errorf("create grant %s's code: %w", g.ID, err)
-	}
-	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("create grant %s: %w", g.ID, err)
 	}
 	return nil

@@ -94,6 +94,67 @@ func (s *DB) CreateToken(ctx context.Context, t store.Token) error {
 	return s.insertToken(ctx, s.db, t)
 }
 
+// CreateTokenWithin implements store.Store.
+func (s *DB) CreateTokenWithin(ctx context.Context, t store.Token, max int, at time.Time) error {
+	return s.within(ctx, t.User, max, at, func(tx *sql.Tx) error { return s.insertToken(ctx, tx, t) })
+}
+
+// LiveTokens implements store.Store.
+func (s *DB) LiveTokens(ctx context.Context, user string, at time.Time) (int, error) {
+	return s.liveTokens(ctx, s.db, user, at)
+}
+
+// liveQuery counts a user's live tokens and grants (store.Store.LiveTokens); its parameters
+// are the user and the time, twice, then the time twice more.
+const liveQuery = `SELECT
+	(SELECT COUNT(*) FROM tokens WHERE user_name = ? AND grant_id = '' AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?)) +
+	(SELECT COUNT(*) FROM oauth_grants g WHERE g.user_name = ? AND g.revoked_at IS NULL AND (
+		EXISTS (SELECT 1 FROM oauth_refresh_tokens r WHERE r.grant_id = g.id AND r.used_at IS NULL AND r.expires_at > ?) OR
+		EXISTS (SELECT 1 FROM oauth_codes c WHERE c.grant_id = g.id AND c.used_at IS NULL AND c.expires_at > ?)))`
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (s *DB) liveTokens(ctx context.Context, q querier, user string, at time.Time) (int, error) {
+	var n int
+	ms := at.UnixMilli()
+	if err := q.QueryRowContext(ctx, s.q(liveQuery), user, ms, user, ms, ms).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the live tokens of %s: %w", user, err)
+	}
+	return n, nil
+}
+
+// within runs insert in a transaction unless user holds max live tokens at at already
+// (store.ErrLimit). Taking the user's row first (a no-op update) orders it against the same
+// user's others in both databases, so two cannot both pass the bound.
+func (s *DB) within(ctx context.Context, user string, max int, at time.Time, insert func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	if max > 0 {
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE users SET name = name WHERE name = ?`), user); err != nil {
+			return fmt.Errorf("lock user %s: %w", user, err)
+		}
+		n, err := s.liveTokens(ctx, tx, user, at)
+		if err != nil {
+			return err
+		}
+		if n >= max {
+			return fmt.Errorf("user %s holds %d live tokens: %w", user, n, store.ErrLimit)
+		}
+	}
+	if err := insert(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
 // insertToken inserts t through ex: the database, or a transaction.
 func (s *DB) insertToken(ctx context.Context, ex execer, t store.Token) error {
 	_, err := ex.ExecContext(ctx, s.q(`INSERT INTO tokens (`+tokenColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),

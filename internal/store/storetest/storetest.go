@@ -28,6 +28,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TokenNeedsUser", testTokenNeedsUser},
 		{"ListTokens", testListTokens},
 		{"RevokeToken", testRevokeToken},
+		{"LiveTokens", testLiveTokens},
+		{"LiveTokensConcurrent", testLiveTokensConcurrent},
 		{"SandboxRoundTrip", testSandboxRoundTrip},
 		{"SandboxNames", testSandboxNames},
 		{"SandboxStaysDestroyed", testSandboxStaysDestroyed},
