@@ -145,6 +145,7 @@ const (
 	logFile     = "envd.log"
 	addressFile = "envd.addr"
 	defaultWork = "work"
+	turnsDir    = "turns" // the sandbox's turns' directories (Data["turns"])
 )
 
 // Create makes the sandbox's folder and, with spec.Daemon, starts its daemon and waits until it
@@ -222,7 +223,9 @@ func (p *Provider) startDaemon(ctx context.Context, dir string, rec *record) err
 		filepath.Join(dir, logFile),
 		p.cfg.EnvdBinary, "envd", "--listen", "127.0.0.1:0", "--address-file", addrPath, "--workdir", rec.Workdir)
 	cmd.Dir = rec.Workdir
-	cmd.Env = append(p.env(dir, rec.Env, nil), "HANGAR_ENVD_ACCESS_TOKEN="+rec.Daemon.Token)
+	// The token's hash, not the token: the daemon's environment is its own from the start
+	// (and it is not dumpable, so other processes cannot read it), but no copy is better.
+	cmd.Env = append(p.env(dir, rec.Env, nil), "HANGAR_ENVD_ACCESS_TOKEN_SHA256="+provider.DaemonTokenSHA256(rec.Daemon.Token))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	out, err := cmd.Output()
 	if err != nil {
@@ -452,7 +455,10 @@ func (p *Provider) sandbox(ctx context.Context, dir string, rec *record) provide
 		ID:       dir,
 		State:    provider.StateRunning,
 		Workdir:  rec.Workdir,
-		Data:     map[string]string{"folder": dir},
+		// turns: where its turns' directories go (turns' Config.RunRoot aside), in the folder:
+		// one tree per hangar (data dir) and sandbox, which no other hangar on the machine
+		// sees, made 0700 by hangar-envd turn-dir.
+		Data: map[string]string{"folder": dir, "turns": filepath.Join(dir, turnsDir)},
 	}
 	if rec.Paused {
 		sb.State = provider.StatePaused
@@ -506,6 +512,9 @@ func workdirIn(dir, workdir string) (string, error) {
 	rel := filepath.Clean("/" + workdir)[1:]
 	if rel == "" {
 		return "", fmt.Errorf("workdir %q names the sandbox's folder itself, which cannot be its workdir: give a folder inside it, such as \"work\" or \"/src\"", workdir)
+	}
+	if rel == turnsDir || strings.HasPrefix(rel, turnsDir+"/") {
+		return "", fmt.Errorf("workdir %q is where the sandbox's turns keep their files, which cannot be its workdir: give another folder, such as \"work\" or \"/src\"", workdir)
 	}
 	return filepath.Join(dir, rel), nil
 }
