@@ -19,6 +19,10 @@ const envdSummary = "Runs the in-sandbox daemon, compatible with E2B's envd: the
 // listener, kills the processes it started and returns nil. cmd is how help names the
 // command: "hangar-envd envd" or "hangar envd".
 func Envd(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
+	// Before a token is read, from the environment or a request.
+	if err := hideMemory(); err != nil {
+		return err
+	}
 	listen := daemon.DefaultAddress
 	var token, tokenHash, addressFile, workdir, user string
 	ss := []settings.Setting{

@@ -34,6 +34,10 @@ after signal N). Its settings are flags only: its environment is the agent's.`
 // Harness runs one turn (`hangar-envd harness`, `hangar harness`); cmd is how help names the
 // command. It returns an ExitCode when the agent did not exit 0.
 func Harness(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
+	// Its environment is the agent's, with the session's secrets; its memory holds the prompt.
+	if err := hideMemory(); err != nil {
+		return err
+	}
 	var agent []string
 	if i := slices.Index(args, "--"); i >= 0 {
 		args, agent = args[:i], args[i+1:]

@@ -217,7 +217,9 @@ func (p *Provider) startDaemon(ctx context.Context, dir string, rec *record) err
 		filepath.Join(dir, logFile),
 		p.cfg.EnvdBinary, "envd", "--listen", "127.0.0.1:0", "--address-file", addrPath, "--workdir", rec.Workdir)
 	cmd.Dir = rec.Workdir
-	cmd.Env = append(p.env(dir, rec.Env, nil), "HANGAR_ENVD_ACCESS_TOKEN="+rec.Daemon.Token)
+	// The token's hash, not the token: the daemon's environment is its own from the start
+	// (and it is not dumpable, so other processes cannot read it), but no copy is better.
+	cmd.Env = append(p.env(dir, rec.Env, nil), "HANGAR_ENVD_ACCESS_TOKEN_SHA256="+provider.DaemonTokenSHA256(rec.Daemon.Token))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	out, err := cmd.Output()
 	if err != nil {

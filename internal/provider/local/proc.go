@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -214,13 +215,36 @@ func killInsideOnce(dir string) int {
 			st, err := procStat(pid)
 			inside = err == nil && st.tty == 0
 		}
+		var env []byte
 		if !inside {
-			env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+			env, err = os.ReadFile("/proc/" + e.Name() + "/environ")
 			inside = err == nil && bytes.Contains(append([]byte{0}, env...), append([]byte{0}, marker...))
+		}
+		if !inside && errors.Is(err, fs.ErrPermission) {
+			// Not dumpable (a turn's harness is not): its working directory and environment
+			// are hidden from a reader without CAP_SYS_PTRACE, its command line is not. It is
+			// the sandbox's when an argument is a path inside the folder (the turn's directory).
+			inside = argInside(pid, dir)
 		}
 		if inside && syscall.Kill(pid, syscall.SIGKILL) == nil {
 			n++
 		}
 	}
 	return n
+}
+
+// argInside reports whether an argument of process pid's command line is dir or a path inside
+// it, and the process has no controlling terminal.
+func argInside(pid int, dir string) bool {
+	argv, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	for _, a := range strings.Split(string(argv), "\x00") {
+		if a == dir || strings.HasPrefix(a, dir+"/") {
+			st, err := procStat(pid)
+			return err == nil && st.tty == 0
+		}
+	}
+	return false
 }
