@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/coder/quartz"
@@ -85,6 +86,21 @@ func e2bHarness(bin string, log *slog.Logger) string {
 	return bin
 }
 
+// dockerConfig is the docker provider's Config from hangar's settings.
+func dockerConfig(pc config.Providers, log *slog.Logger) docker.Config {
+	cpus, _ := strconv.ParseFloat(pc.DockerCPUs, 64) // checked by the setting
+	pids := int64(pc.DockerPids)
+	// The settings' 0 is no limit; the provider's, its default.
+	if cpus == 0 {
+		cpus = -1
+	}
+	if pids == 0 {
+		pids = -1
+	}
+	return docker.Config{Host: pc.DockerHost, Image: pc.DockerImage, EnvdBinary: pc.DaemonBinary,
+		MemoryBytes: pc.DockerMemoryBytes, CPUs: cpus, Pids: pids, Logger: log}
+}
+
 // kubernetesConfig is the kubernetes provider's Config from hangar's settings.
 func kubernetesConfig(pc config.Providers, log *slog.Logger) kubernetes.Config {
 	lifetime := pc.K8sMaxLifetime
@@ -113,7 +129,7 @@ func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, l
 	if err != nil {
 		return nil, nil, err
 	}
-	dock, err := docker.New(docker.Config{Host: pc.DockerHost, Image: pc.DockerImage, EnvdBinary: pc.DaemonBinary, Logger: log})
+	dock, err := docker.New(dockerConfig(pc, log))
 	if err != nil {
 		return nil, nil, err
 	}
