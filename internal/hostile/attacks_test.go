@@ -34,7 +34,7 @@ var attacks = []attack{
 	{"turn-swap", "Pre-create the plain sessions' turn folder and swap a plain session's turn directory for a forged run log and status file (a turn that prints 5 lines and exits 7)", []string{asSplit}},
 	{"setsid-escape", "Leave processes behind a turn: one `setsid`, one orphaned by a double fork", []string{asUser, asSplit}},
 	{"fork-bomb", "Exhaust processes: fork up to the pids limit plus 16, or 300 where none is below 4,096", []string{asUser, asSplit}},
-	{"disk-fill", "Fill the disk: write up to 256 MiB to `/tmp` (removed at once)", []string{asUser, asSplit}},
+	{"disk-fill", "Fill the disk: write up to 256 MiB in the sandbox (`/tmp`; on Kubernetes the workdir), removed at once", []string{asUser, asSplit}},
 	{"reach-hangar", "Reach hangar's port at 127.0.0.1 from inside the sandbox (`/healthz`, then `/api/whoami` without a token)", []string{asUser, asSplit}},
 }
 
@@ -42,7 +42,7 @@ var attacks = []attack{
 // when it is not. Where it need not be, the page still says what the run saw.
 func mustContain(provider, attack, who string) bool {
 	switch attack {
-	case "token-environ", "token-cmdline", "token-mem":
+	case "token-environ", "token-cmdline", "token-mem", "forge-tag":
 		// local isolates nothing: a command runs as hangar's user, the daemon's.
 		return provider != "local" || who != asUser
 	case "fork-bomb":
@@ -98,10 +98,12 @@ if maps=$(cat /proc/$D/maps 2>/dev/null) && [ -n "$maps" ]; then
   else echo "denied mem"; fi
 else echo "denied mem"; fi`
 
-// probeToken runs tokenScript as who.
-func (r *run) probeToken(who string) tokenProbe {
+// tokenAttack is tokenScript for the sandbox's daemon.
+func (r *run) tokenAttack() string { return fmt.Sprintf("D=%d\n", r.daemon) + tokenScript }
+
+// probeToken reads what tokenAttack printed as who.
+func (r *run) probeToken(who, out string) tokenProbe {
 	p := tokenProbe{read: map[string]bool{}, cands: map[string][]string{}}
-	out := r.as(who, fmt.Sprintf("D=%d\n", r.daemon)+tokenScript)
 	for _, f := range fields(out) {
 		switch {
 		case f[0] == "read" && len(f) == 2:
@@ -131,11 +133,15 @@ func judgeToken(p tokenProbe, source string, works func(string) bool) (string, b
 	return "read, no token in it", true, ""
 }
 
-// reach tries hangar's port from inside the sandbox, at 127.0.0.1 only.
-func (r *run) reach(who string) (string, bool) {
+// reachAttack tries hangar's port from inside the sandbox, at 127.0.0.1 only.
+func (r *run) reachAttack() string {
 	port := r.serve.Addr[strings.LastIndex(r.serve.Addr, ":")+1:]
-	out := r.as(who, fmt.Sprintf(`if wget -q -O /dev/null http://127.0.0.1:%[1]s/healthz 2>/dev/null; then echo "healthz ok"; else echo "healthz no"; fi
-wget -S -O /dev/null http://127.0.0.1:%[1]s/api/whoami 2>&1 | grep -o 'HTTP/1.[01] [0-9]*' | head -1`, port))
+	return fmt.Sprintf(`if wget -q -O /dev/null http://127.0.0.1:%[1]s/healthz 2>/dev/null; then echo "healthz ok"; else echo "healthz no"; fi
+wget -S -O /dev/null http://127.0.0.1:%[1]s/api/whoami 2>&1 | grep -o 'HTTP/1.[01] [0-9]*' | head -1`, port)
+}
+
+// judgeReach is what reachAttack's output says.
+func judgeReach(out string) (string, bool) {
 	switch {
 	case strings.Contains(out, "healthz no") && !strings.Contains(out, "HTTP/"):
 		return "refused: 127.0.0.1 is the sandbox's own", true
@@ -191,9 +197,13 @@ n=0; while read -r p; do kill $p 2>/dev/null; n=$((n+1)); done < $P
 rm -f $P
 if [ $n -lt $max ]; then echo "made $n failed"; else echo "made $n bound"; fi`
 
-// forkBomb runs forkScript as who, with sh (bash retries a failed fork for seconds).
-func (r *run) forkBomb(who string) (string, bool) {
-	out := r.as(who, "P="+r.work+"/fork-"+randHex(3)+" sh -c "+shellQuote(forkScript))
+// forkAttack is forkScript, run by sh (bash retries a failed fork for seconds).
+func (r *run) forkAttack() string {
+	return "P=" + r.work + "/fork-" + randHex(3) + " sh -c " + shellQuote(forkScript)
+}
+
+// judgeFork is what forkAttack's output says.
+func (r *run) judgeFork(who, out string) (string, bool) {
 	for _, f := range fields(out) {
 		if f[0] == "made" && len(f) == 3 {
 			if f[2] == "failed" {
@@ -206,12 +216,15 @@ func (r *run) forkBomb(who string) (string, bool) {
 	return "no answer", false
 }
 
-// diskFill writes up to 256 MiB to the sandbox's /tmp as who and removes it at once.
-func (r *run) diskFill(who string) (string, bool) {
-	f := r.work + "/disk-" + randHex(3)
-	out := r.as(who, fmt.Sprintf(`f=%s; trap 'rm -f $f' EXIT
+// diskAttack writes up to 256 MiB in the sandbox and removes it at once.
+func (r *run) diskAttack() string {
+	return fmt.Sprintf(`f=%s; trap 'rm -f $f' EXIT
 dd if=/dev/zero of=$f bs=1048576 count=256 2>/dev/null; rc=$?
-echo "wrote $(( $(wc -c < $f) / 1048576 )) $rc"; rm -f $f`, f))
+echo "wrote $(( $(wc -c < $f) / 1048576 )) $rc"; rm -f $f`, r.work+"/disk-"+randHex(3))
+}
+
+// judgeDisk is what diskAttack's output says.
+func (r *run) judgeDisk(who, out string) (string, bool) {
 	for _, l := range fields(out) {
 		if l[0] == "wrote" && len(l) == 3 {
 			mib, _ := strconv.Atoi(l[1])
@@ -293,11 +306,10 @@ func (r *run) startBackground(mark string) string {
 		map[string]any{"command": "while :; do echo tick; sleep 0.5; done # " + mark})["process_id"])
 }
 
-// killByMark kills, as who, every process with mark in its command line, and says whether one
-// was killed.
-func (r *run) killByMark(who, mark string) bool {
-	out := r.as(who, survivors(mark)+` | while read -r p; do kill -9 "$p" 2>/dev/null && echo "killed $p"; done; true`)
-	return strings.Contains(out, "killed")
+// killAttack kills every process with mark in its command line, printing `killed PID` for
+// each.
+func killAttack(mark string) string {
+	return survivors(mark) + ` | while read -r p; do kill -9 "$p" 2>/dev/null && echo "killed $p"; done; true`
 }
 
 // processState is the state and pid hangar reports for a background process ("" when it

@@ -45,9 +45,14 @@ const splitUID = 65534
 
 // column is one provider's setup: how hangar serves it and what a sandbox asks for.
 type column struct {
+	name     string // the page's column and testdata file: the provider's name, or more
 	provider string
 	args     []string       // hangar serve's flags
 	spec     map[string]any // added to the sandbox's request
+	tmp      string         // a folder of the sandbox any uid may write ("": /tmp)
+	// shim puts a bash (sh under that name) first in the sessions' PATH, for an image without
+	// one: a turn's "command" agent runs bash.
+	shim bool
 }
 
 // run is one provider's run of the suite: a hangar, a sandbox in it, a plain and a split
@@ -70,6 +75,9 @@ type run struct {
 // newRun starts hangar for col, makes a sandbox and the two sessions, and finds the daemon's
 // pid from inside the sandbox (any command there can: it is an ancestor of every exec).
 func newRun(t *testing.T, col column) *run {
+	if col.name == "" {
+		col.name = col.provider
+	}
 	r := &run{t: t, col: col, marker: "hostile" + randHex(5), client: &http.Client{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -98,7 +106,7 @@ func newRun(t *testing.T, col column) *run {
 	if r.token, err = srv.AdminToken(); err != nil {
 		t.Fatal(err)
 	}
-	r.sandbox = "hostile-" + col.provider + "-" + randHex(3)
+	r.sandbox = "hostile-" + col.name + "-" + randHex(3)
 	spec := map[string]any{"name": r.sandbox}
 	for k, v := range col.spec {
 		spec[k] = v
@@ -119,16 +127,26 @@ exit 1`)
 	if r.daemon, err = strconv.Atoi(strings.TrimSpace(out)); err != nil {
 		t.Fatalf("find the daemon's pid from inside the sandbox: %q", out)
 	}
-	r.work = "/tmp/" + r.marker
-	r.exec("mkdir -p " + r.work + " && chmod 1777 " + r.work)
+	if col.tmp == "" {
+		col.tmp = "/tmp"
+	}
+	r.work = col.tmp + "/" + r.marker
+	if _, code := r.exec("mkdir -p " + r.work + " && chmod 1777 " + r.work); code != 0 {
+		t.Fatalf("make %s in the sandbox: exit code %d", r.work, code)
+	}
 	t.Cleanup(func() {
 		if r.serve.Running() {
 			r.exec("rm -rf " + r.work)
 		}
 	})
-	r.must("POST", "/api/sessions", map[string]any{"name": "plain", "sandbox": r.sandbox, "agent": "command"})
+	env := map[string]string{}
+	if col.shim {
+		r.exec(fmt.Sprintf("mkdir -p %s/bin && printf '#!/bin/sh\\nexec /bin/sh \"$@\"\\n' > %[1]s/bin/bash && chmod 755 %[1]s/bin %[1]s/bin/bash", r.work))
+		env["PATH"] = r.work + "/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	}
+	r.must("POST", "/api/sessions", map[string]any{"name": "plain", "sandbox": r.sandbox, "agent": "command", "env": env})
 	status, raw := r.call(ctx, "POST", "/api/sessions", map[string]any{"name": "split", "sandbox": r.sandbox, "agent": "command",
-		"split": true, "split_uid": splitUID})
+		"split": true, "split_uid": splitUID, "env": env})
 	r.split = status == http.StatusCreated
 	if !r.split {
 		r.splitWhy = fmt.Sprintf("%d %s", status, raw)
@@ -169,6 +187,22 @@ func (r *run) as(who, script string) string {
 	r.turn("split", fmt.Sprintf("sh %s.sh > %[1]s.out 2>&1", name))
 	out, _ := r.exec(fmt.Sprintf("cat %s.out; rm -f %[1]s.out %[1]s.sh", name))
 	return out
+}
+
+// batch runs scripts as who, each in a shell of its own, in one go (as the split agent, one
+// turn), and returns what each printed.
+func (r *run) batch(who string, scripts ...string) []string {
+	r.t.Helper()
+	sep := "@@" + r.marker + "-part"
+	var b strings.Builder
+	for _, s := range scripts {
+		fmt.Fprintf(&b, "echo %s; sh -c %s 2>&1\n", sep, shellQuote(s))
+	}
+	parts := strings.Split(r.as(who, b.String()), sep+"\n")
+	if len(parts) != len(scripts)+1 {
+		r.t.Fatalf("a batch of %d scripts as the %s printed %d parts:\n%s", len(scripts), who, len(parts)-1, strings.Join(parts, "\n--\n"))
+	}
+	return parts[1:]
 }
 
 // writeFile writes content to path in the sandbox, readable by all.

@@ -21,6 +21,13 @@ import (
 // sandbox's user is hangar's user; a split agent is another uid on this machine.
 func TestHostileLocal(t *testing.T) {
 	t.Parallel()
+	if os.Geteuid() != 0 {
+		// Its split agent is another uid of this machine: hangar must be root to run it.
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI runs as root: the local column must run")
+		}
+		t.Skip("SKIPPING the local column: it runs as root (as CI does), for its split agent")
+	}
 	checkColumn(t, "local", runColumn(t, column{provider: "local"}))
 }
 
@@ -64,18 +71,19 @@ func runColumn(t *testing.T, col column) []outcome {
 	procs := map[string]string{}
 	killed := map[string]bool{}
 	for _, who := range users {
-		saw, ok := r.reach(who)
-		add("reach-hangar", who, saw, ok)
-		probes[who] = r.probeToken(who)
-		saw, ok = r.escape(who)
-		add("setsid-escape", who, saw, ok)
-		saw, ok = r.forkBomb(who)
-		add("fork-bomb", who, saw, ok)
-		saw, ok = r.diskFill(who)
-		add("disk-fill", who, saw, ok)
 		marks[who] = r.marker + "-bg" + randHex(2)
 		procs[who] = r.startBackground(marks[who])
-		killed[who] = r.killByMark(who, marks[who])
+		out := r.batch(who, r.reachAttack(), r.tokenAttack(), r.forkAttack(), r.diskAttack(), killAttack(marks[who]))
+		saw, ok := judgeReach(out[0])
+		add("reach-hangar", who, saw, ok)
+		probes[who] = r.probeToken(who, out[1])
+		saw, ok = r.judgeFork(who, out[2])
+		add("fork-bomb", who, saw, ok)
+		saw, ok = r.judgeDisk(who, out[3])
+		add("disk-fill", who, saw, ok)
+		killed[who] = strings.Contains(out[4], "killed")
+		saw, ok = r.escape(who)
+		add("setsid-escape", who, saw, ok)
 	}
 	leakMark := r.marker + "-leak"
 	leakProc := r.startBackground(leakMark)
@@ -252,7 +260,7 @@ func checkColumn(t *testing.T, provider string, got []outcome) {
 }
 
 // providers are the page's columns, in order.
-var providers = []string{"local", "docker", "kubernetes"}
+var providers = []string{"local", "docker", "kubernetes", "kubernetes-root"}
 
 const (
 	docPath  = "../../docs/security.md"
