@@ -239,11 +239,13 @@ func (r *run) judgeDisk(who, out string) (string, bool) {
 }
 
 // turnSwapAgent is the split agent of finding 1: it makes the plain sessions' turn folder
-// (world-writable) before hangar does, then swaps each plain turn directory it finds (there,
-// or named on a harness's command line) for its own run log and status file until told to
-// stop.
-const turnSwapAgent = `R=/tmp/hangar-turns
-mkdir -p $R 2>/dev/null && chmod 777 $R 2>/dev/null && [ -O $R ] && echo "precreated $R" >> $W/swap.log
+// (world-writable) before hangar does, where hangar has put it or might (the folder of issue
+// 27, root's of today), then swaps each plain turn directory it finds (there, or named on a
+// harness's command line) for its own run log and status file until told to stop.
+const turnSwapAgent = `roots="/tmp/hangar-turns /tmp/hangar-turns-0 /var/lib/hangar/turns"
+for R in $roots; do
+  mkdir -p $R 2>/dev/null && chmod 777 $R 2>/dev/null && [ -O $R ] && echo "precreated $R" >> $W/swap.log
+done
 swap() {
   d=$1; [ -e "$d/.hostile" ] && return
   mv "$d" "$d.orig" 2>/dev/null || return
@@ -251,7 +253,7 @@ swap() {
 }
 touch $W/ready
 while [ ! -e $W/stop ]; do
-  for d in $R/turn_*; do case $d in *.orig) ;; *) [ -d "$d" ] && swap "$d";; esac; done
+  for R in $roots; do for d in $R/turn_*; do case $d in *.orig) ;; *) [ -d "$d" ] && swap "$d";; esac; done; done
   for p in /proc/[0-9]*; do
     a=$(tr '\0' ' ' < $p/cmdline 2>/dev/null)
     case "$a" in *" harness "*"--run-log "*) l=${a#*--run-log }; l=${l%% *}; d=${l%/run.log}
@@ -292,10 +294,10 @@ func (r *run) turnSwap() (string, bool) {
 	return fmt.Sprintf("forged: the turn was recorded %s, exit code %s, with %d of its 5 lines", victim.State, code, lines), false
 }
 
-// restoreTurnRoot gives the plain turns' folder back to root when the split agent made it: on
-// local it is the machine's, which other hangars use.
+// restoreTurnRoot gives the turn folders the split agent made to root, no longer writable by
+// others (not removed: on local they are the machine's, and other hangars may use them).
 func (r *run) restoreTurnRoot() {
-	r.exec(`R=/tmp/hangar-turns; [ -d $R ] && [ "$(stat -c %u $R)" != 0 ] && chown 0:0 $R && chmod 755 $R; true`)
+	r.exec(`for R in /tmp/hangar-turns /tmp/hangar-turns-0 /var/lib/hangar/turns; do [ -d $R ] && [ "$(stat -c %u $R)" = ` + strconv.Itoa(splitUID) + ` ] && chown 0:0 $R && chmod 755 $R; done; true`)
 }
 
 // startBackground starts a background process with mark in its command line and returns its
