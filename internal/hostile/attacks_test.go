@@ -79,9 +79,11 @@ type tokenProbe struct {
 
 // tokenScript reads the daemon's environ, cmdline and the writable regions of its memory
 // (the daemon's pid in D), and prints `read SOURCE` or `denied SOURCE`, then `cand SOURCE HEX`
-// for each run of exactly 64 hex digits found (a token is 32 random bytes in hex).
-const tokenScript = `for s in environ cmdline; do
-  if cat /proc/$D/$s > /dev/null 2>&1; then echo "read $s"; tr -c '0-9a-f' '\n' < /proc/$D/$s | grep -x '[0-9a-f]\{64\}' | sort -u | sed "s/^/cand $s /"
+// for the first and the last 64 digits of each run of 64 hex digits or more (a token is 32
+// random bytes in hex; in memory it may lie against other hex digits).
+const tokenScript = `runs() { awk 'length($0) >= 64 { print substr($0, 1, 64); if (length($0) > 64) print substr($0, length($0) - 63) }' | sort -u; }
+for s in environ cmdline; do
+  if cat /proc/$D/$s > /dev/null 2>&1; then echo "read $s"; tr -c '0-9a-f' '\n' < /proc/$D/$s | runs | sed "s/^/cand $s /"
   else echo "denied $s"; fi
 done
 if maps=$(cat /proc/$D/maps 2>/dev/null) && [ -n "$maps" ]; then
@@ -94,7 +96,7 @@ if maps=$(cat /proc/$D/maps 2>/dev/null) && [ -n "$maps" ]; then
       s=$((0x${range%%-*})); e=$((0x${range#*-}))
       [ $((e-s)) -gt 268435456 ] && continue
       dd if=/proc/$D/mem bs=4096 skip=$((s/4096)) count=$(((e-s)/4096)) 2>/dev/null
-    done | tr -c '0-9a-f' '\n' | grep -x '[0-9a-f]\{64\}' | sort -u | sed 's/^/cand mem /'
+    done | tr -c '0-9a-f' '\n' | runs | sed 's/^/cand mem /'
   else echo "denied mem"; fi
 else echo "denied mem"; fi`
 

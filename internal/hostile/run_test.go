@@ -70,6 +70,10 @@ type run struct {
 	split    bool   // the split session exists
 	splitWhy string // why not, when it does not
 	client   *http.Client
+
+	got          map[string]outcome // by attack/user
+	last         time.Time          // when the last outcome was recorded
+	impostorProc map[string]string  // the process whose tag each impostor took, by who started it
 }
 
 // newRun starts hangar for col, makes a sandbox and the two sessions, and finds the daemon's
@@ -78,7 +82,8 @@ func newRun(t *testing.T, col column) *run {
 	if col.name == "" {
 		col.name = col.provider
 	}
-	r := &run{t: t, col: col, marker: "hostile" + randHex(5), client: &http.Client{}}
+	r := &run{t: t, col: col, marker: "hostile" + randHex(5), client: &http.Client{},
+		impostorProc: map[string]string{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	r.ctx = ctx

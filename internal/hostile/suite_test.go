@@ -48,54 +48,89 @@ func TestHostileDocker(t *testing.T) {
 // order.
 func runColumn(t *testing.T, col column) []outcome {
 	r := newRun(t, col)
-	got := map[string]outcome{}
-	last := time.Now()
-	add := func(attack, who, saw string, contained bool) {
-		t.Logf("%s as the %s: %s (%s)", attack, who, saw, time.Since(last).Round(time.Millisecond))
-		last = time.Now()
-		got[attack+"/"+who] = outcome{Attack: attack, As: who, Saw: saw, Contained: contained}
-	}
+	r.got = map[string]outcome{}
+	r.last = time.Now()
 	users := []string{asUser}
 	if r.split {
 		users = append(users, asSplit)
 	}
-
 	// First, before any plain turn has made the plain turns' folder.
 	if r.split {
 		saw, ok := r.turnSwap()
-		add("turn-swap", asSplit, saw, ok)
+		r.add("turn-swap", asSplit, saw, ok)
 		r.restoreTurnRoot()
 	}
-	probes := map[string]tokenProbe{}
-	marks := map[string]string{}
-	procs := map[string]string{}
-	killed := map[string]bool{}
-	for _, who := range users {
-		marks[who] = r.marker + "-bg" + randHex(2)
-		procs[who] = r.startBackground(marks[who])
-		out := r.batch(who, r.reachAttack(), r.tokenAttack(), r.forkAttack(), r.diskAttack(), killAttack(marks[who]))
-		saw, ok := judgeReach(out[0])
-		add("reach-hangar", who, saw, ok)
-		probes[who] = r.probeToken(who, out[1])
-		saw, ok = r.judgeFork(who, out[2])
-		add("fork-bomb", who, saw, ok)
-		saw, ok = r.judgeDisk(who, out[3])
-		add("disk-fill", who, saw, ok)
-		killed[who] = strings.Contains(out[4], "killed")
-		saw, ok = r.escape(who)
-		add("setsid-escape", who, saw, ok)
-	}
-	leakMark := r.marker + "-leak"
-	leakProc := r.startBackground(leakMark)
+	in := r.inside(users)
+	leak := r.startBackground(r.marker + "-leak")
+	impostors := r.withHangarDown(users, in, leak)
+	r.start()
+	r.adoption(impostors)
+	r.exec(survivors(r.marker) + " | while read -r p; do kill -9 $p; done; true")
 
-	// With hangar down: the daemon's address and token from hangar's store; each token found
-	// checked against the daemon, each impostor started.
-	r.serve.Stop()
-	var ids []string
-	for _, who := range users {
-		ids = append(ids, procs[who])
+	var out []outcome
+	for _, a := range attacks {
+		for _, who := range a.as {
+			o, ok := r.got[a.id+"/"+who]
+			if !ok {
+				o = outcome{Attack: a.id, As: who, Saw: "not run: no split session here (" + splitReason(r.splitWhy) + ")", Contained: true}
+			}
+			out = append(out, o)
+		}
 	}
-	daemonURL, daemonToken, tags := r.storeFacts(append(ids, leakProc)...)
+	return out
+}
+
+// add records an outcome (and logs it, with the time since the one before).
+func (r *run) add(attack, who, saw string, contained bool) {
+	r.t.Logf("%s as the %s: %s (%s)", attack, who, saw, time.Since(r.last).Round(time.Millisecond))
+	r.last = time.Now()
+	r.got[attack+"/"+who] = outcome{Attack: attack, As: who, Saw: saw, Contained: contained}
+}
+
+// insideFindings is what the attacks inside the sandbox left to judge with hangar down: each
+// user's read of the daemon, the background process each tried to kill, and whether it did.
+type insideFindings struct {
+	probes map[string]tokenProbe
+	procs  map[string]string
+	killed map[string]bool
+}
+
+// inside runs, as each user, the attacks that need only the sandbox: one batch (hangar's
+// port, the daemon's token, a fork bomb, a full disk, killing a background process of
+// hangar's) and a turn that leaves processes behind.
+func (r *run) inside(users []string) insideFindings {
+	f := insideFindings{probes: map[string]tokenProbe{}, procs: map[string]string{}, killed: map[string]bool{}}
+	for _, who := range users {
+		mark := r.marker + "-bg" + randHex(2)
+		f.procs[who] = r.startBackground(mark)
+		out := r.batch(who, r.reachAttack(), r.tokenAttack(), r.forkAttack(), r.diskAttack(), killAttack(mark))
+		saw, ok := judgeReach(out[0])
+		r.add("reach-hangar", who, saw, ok)
+		f.probes[who] = r.probeToken(who, out[1])
+		saw, ok = r.judgeFork(who, out[2])
+		r.add("fork-bomb", who, saw, ok)
+		saw, ok = r.judgeDisk(who, out[3])
+		r.add("disk-fill", who, saw, ok)
+		f.killed[who] = strings.Contains(out[4], "killed")
+		saw, ok = r.escape(who)
+		r.add("setsid-escape", who, saw, ok)
+	}
+	return f
+}
+
+// withHangarDown stops hangar, reads the daemon's address and token from its store, tries
+// every 64-hex string each user read against the daemon, and starts the impostors: one with
+// the token a user found under the tag of the process it killed, and one with the daemon's
+// own token (a leak) under the tag of leak, which it kills first. It returns the impostors'
+// pids by the user who started them ("leak" for the last).
+func (r *run) withHangarDown(users []string, in insideFindings, leak string) map[string]uint32 {
+	t := r.t
+	r.serve.Stop()
+	ids := []string{leak}
+	for _, who := range users {
+		ids = append(ids, in.procs[who])
+	}
+	daemonURL, daemonToken, tags := r.storeFacts(ids...)
 	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 	defer cancel()
 	works := func(tok string) bool {
@@ -110,56 +145,49 @@ func runColumn(t *testing.T, col column) []outcome {
 	if !works(daemonToken) {
 		t.Fatalf("the daemon at %s refuses its own token", daemonURL)
 	}
-	found := map[string]string{}
-	for _, who := range users {
-		for _, src := range []string{"environ", "cmdline", "mem"} {
-			saw, ok, tok := judgeToken(probes[who], src, works)
-			add("token-"+src, who, saw, ok)
-			if tok != "" {
-				found[who] = tok
-			}
-		}
-	}
 	impostors := map[string]uint32{}
 	for _, who := range users {
+		found := ""
+		for _, src := range []string{"environ", "cmdline", "mem"} {
+			saw, ok, tok := judgeToken(in.probes[who], src, works)
+			r.add("token-"+src, who, saw, ok)
+			if tok != "" {
+				found = tok
+			}
+		}
 		switch {
-		case !killed[who]:
-			add("forge-tag", who, "could not kill hangar's process", true)
-		case found[who] == "":
-			add("forge-tag", who, "killed it, but found no token to start an impostor with", true)
+		case !in.killed[who]:
+			r.add("forge-tag", who, "could not kill hangar's process", true)
+		case found == "":
+			r.add("forge-tag", who, "killed it, but found no token to start an impostor with", true)
 		default:
-			impostors[who] = r.impostor(ctx, daemonURL, found[who], tags[procs[who]], false)
+			r.impostorProc[who] = in.procs[who]
+			impostors[who] = r.impostor(ctx, daemonURL, found, tags[in.procs[who]], false)
 		}
 	}
-	impostors["leak"] = r.impostor(ctx, daemonURL, daemonToken, tags[leakProc], true)
+	r.impostorProc["leak"] = leak
+	impostors["leak"] = r.impostor(ctx, daemonURL, daemonToken, tags[leak], true)
+	return impostors
+}
 
-	r.start()
+// adoption records, once hangar is back, whether it took each impostor for the process whose
+// tag it holds: that process was killed, so any answer that it runs is the impostor's.
+func (r *run) adoption(impostors map[string]uint32) {
+	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+	defer cancel()
 	for who, pid := range impostors {
-		id, attack := procs[who], "forge-tag"
+		id, attack := r.impostorProc[who], "forge-tag"
 		if who == "leak" {
-			id, attack, who = leakProc, "adopt-impostor", asUser
+			attack, who = "adopt-impostor", asUser
 		}
 		state, got, adopted := r.processState(ctx, id)
-		t.Logf("after the restart, %s's process %s: state %q, pid %d, adopted %v (the impostor's pid %d)", who, id, state, got, adopted, pid)
-		if state == "running" && got == pid {
-			add(attack, who, "adopted the impostor", false)
+		r.t.Logf("after the restart, process %s: state %q, pid %d, adopted %v (the impostor's pid %d)", id, state, got, adopted, pid)
+		if state == "running" || adopted {
+			r.add(attack, who, "adopted the impostor", false)
 		} else {
-			add(attack, who, "refused: the impostor was not adopted", true)
+			r.add(attack, who, "refused: the impostor was not adopted", true)
 		}
 	}
-	r.exec(survivors(r.marker) + " | while read -r p; do kill -9 $p; done; true")
-
-	var out []outcome
-	for _, a := range attacks {
-		for _, who := range a.as {
-			o, ok := got[a.id+"/"+who]
-			if !ok {
-				o = outcome{Attack: a.id, As: who, Saw: "not run: no split session here (" + splitReason(r.splitWhy) + ")", Contained: true}
-			}
-			out = append(out, o)
-		}
-	}
-	return out
 }
 
 // splitReason is why a split session could not be made, in the page's few words.
