@@ -30,6 +30,9 @@ func verbs() []sandboxcmd.Verb {
 		{Name: "tail", Summary: "follow a file as it is written, woken by inotify (the turn watcher runs it)", Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return sandboxcmd.Tail(ctx, "hangar-envd tail", args, stdout, stderr)
 		}},
+		{Name: "turn-dir", Summary: "make, write and read a turn's directory, checked on every use (hangar serve runs it)", Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+			return sandboxcmd.TurnDir(ctx, "hangar-envd turn-dir", args, stdout, stderr)
+		}},
 		sandboxcmd.InstallVerb("hangar-envd"),
 		// Other in-sandbox verbs go here, with their code in internal/sandboxcmd or a package
 		// as free of the control plane as it is (see imports_test.go).

@@ -32,6 +32,9 @@ func verbs() []sandboxcmd.Verb {
 		{Name: "tail", Summary: "follow a file as it is written, woken by inotify (serve's turn watcher runs it), as hangar-envd does", Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return sandboxcmd.Tail(ctx, "hangar tail", args, stdout, stderr)
 		}},
+		{Name: "turn-dir", Summary: "make, write and read a turn's directory, checked on every use (serve runs it), as hangar-envd does", Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+			return sandboxcmd.TurnDir(ctx, "hangar turn-dir", args, stdout, stderr)
+		}},
 		sandboxcmd.InstallVerb("hangar"),
 		{Name: "version", Summary: "print hangar's version", Run: runVersion},
 		{Name: "health", Summary: "exit 0 if the hangar serving on this machine is ready (GET /readyz), 1 if not: the image's HEALTHCHECK", Run: runHealth},

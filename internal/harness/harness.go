@@ -42,10 +42,16 @@ type Config struct {
 	// Argv is the agent's command line; each argument equal to PromptArg becomes Prompt.
 	Argv   []string
 	Prompt string
-	// RunLog is the file the agent's stdout is appended to (created 0644 if missing).
+	// RunLog is the file the agent's stdout is appended to (created 0644 if missing; 0600 in
+	// TurnDir).
 	RunLog string
-	// StatusFile is written once, atomically, when the agent has ended (0644).
+	// StatusFile is written once, atomically, when the agent has ended (0644; 0600 in
+	// TurnDir).
 	StatusFile string
+	// TurnDir, when set, is the turn's directory, opened by OpenTurnDir: RunLog and StatusFile
+	// are then names in it, opened and replaced through it without following a symlink, so
+	// nothing that renames or swaps a part of its path redirects them.
+	TurnDir *os.File
 	// Split, when set, runs the agent as UID:GID with no supplementary groups. The harness
 	// must be root then.
 	Split      bool
@@ -86,7 +92,11 @@ type Status struct {
 // written there and the agent never starts.
 func Run(ctx context.Context, cfg Config) (Status, error) {
 	st := Status{ExitCode: -1, StartedAt: time.Now().UTC()}
-	if cfg.Split {
+	if cfg.Split && cfg.TurnDir != nil && cfg.UID == uint32(os.Geteuid()) {
+		st.Error = fmt.Sprintf("the agent's uid %d is the harness's: it could write its turn's status", cfg.UID)
+		return st, errors.New("split turn: " + st.Error)
+	}
+	if cfg.Split && cfg.TurnDir == nil {
 		for _, f := range []string{cfg.RunLog, cfg.StatusFile} {
 			if err := CheckPrivate(filepath.Dir(f), cfg.UID); err != nil {
 				st.Error = err.Error()
@@ -104,10 +114,26 @@ func Run(ctx context.Context, cfg Config) (Status, error) {
 	if merr != nil {
 		return st, fmt.Errorf("encode status: %w", merr)
 	}
-	if werr := renameio.WriteFile(cfg.StatusFile, append(data, '\n'), 0o644); werr != nil {
+	if werr := writeStatus(cfg, append(data, '\n')); werr != nil {
 		return st, fmt.Errorf("write status file %s: %w", cfg.StatusFile, werr)
 	}
 	return st, nil
+}
+
+// writeStatus writes the status file atomically, in TurnDir when there is one.
+func writeStatus(cfg Config, data []byte) error {
+	if cfg.TurnDir != nil {
+		return WriteTurnFile(cfg.TurnDir, cfg.StatusFile, data)
+	}
+	return renameio.WriteFile(cfg.StatusFile, data, 0o644)
+}
+
+// openRunLog opens the run log to append to it, in TurnDir when there is one.
+func openRunLog(cfg Config) (*os.File, error) {
+	if cfg.TurnDir != nil {
+		return OpenTurnFileAppend(cfg.TurnDir, cfg.RunLog)
+	}
+	return os.OpenFile(cfg.RunLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 }
 
 func run(ctx context.Context, cfg Config, st *Status) error {
@@ -127,7 +153,7 @@ func run(ctx context.Context, cfg Config, st *Status) error {
 		}
 		signal.Ignore(syscall.SIGHUP)
 	}
-	log, err := os.OpenFile(cfg.RunLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	log, err := openRunLog(cfg)
 	if err != nil {
 		return fmt.Errorf("open run log: %w", err)
 	}

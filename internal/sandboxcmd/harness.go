@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -27,8 +28,11 @@ everything it started has been ended (SIGTERM, then SIGKILL 3 s later), writes t
 The agent gets the harness's environment. With --detach (first), the turn starts in a new session
 and the command exits at once, printing the turn's pid (its process group) and its start time
 (/proc/<pid>/stat starttime); the turn's own errors go to harness.err beside the status file.
-With --split-uid, the run log's and status file's directories must be out of the agent's reach
-(not its own, not writable by group or others, nor any directory above them unless sticky). The harness exits with the agent's exit code (128+N
+With --turn-dir (what hangar serve gives, a directory turn-dir make made), the prompt, run log,
+status file and harness.err are in it, opened through it without following a symlink, and the
+directory is checked as turn-dir checks it. With --split-uid, the run log's and status file's
+directories must be out of the agent's reach (not its own, not writable by group or others, nor
+any directory above them unless sticky). The harness exits with the agent's exit code (128+N
 after signal N). Its settings are flags only: its environment is the agent's.`
 
 // Harness runs one turn (`hangar-envd harness`, `hangar harness`); cmd is how help names the
@@ -42,12 +46,13 @@ func Harness(ctx context.Context, cmd string, args []string, stdout, stderr io.W
 	if i := slices.Index(args, "--"); i >= 0 {
 		args, agent = args[:i], args[i+1:]
 	}
-	var runLog, statusFile, prompt, promptFile, dir string
+	var runLog, statusFile, prompt, promptFile, dir, turnDir string
 	uid, gid := -1, -1
 	// --detach is taken out before the settings are parsed (they all take a value).
 	detach := slices.Contains(args, "--detach")
 	args = slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == "--detach" })
 	ss := []settings.Setting{
+		{Name: "turn-dir", Arg: "DIR", Usage: "the turn's directory, made by turn-dir make: the prompt, run log, status file and harness.err are in it, each opened without following a symlink, the directory checked (turn-dir's rules) instead of the three flags below", Value: settings.String{P: &turnDir}},
 		{Name: "run-log", Arg: "FILE", Usage: "the run log: the agent's stdout is appended to it", Value: settings.String{P: &runLog, Check: settings.NonEmpty}},
 		{Name: "status-file", Arg: "FILE", Usage: "written atomically when the agent has ended", Value: settings.String{P: &statusFile, Check: settings.NonEmpty}},
 		{Name: "prompt", Arg: "TEXT", Usage: "the prompt", Value: settings.String{P: &prompt}},
@@ -60,8 +65,10 @@ func Harness(ctx context.Context, cmd string, args []string, stdout, stderr io.W
 		return err
 	}
 	switch {
-	case runLog == "" || statusFile == "":
-		return errors.New("--run-log and --status-file are required")
+	case turnDir != "" && (runLog != "" || statusFile != "" || promptFile != "" || prompt != ""):
+		return errors.New("--turn-dir holds the run log, status file and prompt: give none of them with it")
+	case turnDir == "" && (runLog == "" || statusFile == ""):
+		return errors.New("--turn-dir, or --run-log and --status-file, are required")
 	case len(agent) == 0:
 		return errors.New("no agent command: give it after --")
 	case (uid >= 0) != (gid >= 0):
@@ -69,7 +76,15 @@ func Harness(ctx context.Context, cmd string, args []string, stdout, stderr io.W
 	case prompt != "" && promptFile != "":
 		return errors.New("give --prompt or --prompt-file, not both")
 	}
-	if uid >= 0 {
+	if turnDir != "" {
+		// Checked before anything is written there; the detached turn opens it again.
+		d, err := harness.OpenTurnDir(turnDir)
+		if err != nil {
+			return fmt.Errorf("turn: %w", err)
+		}
+		d.Close()
+	}
+	if uid >= 0 && turnDir == "" {
 		// Checked before anything is written there (the detached turn checks again).
 		for _, f := range []string{runLog, statusFile} {
 			if err := harness.CheckPrivate(filepath.Dir(f), uint32(uid)); err != nil {
@@ -78,7 +93,20 @@ func Harness(ctx context.Context, cmd string, args []string, stdout, stderr io.W
 		}
 	}
 	if detach {
-		return detachHarness(args, agent, statusFile, stdout)
+		return detachHarness(args, agent, turnDir, statusFile, stdout)
+	}
+	var td *os.File
+	if turnDir != "" {
+		var err error
+		if td, err = harness.OpenTurnDir(turnDir); err != nil {
+			return fmt.Errorf("turn: %w", err)
+		}
+		defer td.Close()
+		var b strings.Builder
+		if err := harness.ReadTurnFile(td, harness.PromptFile, 0, -1, &b); err != nil {
+			return fmt.Errorf("read the prompt: %w", err)
+		}
+		prompt, runLog, statusFile = b.String(), harness.RunLogFile, harness.StatusFile
 	}
 	if promptFile != "" {
 		b, err := os.ReadFile(promptFile)
@@ -90,7 +118,7 @@ func Harness(ctx context.Context, cmd string, args []string, stdout, stderr io.W
 	// The harness handles SIGTERM and SIGINT itself (passing them to the agent and waiting for
 	// it): the verb's context, which they end, must not end the turn early.
 	cfg := harness.Config{
-		Argv: agent, Prompt: prompt, RunLog: runLog, StatusFile: statusFile, Dir: dir,
+		Argv: agent, Prompt: prompt, RunLog: runLog, StatusFile: statusFile, TurnDir: td, Dir: dir,
 		Split: uid >= 0, UID: uint32(uid), GID: uint32(gid), Stderr: stderr, StartLeave: true,
 	}
 	if os.Getenv(readyFDEnv) == "3" {
@@ -124,12 +152,12 @@ const readyFDEnv = "HANGAR_HARNESS_READY_FD"
 
 // detachHarness starts this same harness again without --detach, in a new session (so it is
 // its own process group's leader and outlives whoever ran this), and prints its pid.
-func detachHarness(args, agent []string, statusFile string, stdout io.Writer) error {
+func detachHarness(args, agent []string, turnDir, statusFile string, stdout io.Writer) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find this executable: %w", err)
 	}
-	errFile, err := os.OpenFile(filepath.Join(filepath.Dir(statusFile), "harness.err"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	errFile, err := openHarnessErr(turnDir, statusFile)
 	if err != nil {
 		return fmt.Errorf("open harness.err: %w", err)
 	}
@@ -161,4 +189,18 @@ func detachHarness(args, agent []string, statusFile string, stdout io.Writer) er
 	}
 	fmt.Fprintln(stdout, cmd.Process.Pid, start)
 	return cmd.Process.Release()
+}
+
+// openHarnessErr opens harness.err, in the turn's directory or beside the status file, to
+// append to it.
+func openHarnessErr(turnDir, statusFile string) (*os.File, error) {
+	if turnDir == "" {
+		return os.OpenFile(filepath.Join(filepath.Dir(statusFile), harness.HarnessErr), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	}
+	d, err := harness.OpenTurnDir(turnDir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return harness.OpenTurnFileAppend(d, harness.HarnessErr)
 }

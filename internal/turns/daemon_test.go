@@ -39,7 +39,7 @@ type daemonFixture struct {
 	cfg     Config
 	s       *Service
 	sb      store.Sandbox
-	root    string // RunRoot, in the sandbox
+	root    string // a scratch directory in the sandbox (the turns' directories go where a Service puts them by default)
 }
 
 func dockerEngineUp() bool {
@@ -97,7 +97,7 @@ func newDaemonFixture(t *testing.T, prov string) *daemonFixture {
 		d, err = docker.New(docker.Config{EnvdBinary: hangarBin, Instance: "turns-test"})
 		t.Cleanup(func() { d.Close() })
 		p = d
-		f.root = "/tmp/hangar-turns"
+		f.root = "/tmp/scratch"
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +115,8 @@ func newDaemonFixture(t *testing.T, prov string) *daemonFixture {
 	if f.sb, err = f.sbs.Get(ctx, admin, req.Name); err != nil {
 		t.Fatal(err)
 	}
-	f.cfg = Config{Store: st, Sandboxes: FromManager(f.sbs), HarnessBinary: HarnessBinaries(hangarBin), RunRoot: f.root,
+	f.run(t, ctx, "mkdir -p "+f.root)
+	f.cfg = Config{Store: st, Sandboxes: FromManager(f.sbs), HarnessBinary: HarnessBinaries(hangarBin),
 		PollInterval: 5 * time.Second, Clock: f.clock, Follow: true, Streams: f.streams}
 	f.s = New(f.cfg)
 	t.Cleanup(f.s.Close) // before the sandbox is destroyed

@@ -60,11 +60,14 @@ type Config struct {
 	// Required: local sandboxes run the host's binary; Docker mounts it at /opt/hangar/bin/hangar.
 	HarnessBinary func(sb store.Sandbox) string
 	// RunRoot is the directory in a sandbox that holds each turn's directory (run log, status
-	// file, prompt). Default /tmp/hangar-turns.
+	// file, prompt), for every sandbox. Default: the sandbox's provider's (Data["turns"]: a
+	// local sandbox's is in its folder under the data dir), else the one hangar-envd picks in
+	// the sandbox (harness.DefaultTurnRoot: /var/lib/hangar/turns for root,
+	// /tmp/hangar-turns-<uid> for another uid). hangar-envd makes it 0700 and checks it on
+	// every use (harness.MakeTurnDir): it must be the sandbox user's, under directories no
+	// other uid can write.
 	RunRoot string
-	// SplitRunRoot is RunRoot for split sessions' turns: a directory the agent's uid cannot
-	// write, nor make before hangar does (the harness checks: harness.CheckPrivate). Default
-	// /var/lib/hangar/turns.
+	// SplitRunRoot is RunRoot for split sessions' turns. Default: RunRoot's.
 	SplitRunRoot string
 	// PollInterval is how often a running turn's run log is read (session_poll_seconds).
 	// Default 5s.
@@ -114,12 +117,6 @@ type Service struct {
 func New(cfg Config) *Service {
 	if cfg.Agents == nil {
 		cfg.Agents = DefaultAgents()
-	}
-	if cfg.RunRoot == "" {
-		cfg.RunRoot = "/tmp/hangar-turns"
-	}
-	if cfg.SplitRunRoot == "" {
-		cfg.SplitRunRoot = "/var/lib/hangar/turns"
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 5 * time.Second

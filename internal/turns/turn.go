@@ -254,13 +254,18 @@ func (s *Service) sandboxFor(ctx context.Context, se store.Session) (store.Sandb
 	return sb, nil
 }
 
-// turnDir is a turn's directory in its sandbox: for a split session under SplitRunRoot, out of
-// the agent's reach.
-func (s *Service) turnDir(se store.Session, t store.Turn) string {
-	if se.Split {
-		return path.Join(s.cfg.SplitRunRoot, t.ID)
+// turnRoot is the directory a turn's directory is made in, in its sandbox: Config's
+// (SplitRunRoot for a split session's, when set), else the sandbox's provider's (a local
+// sandbox's is in its folder, under the data dir: one tree per hangar and sandbox), else ""
+// — the harness's binary picks it (harness.DefaultTurnRoot: /var/lib/hangar/turns for root).
+func (s *Service) turnRoot(se store.Session, sb store.Sandbox) string {
+	switch {
+	case se.Split && s.cfg.SplitRunRoot != "":
+		return s.cfg.SplitRunRoot
+	case s.cfg.RunRoot != "":
+		return s.cfg.RunRoot
 	}
-	return path.Join(s.cfg.RunRoot, t.ID)
+	return sb.Data["turns"]
 }
 
 // runLogPath is hangar's own copy of a turn's run log (the harness writes it; in a split
@@ -278,16 +283,12 @@ func statusPath(t store.Turn) string { return path.Join(t.Dir, "status.json") }
 // shellQuote makes a single-quoted shell word.
 func shellQuote(v string) string { return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'" }
 
-// launch starts the harness for t in sb, detached, and returns its pid (its process group)
-// and start time.
-func (s *Service) launch(ctx context.Context, se store.Session, sb store.Sandbox, t store.Turn, dir string) (int, uint64, error) {
+// launch starts the harness for t in sb, detached, in the turn's directory dir (made by
+// makeTurnDir), and returns its pid (its process group) and start time.
+func (s *Service) launch(ctx context.Context, se store.Session, sb store.Sandbox, dir string) (int, uint64, error) {
 	agent, ok := s.cfg.Agents[se.Agent]
 	if !ok {
 		return 0, 0, fmt.Errorf("unknown agent %q", se.Agent)
-	}
-	bin := s.cfg.HarnessBinary(sb)
-	if bin == "" {
-		return 0, 0, fmt.Errorf("no hangar harness in %s sandboxes yet", sb.Provider)
 	}
 	split := ""
 	if se.Split {
@@ -297,11 +298,8 @@ func (s *Service) launch(ctx context.Context, se store.Session, sb store.Sandbox
 	for _, a := range agent.Argv {
 		argv = append(argv, shellQuote(a))
 	}
-	if err := s.writePrompt(ctx, sb, dir, t.Prompt); err != nil {
-		return 0, 0, err
-	}
-	cmd := fmt.Sprintf(`set -e; d=%s; %s harness --detach %s--run-log "$d/run.log" --status-file "$d/status.json" --prompt-file "$d/prompt" -- %s 2>&1`,
-		shellQuote(dir), shellQuote(bin), split, strings.Join(argv, " "))
+	cmd := fmt.Sprintf(`exec %s harness --detach %s--turn-dir %s -- %s 2>&1`,
+		shellQuote(s.cfg.HarnessBinary(sb)), split, shellQuote(dir), strings.Join(argv, " "))
 	out, code, err := s.cfg.Sandboxes.Run(ctx, sb, cmd, se.Env)
 	if err != nil {
 		return 0, 0, err
@@ -321,27 +319,45 @@ func (s *Service) launch(ctx context.Context, se store.Session, sb store.Sandbox
 // the whole line is one argument of sh -c, which the kernel bounds at 128 KiB.
 const promptPiece = 48 << 10
 
-// writePrompt puts prompt in dir/prompt in sb, base64-encoded on the way so that no shell
-// reads it, a piece per command so that its size is bound by no command line's.
-func (s *Service) writePrompt(ctx context.Context, sb store.Sandbox, dir, prompt string) error {
-	for i, rest := 0, []byte(prompt); i == 0 || len(rest) > 0; i++ {
+// makeTurnDir makes t's directory in sb and writes its prompt there, and returns the
+// directory's path. hangar's binary does both (turn-dir make, append), never a shell: it makes
+// the directory 0700 in a root of the sandbox user's that no other uid can write, checking
+// every directory of the path as it walks it, so no agent can make it first, nor swap it or a
+// part of its path for its own (harness.MakeTurnDir). The prompt goes base64-encoded, so that
+// no shell reads it, a piece per command, so that its size is bound by no command line's.
+func (s *Service) makeTurnDir(ctx context.Context, se store.Session, sb store.Sandbox, t store.Turn) (string, error) {
+	bin := s.cfg.HarnessBinary(sb)
+	if bin == "" {
+		return "", fmt.Errorf("no hangar harness in %s sandboxes yet", sb.Provider)
+	}
+	root := ""
+	if r := s.turnRoot(se, sb); r != "" {
+		root = " --root " + shellQuote(r)
+	}
+	var dir string
+	for i, rest := 0, []byte(t.Prompt); i == 0 || len(rest) > 0; i++ {
 		piece := rest[:min(len(rest), promptPiece)]
 		rest = rest[len(piece):]
-		to := `>>`
+		data := shellQuote(base64.StdEncoding.EncodeToString(piece))
+		cmd := fmt.Sprintf(`exec %s turn-dir append --dir %s --base64 %s 2>&1`, shellQuote(bin), shellQuote(dir), data)
 		if i == 0 {
-			to = `>`
+			cmd = fmt.Sprintf(`exec %s turn-dir make --id %s%s --base64 %s 2>&1`, shellQuote(bin), shellQuote(t.ID), root, data)
 		}
-		cmd := fmt.Sprintf(`set -e; umask 022; d=%s; mkdir -p "$d"; printf '%%s' %s | base64 -d %s "$d/prompt"`,
-			shellQuote(dir), shellQuote(base64.StdEncoding.EncodeToString(piece)), to)
 		out, code, err := s.cfg.Sandboxes.Run(ctx, sb, cmd, nil)
 		if err != nil {
-			return err
+			return "", err
 		}
 		if code != 0 {
-			return fmt.Errorf("could not write the prompt into the sandbox (exit code %d): %s", code, strings.TrimSpace(string(out)))
+			return "", fmt.Errorf("could not make the turn's directory and write its prompt in the sandbox (exit code %d): %s", code, strings.TrimSpace(string(out)))
+		}
+		if i == 0 {
+			dir = strings.TrimSpace(string(out))
+			if !path.IsAbs(dir) || path.Base(dir) != t.ID {
+				return "", fmt.Errorf("making the turn's directory printed %q, not its path", out)
+			}
 		}
 	}
-	return nil
+	return dir, nil
 }
 
 // run takes a queued turn through its life: start the harness, record turn.started, watch
@@ -352,8 +368,12 @@ func (s *Service) run(ctx context.Context, se store.Session, t store.Turn) {
 		s.fail(ctx, se, t, fmt.Sprintf("sandbox %s: %v", se.Sandbox, err))
 		return
 	}
-	dir := s.turnDir(se, t)
-	pid, start, err := s.launch(ctx, se, sb, t, dir)
+	dir, err := s.makeTurnDir(ctx, se, sb, t)
+	if err != nil {
+		s.fail(ctx, se, t, "start the harness: "+err.Error())
+		return
+	}
+	pid, start, err := s.launch(ctx, se, sb, dir)
 	if err != nil {
 		s.fail(ctx, se, t, "start the harness: "+err.Error())
 		return

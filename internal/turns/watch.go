@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -107,6 +108,15 @@ func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox,
 			return
 		}
 		st, ended, err := r.read(ctx)
+		if errors.Is(err, errNotPrivate) {
+			// Whatever it says could be another uid's: the turn fails, and its harness is
+			// ended (it ends what the agent started).
+			if serr := s.signalHarness(ctx, t); serr != nil {
+				s.log.Warn("end a turn whose directory is not hangar's alone", "turn", t.ID, "err", serr)
+			}
+			s.stop(ctx, t, store.TurnFailed, fmt.Sprintf("hangar stopped reading the turn: %v", err))
+			return
+		}
 		if err != nil && ctx.Err() == nil {
 			st, ended, err = s.unreadable(ctx, r, err)
 		}
@@ -287,14 +297,43 @@ func (s *Service) endStored(ctx context.Context, t store.Turn, u store.TurnUpdat
 	}
 }
 
+// errNotPrivate means a turn's directory in its sandbox, or a directory above it, or a file in
+// it, is not hangar's alone (harness.ErrNotPrivate, said by hangar's binary in the sandbox):
+// what it holds cannot be trusted, and the turn ends failed with why.
+var errNotPrivate = errors.New("the turn's directory in the sandbox is not hangar's alone")
+
+// readTurnFile is the shell command that prints name, of t's directory, from offset on (limit
+// bytes at most; -1: all) through hangar's binary in the sandbox, which opens it as
+// harness.OpenTurnDir says (no symlink, every directory of its path checked): it exits 2 when
+// the file is not there, 1 (its reason on stdout) when it is not hangar's alone. Without the
+// binary (a turn of a sandbox that has none now), cat and tail, which check nothing.
+func (s *Service) readTurnFile(sb store.Sandbox, t store.Turn, name string, offset int64, limit int) string {
+	file := shellQuote(path.Join(t.Dir, name))
+	bin := s.cfg.HarnessBinary(sb)
+	switch {
+	case bin != "":
+		return fmt.Sprintf("%s turn-dir read --dir %s --file %s --offset %d --limit %d 2>&1", shellQuote(bin), shellQuote(t.Dir), shellQuote(name), offset, limit)
+	case limit < 0:
+		return fmt.Sprintf("{ [ -e %[1]s ] || exit 2; cat %[1]s; }", file)
+	}
+	return fmt.Sprintf("{ [ -e %[1]s ] || exit 2; tail -c +%[2]d %[1]s | head -c %[3]d; }", file, offset+1, limit)
+}
+
+// notPrivate is the error for a read of a turn's file that hangar's binary refused, with what it
+// said.
+func notPrivate(said []byte) error {
+	return fmt.Errorf("%w: %s", errNotPrivate, strings.TrimSpace(string(said)))
+}
+
 // readStatus reads the turn's status file: ended is false while there is none and the
 // harness runs. A harness gone without a status file (killed before it could write one) ends
-// the turn too, with an error that says so.
+// the turn too, with an error that says so. errNotPrivate when the turn's directory is not
+// hangar's alone.
 func (s *Service) readStatus(ctx context.Context, sb store.Sandbox, t store.Turn) (harnessStatus, bool, error) {
-	status := shellQuote(statusPath(t))
 	// The status is read again after the liveness check: the harness may write it and exit
 	// between the two.
-	cmd := fmt.Sprintf("cat %[1]s 2>/dev/null && exit 0; %[2]s && exit 3; cat %[1]s 2>/dev/null && exit 0; exit 4", status, aliveCmd(t))
+	cmd := fmt.Sprintf(`r() { %[1]s; }; o=$(r); c=$?; if [ $c = 2 ]; then %[2]s && exit 3; o=$(r); c=$?; fi; printf '%%s' "$o"; case $c in 0) exit 0;; 2) exit 4;; esac; exit 5`,
+		s.readTurnFile(sb, t, "status.json", 0, -1), aliveCmd(t))
 	out, code, err := s.cfg.Sandboxes.Run(ctx, sb, cmd, nil)
 	switch {
 	case err != nil:
@@ -303,6 +342,8 @@ func (s *Service) readStatus(ctx context.Context, sb store.Sandbox, t store.Turn
 		return harnessStatus{}, false, nil
 	case code == 4:
 		return harnessStatus{ExitCode: -1, Error: "the harness ended without writing its status file"}, true, nil
+	case code == 5:
+		return harnessStatus{}, false, notPrivate(out)
 	case code != 0:
 		return harnessStatus{}, false, fmt.Errorf("read status file: exit code %d", code)
 	}
@@ -316,10 +357,14 @@ func (s *Service) readStatus(ctx context.Context, sb store.Sandbox, t store.Turn
 // drain reads the log until a read comes back short, recording what it finds.
 func (r *logReader) drain(ctx context.Context) error {
 	for {
-		cmd := fmt.Sprintf("tail -c +%d %s 2>/dev/null | head -c %d", r.lines.readAt+1, shellQuote(runLogPath(r.t)), maxReadBytes)
-		out, _, err := r.s.cfg.Sandboxes.Run(ctx, r.sb, cmd, nil)
-		if err != nil {
+		out, code, err := r.s.cfg.Sandboxes.Run(ctx, r.sb, r.s.readTurnFile(r.sb, r.t, "run.log", r.lines.readAt, maxReadBytes), nil)
+		switch {
+		case err != nil:
 			return fmt.Errorf("read run log: %w", err)
+		case code == 2: // not there yet
+			return nil
+		case code != 0:
+			return notPrivate(out)
 		}
 		if err := r.take(ctx, out); err != nil {
 			return err
@@ -388,7 +433,11 @@ func (s *Service) finish(ctx context.Context, se store.Session, t store.Turn, st
 func (r *logReader) followCommand() string {
 	log := shellQuote(runLogPath(r.t))
 	if bin := r.s.cfg.HarnessBinary(r.sb); bin != "" {
-		return fmt.Sprintf("exec %s tail -c +%d --until %s %s", shellQuote(bin), r.lines.readAt+1, shellQuote(statusPath(r.t)), log)
+		// The directory is checked first (what it says goes to stderr: the follow ends, and
+		// the next read, through turn-dir read, fails the turn with why). Once it is hangar's
+		// alone, no other uid can change it while it is followed.
+		return fmt.Sprintf("%[1]s turn-dir check --dir %[2]s >&2 && exec %[1]s tail -c +%[3]d --until %[4]s %[5]s",
+			shellQuote(bin), shellQuote(r.t.Dir), r.lines.readAt+1, shellQuote(statusPath(r.t)), log)
 	}
 	return fmt.Sprintf("exec tail -F -s 0.1 -c +%d %s", r.lines.readAt+1, log)
 }

@@ -140,6 +140,7 @@ const (
 	logFile     = "envd.log"
 	addressFile = "envd.addr"
 	defaultWork = "work"
+	turnsDir    = "turns" // the sandbox's turns' directories (Data["turns"])
 )
 
 // Create makes the sandbox's folder and, with spec.Daemon, starts its daemon and waits until it
@@ -449,7 +450,10 @@ func (p *Provider) sandbox(ctx context.Context, dir string, rec *record) provide
 		ID:       dir,
 		State:    provider.StateRunning,
 		Workdir:  rec.Workdir,
-		Data:     map[string]string{"folder": dir},
+		// turns: where its turns' directories go (turns' Config.RunRoot aside), in the folder:
+		// one tree per hangar (data dir) and sandbox, which no other hangar on the machine
+		// sees, made 0700 by hangar-envd turn-dir.
+		Data: map[string]string{"folder": dir, "turns": filepath.Join(dir, turnsDir)},
 	}
 	if rec.Paused {
 		sb.State = provider.StatePaused
@@ -503,6 +507,9 @@ func workdirIn(dir, workdir string) (string, error) {
 	rel := filepath.Clean("/" + workdir)[1:]
 	if rel == "" {
 		return "", fmt.Errorf("workdir %q names the sandbox's folder itself, which cannot be its workdir: give a folder inside it, such as \"work\" or \"/src\"", workdir)
+	}
+	if rel == turnsDir || strings.HasPrefix(rel, turnsDir+"/") {
+		return "", fmt.Errorf("workdir %q is where the sandbox's turns keep their files, which cannot be its workdir: give another folder, such as \"work\" or \"/src\"", workdir)
 	}
 	return filepath.Join(dir, rel), nil
 }
