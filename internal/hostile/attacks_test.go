@@ -186,7 +186,9 @@ func (r *run) escape(who string) (string, bool) {
 // forkScript forks sleeping processes until a fork fails or the bound is reached, then ends
 // them; it prints `made N failed|bound`. The forks run in a subshell that a failed fork ends
 // (sh exits on "can't fork"); each child's pid is written with the shell's builtins, and
-// killed with them, as nothing more can be forked until they are gone.
+// killed with them, and the script ends with builtins only: its children, orphaned, are
+// zombies until a reaper takes them (in a turn, the harness at the turn's end), and each
+// counts against the pids limit.
 const forkScript = `max=300
 for f in /sys/fs/cgroup/pids.max /sys/fs/cgroup/pids/pids.max; do
   l=$(cat $f 2>/dev/null) || continue
@@ -196,7 +198,6 @@ done
 : > $P
 ( n=0; while [ $n -lt $max ]; do sleep 120 & echo $! >> $P; n=$((n+1)); done ) 2>/dev/null
 n=0; while read -r p; do kill $p 2>/dev/null; n=$((n+1)); done < $P
-rm -f $P
 if [ $n -lt $max ]; then echo "made $n failed"; else echo "made $n bound"; fi`
 
 // forkAttack is forkScript, run by sh (bash retries a failed fork for seconds).
