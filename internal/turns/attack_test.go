@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -201,4 +203,50 @@ func TestTurnDirOpenedFailsLoudly(t *testing.T) {
 	waitFor(t, ctx, "the harness's end", func() bool {
 		return errors.Is(syscall.Kill(int(end.ProcessPID), 0), syscall.ESRCH)
 	})
+}
+
+// TestResumeLegacyTurnDir: a turn an earlier hangar started, whose directory it made with a
+// shell in /tmp/hangar-turns (0755, the run log and status file written by paths), is still
+// read where it is after a restart, through the same checks, and ends as its status file says.
+func TestResumeLegacyTurnDir(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	se, err := New(f.cfg).CreateSession(ctx, ada, CreateSessionRequest{Name: "old", Sandbox: "box", Agent: "command"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := newID("turn_")
+	dir := filepath.Join(t.TempDir(), "hangar-turns", id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(hangarBin, "harness", "--detach", "--run-log", filepath.Join(dir, "run.log"), "--status-file", filepath.Join(dir, "status.json"),
+		"--prompt", `echo '{"type":"old"}'; exit 4`, "--", "bash", "-c", PromptArg).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	var start uint64
+	fmt.Sscan(string(out), &pid, &start)
+	now := time.Now().UTC()
+	if err := f.st.CreateTurn(ctx, store.Turn{ID: id, SessionID: se.ID, Prompt: "old", State: store.TurnQueued, CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.UpdateTurn(ctx, store.TurnUpdate{ID: id, State: store.TurnRunning, Dir: dir, ProcessPID: uint32(pid), ProcessStart: start, StartedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	s := f.service(t)
+	if err := s.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	end := waitTurn(t, ctx, f.st, id)
+	if end.State != store.TurnFailed || end.ExitCode == nil || *end.ExitCode != 4 {
+		t.Errorf("turn = %s exit %v (%s); want failed with exit code 4, as its status file says", end.State, deref2(end.ExitCode), end.Reason)
+	}
+	evs, _ := f.st.ListEvents(ctx, se.ID, 0, 10)
+	if len(evs) == 0 || evs[0].Type != "old" {
+		t.Errorf("events %v, want the turn's line first", evs)
+	}
 }

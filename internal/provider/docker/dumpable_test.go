@@ -2,10 +2,12 @@ package docker
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
 )
@@ -85,5 +87,22 @@ func TestDaemonNotDumpable(t *testing.T) {
 	}
 	if strings.Contains(out, sb.Daemon.AccessToken) {
 		t.Errorf("the daemon's token is on a command line:\n%s", out)
+	}
+
+	// A command the daemon starts is dumpable: root reads its environment.
+	c, err := envd.New(envd.Config{URL: sb.Daemon.URL, AccessToken: sb.Daemon.AccessToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ps, err := c.Start(ctx, envd.StartRequest{Cmd: "sleep", Args: []string{"600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Close()
+	defer c.Signal(ctx, envd.ByPID(ps.PID()), envd.SIGKILL)
+	res, err = p.Exec(ctx, sb, provider.ExecRequest{Command: fmt.Sprintf("cat /proc/%d/environ >/dev/null && echo read", ps.PID())})
+	if err != nil || string(res.Stdout) != "read\n" {
+		t.Errorf("root reading the environment of a command the daemon started: %q %q, %v; want it read (dumpable)", res.Stdout, res.Stderr, err)
 	}
 }
