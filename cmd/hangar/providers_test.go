@@ -43,9 +43,31 @@ func TestBadSandboxLimits(t *testing.T) {
 		{"--docker-cpus", "-1"},
 		{"--docker-memory", "1KiB"},
 		{"--docker-pids", "-5"},
+		{"--docker-disk", "1KiB"},
 	} {
 		if _, err := loadServeConfig(args, func(string) (string, bool) { return "", false }, nil); err == nil {
 			t.Errorf("%v accepted", args)
 		}
+	}
+}
+
+// TestDockerSettingsReachTheProvider: each docker limit of `hangar serve` is in the provider's
+// Config, and the settings' 0 (no limit) is the provider's "no limit", not its default.
+func TestDockerSettingsReachTheProvider(t *testing.T) {
+	t.Parallel()
+	noEnv := func(string) (string, bool) { return "", false }
+	c, err := loadServeConfig([]string{"--docker-memory", "512MiB", "--docker-cpus", "0.5", "--docker-pids", "256", "--docker-disk", "4GiB"}, noEnv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := dockerConfig(c.Providers, nil); got.MemoryBytes != 512<<20 || got.CPUs != 0.5 || got.Pids != 256 || got.DiskBytes != 4<<30 {
+		t.Errorf("docker.Config %+v, want 512 MiB, 0.5 CPU, 256 pids, 4 GiB of disk", got)
+	}
+	c, err = loadServeConfig([]string{"--docker-cpus", "0", "--docker-pids", "0", "--docker-disk", "0"}, noEnv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := dockerConfig(c.Providers, nil); got.CPUs >= 0 || got.Pids >= 0 || got.DiskBytes != 0 || got.MemoryBytes != 2<<30 {
+		t.Errorf("docker.Config %+v, want no CPU, pids or disk limit and the default 2 GiB of memory", got)
 	}
 }

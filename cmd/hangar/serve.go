@@ -98,7 +98,7 @@ func dockerConfig(pc config.Providers, log *slog.Logger) docker.Config {
 		pids = -1
 	}
 	return docker.Config{Host: pc.DockerHost, Image: pc.DockerImage, EnvdBinary: pc.DaemonBinary,
-		MemoryBytes: pc.DockerMemoryBytes, CPUs: cpus, Pids: pids, Logger: log}
+		MemoryBytes: pc.DockerMemoryBytes, CPUs: cpus, Pids: pids, DiskBytes: pc.DockerDiskBytes, Logger: log}
 }
 
 // kubernetesConfig is the kubernetes provider's Config from hangar's settings.

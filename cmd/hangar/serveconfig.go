@@ -50,6 +50,7 @@ func serveSettings(c *config.Config) []setting {
 		{"docker-memory", "BYTES", "a docker sandbox's memory limit, swap included (past it the kernel's OOM killer ends a process in it)", sizeValue{&c.Providers.DockerMemoryBytes, 6 << 20, 1 << 40}},
 		{"docker-cpus", "N", "how many CPUs a docker sandbox may use, like 2 or 0.5 (0: no limit)", stringValue{&c.Providers.DockerCPUs, cpus}},
 		{"docker-pids", "N", "how many processes and threads a docker sandbox may have at once; one more fork fails (0: no limit)", intValue{&c.Providers.DockerPids, 0, 1 << 22}},
+		{"docker-disk", "BYTES", "a docker sandbox's disk (its writable layer); only engines on overlay2 over xfs with pquota (or devicemapper, btrfs, zfs) can bound it (0: no bound)", optionalSize{sizeValue{&c.Providers.DockerDiskBytes, 1 << 20, 1 << 50}}},
 		{"k8s-namespace", "NAMESPACE", "the namespace of kubernetes sandboxes' pods; setting it offers the kubernetes provider", stringValue{&c.Providers.K8sNamespace, nonEmpty}},
 		{"k8s-image", "IMAGE", "the image of a kubernetes sandbox whose request names none", stringValue{&c.Providers.K8sImage, nonEmpty}},
 		{"k8s-hangar-image", "IMAGE", "an image with hangar-envd at /usr/local/bin/hangar-envd, which an init container runs as `hangar-envd install` to copy it into each pod (default: ghcr.io/hangar-dev/hangar:latest)", stringValue{&c.Providers.K8sHangarImage, nonEmpty}},

@@ -217,3 +217,14 @@ func (v sizeValue) Set(s string) error {
 	*v.p = n * mult
 	return nil
 }
+
+// optionalSize is a sizeValue that also takes 0, for none.
+type optionalSize struct{ sizeValue }
+
+func (v optionalSize) Set(s string) error {
+	if strings.TrimSpace(s) == "0" {
+		*v.p = 0
+		return nil
+	}
+	return v.sizeValue.Set(s)
+}

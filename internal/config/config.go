@@ -102,6 +102,9 @@ type Providers struct {
 	// DockerCPUs is how many CPUs a docker sandbox may use, as a decimal ("1.5"); "0": no
 	// limit. Default "2".
 	DockerCPUs string
+	// DockerDiskBytes bounds a docker sandbox's writable layer (--storage-opt size), which few
+	// engines can do. Default 0: no bound.
+	DockerDiskBytes int64
 	// DockerPids is how many processes (threads included) a docker sandbox may have at once;
 	// 0: no limit. Default 1024.
 	DockerPids int

@@ -92,6 +92,10 @@ type Config struct {
 	// Pids is how many processes and threads each sandbox may have at once (the pids
 	// cgroup): one more fork fails. Zero: DefaultPids; negative: no limit.
 	Pids int64
+	// DiskBytes bounds each sandbox's writable layer (--storage-opt size), which the engine
+	// can do only on overlay2 over xfs mounted with pquota (or devicemapper, btrfs, zfs): on
+	// another, Create fails saying so. Zero: no bound.
+	DiskBytes int64
 	// NoInit runs the daemon (or the idle shell) as the container's PID 1. False (the default):
 	// docker's init runs as PID 1, reaping orphaned processes and forwarding signals.
 	NoInit bool
@@ -290,7 +294,8 @@ func (p *Provider) containerConfig(spec provider.Spec, image, workdir string) (*
 
 // lockDown bounds what a sandbox's container may take (memory, CPU, processes) and may do:
 // no setuid binary or file capability raises a process's privileges (no-new-privileges), and
-// of the engine's default capabilities only Capabilities are kept.
+// of the engine's default capabilities only Capabilities are kept. The disk is bounded only when
+// DiskBytes asks (few engines can).
 func (p *Provider) lockDown(host *container.HostConfig) {
 	if p.cfg.MemoryBytes > 0 {
 		host.Memory, host.MemorySwap = p.cfg.MemoryBytes, p.cfg.MemoryBytes
@@ -301,6 +306,9 @@ func (p *Provider) lockDown(host *container.HostConfig) {
 	if p.cfg.Pids > 0 {
 		host.PidsLimit = ptr(p.cfg.Pids)
 	}
+	if p.cfg.DiskBytes > 0 {
+		host.StorageOpt = map[string]string{"size": strconv.FormatInt(p.cfg.DiskBytes, 10)}
+	}
 	host.SecurityOpt = []string{"no-new-privileges:true"}
 	host.CapDrop = []string{"ALL"}
 	host.CapAdd = slices.Clone(Capabilities)
@@ -310,6 +318,11 @@ func (p *Provider) lockDown(host *container.HostConfig) {
 // says of it then. A container that cannot be started or inspected is removed.
 func (p *Provider) startContainer(ctx context.Context, name string, cfg *container.Config, host *container.HostConfig) (container.InspectResponse, error) {
 	created, err := p.cli.ContainerCreate(ctx, cfg, host, nil, nil, p.containerName(name))
+	if err != nil && host.StorageOpt != nil && strings.Contains(err.Error(), "storage-opt") {
+		return container.InspectResponse{}, fmt.Errorf("create container: this Docker engine cannot bound a container's disk "+
+			"(its storage driver must be overlay2 over xfs mounted with pquota, or devicemapper, btrfs or zfs): "+
+			"unset the disk limit (HANGAR_DOCKER_DISK) or move the engine's data root: %w", engineErr(err))
+	}
 	if err != nil {
 		return container.InspectResponse{}, fmt.Errorf("create container: %w", engineErr(err))
 	}

@@ -121,3 +121,42 @@ echo "the pids limit did not stop me"`})
 		t.Errorf("after the fork bomb: %+v, %v; want the sandbox running, its daemon answering", got, err)
 	}
 }
+
+// TestDiskLimit: a disk limit reaches the engine (--storage-opt size); an engine that cannot
+// bound a container's disk (overlay2 over ext4, as here) refuses it, and Create says why and
+// what to do, rather than making a sandbox without the bound.
+func TestDiskLimit(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	p := newProvider(t, providertest.UniqueName("test"), func(c *Config) { c.DiskBytes = 1 << 30 })
+	info, err := p.cli.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backing string
+	for _, kv := range info.DriverStatus {
+		if kv[0] == "Backing Filesystem" {
+			backing = kv[1]
+		}
+	}
+	sb, err := p.Create(ctx, provider.Spec{Name: providertest.UniqueName("disk")})
+	t.Logf("%s over %s: Create with a 1 GiB disk limit: %v", info.Driver, backing, err)
+	if info.Driver == "overlay2" && backing != "xfs" {
+		if err == nil || !strings.Contains(err.Error(), "cannot bound a container's disk") || !strings.Contains(err.Error(), "HANGAR_DOCKER_DISK") {
+			t.Errorf("Create on overlay2 over %s with a disk limit: %v; want it refused, saying why and what to do", backing, err)
+		}
+		if err == nil {
+			p.Destroy(ctx, sb)
+		}
+		return
+	}
+	if err != nil {
+		t.Skipf("%s over %s: %v", info.Driver, backing, err) // xfs without pquota: the engine's own error
+	}
+	defer p.Destroy(ctx, sb)
+	got, err := p.cli.ContainerInspect(ctx, sb.ID)
+	if err != nil || got.HostConfig.StorageOpt["size"] != "1073741824" {
+		t.Errorf("storage options %v, %v; want size 1073741824", got.HostConfig.StorageOpt, err)
+	}
+}

@@ -27,6 +27,10 @@ import (
 // scripts/k8s/images already on its node. Without it they skip, saying so.
 const (
 	clusterTimeout = 2 * time.Minute
+	// execTimeout is the suite's timed-out exec's timeout: pods/exec takes over the suite's
+	// 500ms to start a command on a loaded machine (seen failing both before and after the
+	// sandbox pods were locked down), and the case wants the command started.
+	execTimeout = 5 * time.Second
 	// The images scripts/k8s/images imports; HANGAR_TEST_K8S_HANGAR_IMAGE and
 	// HANGAR_TEST_K8S_SANDBOX_IMAGE name others.
 	defaultHangarImage  = "hangar.test/hangar:k8s"
@@ -121,7 +125,7 @@ func TestCluster(t *testing.T) {
 			t.Parallel()
 			instance := providertest.UniqueName("t")
 			providertest.Run(t, func(t *testing.T) provider.Provider { return c.provider(t, instance, via) },
-				providertest.Options{Daemon: true, NoDaemon: true, NoPause: true, DaemonURLPerProvider: via == DaemonViaPortForward})
+				providertest.Options{Daemon: true, NoDaemon: true, NoPause: true, DaemonURLPerProvider: via == DaemonViaPortForward, ExecTimeout: execTimeout})
 		})
 	}
 }
@@ -338,5 +342,56 @@ touch written && echo writable=yes; echo "memory=$(cat /sys/fs/cgroup/memory.max
 				}
 			}
 		})
+	}
+}
+
+// TestClusterDiskFillEvicted: a sandbox that writes past its ephemeral-storage limit is evicted
+// by the kubelet (at its next check), and reads failed with the kubelet's reason: the node's
+// disk is not the sandbox's to fill.
+func TestClusterDiskFillEvicted(t *testing.T) {
+	t.Parallel()
+	c := realCluster(t)
+	p := c.provider(t, providertest.UniqueName("t"), DaemonViaPodIP, func(cfg *Config) {
+		cfg.Resources.EphemeralStorageRequest, cfg.Resources.EphemeralStorageLimit = "16Mi", "64Mi"
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	sb, err := p.Create(ctx, provider.Spec{Name: providertest.UniqueName("fill"), Daemon: true})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Destroy(context.Background(), sb); err != nil {
+			t.Errorf("Destroy: %v", err)
+		}
+	})
+	pods := c.kube.CoreV1().Pods(c.namespace)
+	w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + sb.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	// In the workdir (an emptyDir), twice the limit; the eviction may cut the command short.
+	res, err := p.Exec(ctx, sb, provider.ExecRequest{Command: "dd if=/dev/zero of=fill bs=1M count=128 2>&1; sync"})
+	t.Logf("dd: %v %q", err, res.Stdout)
+	for failed := false; !failed; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the watch ended before the pod was evicted")
+			}
+			if pod, isPod := ev.Object.(*corev1.Pod); isPod && pod.Status.Phase == corev1.PodFailed {
+				t.Logf("pod %s: %s %s", pod.Name, pod.Status.Reason, pod.Status.Message)
+				failed = true
+			}
+		case <-ctx.Done():
+			t.Fatalf("the pod was not evicted in %s after writing twice its ephemeral-storage limit", clusterTimeout)
+		}
+	}
+	got, err := p.Get(ctx, sb)
+	// The workdir's sizeLimit or the container's ephemeral-storage limit: whichever the
+	// kubelet checks first.
+	if err != nil || got.State != provider.StateFailed || !strings.Contains(got.Reason, "was evicted by its node") || !strings.Contains(got.Reason, "64Mi") {
+		t.Errorf("Get after the eviction: %s (%q), %v; want failed, evicted past the 64Mi limit", got.State, got.Reason, err)
 	}
 }

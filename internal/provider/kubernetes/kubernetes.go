@@ -584,6 +584,11 @@ func readiness(pod *corev1.Pod) (bool, error) {
 			return false, fmt.Errorf("pod %s reached the sandboxes' lifetime of %s (its activeDeadlineSeconds) and was stopped: %s",
 				pod.Name, time.Duration(*d)*time.Second, describe(pod))
 		}
+		if pod.Status.Reason == "Evicted" {
+			// Past its ephemeral-storage limit (or its workdir's sizeLimit), or its node short
+			// of memory or disk: the kubelet's message says which.
+			return false, fmt.Errorf("pod %s was evicted by its node: %s", pod.Name, strings.TrimSpace(pod.Status.Message))
+		}
 		return false, fmt.Errorf("pod %s stopped: %s", pod.Name, describe(pod))
 	}
 	if reason, image, msg, ok := stuck(pod); ok {

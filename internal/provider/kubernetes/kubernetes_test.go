@@ -429,6 +429,9 @@ func TestGetStates(t *testing.T) {
 		{"lifetime reached", func(st *corev1.PodStatus) {
 			st.Phase, st.Reason, st.Message = corev1.PodFailed, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
 		}, provider.StateFailed, "reached the sandboxes' lifetime of 24h0m0s"},
+		{"disk filled", func(st *corev1.PodStatus) {
+			st.Phase, st.Reason, st.Message = corev1.PodFailed, "Evicted", `Usage of EmptyDir volume "workdir" exceeds the limit "10Gi". `
+		}, provider.StateFailed, `was evicted by its node: Usage of EmptyDir volume "workdir" exceeds the limit "10Gi".`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

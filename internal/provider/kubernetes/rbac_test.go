@@ -41,7 +41,7 @@ func TestClusterChartRBAC(t *testing.T) {
 	t.Run("suite", func(t *testing.T) {
 		instance := providertest.UniqueName("rbac")
 		providertest.Run(t, func(t *testing.T) provider.Provider { return c.provider(t, instance, DaemonViaPodIP) },
-			providertest.Options{Daemon: true, NoDaemon: true, NoPause: true})
+			providertest.Options{Daemon: true, NoDaemon: true, NoPause: true, ExecTimeout: execTimeout})
 	})
 
 	t.Run("refused", func(t *testing.T) {
