@@ -27,7 +27,7 @@ import (
 const chartDir = "helm/hangar"
 
 // valueSets are the value files the chart is rendered with (beside the defaults).
-var valueSets = []string{"ingress", "gateway", "existing-secret", "replicas", "servicemonitor"}
+var valueSets = []string{"ingress", "gateway", "existing-secret", "replicas", "servicemonitor", "gvisor"}
 
 // object is one rendered manifest.
 type object map[string]any
@@ -240,8 +240,10 @@ func TestChartContainers(t *testing.T) {
 	})
 }
 
-// TestChartRBAC: the provider's permissions are a Role and RoleBinding in the sandbox namespace,
-// never cluster-wide, and grant what internal/provider/kubernetes does.
+// TestChartRBAC: the provider's permissions are a Role and RoleBinding in the sandbox namespace
+// (never the release's, where hangar's own Secret is), never cluster-wide, and grant what
+// internal/provider/kubernetes does and nothing it does not: no pods/log, and pods/portforward
+// only when hangar reaches daemons through the API server.
 func TestChartRBAC(t *testing.T) {
 	eachSet(t, func(t *testing.T, set string, objs []object) {
 		for _, o := range objs {
@@ -249,9 +251,9 @@ func TestChartRBAC(t *testing.T) {
 				t.Errorf("%s %s: the chart must grant nothing cluster-wide", o.kind(), o.name())
 			}
 		}
-		sandboxNS := "hangar"
-		if set == "existing-secret" {
-			sandboxNS = "hangar-sandboxes"
+		sandboxNS := "hangar-sandboxes"
+		if set == "gvisor" {
+			sandboxNS = "agents"
 		}
 		roles := ofKind(objs, "Role")
 		if len(roles) != 1 || len(ofKind(objs, "RoleBinding")) != 1 {
@@ -263,13 +265,25 @@ func TestChartRBAC(t *testing.T) {
 			t.Errorf("the Role is in %q, want the sandbox namespace %q", r.Namespace, sandboxNS)
 		}
 		want := map[string][]string{
-			"pods": {"create", "get", "list", "watch", "delete"}, "pods/exec": {"create"}, "pods/log": {"get"},
+			"pods": {"create", "get", "list", "watch", "delete"}, "pods/exec": {"create", "get"},
 			"secrets": {"create", "get", "update", "delete"},
+		}
+		if set == "gvisor" { // config.k8s-daemon-via: port-forward
+			want["pods/portforward"] = []string{"create", "get"}
 		}
 		for res, verbs := range want {
 			for _, v := range verbs {
 				if !grants(r.Rules, res, v) {
 					t.Errorf("the Role does not grant %s on %s, which the kubernetes provider does", v, res)
+				}
+			}
+		}
+		for _, rule := range r.Rules {
+			for _, res := range rule.Resources {
+				for _, v := range rule.Verbs {
+					if !slices.Contains(want[res], v) {
+						t.Errorf("the Role grants %s on %s, which the kubernetes provider does not use here", v, res)
+					}
 				}
 			}
 		}
@@ -402,6 +416,50 @@ func TestChartValueSets(t *testing.T) {
 	})
 }
 
+// TestChartSandboxPods: the sandbox pods' settings reach hangar's configuration, and the sandbox
+// namespace the chart makes enforces the Pod Security level those pods meet.
+func TestChartSandboxPods(t *testing.T) {
+	for _, tc := range []struct {
+		set       string
+		want      map[string]string
+		namespace string // its enforced Pod Security level; "": the chart makes none
+	}{
+		{"", map[string]string{"HANGAR_K8S_NAMESPACE": "hangar-sandboxes", "HANGAR_K8S_RUN_AS_ROOT": "false",
+			"HANGAR_K8S_RUN_AS_USER": "1000", "HANGAR_K8S_RUN_AS_GROUP": "1000", "HANGAR_K8S_MAX_LIFETIME": "24h",
+			"HANGAR_K8S_CPU_REQUEST": "100m", "HANGAR_K8S_CPU_LIMIT": "2", "HANGAR_K8S_MEMORY_REQUEST": "256Mi",
+			"HANGAR_K8S_MEMORY_LIMIT": "2Gi", "HANGAR_K8S_EPHEMERAL_STORAGE_REQUEST": "1Gi",
+			"HANGAR_K8S_EPHEMERAL_STORAGE_LIMIT": "10Gi", "HANGAR_K8S_RUNTIME_CLASS": ""}, "restricted"},
+		{"gvisor", map[string]string{"HANGAR_K8S_NAMESPACE": "agents", "HANGAR_K8S_RUNTIME_CLASS": "gvisor",
+			"HANGAR_K8S_RUN_AS_ROOT": "true", "HANGAR_K8S_MAX_LIFETIME": "2h", "HANGAR_K8S_CPU_REQUEST": "500m",
+			"HANGAR_K8S_CPU_LIMIT": "4", "HANGAR_K8S_MEMORY_REQUEST": "0", "HANGAR_K8S_MEMORY_LIMIT": "8Gi",
+			"HANGAR_K8S_DAEMON_VIA": "port-forward", "HANGAR_DOCKER_PIDS": "512"}, ""},
+	} {
+		objs := render(t, tc.set)
+		var cm corev1.ConfigMap
+		ofKind(objs, "ConfigMap")[0].into(t, &cm)
+		for k, v := range tc.want {
+			if got := cm.Data[k]; got != v {
+				t.Errorf("set %q: %s=%q, want %q", tc.set, k, got, v)
+			}
+		}
+		nss := ofKind(objs, "Namespace")
+		if tc.namespace == "" {
+			if len(nss) != 0 {
+				t.Errorf("set %q: %d Namespaces made, want none (createNamespace: false)", tc.set, len(nss))
+			}
+			continue
+		}
+		if len(nss) != 1 {
+			t.Fatalf("set %q: %d Namespaces, want the sandbox namespace", tc.set, len(nss))
+		}
+		var ns corev1.Namespace
+		nss[0].into(t, &ns)
+		if ns.Name != tc.want["HANGAR_K8S_NAMESPACE"] || ns.Labels["pod-security.kubernetes.io/enforce"] != tc.namespace {
+			t.Errorf("set %q: Namespace %s labelled %v, want %s enforcing %s", tc.set, ns.Name, ns.Labels, tc.want["HANGAR_K8S_NAMESPACE"], tc.namespace)
+		}
+	}
+}
+
 // TestChartSandboxNetworkPolicy: sandbox pods take traffic only on the daemon port from the
 // hangar pods, and send only DNS by default.
 func TestChartSandboxNetworkPolicy(t *testing.T) {
@@ -436,6 +494,9 @@ func TestChartRefuses(t *testing.T) {
 		{"replicaCount=2", "replicaCount > 1 needs PostgreSQL"},
 		{"gateway.enabled=true", "gateway.enabled needs gateway.parentRefs"},
 		{"kubernetes.enabled=false", "set config.default-provider"},
+		{"kubernetes.namespace=default", "kubernetes.namespace is the release's namespace (default)"},
+		{"kubernetes.sandbox.runAsUser=0", "/kubernetes/sandbox/runAsUser': minimum: got 0"},
+		{"kubernetes.sandbox.resources.limits.gpu=1", "additional properties 'gpu' not allowed"},
 	}
 	for _, c := range cases {
 		_, err := helm(t, "template", "rt", chartDir, "--set", c.set)
@@ -447,7 +508,9 @@ func TestChartRefuses(t *testing.T) {
 
 // managedSettings are the settings the chart sets itself; every other setting of
 // docs/configuration.md must be a key of config in values.schema.json.
-var managedSettings = []string{"listen", "data-dir", "database-url", "tokens-file", "secret", "e2b-api-key", "k8s-namespace", "k8s-hangar-image", "k8s-image", "advertise-url"}
+var managedSettings = []string{"listen", "data-dir", "database-url", "tokens-file", "secret", "e2b-api-key", "k8s-namespace", "k8s-hangar-image", "k8s-image", "advertise-url",
+	"k8s-runtime-class", "k8s-run-as-root", "k8s-run-as-user", "k8s-run-as-group", "k8s-cpu-request", "k8s-cpu-limit", "k8s-memory-request",
+	"k8s-memory-limit", "k8s-ephemeral-storage-request", "k8s-ephemeral-storage-limit", "k8s-max-lifetime"}
 
 func TestChartConfigKeysAreSettings(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "configuration.md"))

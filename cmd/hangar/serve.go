@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/coder/quartz"
@@ -87,6 +88,38 @@ func e2bHarness(bin string, log *slog.Logger) string {
 	return bin
 }
 
+// dockerConfig is the docker provider's Config from hangar's settings.
+func dockerConfig(pc config.Providers, log *slog.Logger) docker.Config {
+	cpus, _ := strconv.ParseFloat(pc.DockerCPUs, 64) // checked by the setting
+	pids := int64(pc.DockerPids)
+	// The settings' 0 is no limit; the provider's, its default.
+	if cpus == 0 {
+		cpus = -1
+	}
+	if pids == 0 {
+		pids = -1
+	}
+	return docker.Config{Host: pc.DockerHost, Image: pc.DockerImage, EnvdBinary: pc.DaemonBinary,
+		MemoryBytes: pc.DockerMemoryBytes, CPUs: cpus, Pids: pids, DiskBytes: pc.DockerDiskBytes, Logger: log}
+}
+
+// kubernetesConfig is the kubernetes provider's Config from hangar's settings.
+func kubernetesConfig(pc config.Providers, log *slog.Logger) kubernetes.Config {
+	lifetime := pc.K8sMaxLifetime
+	if lifetime == 0 {
+		lifetime = -1 // the setting's 0 is no bound; the provider's, its default
+	}
+	return kubernetes.Config{Kubeconfig: pc.K8sKubeconfig, Namespace: pc.K8sNamespace, Image: pc.K8sImage,
+		HangarImage: pc.K8sHangarImage, DaemonVia: pc.K8sDaemonVia, RuntimeClassName: pc.K8sRuntimeClass,
+		RunAsRoot: pc.K8sRunAsRoot, RunAsUser: int64(pc.K8sRunAsUser), RunAsGroup: int64(pc.K8sRunAsGroup),
+		Resources: kubernetes.Resources{
+			CPURequest: pc.K8sCPURequest, CPULimit: pc.K8sCPULimit,
+			MemoryRequest: pc.K8sMemoryRequest, MemoryLimit: pc.K8sMemoryLimit,
+			EphemeralStorageRequest: pc.K8sEphemeralStorageRequest, EphemeralStorageLimit: pc.K8sEphemeralStorageLimit,
+		},
+		MaxLifetime: lifetime, Logger: log}
+}
+
 // reconcileTimeout bounds the look at stored sandboxes at start.
 const reconcileTimeout = 30 * time.Second
 
@@ -98,7 +131,7 @@ func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, l
 	if err != nil {
 		return nil, nil, err
 	}
-	dock, err := docker.New(docker.Config{Host: pc.DockerHost, Image: pc.DockerImage, EnvdBinary: pc.DaemonBinary, Logger: log})
+	dock, err := docker.New(dockerConfig(pc, log))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -116,8 +149,7 @@ func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, l
 		unconfigured["local"] = "this hangar turned it off (HANGAR_LOCAL_PROVIDER=false): its sandboxes would run commands inside the control plane"
 	}
 	if pc.K8sNamespace != "" {
-		k8s, err := kubernetes.New(kubernetes.Config{Kubeconfig: pc.K8sKubeconfig, Namespace: pc.K8sNamespace, Image: pc.K8sImage,
-			HangarImage: pc.K8sHangarImage, DaemonVia: pc.K8sDaemonVia, Logger: log})
+		k8s, err := kubernetes.New(kubernetesConfig(pc, log))
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("the kubernetes provider (HANGAR_K8S_NAMESPACE=%s): %w", pc.K8sNamespace, err)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/config"
+	"github.com/hangar-dev/hangar/internal/provider/kubernetes"
 )
 
 const serveSummary = "Runs the control plane: REST (/api), MCP (/mcp), /healthz, /readyz and /metrics on one listener."
@@ -53,11 +54,26 @@ func serveSettings(c *config.Config) []setting {
 		{"daemon-binary", "FILE", "the static hangar-envd that sandboxes run as their daemon and turn harness (default: hangar-envd beside this executable, else this executable)", stringValue{&c.Providers.DaemonBinary, nonEmpty}},
 		{"docker-host", "URL", "the Docker engine's address", stringValue{&c.Providers.DockerHost, dockerHost}},
 		{"docker-image", "IMAGE", "the image of a docker sandbox whose request names none (never pulled)", stringValue{&c.Providers.DockerImage, nonEmpty}},
+		{"docker-memory", "BYTES", "a docker sandbox's memory limit, swap included (past it the kernel's OOM killer ends a process in it)", sizeValue{&c.Providers.DockerMemoryBytes, 6 << 20, 1 << 40}},
+		{"docker-cpus", "N", "how many CPUs a docker sandbox may use, like 2 or 0.5 (0: no limit)", stringValue{&c.Providers.DockerCPUs, cpus}},
+		{"docker-pids", "N", "how many processes and threads a docker sandbox may have at once; one more fork fails (0: no limit)", intValue{&c.Providers.DockerPids, 0, 1 << 22}},
+		{"docker-disk", "BYTES", "a docker sandbox's disk (its writable layer); only engines on overlay2 over xfs with pquota (or devicemapper, btrfs, zfs) can bound it (0: no bound)", optionalSize{sizeValue{&c.Providers.DockerDiskBytes, 1 << 20, 1 << 50}}},
 		{"k8s-namespace", "NAMESPACE", "the namespace of kubernetes sandboxes' pods; setting it offers the kubernetes provider", stringValue{&c.Providers.K8sNamespace, nonEmpty}},
 		{"k8s-image", "IMAGE", "the image of a kubernetes sandbox whose request names none", stringValue{&c.Providers.K8sImage, nonEmpty}},
 		{"k8s-hangar-image", "IMAGE", "an image with hangar-envd at /usr/local/bin/hangar-envd, which an init container runs as `hangar-envd install` to copy it into each pod (default: ghcr.io/hangar-dev/hangar:latest)", stringValue{&c.Providers.K8sHangarImage, nonEmpty}},
 		{"k8s-daemon-via", "MODE", "how the control plane reaches a kubernetes sandbox's daemon: pod-ip (at its pod's IP, from inside the cluster) or port-forward (through the API server, from outside it)", stringValue{&c.Providers.K8sDaemonVia, oneOf("pod-ip", "port-forward")}},
 		{"k8s-kubeconfig", "FILE", "a kubeconfig file (default: the in-cluster configuration)", stringValue{&c.Providers.K8sKubeconfig, nonEmpty}},
+		{"k8s-runtime-class", "NAME", "the runtimeClassName of sandbox pods, e.g. gvisor on GKE Sandbox (default: the cluster's default runtime)", stringValue{&c.Providers.K8sRuntimeClass, nonEmpty}},
+		{"k8s-run-as-root", "BOOL", "run sandbox containers as root with a few capabilities, for images that need root and split sessions (false: as k8s-run-as-user, with runAsNonRoot and no capability)", boolValue{&c.Providers.K8sRunAsRoot}},
+		{"k8s-run-as-user", "UID", "the uid of sandbox containers unless k8s-run-as-root", intValue{&c.Providers.K8sRunAsUser, 1, 1<<31 - 1}},
+		{"k8s-run-as-group", "GID", "the gid of sandbox containers unless k8s-run-as-root", intValue{&c.Providers.K8sRunAsGroup, 1, 1<<31 - 1}},
+		{"k8s-cpu-request", "QUANTITY", "the CPU a sandbox container requests (0: none)", stringValue{&c.Providers.K8sCPURequest, kubernetes.CheckQuantity}},
+		{"k8s-cpu-limit", "QUANTITY", "the CPU a sandbox container may use (0: no limit)", stringValue{&c.Providers.K8sCPULimit, kubernetes.CheckQuantity}},
+		{"k8s-memory-request", "QUANTITY", "the memory a sandbox container requests (0: none)", stringValue{&c.Providers.K8sMemoryRequest, kubernetes.CheckQuantity}},
+		{"k8s-memory-limit", "QUANTITY", "the memory a sandbox container may use; past it a process in it is OOM-killed (0: no limit)", stringValue{&c.Providers.K8sMemoryLimit, kubernetes.CheckQuantity}},
+		{"k8s-ephemeral-storage-request", "QUANTITY", "the local disk a sandbox pod requests (0: none)", stringValue{&c.Providers.K8sEphemeralStorageRequest, kubernetes.CheckQuantity}},
+		{"k8s-ephemeral-storage-limit", "QUANTITY", "the local disk a sandbox pod may fill (its writable layer, logs and workdir); past it the kubelet evicts the pod (0: no limit)", stringValue{&c.Providers.K8sEphemeralStorageLimit, kubernetes.CheckQuantity}},
+		{"k8s-max-lifetime", "DURATION", "the longest a sandbox pod runs (activeDeadlineSeconds); past it the pod is stopped and its sandbox reads failed (0s: no bound)", durationValue{&c.Providers.K8sMaxLifetime, 0, 365 * 24 * time.Hour}},
 		{"e2b-api-key", "KEY", "E2B's API key; setting it offers the e2b provider", stringValue{&c.Providers.E2BAPIKey, nonEmpty}},
 		{"e2b-api-url", "URL", "E2B's API", stringValue{&c.Providers.E2BAPIURL, httpURL}},
 		{"e2b-domain", "DOMAIN", "the domain of E2B's sandbox daemons (49983-<id>.<domain>)", stringValue{&c.Providers.E2BDomain, nonEmpty}},

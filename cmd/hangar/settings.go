@@ -125,6 +125,15 @@ func dockerHost(s string) error {
 	return nil
 }
 
+// cpus is a decimal number of CPUs from 0 (no limit) to 1024, like 2 or 0.5.
+func cpus(s string) error {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || f > 1024 || f != f {
+		return errors.New("must be a number of CPUs from 0 (no limit) to 1024, like 2 or 0.5")
+	}
+	return nil
+}
+
 // durationValue is a duration from a minimum to a maximum, so that no setting overflows what
 // uses it.
 type durationValue struct {
@@ -215,4 +224,15 @@ func (v sizeValue) Set(s string) error {
 	}
 	*v.p = n * mult
 	return nil
+}
+
+// optionalSize is a sizeValue that also takes 0, for none.
+type optionalSize struct{ sizeValue }
+
+func (v optionalSize) Set(s string) error {
+	if strings.TrimSpace(s) == "0" {
+		*v.p = 0
+		return nil
+	}
+	return v.sizeValue.Set(s)
 }

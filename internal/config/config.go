@@ -113,6 +113,18 @@ type Providers struct {
 	// DockerImage is the image of a docker sandbox whose request names none. Default
 	// ubuntu:24.04 (never pulled: it must be on the engine).
 	DockerImage string
+	// DockerMemoryBytes is a docker sandbox's memory limit (swap included: no more swap).
+	// Default 2 GiB.
+	DockerMemoryBytes int64
+	// DockerCPUs is how many CPUs a docker sandbox may use, as a decimal ("1.5"); "0": no
+	// limit. Default "2".
+	DockerCPUs string
+	// DockerDiskBytes bounds a docker sandbox's writable layer (--storage-opt size), which few
+	// engines can do. Default 0: no bound.
+	DockerDiskBytes int64
+	// DockerPids is how many processes (threads included) a docker sandbox may have at once;
+	// 0: no limit. Default 1024.
+	DockerPids int
 	// K8sNamespace is where kubernetes sandboxes' pods go; setting it offers the provider.
 	// Default "" (not offered).
 	K8sNamespace string
@@ -124,6 +136,24 @@ type Providers struct {
 	K8sHangarImage string
 	// K8sKubeconfig is a kubeconfig file. Default "": the in-cluster configuration.
 	K8sKubeconfig string
+	// K8sRuntimeClass is the runtimeClassName of sandbox pods (gvisor on GKE Sandbox). Default
+	// "": the cluster's default runtime.
+	K8sRuntimeClass string
+	// K8sRunAsRoot runs sandbox containers as root, with a few capabilities (images that need
+	// root, split sessions). Default false: as K8sRunAsUser:K8sRunAsGroup, runAsNonRoot, no
+	// capability.
+	K8sRunAsRoot bool
+	// K8sRunAsUser and K8sRunAsGroup are sandbox containers' uid and gid. Default 1000.
+	K8sRunAsUser, K8sRunAsGroup int
+	// K8sCPURequest ... K8sEphemeralStorageLimit are sandbox containers' requests and limits,
+	// Kubernetes quantities ("0": none). Defaults 100m/2 CPU, 256Mi/2Gi memory, 1Gi/10Gi
+	// ephemeral storage.
+	K8sCPURequest, K8sCPULimit                           string
+	K8sMemoryRequest, K8sMemoryLimit                     string
+	K8sEphemeralStorageRequest, K8sEphemeralStorageLimit string
+	// K8sMaxLifetime is the longest a sandbox pod runs (activeDeadlineSeconds); 0: no bound.
+	// Default 24h.
+	K8sMaxLifetime time.Duration
 	// K8sDaemonVia is how the control plane reaches a kubernetes sandbox's daemon: pod-ip (at
 	// the pod's IP: a control plane in the cluster) or port-forward (through the API server's
 	// port-forward: a control plane outside it). Default pod-ip.
@@ -212,15 +242,24 @@ func Default() Config {
 		OAuth:    OAuth{AccessTokenTTL: time.Hour, RegisterPerMinute: 10, ConsentPerMinute: 30},
 		Replicas: Replicas{LeaseSeconds: 15},
 		Providers: Providers{
-			Default:      "local",
-			Local:        true,
-			DockerHost:   "unix:///var/run/docker.sock",
-			DockerImage:  "ubuntu:24.04",
-			K8sImage:     "ubuntu:24.04",
-			K8sDaemonVia: "pod-ip",
-			E2BAPIURL:    "https://api.e2b.app",
-			E2BDomain:    "e2b.app",
-			E2BTemplate:  "base",
+			Default:           "local",
+			Local:             true,
+			DockerHost:        "unix:///var/run/docker.sock",
+			DockerImage:       "ubuntu:24.04",
+			DockerMemoryBytes: 2 << 30,
+			DockerCPUs:        "2",
+			DockerPids:        1024,
+			K8sImage:          "ubuntu:24.04",
+			K8sDaemonVia:      "pod-ip",
+			K8sRunAsUser:      1000,
+			K8sRunAsGroup:     1000,
+			K8sCPURequest:     "100m", K8sCPULimit: "2",
+			K8sMemoryRequest: "256Mi", K8sMemoryLimit: "2Gi",
+			K8sEphemeralStorageRequest: "1Gi", K8sEphemeralStorageLimit: "10Gi",
+			K8sMaxLifetime: 24 * time.Hour,
+			E2BAPIURL:      "https://api.e2b.app",
+			E2BDomain:      "e2b.app",
+			E2BTemplate:    "base",
 		},
 	}
 }

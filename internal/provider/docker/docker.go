@@ -83,12 +83,40 @@ type Config struct {
 	Instance string
 	// StartTimeout bounds how long Create waits for the daemon to answer /health. Zero: 30s.
 	StartTimeout time.Duration
+	// MemoryBytes is each sandbox's memory limit, swap included (no swap beyond it). Zero:
+	// DefaultMemoryBytes; negative: no limit.
+	MemoryBytes int64
+	// CPUs is how many CPUs each sandbox may use (CFS quota). Zero: DefaultCPUs; negative: no
+	// limit.
+	CPUs float64
+	// Pids is how many processes and threads each sandbox may have at once (the pids
+	// cgroup): one more fork fails. Zero: DefaultPids; negative: no limit.
+	Pids int64
+	// DiskBytes bounds each sandbox's writable layer (--storage-opt size), which the engine
+	// can do only on overlay2 over xfs mounted with pquota (or devicemapper, btrfs, zfs): on
+	// another, Create fails saying so. Zero: no bound.
+	DiskBytes int64
 	// NoInit runs the daemon (or the idle shell) as the container's PID 1. False (the default):
 	// docker's init runs as PID 1, reaping orphaned processes and forwarding signals.
 	NoInit bool
 	// Logger receives the provider's log lines. Nil: discarded.
 	Logger *slog.Logger
 }
+
+// The limits every sandbox gets unless Config says otherwise: room for a build or a test run,
+// and a bound on what one sandbox takes from the others on the engine.
+const (
+	DefaultMemoryBytes = 2 << 30
+	DefaultCPUs        = 2
+	DefaultPids        = 1024
+)
+
+// Capabilities are all a sandbox container keeps of the engine's default set: those root
+// needs to work on files of any user (CHOWN, DAC_OVERRIDE, FOWNER, FSETID), those the daemon
+// and a split turn's harness need to run commands as another uid and end them (SETUID, SETGID,
+// KILL), and ports under 1024 (NET_BIND_SERVICE). Dropped: NET_RAW (raw sockets: forged
+// packets, ARP spoofing on the bridge), MKNOD, SETPCAP, SETFCAP, SYS_CHROOT, AUDIT_WRITE.
+var Capabilities = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"}
 
 // Provider is the docker provider. It is safe for concurrent use. Close it to release the
 // engine client's connections.
@@ -125,6 +153,15 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.Instance == "" {
 		cfg.Instance = "default"
+	}
+	if cfg.MemoryBytes == 0 {
+		cfg.MemoryBytes = DefaultMemoryBytes
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = DefaultCPUs
+	}
+	if cfg.Pids == 0 {
+		cfg.Pids = DefaultPids
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 30 * time.Second
@@ -229,6 +266,7 @@ func (p *Provider) containerConfig(spec provider.Spec, image, workdir string) (*
 	}
 	// Also without a daemon: the turn harness runs from it.
 	host := &container.HostConfig{Init: ptr(!p.cfg.NoInit), Binds: []string{p.cfg.EnvdBinary + ":" + EnvdPath + ":ro"}}
+	p.lockDown(host)
 	if !spec.Daemon {
 		cfg.Entrypoint = []string{"/bin/sh", "-c", idleScript}
 		cfg.Cmd = []string{}
@@ -254,10 +292,37 @@ func (p *Provider) containerConfig(spec provider.Spec, image, workdir string) (*
 	return cfg, host, nil
 }
 
+// lockDown bounds what a sandbox's container may take (memory, CPU, processes) and may do:
+// no setuid binary or file capability raises a process's privileges (no-new-privileges), and
+// of the engine's default capabilities only Capabilities are kept. The disk is bounded only when
+// DiskBytes asks (few engines can).
+func (p *Provider) lockDown(host *container.HostConfig) {
+	if p.cfg.MemoryBytes > 0 {
+		host.Memory, host.MemorySwap = p.cfg.MemoryBytes, p.cfg.MemoryBytes
+	}
+	if p.cfg.CPUs > 0 {
+		host.NanoCPUs = int64(p.cfg.CPUs * 1e9)
+	}
+	if p.cfg.Pids > 0 {
+		host.PidsLimit = ptr(p.cfg.Pids)
+	}
+	if p.cfg.DiskBytes > 0 {
+		host.StorageOpt = map[string]string{"size": strconv.FormatInt(p.cfg.DiskBytes, 10)}
+	}
+	host.SecurityOpt = []string{"no-new-privileges:true"}
+	host.CapDrop = []string{"ALL"}
+	host.CapAdd = slices.Clone(Capabilities)
+}
+
 // startContainer creates and starts the container of sandbox name and returns what the engine
 // says of it then. A container that cannot be started or inspected is removed.
 func (p *Provider) startContainer(ctx context.Context, name string, cfg *container.Config, host *container.HostConfig) (container.InspectResponse, error) {
 	created, err := p.cli.ContainerCreate(ctx, cfg, host, nil, nil, p.containerName(name))
+	if err != nil && host.StorageOpt != nil && strings.Contains(err.Error(), "storage-opt") {
+		return container.InspectResponse{}, fmt.Errorf("create container: this Docker engine cannot bound a container's disk "+
+			"(its storage driver must be overlay2 over xfs mounted with pquota, or devicemapper, btrfs or zfs): "+
+			"unset the disk limit (HANGAR_DOCKER_DISK) or move the engine's data root: %w", engineErr(err))
+	}
 	if err != nil {
 		return container.InspectResponse{}, fmt.Errorf("create container: %w", engineErr(err))
 	}

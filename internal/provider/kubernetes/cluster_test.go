@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,10 @@ import (
 // scripts/k8s/images already on its node. Without it they skip, saying so.
 const (
 	clusterTimeout = 2 * time.Minute
+	// execTimeout is the suite's timed-out exec's timeout: pods/exec takes over the suite's
+	// 500ms to start a command on a loaded machine (seen failing both before and after the
+	// sandbox pods were locked down), and the case wants the command started.
+	execTimeout = 5 * time.Second
 	// The images scripts/k8s/images imports; HANGAR_TEST_K8S_HANGAR_IMAGE and
 	// HANGAR_TEST_K8S_SANDBOX_IMAGE name others.
 	defaultHangarImage  = "hangar.test/hangar:k8s"
@@ -92,12 +97,16 @@ func testClient(t *testing.T, rc *rest.Config) kubernetes.Interface {
 	return kube
 }
 
-// provider returns a provider over c (its namespace, images, instance), closed when the test
-// ends.
-func (c *cluster) provider(t *testing.T, instance, via string) *Provider {
+// provider returns a provider over c (its namespace, images, instance, the rest of its Config
+// the defaults unless mod changes it), closed when the test ends.
+func (c *cluster) provider(t *testing.T, instance, via string, mod ...func(*Config)) *Provider {
 	t.Helper()
-	p, err := New(Config{Kubeconfig: c.kubeconfig, Namespace: c.namespace, Image: c.image, HangarImage: c.hangarImage,
-		Instance: instance, DaemonVia: via, ReadyTimeout: clusterTimeout, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	cfg := Config{Kubeconfig: c.kubeconfig, Namespace: c.namespace, Image: c.image, HangarImage: c.hangarImage,
+		Instance: instance, DaemonVia: via, ReadyTimeout: clusterTimeout, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -116,7 +125,7 @@ func TestCluster(t *testing.T) {
 			t.Parallel()
 			instance := providertest.UniqueName("t")
 			providertest.Run(t, func(t *testing.T) provider.Provider { return c.provider(t, instance, via) },
-				providertest.Options{Daemon: true, NoDaemon: true, NoPause: true, DaemonURLPerProvider: via == DaemonViaPortForward})
+				providertest.Options{Daemon: true, NoDaemon: true, NoPause: true, DaemonURLPerProvider: via == DaemonViaPortForward, ExecTimeout: execTimeout})
 		})
 	}
 }
@@ -253,5 +262,136 @@ func TestClusterPortForwardAgain(t *testing.T) {
 	p.fwdMu.Unlock()
 	if n != 0 {
 		t.Errorf("%d port-forwards left after Destroy, want 0", n)
+	}
+}
+
+// TestClusterLockedDown: with the provider's defaults a sandbox pod starts, its daemon answers,
+// and its commands run as uid 1000 with no capability at all, no_new_privs, a seccomp filter
+// and the memory limit, in a workdir they can write; with RunAsRoot they run as root with
+// RootCapabilities only (no NET_RAW). Both through the daemon and the provider's exec.
+func TestClusterLockedDown(t *testing.T) {
+	t.Parallel()
+	c := realCluster(t)
+	const rootCaps = 1<<0 | 1<<1 | 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<10 // RootCapabilities' bits
+	for _, tc := range []struct {
+		name     string
+		root     bool
+		uid, gid string
+		caps     uint64
+	}{
+		{"non-root", false, "1000", "1000", 0},
+		{"root", true, "0", "0", rootCaps},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := c.provider(t, providertest.UniqueName("t"), DaemonViaPodIP, func(cfg *Config) { cfg.RunAsRoot = tc.root })
+			ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+			defer cancel()
+			sb, err := p.Create(ctx, provider.Spec{Name: providertest.UniqueName("locked"), Daemon: true})
+			if err != nil {
+				t.Fatalf("Create: %v", err)
+			}
+			t.Cleanup(func() {
+				if err := p.Destroy(context.Background(), sb); err != nil {
+					t.Errorf("Destroy: %v", err)
+				}
+			})
+			if sb.Daemon == nil {
+				t.Fatalf("Create: no daemon in %+v", sb)
+			}
+			const probe = `echo "uid=$(id -u)"; echo "gid=$(id -g)"; grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status | tr -d ' \t';
+touch written && echo writable=yes; echo "memory=$(cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null)"`
+			res, err := p.Exec(ctx, sb, provider.ExecRequest{Command: probe})
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("Exec: %v, %+v", err, res)
+			}
+			cli, err := envd.New(envd.Config{URL: sb.Daemon.URL, AccessToken: sb.Daemon.AccessToken})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cli.Close()
+			st, err := cli.Start(ctx, envd.StartRequest{Cmd: "/bin/sh", Args: []string{"-c", probe}})
+			if err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+			defer st.Close()
+			var viaDaemon []byte
+			for {
+				ev, err := st.Next()
+				if err != nil {
+					t.Fatalf("Next: %v", err)
+				}
+				if ev.Kind == envd.EventEnd {
+					break
+				}
+				viaDaemon = append(viaDaemon, ev.Data...)
+			}
+			for how, out := range map[string]string{"pods/exec": string(res.Stdout), "the daemon": string(viaDaemon)} {
+				got := map[string]string{}
+				for _, line := range strings.Fields(out) {
+					k, v, _ := strings.Cut(strings.Replace(line, ":", "=", 1), "=")
+					got[k] = v
+				}
+				t.Logf("%s, through %s: %v", tc.name, how, got)
+				capEff, err1 := strconv.ParseUint(got["CapEff"], 16, 64)
+				capBnd, err2 := strconv.ParseUint(got["CapBnd"], 16, 64)
+				if got["uid"] != tc.uid || got["gid"] != tc.gid || err1 != nil || err2 != nil || capEff != tc.caps || capBnd != tc.caps ||
+					got["NoNewPrivs"] != "1" || got["Seccomp"] != "2" || got["writable"] != "yes" || got["memory"] != "2147483648" {
+					t.Errorf("through %s: %v; want uid %s, gid %s, capabilities %#x (effective and bounding), NoNewPrivs 1, Seccomp 2 (a filter), the workdir writable, a 2Gi memory limit",
+						how, got, tc.uid, tc.gid, tc.caps)
+				}
+			}
+		})
+	}
+}
+
+// TestClusterDiskFillEvicted: a sandbox that writes past its ephemeral-storage limit is evicted
+// by the kubelet (at its next check), and reads failed with the kubelet's reason: the node's
+// disk is not the sandbox's to fill.
+func TestClusterDiskFillEvicted(t *testing.T) {
+	t.Parallel()
+	c := realCluster(t)
+	p := c.provider(t, providertest.UniqueName("t"), DaemonViaPodIP, func(cfg *Config) {
+		cfg.Resources.EphemeralStorageRequest, cfg.Resources.EphemeralStorageLimit = "16Mi", "64Mi"
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	sb, err := p.Create(ctx, provider.Spec{Name: providertest.UniqueName("fill"), Daemon: true})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Destroy(context.Background(), sb); err != nil {
+			t.Errorf("Destroy: %v", err)
+		}
+	})
+	pods := c.kube.CoreV1().Pods(c.namespace)
+	w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + sb.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	// In the workdir (an emptyDir), twice the limit; the eviction may cut the command short.
+	res, err := p.Exec(ctx, sb, provider.ExecRequest{Command: "dd if=/dev/zero of=fill bs=1M count=128 2>&1; sync"})
+	t.Logf("dd: %v %q", err, res.Stdout)
+	for failed := false; !failed; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the watch ended before the pod was evicted")
+			}
+			if pod, isPod := ev.Object.(*corev1.Pod); isPod && pod.Status.Phase == corev1.PodFailed {
+				t.Logf("pod %s: %s %s", pod.Name, pod.Status.Reason, pod.Status.Message)
+				failed = true
+			}
+		case <-ctx.Done():
+			t.Fatalf("the pod was not evicted in %s after writing twice its ephemeral-storage limit", clusterTimeout)
+		}
+	}
+	got, err := p.Get(ctx, sb)
+	// The workdir's sizeLimit or the container's ephemeral-storage limit: whichever the
+	// kubelet checks first.
+	if err != nil || got.State != provider.StateFailed || !strings.Contains(got.Reason, "was evicted by its node") || !strings.Contains(got.Reason, "64Mi") {
+		t.Errorf("Get after the eviction: %s (%q), %v; want failed, evicted past the 64Mi limit", got.State, got.Reason, err)
 	}
 }

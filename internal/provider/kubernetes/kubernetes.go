@@ -8,6 +8,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
@@ -44,6 +46,7 @@ const (
 	containerName = "sandbox"
 	initName      = "hangar-install"
 	binVolume     = "hangar-bin"
+	workVolume    = "workdir"
 	binDir        = "/opt/hangar/bin"
 	tokenHashEnv  = "HANGAR_ENVD_ACCESS_TOKEN_SHA256"
 	tokenKey      = "access-token"
@@ -81,9 +84,23 @@ type Config struct {
 	// ImageHasDaemon says sandbox images already hold hangar-envd at EnvdPath: no init
 	// container. False: the init container copies it in.
 	ImageHasDaemon bool
-	// RuntimeClassName runs sandbox pods under that runtime class (gVisor, Kata) for stronger
-	// isolation. Empty: the cluster's default runtime.
+	// RuntimeClassName runs sandbox pods under that runtime class (gvisor on GKE Sandbox, Kata)
+	// for a kernel of their own. Empty: the cluster's default runtime.
 	RuntimeClassName string
+	// RunAsRoot runs sandbox containers as uid 0 (what images that install packages, and split
+	// sessions, need), with the capabilities of RootCapabilities only. False (the default): as
+	// RunAsUser:RunAsGroup with runAsNonRoot and no capability at all, the workdir an emptyDir
+	// (an image's own folder is root's, not the uid's to write).
+	RunAsRoot bool
+	// RunAsUser and RunAsGroup are the uid and gid of sandbox containers unless RunAsRoot.
+	// Zero: DefaultRunAsUser (the first user of most images: ubuntu's "ubuntu", E2B's "user").
+	RunAsUser, RunAsGroup int64
+	// Resources are the sandbox container's requests and limits, as Kubernetes quantities
+	// ("500m", "2Gi"). A zero field: its DefaultResources value; "0": none.
+	Resources Resources
+	// MaxLifetime is the longest a sandbox pod runs (activeDeadlineSeconds): past it the kubelet
+	// stops it and its sandbox reads failed. Zero: DefaultMaxLifetime; negative: no bound.
+	MaxLifetime time.Duration
 	// Instance tells this control plane's pods apart from other control planes' in the same
 	// namespace (label hangar.dev/instance); List sees only its own. Empty: "default".
 	Instance string
@@ -99,12 +116,94 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Resources are a sandbox container's requests and limits, as Kubernetes quantities.
+type Resources struct {
+	CPURequest, CPULimit                           string
+	MemoryRequest, MemoryLimit                     string
+	EphemeralStorageRequest, EphemeralStorageLimit string
+}
+
+// DefaultResources are what a sandbox container gets unless told: a small request, so that a
+// node takes many idle sandboxes, and limits a busy agent (a build, a test run) rarely meets.
+// The ephemeral-storage limit bounds the container's writable layer, its logs and the workdir's
+// emptyDir together: past it the kubelet evicts the pod.
+var DefaultResources = Resources{
+	CPURequest: "100m", CPULimit: "2",
+	MemoryRequest: "256Mi", MemoryLimit: "2Gi",
+	EphemeralStorageRequest: "1Gi", EphemeralStorageLimit: "10Gi",
+}
+
+// DefaultRunAsUser is the uid (and gid) sandbox containers run as unless Config says otherwise.
+const DefaultRunAsUser = 1000
+
+// DefaultMaxLifetime is how long a sandbox pod may run unless Config says otherwise.
+const DefaultMaxLifetime = 24 * time.Hour
+
+// RootCapabilities are all a root sandbox container keeps (Config.RunAsRoot): those of the
+// runtime's default set that root needs to work on files of any user (CHOWN, DAC_OVERRIDE,
+// FOWNER, FSETID), that the daemon and a split turn's harness need to run commands as another
+// uid and end them (SETUID, SETGID, KILL), and ports under 1024 (NET_BIND_SERVICE). Dropped
+// from that default set: NET_RAW (raw sockets: forged packets, ARP spoofing on the node's
+// bridge), MKNOD, SETPCAP, SETFCAP, SYS_CHROOT, AUDIT_WRITE.
+var RootCapabilities = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE"}
+
+// CheckQuantity says why s is not a Kubernetes quantity ("250m", "2Gi", "0"), or nil.
+func CheckQuantity(s string) error {
+	if _, err := resource.ParseQuantity(s); err != nil {
+		return fmt.Errorf("must be a Kubernetes quantity, like 500m, 2 or 4Gi (%v)", err)
+	}
+	return nil
+}
+
+// requirements turns r (filled in with DefaultResources) into the container's requirements,
+// and refuses a request above its limit, which the API server would refuse for every pod.
+func (r Resources) requirements() (corev1.ResourceRequirements, error) {
+	req := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
+	for _, f := range []struct {
+		name       corev1.ResourceName
+		what       string
+		request    string
+		limit      string
+		defRequest string
+		defLimit   string
+	}{
+		{corev1.ResourceCPU, "cpu", r.CPURequest, r.CPULimit, DefaultResources.CPURequest, DefaultResources.CPULimit},
+		{corev1.ResourceMemory, "memory", r.MemoryRequest, r.MemoryLimit, DefaultResources.MemoryRequest, DefaultResources.MemoryLimit},
+		{corev1.ResourceEphemeralStorage, "ephemeral-storage", r.EphemeralStorageRequest, r.EphemeralStorageLimit,
+			DefaultResources.EphemeralStorageRequest, DefaultResources.EphemeralStorageLimit},
+	} {
+		var quantities [2]resource.Quantity
+		for i, v := range []string{cmp.Or(f.request, f.defRequest), cmp.Or(f.limit, f.defLimit)} {
+			q, err := resource.ParseQuantity(v)
+			if err != nil {
+				return req, fmt.Errorf("%s %q: %w", f.what, v, CheckQuantity(v))
+			}
+			if q.Sign() < 0 {
+				return req, fmt.Errorf("%s %q: must not be negative", f.what, v)
+			}
+			quantities[i] = q
+		}
+		request, limit := quantities[0], quantities[1]
+		if !request.IsZero() {
+			req.Requests[f.name] = request
+		}
+		if !limit.IsZero() {
+			req.Limits[f.name] = limit
+		}
+		if !request.IsZero() && !limit.IsZero() && request.Cmp(limit) > 0 {
+			return req, fmt.Errorf("the %s request %s is above its limit %s", f.what, request.String(), limit.String())
+		}
+	}
+	return req, nil
+}
+
 // Provider is the kubernetes provider. It is safe for concurrent use.
 type Provider struct {
-	cfg  Config
-	kube kubernetes.Interface
-	rest *rest.Config // nil in tests with a fake clientset: no exec then
-	log  *slog.Logger
+	cfg       Config
+	resources corev1.ResourceRequirements // cfg.Resources, parsed
+	kube      kubernetes.Interface
+	rest      *rest.Config // nil in tests with a fake clientset: no exec then
+	log       *slog.Logger
 
 	http *http.Client // the clientset's, whose idle connections Close closes; nil in tests
 
@@ -122,6 +221,9 @@ func New(cfg Config) (*Provider, error) {
 	case "", DaemonViaPodIP, DaemonViaPortForward:
 	default:
 		return nil, fmt.Errorf("kubernetes provider: daemon access %q is neither %q nor %q", cfg.DaemonVia, DaemonViaPodIP, DaemonViaPortForward)
+	}
+	if _, err := cfg.Resources.requirements(); err != nil {
+		return nil, fmt.Errorf("kubernetes provider: sandbox resources: %w", err)
 	}
 	var rc *rest.Config
 	var err error
@@ -141,13 +243,16 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new kubernetes client: %w", err)
 	}
-	p := newProvider(cfg, kube, rc)
+	p, err := newProvider(cfg, kube, rc)
+	if err != nil {
+		return nil, err
+	}
 	p.http = hc
 	return p, nil
 }
 
 // newProvider fills in cfg's defaults; tests call it with a fake clientset.
-func newProvider(cfg Config, kube kubernetes.Interface, rc *rest.Config) *Provider {
+func newProvider(cfg Config, kube kubernetes.Interface, rc *rest.Config) (*Provider, error) {
 	if cfg.Namespace == "" {
 		cfg.Namespace = "default"
 	}
@@ -172,10 +277,26 @@ func newProvider(cfg Config, kube kubernetes.Interface, rc *rest.Config) *Provid
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 2 * time.Minute
 	}
+	if cfg.RunAsUser == 0 {
+		cfg.RunAsUser = DefaultRunAsUser
+	}
+	if cfg.RunAsGroup == 0 {
+		cfg.RunAsGroup = DefaultRunAsUser
+	}
+	if cfg.RunAsUser < 0 || cfg.RunAsGroup < 0 {
+		return nil, fmt.Errorf("kubernetes provider: run as %d:%d: uid and gid must be positive (RunAsRoot runs as root)", cfg.RunAsUser, cfg.RunAsGroup)
+	}
+	if cfg.MaxLifetime == 0 {
+		cfg.MaxLifetime = DefaultMaxLifetime
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{cfg: cfg, kube: kube, rest: rc, log: cfg.Logger.With("provider", Name), fwd: map[string]*forward{}}
+	res, err := cfg.Resources.requirements()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes provider: sandbox resources: %w", err)
+	}
+	return &Provider{cfg: cfg, resources: res, kube: kube, rest: rc, log: cfg.Logger.With("provider", Name), fwd: map[string]*forward{}}, nil
 }
 
 // Name returns "kubernetes".
@@ -244,12 +365,15 @@ func (p *Provider) labels(spec provider.Spec) map[string]string {
 }
 
 // podSpec is the sandbox's pod; with a daemon, one given tokenHash, the SHA-256 of its token.
+// Every pod is locked down the same way (see securityContexts): seccomp RuntimeDefault, no
+// privilege escalation, capabilities dropped, requests and limits, a bounded lifetime, no
+// credentials to the cluster.
 func (p *Provider) podSpec(spec provider.Spec, name, workdir, tokenHash string) *corev1.Pod {
 	image := spec.Image
 	if image == "" {
 		image = p.cfg.Image
 	}
-	noEscalation := &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false)}
+	podSC, containerSC := p.securityContexts()
 	env := make([]corev1.EnvVar, 0, len(spec.Env)+1)
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
@@ -260,7 +384,8 @@ func (p *Provider) podSpec(spec provider.Spec, name, workdir, tokenHash string) 
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		WorkingDir:      workdir,
 		Env:             env,
-		SecurityContext: noEscalation,
+		SecurityContext: containerSC,
+		Resources:       *p.resources.DeepCopy(),
 		Command:         []string{"/bin/sh", "-c", idleScript},
 	}
 	pod := &corev1.Pod{
@@ -275,24 +400,43 @@ func (p *Provider) podSpec(spec provider.Spec, name, workdir, tokenHash string) 
 			// A sandbox gets no credentials to the cluster it runs in.
 			AutomountServiceAccountToken: ptr(false),
 			EnableServiceLinks:           ptr(false),
+			SecurityContext:              podSC,
 		},
+	}
+	if p.cfg.MaxLifetime > 0 {
+		pod.Spec.ActiveDeadlineSeconds = ptr(int64(max(p.cfg.MaxLifetime/time.Second, 1)))
 	}
 	if p.cfg.RuntimeClassName != "" {
 		pod.Spec.RuntimeClassName = ptr(p.cfg.RuntimeClassName)
 	}
+	if !p.cfg.RunAsRoot {
+		// The image's folder (or the one the runtime makes) is root's: the uid could not
+		// write its own workdir. An emptyDir can be written by any uid; it counts against
+		// the ephemeral-storage limit.
+		vol := corev1.Volume{Name: workVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+		if l, ok := p.resources.Limits[corev1.ResourceEphemeralStorage]; ok {
+			vol.EmptyDir.SizeLimit = &l
+		}
+		pod.Spec.Volumes = append(pod.Spec.Volumes, vol)
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: workVolume, MountPath: workdir})
+	}
 	if spec.Daemon {
 		bin := p.envdInPod()
 		if !p.cfg.ImageHasDaemon {
-			pod.Spec.Volumes = []corev1.Volume{{Name: binVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: binVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 			pod.Spec.InitContainers = []corev1.Container{{
 				Name:            initName,
 				Image:           p.cfg.HangarImage,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         []string{p.cfg.EnvdPath, "install", bin},
 				VolumeMounts:    []corev1.VolumeMount{{Name: binVolume, MountPath: binDir}},
-				SecurityContext: noEscalation,
+				// A copy needs no capability, and the sandbox's resources are more than it
+				// needs (the pod's request is the larger of an init container's and the
+				// containers' sum: the same costs nothing).
+				SecurityContext: p.initSecurityContext(),
+				Resources:       *p.resources.DeepCopy(),
 			}}
-			c.VolumeMounts = []corev1.VolumeMount{{Name: binVolume, MountPath: binDir, ReadOnly: true}}
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: binVolume, MountPath: binDir, ReadOnly: true})
 		}
 		c.Command = []string{bin, "envd", "--listen", "0.0.0.0:" + strconv.Itoa(DaemonPort), "--workdir", workdir}
 		// The token's hash, not the token: the daemon's environment is readable by every
@@ -306,6 +450,30 @@ func (p *Provider) podSpec(spec provider.Spec, name, workdir, tokenHash string) 
 	}
 	pod.Spec.Containers = []corev1.Container{c}
 	return pod
+}
+
+// securityContexts are a sandbox pod's and its container's: seccomp's RuntimeDefault profile
+// (the runtime's own is Unconfined on most clusters), no privilege escalation (setuid
+// binaries, file capabilities), and either a non-root uid with no capability at all (the Pod
+// Security Standard "restricted") or root with RootCapabilities only ("baseline").
+func (p *Provider) securityContexts() (*corev1.PodSecurityContext, *corev1.SecurityContext) {
+	podSC := &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	c := &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+	if p.cfg.RunAsRoot {
+		podSC.RunAsNonRoot, podSC.RunAsUser, podSC.RunAsGroup = ptr(false), ptr(int64(0)), ptr(int64(0))
+		for _, name := range RootCapabilities {
+			c.Capabilities.Add = append(c.Capabilities.Add, corev1.Capability(name))
+		}
+		return podSC, c
+	}
+	podSC.RunAsNonRoot, podSC.RunAsUser, podSC.RunAsGroup = ptr(true), ptr(p.cfg.RunAsUser), ptr(p.cfg.RunAsGroup)
+	podSC.FSGroup = ptr(p.cfg.RunAsGroup)
+	return podSC, c
+}
+
+// initSecurityContext is the install init container's: no capability, as root or not.
+func (p *Provider) initSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
 }
 
 // ownSecret makes the pod the owner of its token's Secret, so the cluster deletes the Secret
@@ -412,6 +580,15 @@ func readiness(pod *corev1.Pod) (bool, error) {
 	}
 	switch pod.Status.Phase {
 	case corev1.PodFailed, corev1.PodSucceeded:
+		if d := pod.Spec.ActiveDeadlineSeconds; d != nil && pod.Status.Reason == "DeadlineExceeded" {
+			return false, fmt.Errorf("pod %s reached the sandboxes' lifetime of %s (its activeDeadlineSeconds) and was stopped: %s",
+				pod.Name, time.Duration(*d)*time.Second, describe(pod))
+		}
+		if pod.Status.Reason == "Evicted" {
+			// Past its ephemeral-storage limit (or its workdir's sizeLimit), or its node short
+			// of memory or disk: the kubelet's message says which.
+			return false, fmt.Errorf("pod %s was evicted by its node: %s", pod.Name, strings.TrimSpace(pod.Status.Message))
+		}
 		return false, fmt.Errorf("pod %s stopped: %s", pod.Name, describe(pod))
 	}
 	if reason, image, msg, ok := stuck(pod); ok {

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,11 @@ func newTestProvider(kube kubernetes.Interface, mod func(*Config)) *Provider {
 	if mod != nil {
 		mod(&cfg)
 	}
-	return newProvider(cfg, kube, nil)
+	p, err := newProvider(cfg, kube, nil)
+	if err != nil {
+		panic(err) // a test's config is the test's bug
+	}
+	return p
 }
 
 // kubelet stands in for the cluster: once the pod exists, it sets its status with set. The
@@ -134,14 +139,13 @@ func checkDaemonPod(t *testing.T, pod *corev1.Pod, token string) {
 	if init.Image != "example.com/hangar:1" || strings.Join(init.Command, " ") != "/usr/local/bin/hangar-envd install /opt/hangar/bin/hangar-envd" {
 		t.Errorf("init container %s %q, want the hangar image copying the binary", init.Image, init.Command)
 	}
-	if len(pod.Spec.Volumes) != 1 || pod.Spec.Volumes[0].EmptyDir == nil {
-		t.Errorf("volumes %+v, want one emptyDir", pod.Spec.Volumes)
+	if len(pod.Spec.Volumes) != 2 || pod.Spec.Volumes[0].EmptyDir == nil || pod.Spec.Volumes[1].EmptyDir == nil {
+		t.Errorf("volumes %+v, want two emptyDirs (the workdir, the binary)", pod.Spec.Volumes)
 	}
 	c := pod.Spec.Containers[0]
-	for _, cc := range []corev1.Container{init, c} {
-		if sc := cc.SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-			t.Errorf("container %s allows privilege escalation", cc.Name)
-		}
+	checkLockedDown(t, pod, false)
+	if len(c.VolumeMounts) != 2 || c.VolumeMounts[0].MountPath != "/workspace" || c.VolumeMounts[1].MountPath != "/opt/hangar/bin" || !c.VolumeMounts[1].ReadOnly {
+		t.Errorf("mounts %+v, want the workdir and the binary's folder read-only", c.VolumeMounts)
 	}
 	if c.Image != "example.com/sandbox:1" || c.WorkingDir != "/workspace" {
 		t.Errorf("sandbox container %s in %s", c.Image, c.WorkingDir)
@@ -151,9 +155,6 @@ func checkDaemonPod(t *testing.T, pod *corev1.Pod, token string) {
 	}
 	if strings.Contains(strings.Join(c.Command, " "), token) {
 		t.Error("the token is in the daemon's argv")
-	}
-	if len(c.VolumeMounts) != 1 || !c.VolumeMounts[0].ReadOnly {
-		t.Errorf("mounts %+v, want the binary's folder read-only", c.VolumeMounts)
 	}
 	var hashed, fromSpec bool
 	for _, e := range c.Env {
@@ -175,6 +176,65 @@ func checkDaemonPod(t *testing.T, pod *corev1.Pod, token string) {
 	}
 	if pod.Annotations[annotOwner] != "alice@example.com" {
 		t.Errorf("annotations %v, want the owner", pod.Annotations)
+	}
+}
+
+// checkLockedDown checks what every sandbox pod gets: seccomp RuntimeDefault, no privilege
+// escalation, every capability dropped (root: all but RootCapabilities), a non-root uid (or
+// root when asked), the default requests and limits on every container, and a lifetime.
+func checkLockedDown(t *testing.T, pod *corev1.Pod, root bool) {
+	t.Helper()
+	psc := pod.Spec.SecurityContext
+	if psc == nil || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod security context %+v, want seccomp RuntimeDefault", psc)
+		return
+	}
+	switch {
+	case root && (psc.RunAsUser == nil || *psc.RunAsUser != 0 || psc.RunAsNonRoot == nil || *psc.RunAsNonRoot):
+		t.Errorf("pod runs as %v (non-root %v), want uid 0", psc.RunAsUser, psc.RunAsNonRoot)
+	case !root && (psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser != DefaultRunAsUser ||
+		psc.RunAsGroup == nil || *psc.RunAsGroup != DefaultRunAsUser):
+		t.Errorf("pod runs as %v:%v (non-root %v), want runAsNonRoot as %d:%[4]d", psc.RunAsUser, psc.RunAsGroup, psc.RunAsNonRoot, DefaultRunAsUser)
+	}
+	if d := pod.Spec.ActiveDeadlineSeconds; d == nil || *d != int64(DefaultMaxLifetime/time.Second) {
+		t.Errorf("activeDeadlineSeconds %v, want %d", d, int64(DefaultMaxLifetime/time.Second))
+	}
+	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
+		sc := c.SecurityContext
+		if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("container %s allows privilege escalation", c.Name)
+			continue
+		}
+		if sc.Privileged != nil && *sc.Privileged {
+			t.Errorf("container %s is privileged", c.Name)
+		}
+		var added []string
+		if sc.Capabilities != nil {
+			for _, a := range sc.Capabilities.Add {
+				added = append(added, string(a))
+			}
+		}
+		wantAdded := []string(nil)
+		if root && c.Name == containerName {
+			wantAdded = RootCapabilities
+		}
+		if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || !slices.Equal(added, wantAdded) {
+			t.Errorf("container %s capabilities %+v, want ALL dropped and %v added", c.Name, sc.Capabilities, wantAdded)
+		}
+		for name, want := range map[corev1.ResourceName]string{
+			corev1.ResourceCPU: "100m", corev1.ResourceMemory: "256Mi", corev1.ResourceEphemeralStorage: "1Gi",
+		} {
+			if got := c.Resources.Requests[name]; got.String() != want {
+				t.Errorf("container %s requests %s %s, want %s", c.Name, name, got.String(), want)
+			}
+		}
+		for name, want := range map[corev1.ResourceName]string{
+			corev1.ResourceCPU: "2", corev1.ResourceMemory: "2Gi", corev1.ResourceEphemeralStorage: "10Gi",
+		} {
+			if got := c.Resources.Limits[name]; got.String() != want {
+				t.Errorf("container %s limits %s to %s, want %s", c.Name, name, got.String(), want)
+			}
+		}
 	}
 }
 
@@ -366,6 +426,12 @@ func TestGetStates(t *testing.T) {
 			st.ContainerStatuses = []corev1.ContainerStatus{{Name: containerName,
 				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}
 		}, provider.StateFailed, "exited with code 137: OOMKilled"},
+		{"lifetime reached", func(st *corev1.PodStatus) {
+			st.Phase, st.Reason, st.Message = corev1.PodFailed, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
+		}, provider.StateFailed, "reached the sandboxes' lifetime of 24h0m0s"},
+		{"disk filled", func(st *corev1.PodStatus) {
+			st.Phase, st.Reason, st.Message = corev1.PodFailed, "Evicted", `Usage of EmptyDir volume "workdir" exceeds the limit "10Gi". `
+		}, provider.StateFailed, `was evicted by its node: Usage of EmptyDir volume "workdir" exceeds the limit "10Gi".`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -447,4 +513,98 @@ func TestNewDaemonVia(t *testing.T) {
 		t.Errorf("startForward without a cluster connection: %v, want ErrUnsupported", err)
 	}
 	p.Close()
+}
+
+// TestPodSettings: what the provider's settings change in a sandbox's pod.
+func TestPodSettings(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		cfg   func(*Config)
+		check func(t *testing.T, pod *corev1.Pod)
+	}{
+		{name: "defaults", check: func(t *testing.T, pod *corev1.Pod) {
+			checkLockedDown(t, pod, false)
+			if pod.Spec.RuntimeClassName != nil {
+				t.Errorf("runtime class %q, want the cluster's default", *pod.Spec.RuntimeClassName)
+			}
+			if fs := pod.Spec.SecurityContext.FSGroup; fs == nil || *fs != DefaultRunAsUser {
+				t.Errorf("fsGroup %v, want %d", fs, DefaultRunAsUser)
+			}
+			v := pod.Spec.Volumes[0]
+			if v.Name != workVolume || v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.String() != "10Gi" {
+				t.Errorf("volume %+v, want the workdir's emptyDir bounded by the ephemeral-storage limit", v)
+			}
+		}},
+		{name: "root", cfg: func(c *Config) { c.RunAsRoot = true }, check: func(t *testing.T, pod *corev1.Pod) {
+			checkLockedDown(t, pod, true)
+			if len(pod.Spec.Volumes) != 1 || pod.Spec.Volumes[0].Name != binVolume {
+				t.Errorf("volumes %+v, want only the binary's: a root sandbox's workdir is the image's", pod.Spec.Volumes)
+			}
+		}},
+		{name: "uid and gid", cfg: func(c *Config) { c.RunAsUser, c.RunAsGroup = 65532, 65533 }, check: func(t *testing.T, pod *corev1.Pod) {
+			sc := pod.Spec.SecurityContext
+			if *sc.RunAsUser != 65532 || *sc.RunAsGroup != 65533 || *sc.FSGroup != 65533 || !*sc.RunAsNonRoot {
+				t.Errorf("security context %+v, want non-root 65532:65533, fsGroup 65533", sc)
+			}
+		}},
+		{name: "runtime class", cfg: func(c *Config) { c.RuntimeClassName = "gvisor" }, check: func(t *testing.T, pod *corev1.Pod) {
+			if rc := pod.Spec.RuntimeClassName; rc == nil || *rc != "gvisor" {
+				t.Errorf("runtime class %v, want gvisor", rc)
+			}
+		}},
+		{name: "resources", cfg: func(c *Config) {
+			c.Resources = Resources{CPURequest: "0", CPULimit: "500m", MemoryLimit: "0", EphemeralStorageLimit: "1Gi", EphemeralStorageRequest: "512Mi"}
+		}, check: func(t *testing.T, pod *corev1.Pod) {
+			r := pod.Spec.Containers[0].Resources
+			if _, ok := r.Requests[corev1.ResourceCPU]; ok {
+				t.Errorf("a cpu request %v, want none (0)", r.Requests)
+			}
+			if _, ok := r.Limits[corev1.ResourceMemory]; ok {
+				t.Errorf("a memory limit %v, want none (0)", r.Limits)
+			}
+			cpu, mem, disk := r.Limits[corev1.ResourceCPU], r.Requests[corev1.ResourceMemory], r.Requests[corev1.ResourceEphemeralStorage]
+			if cpu.String() != "500m" || mem.String() != "256Mi" || disk.String() != "512Mi" {
+				t.Errorf("cpu limit %s, memory request %s, ephemeral-storage request %s; want 500m, the default 256Mi, 512Mi", cpu.String(), mem.String(), disk.String())
+			}
+		}},
+		{name: "lifetime", cfg: func(c *Config) { c.MaxLifetime = 90 * time.Minute }, check: func(t *testing.T, pod *corev1.Pod) {
+			if d := pod.Spec.ActiveDeadlineSeconds; d == nil || *d != 5400 {
+				t.Errorf("activeDeadlineSeconds %v, want 5400", d)
+			}
+		}},
+		{name: "no lifetime", cfg: func(c *Config) { c.MaxLifetime = -1 }, check: func(t *testing.T, pod *corev1.Pod) {
+			if d := pod.Spec.ActiveDeadlineSeconds; d != nil {
+				t.Errorf("activeDeadlineSeconds %d, want none", *d)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := newTestProvider(fake.NewClientset(), tc.cfg)
+			tc.check(t, p.podSpec(provider.Spec{Name: "box", Daemon: true}, "hangar-box", "/workspace", "hash"))
+		})
+	}
+}
+
+// TestBadResources: a quantity the API server would refuse in every pod is refused at start.
+func TestBadResources(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		res  Resources
+		want string
+	}{
+		{Resources{CPULimit: "two"}, `cpu "two": must be a Kubernetes quantity`},
+		{Resources{MemoryRequest: "-1Gi"}, `memory "-1Gi": must not be negative`},
+		{Resources{MemoryRequest: "4Gi"}, "the memory request 4Gi is above its limit 2Gi"},
+	} {
+		_, err := newProvider(Config{Resources: tc.res}, fake.NewClientset(), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("resources %+v: error %v, want it to say %q", tc.res, err, tc.want)
+		}
+	}
+	if err := CheckQuantity("1.5Gi"); err != nil {
+		t.Errorf("CheckQuantity(1.5Gi): %v", err)
+	}
 }

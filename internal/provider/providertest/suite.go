@@ -5,6 +5,7 @@ package providertest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -44,6 +45,11 @@ type Options struct {
 	// port-forward from a local port): after a restart only the token must be the same, and
 	// the daemon must answer at the new URL.
 	DaemonURLPerProvider bool
+	// ExecTimeout is the timeout of the exec case that times out, which must let its command
+	// start and print first. Zero: 500ms. A provider whose exec takes long to start gives
+	// more (pods/exec goes through the API server, the kubelet and the runtime: on a loaded
+	// test machine over 500ms).
+	ExecTimeout time.Duration
 }
 
 // Run runs the suite, its cases in parallel (each makes sandboxes of its own names).
@@ -142,7 +148,7 @@ func lifecycle(t *testing.T, newProvider func(t *testing.T) provider.Provider, o
 			t.Errorf("Exec error = %v, want ErrUnsupported", err)
 		}
 	} else {
-		t.Run("exec", func(t *testing.T) { checkExec(t, p, sb) })
+		t.Run("exec", func(t *testing.T) { checkExec(t, p, sb, cmp.Or(opts.ExecTimeout, 500*time.Millisecond)) })
 	}
 
 	pausable := !opts.NoPause && (daemon || !opts.NoPauseWithoutDaemon)
@@ -258,7 +264,7 @@ func checkDestroy(t *testing.T, p provider.Provider, sb provider.Sandbox, daemon
 	}
 }
 
-func checkExec(t *testing.T, p provider.Provider, sb provider.Sandbox) {
+func checkExec(t *testing.T, p provider.Provider, sb provider.Sandbox, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 	defer cancel()
 	tests := []struct {
@@ -279,7 +285,7 @@ func checkExec(t *testing.T, p provider.Provider, sb provider.Sandbox) {
 		{name: "quoting", req: provider.ExecRequest{Command: `echo "a  b" 'c"d' $((1+2))`}, stdout: "a  b c\"d 3\n"},
 		{name: "output tail", req: provider.ExecRequest{Command: "head -c 300000 /dev/zero | tr '\\0' a; echo end"},
 			stdoutSize: provider.MaxExecOutput},
-		{name: "timeout", req: provider.ExecRequest{Command: "echo started; sleep 61; echo late", Timeout: 500 * time.Millisecond},
+		{name: "timeout", req: provider.ExecRequest{Command: "echo started; sleep 61; echo late", Timeout: timeout},
 			stdout: "started\n", timedOut: true, exit: -1},
 	}
 	for _, tc := range tests {

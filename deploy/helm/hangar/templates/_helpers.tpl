@@ -41,9 +41,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
-{{/* The sandbox namespace: kubernetes.namespace, else the release's. */}}
+{{/* The sandbox namespace: kubernetes.namespace, else "<release namespace>-sandboxes". */}}
 {{- define "hangar.sandboxNamespace" -}}
-{{- default .Release.Namespace .Values.kubernetes.namespace }}
+{{- default (printf "%s-sandboxes" .Release.Namespace | trunc 63 | trimSuffix "-") .Values.kubernetes.namespace }}
 {{- end }}
 
 {{- define "hangar.secretName" -}}
@@ -78,6 +78,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- if and (not .Values.kubernetes.enabled) (not (hasKey .Values.config "default-provider")) }}
 {{- fail "kubernetes.enabled is false: set config.default-provider (e2b, with secret.e2bApiKey)" }}
+{{- end }}
+{{- if and .Values.kubernetes.enabled (eq (include "hangar.sandboxNamespace" .) .Release.Namespace) }}
+{{- fail (printf "kubernetes.namespace is the release's namespace (%s): the Role there would let hangar's ServiceAccount read hangar's own Secret; give sandboxes a namespace of their own (leave kubernetes.namespace empty for %s-sandboxes)" .Release.Namespace .Release.Namespace) }}
 {{- end }}
 {{- if and .Values.gateway.enabled (not .Values.gateway.parentRefs) }}
 {{- fail "gateway.enabled needs gateway.parentRefs: the Gateway(s) the HTTPRoute attaches to" }}

@@ -1,0 +1,337 @@
+package hostile_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// outcome is what one attack, run as one user on one provider, came to: what the run saw, in
+// words for the page, and whether hangar or the provider contained it.
+type outcome struct {
+	Attack    string `json:"attack"`
+	As        string `json:"as"`
+	Saw       string `json:"saw"`
+	Contained bool   `json:"contained"`
+}
+
+// An attack of the suite: its id (in testdata), what the page says it does, and who runs it.
+type attack struct {
+	id, doc string
+	as      []string
+}
+
+// attacks are the suite's attacks, in the page's order.
+var attacks = []attack{
+	{"token-environ", "Read the daemon's access token from `/proc/<daemon>/environ`", []string{asUser, asSplit}},
+	{"token-cmdline", "Read it from `/proc/<daemon>/cmdline`", []string{asUser, asSplit}},
+	{"token-mem", "Read it from the daemon's memory (`/proc/<daemon>/maps`, then `mem`)", []string{asUser, asSplit}},
+	{"forge-tag", "Kill hangar's background process and start an impostor under its tag, with a token found above; then hangar restarts", []string{asUser, asSplit}},
+	{"adopt-impostor", "With the daemon's real token (a leak), while hangar is down: kill a background process and start an impostor under its tag; then hangar restarts", []string{asUser}},
+	{"turn-swap", "Pre-create the plain sessions' turn folder and swap a plain session's turn directory for a forged run log and status file (a turn that prints 5 lines and exits 7)", []string{asSplit}},
+	{"setsid-escape", "Leave processes behind a turn: one `setsid`, one orphaned by a double fork", []string{asUser, asSplit}},
+	{"fork-bomb", "Exhaust processes: fork up to the pids limit plus 16, or 300 where none is below 4,096", []string{asUser, asSplit}},
+	{"disk-fill", "Fill the disk: write up to 256 MiB in the sandbox (`/tmp`; on Kubernetes the workdir), removed at once", []string{asUser, asSplit}},
+	{"reach-hangar", "Reach hangar's port at 127.0.0.1 from inside the sandbox (`/healthz`, then `/api/whoami` without a token)", []string{asUser, asSplit}},
+}
+
+// mustContain says whether attack run as who on provider must be contained: the test fails
+// when it is not. Where it need not be, the page still says what the run saw.
+func mustContain(provider, attack, who string) bool {
+	switch attack {
+	case "token-environ", "token-cmdline", "token-mem", "forge-tag":
+		// local isolates nothing: a command runs as hangar's user, the daemon's.
+		return provider != "local" || who != asUser
+	case "fork-bomb":
+		// Docker sandboxes get a pids limit; a pod's is the kubelet's (podPidsLimit), local's
+		// the machine's.
+		return provider == "docker"
+	case "disk-fill":
+		// No provider bounds a sandbox's disk synchronously (Docker's writable layer is the
+		// engine's disk; a pod past its ephemeral-storage limit is evicted later).
+		return false
+	}
+	return true
+}
+
+// fields splits the lines of out into words.
+func fields(out string) [][]string {
+	var lines [][]string
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) > 0 {
+			lines = append(lines, f)
+		}
+	}
+	return lines
+}
+
+// tokenProbe is what one user read of the daemon: per source (environ, cmdline, mem), whether
+// it could read it and the 64-hex strings in it (a token is 32 random bytes in hex).
+type tokenProbe struct {
+	read  map[string]bool
+	cands map[string][]string
+}
+
+// tokenScript reads the daemon's environ, cmdline and the writable regions of its memory
+// (the daemon's pid in D), and prints `read SOURCE` or `denied SOURCE`, then `cand SOURCE HEX`
+// for the first and the last 64 digits of each run of 64 hex digits or more (a token is 32
+// random bytes in hex; in memory it may lie against other hex digits).
+const tokenScript = `runs() { awk 'length($0) >= 64 { print substr($0, 1, 64); if (length($0) > 64) print substr($0, length($0) - 63) }' | sort -u; }
+for s in environ cmdline; do
+  if cat /proc/$D/$s > /dev/null 2>&1; then echo "read $s"; tr -c '0-9a-f' '\n' < /proc/$D/$s | runs | sed "s/^/cand $s /"
+  else echo "denied $s"; fi
+done
+if maps=$(cat /proc/$D/maps 2>/dev/null) && [ -n "$maps" ]; then
+  rw=$(echo "$maps" | awk '$2 ~ /^rw/ {print $1}')
+  first=$(echo "$rw" | head -1); first=${first%%-*}
+  got=$(dd if=/proc/$D/mem bs=4096 skip=$((0x$first/4096)) count=1 2>/dev/null | wc -c)
+  if [ "${got:-0}" -gt 0 ]; then
+    echo "read mem"
+    for range in $rw; do
+      s=$((0x${range%%-*})); e=$((0x${range#*-}))
+      [ $((e-s)) -gt 268435456 ] && continue
+      dd if=/proc/$D/mem bs=4096 skip=$((s/4096)) count=$(((e-s)/4096)) 2>/dev/null
+    done | tr -c '0-9a-f' '\n' | runs | sed 's/^/cand mem /'
+  else echo "denied mem"; fi
+else echo "denied mem"; fi`
+
+// tokenAttack is tokenScript for the sandbox's daemon.
+func (r *run) tokenAttack() string { return fmt.Sprintf("D=%d\n", r.daemon) + tokenScript }
+
+// probeToken reads what tokenAttack printed as who.
+func (r *run) probeToken(who, out string) tokenProbe {
+	p := tokenProbe{read: map[string]bool{}, cands: map[string][]string{}}
+	for _, f := range fields(out) {
+		switch {
+		case f[0] == "read" && len(f) == 2:
+			p.read[f[1]] = true
+		case f[0] == "cand" && len(f) == 3:
+			p.cands[f[1]] = append(p.cands[f[1]], f[2])
+		}
+	}
+	if len(p.read) == 0 {
+		r.t.Logf("%s's read of the daemon printed %q", who, lastLines(out, 20))
+	}
+	r.t.Logf("%s read of the daemon (pid %d): %v, %d candidates in environ, %d in cmdline, %d in mem", who, r.daemon, p.read,
+		len(p.cands["environ"]), len(p.cands["cmdline"]), len(p.cands["mem"]))
+	return p
+}
+
+// judgeToken is a token row's outcome: works says whether a candidate opens the daemon.
+func judgeToken(p tokenProbe, source string, works func(string) bool) (string, bool, string) {
+	if !p.read[source] {
+		return "unreadable", true, ""
+	}
+	for _, c := range p.cands[source] {
+		if works(c) {
+			return "token found: the daemon answered `Process/List` with it", false, c
+		}
+	}
+	return "read, no token in it", true, ""
+}
+
+// reachAttack tries hangar's port from inside the sandbox, at 127.0.0.1 only.
+func (r *run) reachAttack() string {
+	port := r.serve.Addr[strings.LastIndex(r.serve.Addr, ":")+1:]
+	return fmt.Sprintf(`if wget -q -O /dev/null http://127.0.0.1:%[1]s/healthz 2>/dev/null; then echo "healthz ok"; else echo "healthz no"; fi
+wget -S -O /dev/null http://127.0.0.1:%[1]s/api/whoami 2>&1 | grep -o 'HTTP/1.[01] [0-9]*' | head -1`, port)
+}
+
+// judgeReach is what reachAttack's output says.
+func judgeReach(out string) (string, bool) {
+	switch {
+	case strings.Contains(out, "healthz no") && !strings.Contains(out, "HTTP/"):
+		return "refused: 127.0.0.1 is the sandbox's own", true
+	case strings.Contains(out, "HTTP/1.1 401") || strings.Contains(out, "HTTP/1.0 401"):
+		return "reached: `/api` answers 401 without a token", true
+	}
+	return "reached: " + strings.Join(strings.Fields(out), " "), false
+}
+
+// setsidPrompt leaves two processes behind a turn, each with mark in its command line.
+const setsidPrompt = `setsid sh -c 'while :; do sleep 1; done' %[1]s-setsid </dev/null >/dev/null 2>&1 &
+( sh -c 'while :; do sleep 1; done' %[1]s-orphan </dev/null >/dev/null 2>&1 & )
+sleep 0.2; echo left; exit 0`
+
+// survivors is a script that prints the pid of each process with mark in its command line.
+// The mark is split in two in the script, so that the shells running it do not match.
+func survivors(mark string) string {
+	h := len(mark) / 2
+	return fmt.Sprintf(`a=%s; b=%s; for p in /proc/[0-9]*; do case "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" in *"$a$b"*) echo "${p#/proc/}";; esac; done`,
+		mark[:h], mark[h:])
+}
+
+// escape runs a turn that leaves processes behind and waits for them to be gone.
+func (r *run) escape(who string) (string, bool) {
+	mark := r.marker + "-esc" + randHex(2)
+	session := map[string]string{asUser: "plain", asSplit: "split"}[who]
+	tu := r.turn(session, fmt.Sprintf(setsidPrompt, mark))
+	var left string
+	gone := poll(sweepTimeout, func() bool {
+		left, _ = r.exec(survivors(mark))
+		return strings.TrimSpace(left) == ""
+	})
+	if gone {
+		return "ended by the harness's sweep", true
+	}
+	r.exec(fmt.Sprintf("for p in %s; do kill -9 $p; done", strings.Join(strings.Fields(left), " ")))
+	return fmt.Sprintf("survived the turn (ended %s)", tu.State), false
+}
+
+// forkScript forks sleeping processes until a fork fails or the bound is reached, then ends
+// them; it prints `made N failed|bound`. The forks run in a subshell that a failed fork ends
+// (sh exits on "can't fork"); each child's pid is written with the shell's builtins, and
+// killed with them, and the script ends with builtins only: its children, orphaned, are
+// zombies until a reaper takes them (in a turn, the harness at the turn's end), and each
+// counts against the pids limit.
+const forkScript = `max=300
+for f in /sys/fs/cgroup/pids.max /sys/fs/cgroup/pids/pids.max; do
+  l=$(cat $f 2>/dev/null) || continue
+  case $l in ''|max) ;; *) [ "$l" -lt 4096 ] && max=$((l+16));; esac
+  break
+done
+: > $P
+( n=0; while [ $n -lt $max ]; do sleep 120 & echo $! >> $P; n=$((n+1)); done ) 2>/dev/null
+n=0; while read -r p; do kill $p 2>/dev/null; n=$((n+1)); done < $P
+if [ $n -lt $max ]; then echo "made $n failed"; else echo "made $n bound"; fi`
+
+// forkAttack is forkScript, run by sh (bash retries a failed fork for seconds).
+func (r *run) forkAttack() string {
+	return "P=" + r.work + "/fork-" + randHex(3) + " sh -c " + shellQuote(forkScript)
+}
+
+// judgeFork is what forkAttack's output says.
+func (r *run) judgeFork(who, out string) (string, bool) {
+	for _, f := range fields(out) {
+		if f[0] == "made" && len(f) == 3 {
+			if f[2] == "failed" {
+				return "stopped: a fork failed at the pids limit", true
+			}
+			return "not stopped: made the suite's bound of processes", false
+		}
+	}
+	r.t.Errorf("fork bomb as %s printed %q", who, out)
+	return "no answer", false
+}
+
+// diskAttack writes up to 256 MiB in the sandbox and removes it at once.
+func (r *run) diskAttack() string {
+	return fmt.Sprintf(`f=%s; trap 'rm -f $f' EXIT
+dd if=/dev/zero of=$f bs=1048576 count=256 2>/dev/null; rc=$?
+echo "wrote $(( $(wc -c < $f) / 1048576 )) $rc"; rm -f $f`, r.work+"/disk-"+randHex(3))
+}
+
+// judgeDisk is what diskAttack's output says.
+func (r *run) judgeDisk(who, out string) (string, bool) {
+	for _, l := range fields(out) {
+		if l[0] == "wrote" && len(l) == 3 {
+			mib, _ := strconv.Atoi(l[1])
+			if l[2] != "0" && mib < 256 {
+				return "stopped short of 256 MiB: no space left", true
+			}
+			return "not stopped: wrote the suite's 256 MiB", false
+		}
+	}
+	r.t.Errorf("disk fill as %s printed %q", who, out)
+	return "no answer", false
+}
+
+// turnSwapAgent is the split agent of finding 1: it makes the plain sessions' turn folder
+// (world-writable) before hangar does, where hangar has put it or might (the folder of issue
+// 27, root's of today), then swaps each plain turn directory it finds (there, or named on a
+// harness's command line) for its own run log and status file until told to stop.
+const turnSwapAgent = `roots="/tmp/hangar-turns /tmp/hangar-turns-0 /var/lib/hangar/turns"
+for R in $roots; do
+  mkdir -p $R 2>/dev/null && chmod 777 $R 2>/dev/null && [ -O $R ] && echo "precreated $R" >> $W/swap.log
+done
+swap() {
+  d=$1; [ -e "$d/.hostile" ] && return
+  mv "$d" "$d.orig" 2>/dev/null || return
+  mkdir "$d" && printf '{"type":"forged"}\n' > "$d/run.log" && printf '{"exit_code":0,"summary":{"result":"forged"}}\n' > "$d/status.json" && touch "$d/.hostile" && echo "swapped $d" >> $W/swap.log
+}
+touch $W/ready
+while [ ! -e $W/stop ]; do
+  for R in $roots; do for d in $R/turn_*; do case $d in *.orig) ;; *) [ -d "$d" ] && swap "$d";; esac; done; done
+  for p in /proc/[0-9]*; do
+    a=$(tr '\0' ' ' < $p/cmdline 2>/dev/null)
+    case "$a" in *" harness "*"--run-log "*) l=${a#*--run-log }; l=${l%% *}; d=${l%/run.log}
+      case $d in *.orig) ;; *) [ -d "$d" ] && swap "$d";; esac;; esac
+  done
+  sleep 0.05
+done`
+
+// turnSwap runs finding 1: the split agent races a plain session's turn that prints 5 lines
+// and exits 7; the turn must still be recorded as failed, exit code 7, with its 5 lines.
+func (r *run) turnSwap() (string, bool) {
+	w := r.work + "/swap"
+	r.exec(fmt.Sprintf("mkdir -p %s && chmod 1777 %[1]s", w))
+	r.writeFile(w+".sh", "W="+w+"\n"+turnSwapAgent)
+	agent := r.startTurn("split", "sh "+w+".sh")
+	waitFor(r.t, stepTimeout, "the split agent to be ready", func() bool {
+		_, code := r.exec("test -e " + w + "/ready")
+		return code == 0 || r.getTurn("split", agent).ended()
+	})
+	victim := r.turn("plain", `sleep 1; for i in 1 2 3 4 5; do echo "line $i"; done; exit 7`)
+	r.exec("touch " + w + "/stop")
+	r.waitTurn("split", agent)
+	log, _ := r.exec("cat " + w + "/swap.log 2>/dev/null")
+	r.t.Logf("the split agent's log:\n%s", log)
+	lines := 0
+	for _, d := range r.events("plain", victim.ID) {
+		if strings.Contains(d, "line ") {
+			lines++
+		}
+	}
+	if victim.State == "failed" && victim.ExitCode != nil && *victim.ExitCode == 7 && lines == 5 {
+		return "held: the turn was recorded failed, exit code 7, with its 5 lines", true
+	}
+	code := "none"
+	if victim.ExitCode != nil {
+		code = strconv.Itoa(*victim.ExitCode)
+	}
+	return fmt.Sprintf("forged: the turn was recorded %s, exit code %s, with %d of its 5 lines", victim.State, code, lines), false
+}
+
+// restoreTurnRoot gives the turn folders the split agent made to root, no longer writable by
+// others (not removed: on local they are the machine's, and other hangars may use them).
+func (r *run) restoreTurnRoot() {
+	r.exec(`for R in /tmp/hangar-turns /tmp/hangar-turns-0 /var/lib/hangar/turns; do [ -d $R ] && [ "$(stat -c %u $R)" = ` + strconv.Itoa(splitUID) + ` ] && chown 0:0 $R && chmod 755 $R; done; true`)
+}
+
+// startBackground starts a background process with mark in its command line and returns its
+// id.
+func (r *run) startBackground(mark string) string {
+	r.t.Helper()
+	return str(r.must("POST", "/api/sandboxes/"+r.sandbox+"/processes",
+		map[string]any{"command": "while :; do echo tick; sleep 0.5; done # " + mark})["process_id"])
+}
+
+// killAttack kills every process with mark in its command line, printing `killed PID` for
+// each.
+func killAttack(mark string) string {
+	return survivors(mark) + ` | while read -r p; do kill -9 "$p" 2>/dev/null && echo "killed $p"; done; true`
+}
+
+// processState is the state and pid hangar reports for a background process ("" when it
+// lists none with that id).
+func (r *run) processState(ctx context.Context, id string) (string, uint32, bool) {
+	status, raw := r.call(ctx, "GET", "/api/sandboxes/"+r.sandbox+"/processes/"+id, nil)
+	if status != 200 {
+		return "", 0, false
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return "", 0, false
+	}
+	if p, _ := m["process"].(map[string]any); p != nil {
+		m = p
+	}
+	pid, _ := m["pid"].(float64)
+	adopted, _ := m["adopted"].(bool)
+	return str(m["state"]), uint32(pid), adopted
+}
