@@ -203,8 +203,12 @@ func (s *Service) checkSplit(ctx context.Context, sandboxName string, sb store.S
 		return 0, fmt.Errorf("split session: ask sandbox %s who runs its commands: %w", sandboxName, err)
 	}
 	if who := strings.TrimSpace(string(out)); code != 0 || who != "0" {
-		return 0, fmt.Errorf("%w: a split session needs its sandbox's commands to run as root (its harness does, its agent as uid %d); sandbox %s runs them as uid %s",
-			ErrInvalid, uid, sandboxName, who)
+		hint := ""
+		if sb.Provider == "kubernetes" {
+			hint = " (hangar's Kubernetes sandbox pods run as a non-root uid unless it runs with HANGAR_K8S_RUN_AS_ROOT=true)"
+		}
+		return 0, fmt.Errorf("%w: a split session needs its sandbox's commands to run as root (its harness does, its agent as uid %d); sandbox %s runs them as uid %s%s",
+			ErrInvalid, uid, sandboxName, who, hint)
 	}
 	return uid, nil
 }
