@@ -87,9 +87,11 @@ type Status struct {
 // the status file is written, everything the agent started is gone: the harness is a child
 // subreaper, and sends SIGTERM to each of its descendants (and, split, each process of the
 // agent's uid), then SIGKILL KillGrace later, until none is left (see sweeper); the run log
-// has every line the agent wrote. The error is non-nil only when the status file could not be
-// written, or, split, when the agent could write where it goes (CheckPrivate): then nothing is
-// written there and the agent never starts.
+// has every line the agent wrote. What the agent orphans is reaped as it dies, during the
+// whole turn, so that no zombie holds one of the sandbox's pids until the end (reapOrphans).
+// The error is non-nil only when the status file could not be written, or, split, when the
+// agent could write where it goes (CheckPrivate): then nothing is written there and the agent
+// never starts.
 func Run(ctx context.Context, cfg Config) (Status, error) {
 	st := Status{ExitCode: -1, StartedAt: time.Now().UTC()}
 	if cfg.Split && cfg.TurnDir != nil && cfg.UID == uint32(os.Geteuid()) {
@@ -163,8 +165,9 @@ func run(ctx context.Context, cfg Config, st *Status) error {
 	}
 
 	// Orphans among the agent's descendants come to the harness, not to init, so that the
-	// sweep at the end finds them. On a kernel without it (before 3.4) an orphan goes to
-	// init, out of the sweep's reach but for the uid sweep: said on stderr, and the turn runs.
+	// sweep at the end finds them; those that die before it are reaped at once (reapOrphans).
+	// On a kernel without it (before 3.4) an orphan goes to init, out of the sweep's reach but
+	// for the uid sweep: said on stderr, and the turn runs.
 	if err := becomeSubreaper(); err != nil {
 		fmt.Fprintf(os.Stderr, "hangar harness: become a child subreaper: %v\n", err)
 	}
@@ -198,6 +201,8 @@ func run(ctx context.Context, cfg Config, st *Status) error {
 		waitErr = cmd.Wait()
 		close(exited)
 	}()
+	stopReaping := reapOrphans(sw.agent, exited)
+	defer stopReaping()
 	tail := &tailWriter{out: cfg.Stderr}
 	tailed := make(chan struct{})
 	go func() {

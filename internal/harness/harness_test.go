@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -344,6 +345,74 @@ func TestLeftoverHoldingOutput(t *testing.T) {
 		t.Errorf("status = %+v, want exit 0 after 1 line", st)
 	}
 	waitFor(t, ctx, "the leftover to be gone", func() bool { return len(liveInGroup(agent.PGID)) == 0 })
+}
+
+// TestOrphansReapedDuringTurn: orphans of the agent that exit while it runs are reaped then,
+// not at the turn's end (as zombies they would hold the sandbox's pids), and the agent's own
+// exit code is still the turn's.
+func TestOrphansReapedDuringTurn(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	tu := newTurn(t)
+	// The agent blocks reading the fifo until the test closes its end, the only writer.
+	fifo := filepath.Join(tu.dir, "gate")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gate, err := os.OpenFile(fifo, os.O_RDWR, 0) // O_RDWR: opening never blocks
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Close()
+	// 50 orphans that exit at once (cat ends when the last of them has: each held its stdout),
+	// and one that lives until the gate opens.
+	prompt := fmt.Sprintf(`for i in $(seq 50); do (sh -c 'exit 0' &); done | cat
+(sh -c 'read x < %[1]q' &)
+printf '{"agent":%%d}\n' $$
+read x < %[1]q
+exit 7`, fifo)
+	h := tu.harnessCmd(ctx, prompt)
+	if err := h.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var agent struct{ Agent int }
+	waitFor(t, ctx, "the agent's orphans to exit", func() bool { b, _ := os.ReadFile(tu.runLog); return json.Unmarshal(b, &agent) == nil })
+	waitFor(t, ctx, "the orphans to be reaped while the agent runs", func() bool {
+		live, zombies := children(h.Process.Pid)
+		return len(zombies) == 0 && len(live) == 2 && slices.Contains(live, agent.Agent)
+	})
+	gate.Close()
+	var exitErr *exec.ExitError
+	if err := h.Wait(); !errors.As(err, &exitErr) || exitErr.ExitCode() != 7 {
+		t.Errorf("harness ended with %v, want exit 7", err)
+	}
+	if st := tu.status(t); st.ExitCode != 7 || st.Signal != "" {
+		t.Errorf("status = %+v, want exit 7", st)
+	}
+}
+
+// children lists the children of pid that live and those that are zombies.
+func children(pid int) (live, zombies []int) {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so split after its ')'.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		child, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err != nil || len(f) < 2 || f[1] != strconv.Itoa(pid) {
+			continue
+		}
+		if f[0] == "Z" {
+			zombies = append(zombies, child)
+		} else {
+			live = append(live, child)
+		}
+	}
+	return live, zombies
 }
 
 // TestDetach: `hangar harness --detach` prints the turn's pid and returns while the turn runs

@@ -197,8 +197,8 @@ func (r *run) escape(who string) (string, bool) {
 // them; it prints `made N failed|bound`. The forks run in a subshell that a failed fork ends
 // (sh exits on "can't fork"); each child's pid is written with the shell's builtins, and
 // killed with them, and the script ends with builtins only: its children, orphaned, are
-// zombies until a reaper takes them (in a turn, the harness at the turn's end), and each
-// counts against the pids limit.
+// zombies until a reaper takes them (in a turn, the harness, as they die), and each counts
+// against the pids limit while it is one.
 const forkScript = `max=300
 for f in /sys/fs/cgroup/pids.max /sys/fs/cgroup/pids/pids.max; do
   l=$(cat $f 2>/dev/null) || continue
