@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -33,7 +35,7 @@ var attacks = []attack{
 	{"adopt-impostor", "With the daemon's real token (a leak), while hangar is down: kill a background process and start an impostor under its tag; then hangar restarts", []string{asUser}},
 	{"turn-swap", "Pre-create the plain sessions' turn folder and swap a plain session's turn directory for a forged run log and status file (a turn that prints 5 lines and exits 7)", []string{asSplit}},
 	{"setsid-escape", "Leave processes behind a turn: one `setsid`, one orphaned by a double fork", []string{asUser, asSplit}},
-	{"fork-bomb", "Exhaust processes: fork up to the pids limit plus 16, or 300 where none is below 4,096", []string{asUser, asSplit}},
+	{"fork-bomb", "Exhaust processes: fork up to the pids limit plus 16, or 300 where none is below 4,096 (not where the sandbox is in hangar's own cgroup: a bomb on the machine)", []string{asUser, asSplit}},
 	{"disk-fill", "Fill the disk: write up to 256 MiB in the sandbox (`/tmp`; on Kubernetes the workdir), removed at once", []string{asUser, asSplit}},
 	{"reach-hangar", "Reach hangar's port at 127.0.0.1 from inside the sandbox (`/healthz`, then `/api/whoami` without a token)", []string{asUser, asSplit}},
 }
@@ -145,22 +147,33 @@ func judgeToken(p tokenProbe, source string, works func(string) bool) (saw strin
 	return "read, no token in it", true, ""
 }
 
-// reachAttack tries hangar's port from inside the sandbox, at 127.0.0.1 only.
+// reachAttack tries hangar's port from inside the sandbox, at 127.0.0.1 only, with busybox's
+// wget (every test image is busybox, and CI installs busybox-static on the machine the local
+// column runs on), or a wget of the PATH; it prints `no wget` when there is neither.
 func (r *run) reachAttack() string {
 	port := r.serve.Addr[strings.LastIndex(r.serve.Addr, ":")+1:]
-	return fmt.Sprintf(`if wget -q -O /dev/null http://127.0.0.1:%[1]s/healthz 2>/dev/null; then echo "healthz ok"; else echo "healthz no"; fi
-wget -S -O /dev/null http://127.0.0.1:%[1]s/api/whoami 2>&1 | grep -o 'HTTP/1.[01] [0-9]*' | head -1`, port)
+	return fmt.Sprintf(`if busybox wget --help > /dev/null 2>&1; then w="busybox wget"
+elif command -v wget > /dev/null 2>&1; then w=wget
+else echo "no wget"; exit 0; fi
+if $w -q -O /dev/null http://127.0.0.1:%[1]s/healthz 2>/dev/null; then echo "healthz ok"; else echo "healthz no"; fi
+$w -S -O /dev/null http://127.0.0.1:%[1]s/api/whoami 2>&1 | grep -o 'HTTP/1.[01] [0-9]*' | head -1`, port)
 }
 
-// judgeReach is what reachAttack's output says.
-func judgeReach(out string) (string, bool) {
+// noWget is reach-hangar's outcome where the sandbox has no wget: the attack did not run, which
+// is no containment.
+const noWget = "not run: no wget in the sandbox (busybox's or another)"
+
+// judgeReach is what reachAttack's output says; an error when the attack could not run.
+func judgeReach(out string) (string, bool, error) {
 	switch {
+	case strings.Contains(out, "no wget"):
+		return noWget, false, errors.New("the sandbox has neither busybox (its wget) nor a wget in its PATH, so hangar's port was not tried (on local, the machine's PATH: install busybox-static, as .ci/run does)")
 	case strings.Contains(out, "healthz no") && !strings.Contains(out, "HTTP/"):
-		return "refused: 127.0.0.1 is the sandbox's own", true
+		return "refused: 127.0.0.1 is the sandbox's own", true, nil
 	case strings.Contains(out, "HTTP/1.1 401") || strings.Contains(out, "HTTP/1.0 401"):
-		return "reached: `/api` answers 401 without a token", true
+		return "reached: `/api` answers 401 without a token", true, nil
 	}
-	return "reached: " + strings.Join(strings.Fields(out), " "), false
+	return "reached: " + strings.Join(strings.Fields(out), " "), false, nil
 }
 
 // setsidPrompt leaves two processes behind a turn, each with mark in its command line.
@@ -199,7 +212,13 @@ func (r *run) escape(who string) (string, bool) {
 // killed with them, and the script ends with builtins only: its children, orphaned, are
 // zombies until a reaper takes them (in a turn, the harness, as they die), and each counts
 // against the pids limit while it is one.
-const forkScript = `max=300
+//
+// Where the script's cgroups are C (the test's own: a local sandbox's), it prints `shared
+// cgroup` and forks nothing: there the only limits are the machine's, which hangar and the test
+// share, so a bomb would say how much room this machine has (a different cell on each) and
+// take it from them.
+const forkScript = `if [ -n "$C" ] && [ "$(cat /proc/self/cgroup)" = "$C" ]; then echo "shared cgroup"; exit 0; fi
+max=300
 for f in /sys/fs/cgroup/pids.max /sys/fs/cgroup/pids/pids.max; do
   l=$(cat $f 2>/dev/null) || continue
   case $l in ''|max) ;; *) [ "$l" -lt 4096 ] && max=$((l+16));; esac
@@ -210,15 +229,29 @@ done
 n=0; while read -r p; do kill $p 2>/dev/null; n=$((n+1)); done < $P
 if [ $n -lt $max ]; then echo "made $n failed"; else echo "made $n bound"; fi`
 
-// forkAttack is forkScript, run by sh (bash retries a failed fork for seconds).
+// forkAttack is forkScript, run by sh (bash retries a failed fork for seconds). On local, C
+// is the test's own cgroups: a local sandbox's processes are hangar's children, in its cgroups
+// unless the provider puts them elsewhere. Elsewhere C is empty: a container's cgroups may read
+// the same as the test's (both "0::/" in cgroup namespaces of their own) and are not the same.
 func (r *run) forkAttack() string {
-	return "P=" + r.work + "/fork-" + randHex(3) + " sh -c " + shellQuote(forkScript)
+	own := ""
+	if r.col.provider == "local" {
+		raw, err := os.ReadFile("/proc/self/cgroup")
+		if err != nil {
+			r.t.Fatalf("read the test's cgroups: %v", err)
+		}
+		own = strings.TrimRight(string(raw), "\n")
+	}
+	return "C=" + shellQuote(own) + " P=" + r.work + "/fork-" + randHex(3) + " sh -c " + shellQuote(forkScript)
 }
 
 // judgeFork is what forkAttack's output says.
 func (r *run) judgeFork(who, out string) (string, bool) {
 	for _, f := range fields(out) {
-		if f[0] == "made" && len(f) == 3 {
+		switch {
+		case f[0] == "shared" && len(f) == 2:
+			return "not bounded: runs in hangar's own cgroup, under the machine's limits only (no bomb run there)", false
+		case f[0] == "made" && len(f) == 3:
 			if f[2] == "failed" {
 				return "stopped: a fork failed at the pids limit", true
 			}
@@ -229,26 +262,52 @@ func (r *run) judgeFork(who, out string) (string, bool) {
 	return "no answer", false
 }
 
-// diskAttack writes up to 256 MiB in the sandbox and removes it at once.
+// diskMiB is how much the disk fill writes, and diskRoomMiB how much room it wants where it
+// writes before it starts: its own 256 MiB and as much again for a column writing beside it
+// (the local and Docker columns run at once, often on one disk). With less, a short write could
+// be the machine's full disk rather than a bound of the sandbox's.
+const (
+	diskMiB     = 256
+	diskRoomMiB = 2 * diskMiB
+)
+
+// diskAttack prints `room KiB`, the space free where it writes, and when there is room for
+// diskRoomMiB writes up to diskMiB in the sandbox, removes it at once and prints `wrote MiB RC`.
 func (r *run) diskAttack() string {
 	return fmt.Sprintf(`f=%s; trap 'rm -f $f' EXIT
-dd if=/dev/zero of=$f bs=1048576 count=256 2>/dev/null; rc=$?
-echo "wrote $(( $(wc -c < $f) / 1048576 )) $rc"; rm -f $f`, r.work+"/disk-"+randHex(3))
+room=$(df -Pk %s | awk 'NR == 2 { print $4 }'); echo "room ${room:-unknown}"
+[ "${room:-0}" -ge %d ] 2>/dev/null || exit 0
+dd if=/dev/zero of=$f bs=1048576 count=%d 2>/dev/null; rc=$?
+echo "wrote $(( $(wc -c < $f) / 1048576 )) $rc"; rm -f $f`, r.work+"/disk-"+randHex(3), r.work, diskRoomMiB*1024, diskMiB)
 }
 
-// judgeDisk is what diskAttack's output says.
-func (r *run) judgeDisk(who, out string) (string, bool) {
+// judgeDisk is what diskAttack's output says; an error when it did not run, or printed
+// nothing to judge. Without room for the attack where it writes, the error says so: what the
+// run would see depends on the machine's free space.
+func judgeDisk(dir, out string) (string, bool, error) {
+	room := "unknown"
 	for _, l := range fields(out) {
-		if l[0] == "wrote" && len(l) == 3 {
+		switch {
+		case l[0] == "room" && len(l) == 2:
+			room = l[1]
+		case l[0] == "wrote" && len(l) == 3:
 			mib, _ := strconv.Atoi(l[1])
-			if l[2] != "0" && mib < 256 {
-				return "stopped short of 256 MiB: no space left", true
+			if l[2] != "0" && mib < diskMiB {
+				return "stopped short of 256 MiB: no space left", true, nil
 			}
-			return "not stopped: wrote the suite's 256 MiB", false
+			return "not stopped: wrote the suite's 256 MiB", false, nil
 		}
 	}
-	r.t.Errorf("disk fill as %s printed %q", who, out)
-	return "no answer", false
+	kib, err := strconv.Atoi(room)
+	switch {
+	case err != nil:
+		return "no answer", false, fmt.Errorf("df could not say how much is free at %s in the sandbox, so the disk fill did not run; it printed %q", dir, out)
+	case kib < diskRoomMiB*1024:
+		return fmt.Sprintf("not run: less than %d MiB free where it writes", diskRoomMiB), false,
+			fmt.Errorf("%s in the sandbox has %d MiB free, and the disk fill wants %d MiB there (its %d MiB, and as much for a column writing beside it) to tell a bound of the sandbox's from a full disk: free space there (local: the machine's /tmp; Docker: the engine's data root, `docker info -f '{{.DockerRootDir}}'`; Kubernetes: the node's disk)",
+				dir, kib/1024, diskRoomMiB, diskMiB)
+	}
+	return "no answer", false, fmt.Errorf("it printed %q", out)
 }
 
 // turnSwapAgent is the split agent of finding 1: it makes the plain sessions' turn folder

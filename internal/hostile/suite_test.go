@@ -103,12 +103,21 @@ func (r *run) inside(users []string) insideFindings {
 	for _, who := range users {
 		mark := r.marker + "-bg" + randHex(2)
 		f.procs[who] = r.startBackground(mark)
-		// The fork bomb last: what it leaves may hold the pids limit until the batch ends.
+		// The fork bomb last: the children it kills are zombies until a reaper takes them, and
+		// each holds one of the sandbox's pids until then. As the split agent (a turn) that is
+		// the harness, as they die; as the sandbox's user (an exec) it is the sandbox's init
+		// (Docker's, the pod's shell, the machine's on local), whenever it gets to them.
 		out := r.batch(who, r.reachAttack(), r.tokenAttack(), r.diskAttack(), killAttack(mark), r.forkAttack())
-		saw, ok := judgeReach(out[0])
+		saw, ok, err := judgeReach(out[0])
+		if err != nil {
+			r.t.Errorf("reach-hangar as the %s: %v", who, err)
+		}
 		r.add("reach-hangar", who, saw, ok)
 		f.probes[who] = r.probeToken(who, out[1])
-		saw, ok = r.judgeDisk(who, out[2])
+		saw, ok, err = judgeDisk(r.work, out[2])
+		if err != nil {
+			r.t.Errorf("disk fill as the %s: %v", who, err)
+		}
 		r.add("disk-fill", who, saw, ok)
 		f.killed[who] = strings.Contains(out[3], "killed")
 		saw, ok = r.judgeFork(who, out[4])
