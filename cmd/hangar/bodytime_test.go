@@ -129,4 +129,27 @@ func TestBodyDeadlineSparesStreams(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(out), "line10") || !strings.Contains(string(out), `"exit_code":0`) {
 		t.Errorf("stream = %d\n%s\nwant every line and the exit code", resp.StatusCode, out)
 	}
+
+	// The same over MCP: a call that answers after five body deadlines gets its result.
+	req, _ = http.NewRequest("POST", ts.url+"/mcp", strings.NewReader(`{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+		"params": {"name": "exec", "arguments": {"sandbox": "slow", "command": "for i in 1 2 3 4 5 6 7 8 9 10; do echo line$i; sleep 0.1; done"},
+		"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "exec")
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err = io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("the MCP call broke: %v\n%s", err, out)
+	}
+	if resp.StatusCode != 200 || !strings.Contains(string(out), "line10") || !strings.Contains(string(out), `"exit_code":0`) {
+		t.Errorf("MCP call = %d\n%s\nwant every line and the exit code", resp.StatusCode, out)
+	}
 }

@@ -21,8 +21,8 @@ import (
 // 429 written without touching the body): a slow body misses the deadline there too, and the
 // connection is closed after the answer instead of being held for as long as the client likes.
 // A response that streams for hours (SSE, MCP) is never cut: net/http reads its connection in
-// the background (to see the client go) only once the body has hit its end, and by then the
-// deadline is gone. A request without a body is not touched (that background read starts
+// the background (to see the client go) only once the body has hit its end, and from then on
+// the deadline is never set again. A request without a body is not touched (that background read starts
 // before the handler). The contract this asks of handlers: one that streams reads its body to
 // the end first (decodeJSON does; so does MCP's). A body that misses its deadline reads as
 // problem.ErrBodyTimeout (which also matches os.ErrDeadlineExceeded): 408, and net/http closes
@@ -77,8 +77,10 @@ func (b *timedBody) Read(p []byte) (int, error) {
 		b.expired = true
 		return n, b.timeoutError()
 	case err == io.EOF:
-		// The whole body is in; net/http's background read of the connection (started as the
-		// body hit its end) must run without a deadline for as long as the response streams.
+		// The whole body is in (its last bytes may come with the EOF: this case goes before
+		// the push). net/http's background read of the connection, started as the body hit
+		// its end, cleared the deadline and must run without one for as long as the response
+		// streams: the deadline is never set again (clearing it here too costs nothing).
 		b.done = true
 		b.rc.SetReadDeadline(time.Time{})
 	case n > 0:
