@@ -112,7 +112,7 @@ func hostList(s string) error {
 
 func prefixList(s string) error {
 	if _, err := addrlimit.ParsePrefixes(s); err != nil {
-		return errors.New("must be addresses or CIDR prefixes separated by commas, like 10.0.0.0/8,192.168.1.7")
+		return errors.New("must be addresses or CIDR prefixes separated by commas, like 10.52.7.0/24,192.168.1.7")
 	}
 	return nil
 }

@@ -5,6 +5,7 @@
 package addrlimit
 
 import (
+	"container/list"
 	"net"
 	"net/http"
 	"net/netip"
@@ -18,25 +19,41 @@ import (
 // Config configures a Limiter.
 type Config struct {
 	// PerMinute is how many requests one address may make in a minute, at a steady rate; as
-	// many may come at once after a quiet minute (the burst). Required (> 0).
+	// many may come at once after a quiet minute (the burst). An IPv6 address is counted by
+	// its /64, and each request is also counted against its /48, which may make
+	// SiteShare × PerMinute (see key). Required (> 0).
 	PerMinute int
-	// MaxAddresses bounds the addresses tracked at once. Past it, the addresses whose limiter
-	// has refilled are forgotten (forgetting one changes nothing: a new limiter starts full);
-	// if none has, new addresses share one limiter until some refill. Default 10,000 (about a
-	// megabyte).
+	// MaxAddresses bounds the counts (addresses, /64s and /48s) kept at once. Past it, the
+	// count used least recently is forgotten, in constant time: that address starts again
+	// with a full allowance, which only a client that cycles through more than MaxAddresses
+	// addresses gains from, and such a client has that many allowances anyway. Default 10,000
+	// (about a megabyte).
 	MaxAddresses int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
+
+// SiteShare is how many times one address's allowance an IPv6 /48 has in all. A /48 is what
+// one site (one customer of a provider) is given, and it holds 65,536 /64s: counted by /64
+// alone, one site could make 65,536 allowances' worth of requests and push everyone else's
+// counts out of the table. Four, because a site usually has a few hosts (on their own /64s)
+// behind it, as an IPv4 office has behind its one address.
+const SiteShare = 4
 
 // Limiter counts requests per address. It is safe for concurrent use.
 type Limiter struct {
 	cfg   Config
 	every rate.Limit
 
-	mu       sync.Mutex
-	addrs    map[netip.Addr]*rate.Limiter // by address (an IPv6 one by its /64)
-	overflow *rate.Limiter                // shared by new addresses while addrs is full
+	mu    sync.Mutex
+	keys  map[netip.Prefix]*list.Element // the counts by key; each element's Value is a *count
+	order *list.List                     // the counts, used most recently first
+}
+
+// count is one key's limiter, kept in Limiter.order.
+type count struct {
+	key netip.Prefix
+	lim *rate.Limiter
 }
 
 // New returns a Limiter.
@@ -47,62 +64,71 @@ func New(cfg Config) *Limiter {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	every := rate.Every(time.Minute / time.Duration(max(cfg.PerMinute, 1)))
-	return &Limiter{cfg: cfg, every: every, addrs: map[netip.Addr]*rate.Limiter{},
-		overflow: rate.NewLimiter(every, max(cfg.PerMinute, 1))}
+	cfg.PerMinute = max(cfg.PerMinute, 1)
+	every := rate.Every(time.Minute / time.Duration(cfg.PerMinute))
+	return &Limiter{cfg: cfg, every: every, keys: map[netip.Prefix]*list.Element{}, order: list.New()}
 }
 
 // Allow takes one request of addr's allowance: ok, or how long until the next one is allowed.
+// An IPv6 address's /48 is asked first, and a request it refuses does not touch (or start a
+// count for) the /64: a site refused does not fill the table with its /64s.
 func (l *Limiter) Allow(addr netip.Addr) (ok bool, retryAfter time.Duration) {
 	now := l.cfg.Now()
-	lim := l.limiter(key(addr), now)
-	r := lim.ReserveN(now, 1)
+	addr = addr.Unmap()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var site *rate.Reservation
+	if addr.Is6() {
+		p, _ := addr.Prefix(48)
+		site = l.limiter(p, SiteShare, now).ReserveN(now, 1)
+		if d := site.DelayFrom(now); d > 0 {
+			site.CancelAt(now)
+			return false, d
+		}
+	}
+	r := l.limiter(key(addr), 1, now).ReserveN(now, 1)
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
+		if site != nil {
+			site.CancelAt(now)
+		}
 		return false, d
 	}
 	return true, 0
 }
 
-// limiter returns k's limiter, making one (and forgetting refilled ones when full).
-func (l *Limiter) limiter(k netip.Addr, now time.Time) *rate.Limiter {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if lim, ok := l.addrs[k]; ok {
-		return lim
+// limiter returns k's limiter (with share times the allowance), marking it used, making one
+// and forgetting the least recently used when full. l.mu is held.
+func (l *Limiter) limiter(k netip.Prefix, share int, now time.Time) *rate.Limiter {
+	if e, ok := l.keys[k]; ok {
+		l.order.MoveToFront(e)
+		return e.Value.(*count).lim
 	}
-	if len(l.addrs) >= l.cfg.MaxAddresses {
-		burst := float64(l.overflow.Burst())
-		for a, lim := range l.addrs {
-			if lim.TokensAt(now) >= burst {
-				delete(l.addrs, a)
-			}
-		}
-		if len(l.addrs) >= l.cfg.MaxAddresses {
-			return l.overflow
-		}
+	if l.order.Len() >= l.cfg.MaxAddresses {
+		oldest := l.order.Back()
+		l.order.Remove(oldest)
+		delete(l.keys, oldest.Value.(*count).key)
 	}
-	lim := rate.NewLimiter(l.every, l.overflow.Burst())
-	l.addrs[k] = lim
+	lim := rate.NewLimiter(l.every*rate.Limit(share), l.cfg.PerMinute*share)
+	l.keys[k] = l.order.PushFront(&count{key: k, lim: lim})
 	return lim
 }
 
-// Len says how many addresses are tracked.
+// Len says how many counts (addresses, /64s and /48s) are kept.
 func (l *Limiter) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.addrs)
+	return l.order.Len()
 }
 
 // key is what addr is counted under: an IPv4 address itself, an IPv6 one by its /64 (one
 // host usually has a whole /64 to pick addresses from).
-func key(addr netip.Addr) netip.Addr {
-	addr = addr.Unmap()
+func key(addr netip.Addr) netip.Prefix {
 	if addr.Is6() {
 		p, _ := addr.Prefix(64)
-		return p.Addr()
+		return p
 	}
-	return addr
+	return netip.PrefixFrom(addr, addr.BitLen())
 }
 
 // ParsePrefixes parses a comma-separated list of addresses and CIDR prefixes (10.0.0.0/8,

@@ -45,8 +45,8 @@ func TestAllowPerAddress(t *testing.T) {
 	}
 }
 
-// TestBoundedMemory: past MaxAddresses, refilled addresses are forgotten; while none is, new
-// addresses share one allowance (they are not given fresh ones, nor tracked).
+// TestBoundedMemory: past MaxAddresses, the count used least recently is forgotten, whether or
+// not it has refilled; a new address gets its own allowance, never a share of a common one.
 func TestBoundedMemory(t *testing.T) {
 	t.Parallel()
 	c := &clock{t: time.Unix(1000, 0)}
@@ -54,19 +54,62 @@ func TestBoundedMemory(t *testing.T) {
 	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}) }
 	for i := range 4 {
 		l.Allow(addr(i))
+		l.Allow(addr(i)) // each used up
+	}
+	l.Allow(addr(0)) // 0 used again: 1 is now the least recently used
+	for i := 10; i < 13; i++ {
+		if ok, _ := l.Allow(addr(i)); !ok {
+			t.Errorf("new address %d refused while the table was full; want its own allowance", i)
+		}
 	}
 	if l.Len() != 4 {
-		t.Fatalf("tracked %d, want 4", l.Len())
+		t.Errorf("tracked %d, want 4", l.Len())
 	}
-	okA, _ := l.Allow(addr(10))
-	okB, _ := l.Allow(addr(11))
-	okC, _ := l.Allow(addr(12))
-	if !okA || !okB || okC || l.Len() != 4 {
-		t.Errorf("new addresses while full: %v %v %v, tracked %d; want two allowed then refused (shared), 4 tracked", okA, okB, okC, l.Len())
+	if ok, _ := l.Allow(addr(12)); !ok {
+		t.Error("the newest address lost its count")
 	}
-	c.t = c.t.Add(time.Minute) // everyone refilled
-	if ok, _ := l.Allow(addr(20)); !ok || l.Len() != 1 {
-		t.Errorf("after a minute: allowed %v, tracked %d; want allowed, the refilled forgotten (1 tracked)", ok, l.Len())
+	// 0, 10, 11, 12 were kept (1, 2, 3 were forgotten): 12 is at its second request, and 0,
+	// used most recently of the first four, is still used up.
+	if ok, _ := l.Allow(addr(12)); ok {
+		t.Error("address 12 got a third request in a minute")
+	}
+	if ok, _ := l.Allow(addr(0)); ok {
+		t.Error("address 0 was forgotten before the older ones")
+	}
+}
+
+// TestIPv6Sites: a /48 is one site: its /64s share SiteShare allowances, a site refused does
+// not fill the table, and one flooding site starves no one else.
+func TestIPv6Sites(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1000, 0)}
+	l := New(Config{PerMinute: 1, MaxAddresses: 100, Now: c.now})
+	host := func(site, net int) netip.Addr {
+		return netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(site), 0, byte(net >> 8), byte(net), 15: 1})
+	}
+	for n := range SiteShare {
+		if ok, _ := l.Allow(host(1, n)); !ok {
+			t.Fatalf("/64 number %d of a /48 refused; want %d allowed", n+1, SiteShare)
+		}
+	}
+	for n := SiteShare; n < 1000; n++ {
+		if ok, after := l.Allow(host(1, n)); ok || after <= 0 {
+			t.Fatalf("/64 number %d of a /48: allowed %v, retry after %v; want refused past the site's %d", n+1, ok, after, SiteShare)
+		}
+	}
+	if l.Len() != SiteShare+1 {
+		t.Errorf("tracked %d after a site's flood, want %d (its /48 and the /64s it was allowed)", l.Len(), SiteShare+1)
+	}
+	if ok, _ := l.Allow(host(2, 0)); !ok {
+		t.Error("another /48 was refused for the first one's flood")
+	}
+	if ok, _ := l.Allow(netip.MustParseAddr("192.0.2.1")); !ok {
+		t.Error("an IPv4 address was refused for a /48's flood")
+	}
+	// A refused /64 gives back nothing it did not take: the site's allowance returns on time.
+	c.t = c.t.Add(time.Minute / SiteShare)
+	if ok, _ := l.Allow(host(1, 500)); !ok {
+		t.Error("the site was still refused after its retry-after")
 	}
 }
 
