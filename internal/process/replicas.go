@@ -119,7 +119,7 @@ func (m *Manager) runningElsewhere(ctx context.Context, tok, usr string) (byToke
 	}
 	recs, err := m.cfg.Store.ListRunningProcesses(ctx)
 	if err != nil {
-		return 0, 0, fmt.Errorf("count the token's running processes: %w", err)
+		return 0, 0, fmt.Errorf("count the running processes of the token and its user: %w", err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
