@@ -320,7 +320,7 @@ func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams
 		return d, nil, err
 	}
 	processes, err := process.New(process.Config{Sandboxes: sandboxes, Streams: streams, Secret: secret, Store: st, Clock: clock,
-		MaxPerToken: cfg.Stream.BackgroundMaxPerToken, Logger: log, Owners: rp.owners()})
+		MaxPerToken: cfg.Stream.BackgroundMaxPerToken, MaxPerUser: cfg.Stream.BackgroundMaxPerUser, Logger: log, Owners: rp.owners()})
 	if err != nil {
 		closeSandboxes()
 		return d, nil, err

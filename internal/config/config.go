@@ -184,9 +184,12 @@ type Stream struct {
 	BytesPerSecond int64
 	// MaxBytes caps what one stream sends. Default 64 MiB.
 	MaxBytes int64
-	// BackgroundMaxPerToken is how many background processes one token may have running.
-	// Default 16.
+	// BackgroundMaxPerToken is how many background processes one token may have running; the
+	// tokens one OAuth grant issued count as one. Default 16.
 	BackgroundMaxPerToken int
+	// BackgroundMaxPerUser is how many background processes one user may have running through
+	// all its tokens, across replicas. Default 64.
+	BackgroundMaxPerUser int
 	// WatchMaxPerToken is how many directory watches one token may hold (REST streams and MCP
 	// subscriptions). Default 8.
 	WatchMaxPerToken int
@@ -233,6 +236,7 @@ func Default() Config {
 			BytesPerSecond:        1 << 20,
 			MaxBytes:              64 << 20,
 			BackgroundMaxPerToken: 16,
+			BackgroundMaxPerUser:  64,
 			WatchMaxPerToken:      8,
 			MaxHours:              12,
 			RecheckSeconds:        5,

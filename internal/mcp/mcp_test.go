@@ -68,10 +68,13 @@ type env struct {
 }
 
 type envOptions struct {
-	maxPerToken int           // 0: 4
-	maxPerUser  int           // 0: the default (128)
-	keepAlive   time.Duration // 0: the default
-	maxBytes    int64         // 0: the default
+	maxPerToken int // 0: 4
+	maxPerUser  int // 0: the default (128)
+	// maxProcsPerToken and maxProcsPerUser bound background processes per token (grant) and
+	// per user. 0: the defaults (16 and 64).
+	maxProcsPerToken, maxProcsPerUser int
+	keepAlive                         time.Duration // 0: the default
+	maxBytes                          int64         // 0: the default
 	// The 2025-era sessions' idle timeout and cap per token. 0: the defaults.
 	sessionIdle      time.Duration
 	sessionsPerToken int
@@ -139,7 +142,7 @@ func newEnv(t *testing.T, o envOptions) *env {
 	})
 	quiet := slog.New(slog.DiscardHandler)
 	e.procs, err = process.New(process.Config{Sandboxes: sandboxes, Streams: e.streams, Secret: []byte(strings.Repeat("k", 32)),
-		RingBytes: ringBytes, PollAttached: 100 * time.Millisecond, PollIdle: time.Second, Logger: quiet})
+		MaxPerToken: o.maxProcsPerToken, MaxPerUser: o.maxProcsPerUser, RingBytes: ringBytes, PollAttached: 100 * time.Millisecond, PollIdle: time.Second, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

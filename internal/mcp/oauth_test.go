@@ -209,6 +209,27 @@ func onlyGrant(t *testing.T, e *env, token, client string) map[string]any {
 // grant, not to the access token that opened it.
 func refreshedGoesOn(t *testing.T, e *env, sessionID, clientID, refreshToken string) {
 	t.Helper()
+	access := refresh(t, e, clientID, refreshToken)
+	req, _ := http.NewRequest("POST", e.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":99,"method":"ping"}`))
+	req.Header.Set("Authorization", "Bearer "+access)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sessionID)
+	req.Header.Set("Mcp-Protocol-Version", eras[0])
+	resp, err := e.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a ping in the session with the refreshed token = %d %s, want 200", resp.StatusCode, body)
+	}
+}
+
+// refresh refreshes a client's token by hand and returns the new access token.
+func refresh(t *testing.T, e *env, clientID, refreshToken string) string {
+	t.Helper()
 	resp, err := e.http.PostForm(e.url+"/oauth/token", url.Values{"grant_type": {"refresh_token"}, "client_id": {clientID}, "refresh_token": {refreshToken}})
 	if err != nil {
 		t.Fatal(err)
@@ -221,19 +242,40 @@ func refreshedGoesOn(t *testing.T, e *env, sessionID, clientID, refreshToken str
 	if resp.StatusCode != http.StatusOK || tok.AccessToken == "" {
 		t.Fatalf("refresh = %d", resp.StatusCode)
 	}
-	req, _ := http.NewRequest("POST", e.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":99,"method":"ping"}`))
-	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", sessionID)
-	req.Header.Set("Mcp-Protocol-Version", eras[0])
-	resp, err = e.http.Do(req)
+	return tok.AccessToken
+}
+
+// TestRefreshedGrantSharesProcessLimit: the access tokens one OAuth grant issued (a new one at
+// each refresh) share one HANGAR_BACKGROUND_MAX_PER_TOKEN count: a refreshed token gets no
+// fresh allowance of background processes.
+func TestRefreshedGrantSharesProcessLimit(t *testing.T) {
+	e := newEnv(t, envOptions{maxProcsPerToken: 1, oauth: func(*oauth.Config) {}})
+	_, ada := e.newToken(t, `{"user": "ada", "scopes": ["user", "mcp"]}`)
+	e.sandbox(t, ada, "box", "")
+	cfg := &sdkauth.AuthorizationCodeHandlerConfig{RedirectURL: redirectURI, AuthorizationCodeFetcher: person(ada, "box"), Client: e.http,
+		DynamicClientRegistrationConfig: &sdkauth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
+			ClientName: "Greedy Client", RedirectURIs: []string{redirectURI}, TokenEndpointAuthMethod: "none",
+			GrantTypes: []string{"authorization_code", "refresh_token"}}}}
+	h, err := sdkauth.NewAuthorizationCodeHandler(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("a ping in the session with the refreshed token = %d %s, want 200", resp.StatusCode, body)
+	first := e.connectWith(t, &mcp.StreamableClientTransport{Endpoint: e.url + "/mcp", HTTPClient: e.http, OAuthHandler: h, MaxRetries: -1}, eras[1])
+	ts, err := h.TokenSource(context.Background())
+	if err != nil || ts == nil {
+		t.Fatalf("token source after connecting: %v, %v", ts, err)
 	}
+	tok, err := ts.Token()
+	if err != nil || tok.RefreshToken == "" {
+		t.Fatalf("token = %+v, %v; want an access and a refresh token", tok, err)
+	}
+	first.startProcess(t, "box", "sleep 300")
+
+	refreshed := e.connect(t, refresh(t, e, onlyGrant(t, e, ada, "Greedy Client")["client_id"].(string), tok.RefreshToken), eras[1])
+	got := refreshed.fails(t, "process", map[string]any{"action": "start", "sandbox": "box", "command": "sleep 300"})
+	if !strings.Contains(got, "HANGAR_BACKGROUND_MAX_PER_TOKEN") || !strings.Contains(got, "OAuth grant") {
+		t.Errorf("the refreshed token's start: %q, want a refusal naming the grant's limit", got)
+	}
+	// The user's own token has its own count.
+	e.connect(t, ada, eras[1]).startProcess(t, "box", "sleep 300")
 }

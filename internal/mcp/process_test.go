@@ -397,3 +397,19 @@ func TestProcessGap(t *testing.T) {
 		})
 	}
 }
+
+// TestProcessPerUserLimit: a background process past HANGAR_BACKGROUND_MAX_PER_USER, through
+// another token of the same user, is a tool error naming the limit and the user.
+func TestProcessPerUserLimit(t *testing.T) {
+	e := newEnv(t, envOptions{maxProcsPerUser: 2})
+	_, m1 := e.newToken(t, `{"user": "mallory", "scopes": ["user", "mcp"]}`)
+	_, m2 := e.newToken(t, `{"user": "mallory", "scopes": ["user", "mcp"]}`)
+	e.sandbox(t, m1, "m-box", "")
+	c1, c2 := e.connect(t, m1, eras[1]), e.connect(t, m2, eras[1])
+	c1.startProcess(t, "m-box", "sleep 300")
+	c2.startProcess(t, "m-box", "sleep 300")
+	got := c2.fails(t, "process", map[string]any{"action": "start", "sandbox": "m-box", "command": "sleep 300"})
+	if !strings.Contains(got, "HANGAR_BACKGROUND_MAX_PER_USER") || !strings.Contains(got, "mallory") {
+		t.Errorf("the refusal does not name the limit and the user: %q", got)
+	}
+}

@@ -138,7 +138,7 @@ func (m *Manager) endUnfollowed(rec store.Process, state State, why string) {
 // start and end where the record's do, and a read from before gets a gap saying why.
 func (m *Manager) keepEnded(rec store.Process) {
 	pr := newProc(m.cfg.RingBytes)
-	pr.id, pr.owner, pr.user, pr.sandbox, pr.tag = rec.ID, rec.TokenID, rec.User, rec.Sandbox, rec.Tag
+	pr.id, pr.owner, pr.user, pr.grant, pr.sandbox, pr.tag = rec.ID, rec.TokenID, rec.User, rec.Grant, rec.Sandbox, rec.Tag
 	pr.command, pr.cwd, pr.started, pr.pid = rec.Command, rec.Cwd, rec.StartedAt, rec.PID
 	pr.daemon, pr.pty, pr.recorded, pr.f = rec.Daemon, rec.PTY, true, endedFollower{}
 	pr.ring.startAt(rec.OutputEnd)
@@ -201,7 +201,7 @@ func (m *Manager) adoptOne(ctx context.Context, c *envd.Client, rec store.Proces
 		return fmt.Errorf("follow process %s: %w", rec.ID, err)
 	}
 	pr := newProc(m.cfg.RingBytes)
-	pr.id, pr.owner, pr.user, pr.sandbox, pr.tag = rec.ID, rec.TokenID, rec.User, rec.Sandbox, rec.Tag
+	pr.id, pr.owner, pr.user, pr.grant, pr.sandbox, pr.tag = rec.ID, rec.TokenID, rec.User, rec.Grant, rec.Sandbox, rec.Tag
 	pr.command, pr.cwd, pr.started, pr.pid = rec.Command, rec.Cwd, rec.StartedAt, rec.PID
 	pr.adopted, pr.daemon, pr.pty, pr.recorded = true, true, rec.PTY, true
 	// Its offsets carry on past every one given out before (the record's mark); what it

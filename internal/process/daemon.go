@@ -313,7 +313,7 @@ func (m *Manager) record(ctx context.Context, pr *proc) error {
 		return nil
 	}
 	pr.mark = m.cfg.OffsetReserve
-	err := m.cfg.Store.CreateProcess(ctx, store.Process{ID: pr.id, TokenID: pr.owner, User: pr.user, Sandbox: pr.sandbox,
+	err := m.cfg.Store.CreateProcess(ctx, store.Process{ID: pr.id, TokenID: pr.owner, User: pr.user, Grant: pr.grant, Sandbox: pr.sandbox,
 		Command: pr.command, Cwd: pr.cwd, Tag: pr.tag, PID: pr.pid, PTY: pr.pty, Daemon: pr.daemon,
 		State: string(StateRunning), StartedAt: pr.started, OutputEnd: pr.mark})
 	if err != nil {
@@ -369,5 +369,5 @@ func (m *Manager) endRecord(id string, exit *envd.Exit, at time.Time, outputEnd 
 // principalOf is the owner of a recorded process, for its follower's stream: enough for the
 // stream registry to recheck the token (its id; whether it comes from the tokens file).
 func principalOf(rec store.Process) auth.Principal {
-	return auth.Principal{TokenID: rec.TokenID, User: rec.User, Static: strings.HasPrefix(rec.TokenID, "static-")}
+	return auth.Principal{TokenID: rec.TokenID, User: rec.User, Grant: rec.Grant, Static: strings.HasPrefix(rec.TokenID, "static-")}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coder/quartz"
+	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
 )
 
@@ -110,6 +111,63 @@ func TestLimitPerToken(t *testing.T) {
 	h.waitEnd(ctx, t, ada, first.ID)
 	if _, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "true"}); err != nil {
 		t.Errorf("a start once the first ended: %v", err)
+	}
+}
+
+// TestLimitPerUser: HANGAR_BACKGROUND_MAX_PER_USER counts a user's processes through all its
+// tokens, so more tokens do not make room for more.
+func TestLimitPerUser(t *testing.T) {
+	h := newHarness(t, Config{MaxPerToken: 16, MaxPerUser: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	first, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "sleep 100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.m.Start(ctx, ada2, "box", StartRequest{Command: "sleep 100"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []auth.Principal{ada, ada2} {
+		var limit *LimitError
+		_, err := h.m.Start(ctx, p, "box", StartRequest{Command: "sleep 100"})
+		if !errors.As(err, &limit) || limit.User != "ada" || limit.Max != 2 || !strings.Contains(err.Error(), "HANGAR_BACKGROUND_MAX_PER_USER") {
+			t.Fatalf("a third start of the user's through %s: %v, want the per-user LimitError", p.TokenID, err)
+		}
+	}
+	// Another user has its own count.
+	if _, err := h.m.Start(ctx, admin, "box", StartRequest{Command: "sleep 100"}); err != nil {
+		t.Errorf("another user's start: %v", err)
+	}
+	if _, err := h.m.Kill(ctx, ada, "box", first.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.waitEnd(ctx, t, ada, first.ID)
+	if _, err := h.m.Start(ctx, ada2, "box", StartRequest{Command: "true"}); err != nil {
+		t.Errorf("a start once one ended: %v", err)
+	}
+}
+
+// TestLimitPerGrant: the access tokens one OAuth grant issued (a new one at each refresh)
+// share one HANGAR_BACKGROUND_MAX_PER_TOKEN count.
+func TestLimitPerGrant(t *testing.T) {
+	h := newHarness(t, Config{MaxPerToken: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	before, refreshed := ada, ada2
+	before.Grant, refreshed.Grant = "gr_1", "gr_1"
+	if _, err := h.m.Start(ctx, before, "box", StartRequest{Command: "sleep 100"}); err != nil {
+		t.Fatal(err)
+	}
+	var limit *LimitError
+	_, err := h.m.Start(ctx, refreshed, "box", StartRequest{Command: "sleep 100"})
+	if !errors.As(err, &limit) || !limit.Grant || !strings.Contains(err.Error(), "OAuth grant") {
+		t.Fatalf("a start by the grant's refreshed token: %v, want the per-token LimitError of the grant", err)
+	}
+	// Another grant of the same user has its own count.
+	other := ada2
+	other.Grant = "gr_2"
+	if _, err := h.m.Start(ctx, other, "box", StartRequest{Command: "sleep 100"}); err != nil {
+		t.Errorf("another grant's start: %v", err)
 	}
 }
 

@@ -45,10 +45,24 @@ var (
 	ErrInvalid = errors.New("invalid process request")
 )
 
-// LimitError refuses a process past HANGAR_BACKGROUND_MAX_PER_TOKEN.
-type LimitError struct{ Max int }
+// LimitError refuses a process past HANGAR_BACKGROUND_MAX_PER_TOKEN (per token, or per OAuth
+// grant) or HANGAR_BACKGROUND_MAX_PER_USER.
+type LimitError struct {
+	Max int
+	// Grant, for the per-token limit, says the token was issued by an OAuth grant, whose
+	// tokens (a new one at each refresh) count together.
+	Grant bool
+	// User, when set, is the user whose limit it is (all its tokens together).
+	User string
+}
 
 func (e *LimitError) Error() string {
+	switch {
+	case e.User != "":
+		return fmt.Sprintf("user %s already has %d background processes running through its tokens, the most one user may (HANGAR_BACKGROUND_MAX_PER_USER); kill one first", e.User, e.Max)
+	case e.Grant:
+		return fmt.Sprintf("this token's OAuth grant already has %d background processes running through its tokens, the most one token may (HANGAR_BACKGROUND_MAX_PER_TOKEN); kill one first", e.Max)
+	}
 	return fmt.Sprintf("this token already has %d background processes running, the most it may (HANGAR_BACKGROUND_MAX_PER_TOKEN); kill one first", e.Max)
 }
 
@@ -87,8 +101,13 @@ type Config struct {
 	// process again after the daemon's stream broke (doubling from min to max). Defaults 250ms
 	// and 30s.
 	ReconnectMin, ReconnectMax time.Duration
-	// MaxPerToken is how many running background processes one token may have. Default 16.
+	// MaxPerToken is how many running background processes one token may have; the tokens one
+	// OAuth grant issued (a new one at each refresh) count as one. Default 16.
 	MaxPerToken int
+	// MaxPerUser is how many running background processes one user may have through all its
+	// tokens, so that one user with many tokens cannot fill the stream registry with their
+	// followers (each counts against the total of open streams). Default 64.
+	MaxPerUser int
 	// Retention is how long an exited process stays listed. Default 10m.
 	Retention time.Duration
 	// RingBytes is how much output is kept per process. Default 256 KiB.
@@ -120,7 +139,7 @@ type Manager struct {
 
 	mu       sync.Mutex // guards procs, starting, startingIDs and closed, and orders wg.Add before Close's Wait
 	procs    map[string]*proc
-	starting map[string]int // per token: starts under way, counted against MaxPerToken
+	starting map[string]int // per limitKeys key: starts under way, counted against MaxPerToken and MaxPerUser
 	// startingIDs are the processes Start is starting: recorded already, not in procs yet, so
 	// a concurrent list must not take them for processes to adopt.
 	startingIDs map[string]bool
@@ -139,6 +158,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.MaxPerToken <= 0 {
 		cfg.MaxPerToken = 16
+	}
+	if cfg.MaxPerUser <= 0 {
+		cfg.MaxPerUser = 64
 	}
 	if cfg.Retention <= 0 {
 		cfg.Retention = 10 * time.Minute
@@ -230,6 +252,7 @@ func (i Info) MarshalJSON() ([]byte, error) {
 // Its follower feeds it.
 type proc struct {
 	id, owner, user      string // owner: the token id that started it
+	grant                string // the OAuth grant that issued owner; "": none
 	sandbox, tag         string
 	command, cwd         string
 	adopted, daemon, pty bool
@@ -420,17 +443,72 @@ func (m *Manager) prune() {
 	}
 }
 
-// runningLocked counts owner's running processes; m.mu is held.
-func (m *Manager) runningLocked(owner string) int {
-	n := 0
+// limitKeys are what a process counts under: its token's (the grant's, for a token an OAuth
+// grant issued, since each refresh makes a new token id) and its user's ("" for none).
+func limitKeys(token, grant, user string) (tok, usr string) {
+	tok = "token " + token
+	if grant != "" {
+		tok = "grant " + grant
+	}
+	if user != "" {
+		usr = "user " + user
+	}
+	return tok, usr
+}
+
+// runningLocked counts the running processes under the keys tok and usr (see limitKeys);
+// m.mu is held.
+func (m *Manager) runningLocked(tok, usr string) (byToken, byUser int) {
 	for _, pr := range m.procs {
 		pr.mu.Lock()
-		if pr.owner == owner && pr.state == StateRunning {
-			n++
+		if pr.state == StateRunning {
+			t, u := limitKeys(pr.owner, pr.grant, pr.user)
+			if t == tok {
+				byToken++
+			}
+			if usr != "" && u == usr {
+				byUser++
+			}
 		}
 		pr.mu.Unlock()
 	}
-	return n
+	return byToken, byUser
+}
+
+// admit reserves a slot for a process p starts, or refuses it with a *LimitError. A slot is
+// reserved before the process starts, so concurrent starts cannot pass the limits together;
+// the caller releases it (the func returned) once the process is listed or failed to start.
+func (m *Manager) admit(ctx context.Context, p auth.Principal) (release func(), err error) {
+	tok, usr := limitKeys(p.TokenID, p.Grant, p.User)
+	tokOthers, usrOthers, err := m.runningElsewhere(ctx, tok, usr)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	byToken, byUser := m.runningLocked(tok, usr)
+	if byToken+m.starting[tok]+tokOthers >= m.cfg.MaxPerToken {
+		return nil, &LimitError{Max: m.cfg.MaxPerToken, Grant: p.Grant != ""}
+	}
+	if usr != "" && byUser+m.starting[usr]+usrOthers >= m.cfg.MaxPerUser {
+		return nil, &LimitError{Max: m.cfg.MaxPerUser, User: p.User}
+	}
+	keys := []string{tok}
+	if usr != "" {
+		keys = append(keys, usr)
+	}
+	for _, k := range keys {
+		m.starting[k]++
+	}
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, k := range keys {
+			if m.starting[k]--; m.starting[k] <= 0 {
+				delete(m.starting, k)
+			}
+		}
+	}, nil
 }
 
 // StartRequest is a background process to start.
@@ -465,29 +543,14 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 	if err := m.owned(ctx, sb.Name); err != nil {
 		return Info{}, err
 	}
-	others, err := m.runningElsewhere(ctx, p.TokenID)
+	release, err := m.admit(ctx, p)
 	if err != nil {
 		return Info{}, err
 	}
-	// A slot is reserved before the process starts, so concurrent starts cannot pass the
-	// limit together; it is released once the process is listed (or failed to start).
-	m.mu.Lock()
-	if m.runningLocked(p.TokenID)+m.starting[p.TokenID]+others >= m.cfg.MaxPerToken {
-		m.mu.Unlock()
-		return Info{}, &LimitError{Max: m.cfg.MaxPerToken}
-	}
-	m.starting[p.TokenID]++
-	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		if m.starting[p.TokenID]--; m.starting[p.TokenID] <= 0 {
-			delete(m.starting, p.TokenID)
-		}
-		m.mu.Unlock()
-	}()
+	defer release()
 	id := newID()
 	pr := newProc(m.cfg.RingBytes)
-	pr.id, pr.owner, pr.user, pr.sandbox, pr.tag = id, p.TokenID, p.User, sb.Name, m.tag(p.TokenID, sb.Name, id)
+	pr.id, pr.owner, pr.user, pr.grant, pr.sandbox, pr.tag = id, p.TokenID, p.User, p.Grant, sb.Name, m.tag(p.TokenID, sb.Name, id)
 	pr.command, pr.cwd, pr.started, pr.daemon, pr.pty = req.Command, req.Cwd, m.cfg.Clock.Now(), sb.DaemonURL != "", req.PTY != nil
 	if pr.pty && !pr.daemon {
 		return Info{}, fmt.Errorf("%w: a terminal needs the sandbox's daemon, and %s has none", ErrNeedsDaemon, sb.Name)

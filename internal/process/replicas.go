@@ -108,27 +108,34 @@ func (m *Manager) Release(name string) {
 	}
 }
 
-// runningElsewhere counts the token's processes that the records say run and that this
-// Manager does not follow: with several replicas, those the others follow, so
-// MaxPerToken holds across them (two starts on two replicas at the same moment may still pass
-// it by one). Alone it is 0: every running process is followed here.
-func (m *Manager) runningElsewhere(ctx context.Context, token string) (int, error) {
+// runningElsewhere counts the processes under the keys tok and usr (see limitKeys) that the
+// records say run and that this Manager does not follow: with several replicas, those the
+// others follow, so MaxPerToken and MaxPerUser hold across them (two starts on two replicas
+// at the same moment may still pass them by one). Alone both are 0: every running process is
+// followed here.
+func (m *Manager) runningElsewhere(ctx context.Context, tok, usr string) (byToken, byUser int, err error) {
 	if m.cfg.Owners == nil || m.cfg.Store == nil {
-		return 0, nil
+		return 0, 0, nil
 	}
 	recs, err := m.cfg.Store.ListRunningProcesses(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("count the token's running processes: %w", err)
+		return 0, 0, fmt.Errorf("count the running processes of the token and its user: %w", err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	n := 0
 	for _, rec := range recs {
-		if _, here := m.procs[rec.ID]; rec.TokenID == token && !here {
-			n++
+		if _, here := m.procs[rec.ID]; here {
+			continue
+		}
+		t, u := limitKeys(rec.TokenID, rec.Grant, rec.User)
+		if t == tok {
+			byToken++
+		}
+		if usr != "" && u == usr {
+			byUser++
 		}
 	}
-	return n, nil
+	return byToken, byUser, nil
 }
 
 // ofUserElsewhere lists what the records say of user's processes that other replicas follow

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -132,6 +133,50 @@ func TestLimitCountsOtherReplicas(t *testing.T) {
 		t.Fatalf("a start once the other ended: %v", err)
 	}
 	h.waitEnd(ctx, t, ada, info.ID)
+}
+
+// TestUserAndGrantLimitsCountOtherReplicas: HANGAR_BACKGROUND_MAX_PER_USER counts the user's
+// processes that other replicas follow, whichever of its tokens started them, and
+// HANGAR_BACKGROUND_MAX_PER_TOKEN counts a grant's processes there whichever of its tokens
+// started them.
+func TestUserAndGrantLimitsCountOtherReplicas(t *testing.T) {
+	cases := []struct {
+		name    string
+		cfg     Config
+		rec     store.Process // followed by another replica
+		starter auth.Principal
+		user    bool // the per-user limit refuses (else the grant's)
+	}{
+		{name: "user", cfg: Config{MaxPerUser: 1}, rec: store.Process{TokenID: "tok_gone", User: ada.User}, starter: ada, user: true},
+		{name: "grant", cfg: Config{MaxPerToken: 1}, rec: store.Process{TokenID: "tok_expired", User: ada.User, Grant: "gr_1"},
+			starter: auth.Principal{TokenID: "tok_refreshed", User: ada.User, Grant: "gr_1", Scopes: ada.Scopes}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.cfg.Owners = &owners{elsewhere: map[string]string{}}
+			h := newHarness(t, c.cfg)
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			defer cancel()
+			rec := c.rec
+			rec.ID, rec.Sandbox, rec.Command, rec.Tag, rec.PID, rec.Daemon, rec.State, rec.StartedAt =
+				"p_other", "elsewhere", "sleep 100", "hangar:p_other:x", 1, true, "running", time.Now()
+			if err := h.st.CreateProcess(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			var le *LimitError
+			if _, err := h.m.Start(ctx, c.starter, "box", StartRequest{Command: "true"}); !errors.As(err, &le) || (le.User != "") != c.user {
+				t.Fatalf("a start past the limit counted across replicas: %v, want the per-user one: %v", err, c.user)
+			}
+			if err := h.st.EndProcess(ctx, "p_other", 0, "exit status 0", time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			info, err := h.m.Start(ctx, c.starter, "box", StartRequest{Command: "true"})
+			if err != nil {
+				t.Fatalf("a start once the other ended: %v", err)
+			}
+			h.waitEnd(ctx, t, c.starter, info.ID)
+		})
+	}
 }
 
 // TestOfUserCountsOtherReplicas: a person's processes include those other replicas follow, as

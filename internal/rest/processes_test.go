@@ -267,6 +267,27 @@ func TestProcessLimit(t *testing.T) {
 	wantError(t, e.do(t, "POST", "/api/sandboxes/nope/processes", ada, `{"command": "true"}`), 404, "not_found")
 }
 
+// TestProcessLimitPerUser: one user's tokens together may run HANGAR_BACKGROUND_MAX_PER_USER
+// background processes, however many tokens it mints; another user is not affected.
+func TestProcessLimitPerUser(t *testing.T) {
+	e := newEnv(t, func(e *env) { e.maxUserProcs = 4 }) // 3 per token
+	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
+	_, ada2 := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
+	e.sandbox(t, ada, "box", "")
+	for _, tok := range []string{ada, ada, ada2, ada2} {
+		e.startProcess(t, tok, "box", "sleep 300")
+	}
+	for _, tok := range []string{ada, ada2} {
+		r := e.do(t, "POST", "/api/sandboxes/box/processes", tok, `{"command": "sleep 300"}`)
+		wantError(t, r, http.StatusTooManyRequests, "limit")
+		if !strings.Contains(r.raw, "HANGAR_BACKGROUND_MAX_PER_USER") || !strings.Contains(r.raw, "ser ada already has 4") {
+			t.Errorf("the per-user limit's error does not name it and the user: %s", r.raw)
+		}
+	}
+	e.sandbox(t, e.admin, "box2", "")
+	e.startProcess(t, e.admin, "box2", "sleep 300")
+}
+
 // TestStalledAttachDelaysNoOne: one client attached to a fast process stops reading; the
 // process runs to its end and another attached client gets everything.
 func TestStalledAttachDelaysNoOne(t *testing.T) {

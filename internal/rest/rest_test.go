@@ -60,19 +60,20 @@ type env struct {
 	bytesPerSecond int64 // 0: the default
 	maxBytes       int64 // 0: the default
 
-	store      store.Store
-	turns      *turns.Service
-	watches    *watch.Service
-	fleet      *fleet.Service          // polled every 20 ms
-	withMCP    bool                    // serve /mcp too
-	withOAuth  bool                    // serve the OAuth authorization server too (with /mcp)
-	maxWatches int                     // 0: 2 watches per token
-	maxStreams int                     // 0: 4 per token, 6 in all; else this many of each
-	maxPerUser int                     // 0: the default (128)
-	maxTokens  int                     // live tokens per user; 0: the default (100)
-	maxProcs   int                     // 0: 3 background processes per token
-	envdBin    string                  // the local sandboxes' daemon; "": hangarBin
-	logs       providertest.SyncBuffer // the server's log, for tests that read it
+	store        store.Store
+	turns        *turns.Service
+	watches      *watch.Service
+	fleet        *fleet.Service          // polled every 20 ms
+	withMCP      bool                    // serve /mcp too
+	withOAuth    bool                    // serve the OAuth authorization server too (with /mcp)
+	maxWatches   int                     // 0: 2 watches per token
+	maxStreams   int                     // 0: 4 per token, 6 in all; else this many of each
+	maxPerUser   int                     // 0: the default (128)
+	maxTokens    int                     // live tokens per user; 0: the default (100)
+	maxProcs     int                     // 0: 3 background processes per token
+	maxUserProcs int                     // 0: the default (64) background processes per user
+	envdBin      string                  // the local sandboxes' daemon; "": hangarBin
+	logs         providertest.SyncBuffer // the server's log, for tests that read it
 }
 
 // option changes an env before its server starts.
@@ -170,7 +171,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 		sandboxes.Close()
 	})
 	e.procs, err = process.New(process.Config{Sandboxes: sandboxes, Streams: e.streams, Secret: []byte(strings.Repeat("k", 32)),
-		MaxPerToken: maxProcs, Clock: settableClock{quartz.NewReal(), e}, KillGrace: 3 * time.Second, PollAttached: 100 * time.Millisecond, PollIdle: time.Second})
+		MaxPerToken: maxProcs, MaxPerUser: e.maxUserProcs, Clock: settableClock{quartz.NewReal(), e}, KillGrace: 3 * time.Second, PollAttached: 100 * time.Millisecond, PollIdle: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,6 +96,7 @@ type Process struct {
 	ID        string
 	TokenID   string // the token that started it (its owner)
 	User      string // that token's user
+	Grant     string // "": none; else the OAuth grant that issued that token
 	Sandbox   string
 	Command   string
 	Cwd       string

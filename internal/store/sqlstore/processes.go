@@ -10,7 +10,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
-const processColumns = `id, token_id, user_name, sandbox, command, cwd, tag, pid, pty, daemon, state, exit_code, status, started_at, ended_at, output_end`
+const processColumns = `id, token_id, user_name, sandbox, command, cwd, tag, pid, pty, daemon, state, exit_code, status, started_at, ended_at, output_end, grant_id`
 
 // CreateProcess implements store.Store.
 func (s *DB) CreateProcess(ctx context.Context, p store.Process) error {
@@ -18,9 +18,9 @@ func (s *DB) CreateProcess(ctx context.Context, p store.Process) error {
 	if !p.EndedAt.IsZero() {
 		ended = p.EndedAt.UnixMilli()
 	}
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO processes (`+processColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO processes (`+processColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		p.ID, p.TokenID, p.User, p.Sandbox, p.Command, p.Cwd, p.Tag, int64(p.PID), p.PTY, p.Daemon, p.State,
-		exitCodeArg(p.ExitCode), p.Status, p.StartedAt.UnixMilli(), ended, p.OutputEnd)
+		exitCodeArg(p.ExitCode), p.Status, p.StartedAt.UnixMilli(), ended, p.OutputEnd, p.Grant)
 	if err != nil {
 		if s.d.IsUniqueViolation(err) {
 			return fmt.Errorf("create process %s: %w", p.ID, store.ErrConflict)
@@ -120,7 +120,7 @@ func scanProcess(r scanner) (store.Process, error) {
 		started, ended int64
 	)
 	if err := r.Scan(&p.ID, &p.TokenID, &p.User, &p.Sandbox, &p.Command, &p.Cwd, &p.Tag, &pid, &p.PTY, &p.Daemon,
-		&p.State, &code, &p.Status, &started, &ended, &p.OutputEnd); err != nil {
+		&p.State, &code, &p.Status, &started, &ended, &p.OutputEnd, &p.Grant); err != nil {
 		return store.Process{}, err
 	}
 	p.PID = uint32(pid)

@@ -12,7 +12,7 @@ import (
 
 func newProcess(id string, started time.Time) store.Process {
 	return store.Process{
-		ID: id, TokenID: "tok_1", User: "ada", Sandbox: "box", Command: "sleep 60", Cwd: "/workspace",
+		ID: id, TokenID: "tok_1", User: "ada", Grant: "grant_1", Sandbox: "box", Command: "sleep 60", Cwd: "/workspace",
 		Tag: "hangar:" + id + ":mac", PID: 4242, PTY: true, Daemon: true, State: "running", StartedAt: started,
 	}
 }
@@ -32,7 +32,7 @@ func testProcessLifecycle(t *testing.T, ctx context.Context, s store.Store) {
 	if err != nil {
 		t.Fatalf("GetProcess: %v", err)
 	}
-	if got.TokenID != "tok_1" || got.User != "ada" || got.Sandbox != "box" || got.Command != "sleep 60" || got.Cwd != "/workspace" ||
+	if got.TokenID != "tok_1" || got.User != "ada" || got.Grant != "grant_1" || got.Sandbox != "box" || got.Command != "sleep 60" || got.Cwd != "/workspace" ||
 		got.Tag != first.Tag || got.PID != 4242 || !got.PTY || !got.Daemon || got.State != "running" || got.ExitCode != nil ||
 		!got.StartedAt.Equal(now) || !got.EndedAt.IsZero() {
 		t.Errorf("GetProcess = %+v, want %+v", got, first)
