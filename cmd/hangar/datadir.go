@@ -5,7 +5,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"syscall"
+
+	"github.com/hangar-dev/hangar/internal/harness"
 )
 
 // dataDirMode is the data directory's mode: its database keeps sessions' (sealed) env and
@@ -43,6 +46,33 @@ func secureDataDir(dir string, log *slog.Logger) error {
 	}
 	log.Warn("the data dir was open to other users: made it private", "dir", dir, "was", was, "now", "0700")
 	return nil
+}
+
+// resolveDataDir makes dir (0700) if it is not there and returns its real path: absolute, every
+// symlink on the way resolved, since sandboxes' daemons run in other working directories and
+// local turns' directories are walked from / without following one. With the local provider,
+// it checks once that local turns can be made under it (harness.CheckAbove): every directory
+// down to it root's or hangar's user's and writable by no other, or every local turn would
+// fail as not hangar's alone.
+func resolveDataDir(dir string, local bool) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("data dir %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, dataDirMode); err != nil {
+		return "", fmt.Errorf("create data dir %s: %w", abs, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("data dir %s: %w", abs, err)
+	}
+	if !local {
+		return real, nil
+	}
+	if err := harness.CheckAbove(real); err != nil {
+		return "", fmt.Errorf("data dir %s: the local provider's turns could not run under it (%w): give a data dir whose every directory, down to it, is root's or this user's and writable by nobody else (HANGAR_DATA_DIR), or turn the local provider off (HANGAR_LOCAL_PROVIDER=false)", real, err)
+	}
+	return real, nil
 }
 
 // privateFile makes an existing file at path readable and writable by its owner only; a file

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/hangar-dev/hangar/internal/harness"
 )
 
 // TestDataDirPrivate starts hangar with a umask of 022 over an existing data dir of mode 0755
@@ -83,5 +88,63 @@ func TestShortSecretFileKept(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); string(b) != "short" {
 		t.Errorf("the secret file was replaced: %q", b)
+	}
+}
+
+// TestDataDirThroughSymlink: a data dir reached through a symlink (/home -> /data/home) is
+// resolved once at start, so the local provider's turns, whose directories are walked from /
+// without following a symlink, can be made under it.
+func TestDataDirThroughSymlink(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	if err := os.Mkdir(filepath.Join(base, "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(base, "real"), filepath.Join(base, "link")); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := resolveDataDir(filepath.Join(base, "link", "data"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(base, "real", "data"); dir != want {
+		t.Errorf("data dir = %s, want %s", dir, want)
+	}
+	if _, err := harness.MakeTurnDir(filepath.Join(dir, "sandboxes", "box", "turns"), "turn_x"); err != nil {
+		t.Errorf("a local turn's directory under the data dir: %v", err)
+	}
+}
+
+// TestDataDirUnderOpenDir: a data dir under a directory others may write stops start-up with
+// the local provider on, saying why and what to do, rather than every local turn failing as
+// not hangar's alone; with it off, the data dir is used.
+func TestDataDirUnderOpenDir(t *testing.T) {
+	t.Parallel()
+	open := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	_, err := resolveDataDir(filepath.Join(open, "data"), true)
+	for _, want := range []string{open + ": not hangar's alone: it is writable by group or others (mode 0775)", "HANGAR_LOCAL_PROVIDER=false"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("err = %v, want it to say %q", err, want)
+		}
+	}
+	if _, err := resolveDataDir(filepath.Join(open, "data"), false); err != nil {
+		t.Errorf("without the local provider: %v", err)
+	}
+	cfg := testConfig(t)
+	cfg.DataDir = filepath.Join(open, "data2")
+	ln, lerr := net.Listen("tcp", "127.0.0.1:0")
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // a serve that started would return at once
+	if err := serve(ctx, cfg, ln, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "HANGAR_LOCAL_PROVIDER=false") {
+		t.Errorf("serve = %v, want it to stop, saying why", err)
 	}
 }

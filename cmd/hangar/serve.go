@@ -188,9 +188,9 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	log := newLogger(cfg, stderr)
 	// Sandboxes' daemons run in other working directories and outlive this process: every
 	// path handed to them must be absolute.
-	dataDir, err := filepath.Abs(cfg.DataDir)
+	dataDir, err := resolveDataDir(cfg.DataDir, cfg.Providers.Local)
 	if err != nil {
-		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+		return err
 	}
 	cfg.DataDir = dataDir
 	if err := secureDataDir(dataDir, log); err != nil {

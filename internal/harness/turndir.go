@@ -67,7 +67,7 @@ func MakeTurnDir(root, id string) (string, error) {
 	if id == "" || strings.ContainsAny(id, "/\x00") || id == "." || id == ".." {
 		return "", fmt.Errorf("make turn directory: %q is not a name", id)
 	}
-	r, err := walk(root, true)
+	r, err := walk(root, true, false)
 	if err != nil {
 		return "", fmt.Errorf("make turn directory: %w", err)
 	}
@@ -85,18 +85,32 @@ func MakeTurnDir(root, id string) (string, error) {
 
 // OpenTurnDir opens a turn's directory, checking it and every directory above it.
 func OpenTurnDir(dir string) (*os.File, error) {
-	d, err := walk(dir, false)
+	d, err := walk(dir, false, false)
 	if err != nil {
 		return nil, fmt.Errorf("open turn directory: %w", err)
 	}
 	return d, nil
 }
 
+// CheckAbove checks dir, which must exist, and every directory above it as MakeTurnDir checks
+// those above a turns' root (no symlink; root's or this uid's; writable by no other unless
+// sticky), so a caller that puts turns' roots under dir (the local provider, under the data
+// dir) learns once, at start, that they could never be made there. ErrNotPrivate when one is
+// not so.
+func CheckAbove(dir string) error {
+	d, err := walk(dir, false, true)
+	if err != nil {
+		return err
+	}
+	return d.Close()
+}
+
 // walk opens dir (absolute) from /, one component at a time, without following a symlink,
 // checking each directory as it holds it (see above). With make, components that are missing
 // are made: the last 0700, those above it 0755; an existing last one of this uid's that is
-// not private yet (an earlier hangar made it 0755) is made so.
-func walk(dir string, make bool) (*os.File, error) {
+// not private yet (an earlier hangar made it 0755) is made so. With above, the last one is
+// checked as one above a turn's directory.
+func walk(dir string, make, above bool) (*os.File, error) {
 	if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("%q: not an absolute path", dir)
 	}
@@ -117,7 +131,7 @@ func walk(dir string, make bool) (*os.File, error) {
 	for i, name := range parts {
 		last := i == len(parts)-1
 		at = filepath.Join(at, name)
-		next, err := openDirAt(cur, name, !last)
+		next, err := openDirAt(cur, name, !last || above)
 		if errors.Is(err, unix.ENOENT) && make {
 			mode := uint32(parentMode)
 			if last {

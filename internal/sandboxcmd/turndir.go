@@ -16,12 +16,23 @@ import (
 const turnDirSummary = `Makes, writes and reads a turn's directory, as the control plane asks through the daemon:
   turn-dir make --id ID [--root DIR] [--base64 DATA]   make ROOT/ID (0700) and print its path; DATA (base64) starts its prompt
   turn-dir append --dir DIR --base64 DATA              append DATA (base64) to DIR/prompt
-  turn-dir read --dir DIR --file NAME [--offset N] [--limit N]   print NAME (or a part); exit 2 when it is not there
+  turn-dir read --dir DIR --file NAME [--offset N] [--limit N]   print NAME (or a part); exit 3 when it is not there
   turn-dir check --dir DIR                             exit 0 when DIR is a turn's directory hangar alone controls
 Every path is walked from / without following a symlink; every directory on the way must be
 root's or this uid's and writable by no other (sticky ones aside), the turn's directory and its
-files this uid's alone. Otherwise it says why and exits 1: the turn's outcome is never read
-from a place another uid could write.`
+files this uid's alone. Otherwise it says why and exits 4: the turn's outcome is never read
+from a place another uid could write. Any other failure exits 1, saying why.`
+
+// Exit codes of turn-dir besides 0 and 1 (a bad flag, or any other failure, which may pass: too
+// many open files, no memory). None is 2, what Main exits with for an unknown verb: that is how
+// the control plane tells a hangar-envd older than turn-dir (internal/turns restates these).
+const (
+	// ExitTurnFileMissing: read found no such file (the harness has not written it yet).
+	ExitTurnFileMissing ExitCode = 3
+	// ExitNotPrivate: the directory, one above it or the file is not hangar's alone
+	// (harness.ErrNotPrivate); what it says is on stdout.
+	ExitNotPrivate ExitCode = 4
+)
 
 // TurnDir runs the turn-dir verb (`hangar-envd turn-dir`, `hangar turn-dir`): the only way the
 // control plane makes, writes and reads a turn's directory (see harness.MakeTurnDir).
@@ -47,6 +58,16 @@ func TurnDir(_ context.Context, cmd string, args []string, stdout, _ io.Writer) 
 	if err := settings.Parse(cmd, turnDirSummary, "HANGAR_TURN_DIR_", ss, args, settings.NoEnv, stdout); err != nil {
 		return err
 	}
+	err := turnDir(action, id, root, dir, file, data, int64(offset), int64(limit), stdout)
+	if errors.Is(err, harness.ErrNotPrivate) {
+		fmt.Fprintf(stdout, "%s %s: %v\n", cmd, action, err)
+		return ExitNotPrivate
+	}
+	return err
+}
+
+// turnDir does action, the verb's flags parsed.
+func turnDir(action, id, root, dir, file, data string, offset, limit int64, stdout io.Writer) error {
 	piece, err := base64.StdEncoding.DecodeString(data)
 	if err != nil {
 		return fmt.Errorf("--base64: %w", err)
@@ -73,9 +94,9 @@ func TurnDir(_ context.Context, cmd string, args []string, stdout, _ io.Writer) 
 			return err
 		}
 		defer d.Close()
-		err = harness.ReadTurnFile(d, file, int64(offset), int64(limit), stdout)
+		err = harness.ReadTurnFile(d, file, offset, limit, stdout)
 		if errors.Is(err, fs.ErrNotExist) {
-			return ExitCode(2)
+			return ExitTurnFileMissing
 		}
 		return err
 	case "check":

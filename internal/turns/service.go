@@ -70,6 +70,12 @@ type Config struct {
 	RunRoot string
 	// SplitRunRoot is RunRoot for split sessions' turns. Default: RunRoot's.
 	SplitRunRoot string
+	// OldRunRoots are where a hangar older than turn-dir made turns' directories with a shell.
+	// A turn in one of them whose sandbox's hangar-envd has no turn-dir (a turn that hangar
+	// started, still running after the upgrade) is read as it was then, with cat and tail;
+	// any other turn there is read through turn-dir. Default /tmp/hangar-turns and
+	// /var/lib/hangar/turns.
+	OldRunRoots []string
 	// PollInterval is how often a running turn's run log is read (session_poll_seconds).
 	// Default 5s.
 	PollInterval time.Duration
@@ -122,6 +128,9 @@ type Service struct {
 func New(cfg Config) *Service {
 	if cfg.Agents == nil {
 		cfg.Agents = DefaultAgents()
+	}
+	if cfg.OldRunRoots == nil {
+		cfg.OldRunRoots = []string{"/tmp/hangar-turns", "/var/lib/hangar/turns"}
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 5 * time.Second

@@ -351,6 +351,9 @@ func (s *Service) makeTurnDir(ctx context.Context, se store.Session, sb store.Sa
 		if err != nil {
 			return "", err
 		}
+		if code == turnDirUnknown {
+			return "", noTurnDir(sb)
+		}
 		if code != 0 {
 			return "", fmt.Errorf("could not make the turn's directory and write its prompt in the sandbox (exit code %d): %s", code, strings.TrimSpace(string(out)))
 		}

@@ -49,6 +49,10 @@ type logReader struct {
 	// noDaemon is set once the sandbox's daemon is gone: sb is read through its provider's exec,
 	// and polled.
 	noDaemon bool
+	// old is set once the sandbox's hangar-envd turned out to have no turn-dir while the turn's
+	// directory is in one of Config.OldRunRoots: a turn an older hangar started, read as it
+	// did (cat, tail).
+	old bool
 }
 
 // lineSplitter cuts bytes read from a log, chunk after chunk, into lines. readAt is the log
@@ -108,9 +112,9 @@ func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox,
 			return
 		}
 		st, ended, err := r.read(ctx)
-		if errors.Is(err, errNotPrivate) {
-			// Whatever it says could be another uid's: the turn fails, and its harness is
-			// ended (it ends what the agent started).
+		if errors.Is(err, errNotPrivate) || errors.Is(err, errNoTurnDir) {
+			// Whatever it says could be another uid's, or it cannot be read at all: the turn
+			// fails, and its harness is ended (it ends what the agent started).
 			if serr := s.signalHarness(ctx, t); serr != nil {
 				s.log.Warn("end a turn whose directory is not hangar's alone", "turn", t.ID, "err", serr)
 			}
@@ -168,13 +172,35 @@ func (s *Service) watch(ctx context.Context, se store.Session, sb store.Sandbox,
 
 // read reads the turn's status file, then its log. The status first: the harness writes it
 // only after the last line, so a status seen before a read that reaches the end means nothing
-// is left.
+// is left. When the sandbox's hangar-envd has no turn-dir and the turn's directory is in one of
+// Config.OldRunRoots (a turn an older hangar started), it is read as that hangar did from then
+// on; any other turn there cannot be read (errNoTurnDir).
 func (r *logReader) read(ctx context.Context) (harnessStatus, bool, error) {
-	st, ended, err := r.s.readStatus(ctx, r.sb, r.t)
+	st, ended, err := r.readOnce(ctx)
+	if errors.Is(err, errNoTurnDir) && !r.old && r.s.oldTurn(r.t) {
+		r.s.log.Info("the sandbox's hangar-envd has no turn-dir; reading a turn an older hangar started as it did", "turn", r.t.ID, "sandbox", r.sb.Name)
+		r.old = true
+		st, ended, err = r.readOnce(ctx)
+	}
+	return st, ended, err
+}
+
+func (r *logReader) readOnce(ctx context.Context) (harnessStatus, bool, error) {
+	st, ended, err := r.readStatus(ctx)
 	if err == nil {
 		err = r.drain(ctx)
 	}
 	return st, ended, err
+}
+
+// oldTurn reports whether t's directory is in one of Config.OldRunRoots.
+func (s *Service) oldTurn(t store.Turn) bool {
+	for _, root := range s.cfg.OldRunRoots {
+		if path.Dir(t.Dir) == path.Clean(root) {
+			return true
+		}
+	}
+	return false
 }
 
 // errWatchOver means a turn's watcher has nothing more to do: the turn ended (here, or by a
@@ -302,50 +328,77 @@ func (s *Service) endStored(ctx context.Context, t store.Turn, u store.TurnUpdat
 // what it holds cannot be trusted, and the turn ends failed with why.
 var errNotPrivate = errors.New("the turn's directory in the sandbox is not hangar's alone")
 
-// readTurnFile is the shell command that prints name, of t's directory, from offset on (limit
-// bytes at most; -1: all) through hangar's binary in the sandbox, which opens it as
-// harness.OpenTurnDir says (no symlink, every directory of its path checked): it exits 2 when
-// the file is not there, 1 (its reason on stdout) when it is not hangar's alone. Without the
-// binary (a turn of a sandbox that has none now), cat and tail, which check nothing.
-func (s *Service) readTurnFile(sb store.Sandbox, t store.Turn, name string, offset int64, limit int) string {
-	file := shellQuote(path.Join(t.Dir, name))
-	bin := s.cfg.HarnessBinary(sb)
-	switch {
-	case bin != "":
-		return fmt.Sprintf("%s turn-dir read --dir %s --file %s --offset %d --limit %d 2>&1", shellQuote(bin), shellQuote(t.Dir), shellQuote(name), offset, limit)
-	case limit < 0:
-		return fmt.Sprintf("{ [ -e %[1]s ] || exit 2; cat %[1]s; }", file)
-	}
-	return fmt.Sprintf("{ [ -e %[1]s ] || exit 2; tail -c +%[2]d %[1]s | head -c %[3]d; }", file, offset+1, limit)
+// errNoTurnDir means the sandbox's hangar-envd is older than turn-dir (it answers it "unknown
+// command", exit 2): it can neither make a turn's directory nor read one as this hangar does.
+// Its sandbox was made before the upgrade, and must be made again to run turns.
+var errNoTurnDir = errors.New("runs an older hangar-envd without turn-dir")
+
+// noTurnDir is errNoTurnDir for sb, with what to do.
+func noTurnDir(sb store.Sandbox) error {
+	return fmt.Errorf("sandbox %s %w: destroy and recreate it to run turns", sb.Name, errNoTurnDir)
 }
 
-// notPrivate is the error for a read of a turn's file that hangar's binary refused, with what it
-// said.
-func notPrivate(said []byte) error {
-	return fmt.Errorf("%w: %s", errNotPrivate, strings.TrimSpace(string(said)))
+// Exit codes of `hangar-envd turn-dir` (sandboxcmd.ExitTurnFileMissing, ExitNotPrivate,
+// restated: that package imports the harness, which runs in the sandbox). 2 is an unknown verb:
+// a hangar-envd without turn-dir. Any other code is a failure that may pass (too many open
+// files, no memory, killed), read again within readFailureBound.
+const (
+	turnDirUnknown    = 2
+	turnDirMissing    = 3
+	turnDirNotPrivate = 4
+)
+
+// readTurnFile is the shell command that prints name, of t's directory, from offset on (limit
+// bytes at most; -1: all) through hangar's binary in the sandbox, which opens it as
+// harness.OpenTurnDir says (no symlink, every directory of its path checked), with turn-dir's
+// exit codes (its reason on stdout). Without the binary (a turn of a sandbox that has none
+// now), or for an old turn (r.old), cat and tail, which check nothing; they exit 3 when the
+// file is not there.
+func (r *logReader) readTurnFile(name string, offset int64, limit int) string {
+	file := shellQuote(path.Join(r.t.Dir, name))
+	bin := r.s.cfg.HarnessBinary(r.sb)
+	switch {
+	case bin != "" && !r.old:
+		return fmt.Sprintf("%s turn-dir read --dir %s --file %s --offset %d --limit %d 2>&1", shellQuote(bin), shellQuote(r.t.Dir), shellQuote(name), offset, limit)
+	case limit < 0:
+		return fmt.Sprintf("{ [ -e %[1]s ] || exit 3; cat %[1]s; }", file)
+	}
+	return fmt.Sprintf("{ [ -e %[1]s ] || exit 3; tail -c +%[2]d %[1]s | head -c %[3]d; }", file, offset+1, limit)
+}
+
+// readError is the error for a read of a turn's file that exited code, with what it said: one
+// that says the turn's directory is not hangar's alone, or that the sandbox's hangar-envd has no
+// turn-dir, ends the turn; any other may pass.
+func (r *logReader) readError(what string, code int, said []byte) error {
+	switch code {
+	case turnDirNotPrivate:
+		return fmt.Errorf("%w: %s", errNotPrivate, strings.TrimSpace(string(said)))
+	case turnDirUnknown:
+		return noTurnDir(r.sb)
+	}
+	return fmt.Errorf("read %s: exit code %d: %s", what, code, strings.TrimSpace(string(said)))
 }
 
 // readStatus reads the turn's status file: ended is false while there is none and the
 // harness runs. A harness gone without a status file (killed before it could write one) ends
 // the turn too, with an error that says so. errNotPrivate when the turn's directory is not
-// hangar's alone.
-func (s *Service) readStatus(ctx context.Context, sb store.Sandbox, t store.Turn) (harnessStatus, bool, error) {
+// hangar's alone, errNoTurnDir when the sandbox's hangar-envd has no turn-dir.
+func (r *logReader) readStatus(ctx context.Context) (harnessStatus, bool, error) {
 	// The status is read again after the liveness check: the harness may write it and exit
-	// between the two.
-	cmd := fmt.Sprintf(`r() { %[1]s; }; o=$(r); c=$?; if [ $c = 2 ]; then %[2]s && exit 3; o=$(r); c=$?; fi; printf '%%s' "$o"; case $c in 0) exit 0;; 2) exit 4;; esac; exit 5`,
-		s.readTurnFile(sb, t, "status.json", 0, -1), aliveCmd(t))
-	out, code, err := s.cfg.Sandboxes.Run(ctx, sb, cmd, nil)
+	// between the two. The command's own codes: 10 not there while the harness runs, 11 not
+	// there and the harness gone; otherwise the read's.
+	cmd := fmt.Sprintf(`r() { %[1]s; }; o=$(r); c=$?; if [ $c = 3 ]; then %[2]s && exit 10; o=$(r); c=$?; fi; printf '%%s' "$o"; [ $c = 3 ] && exit 11; exit $c`,
+		r.readTurnFile("status.json", 0, -1), aliveCmd(r.t))
+	out, code, err := r.s.cfg.Sandboxes.Run(ctx, r.sb, cmd, nil)
 	switch {
 	case err != nil:
 		return harnessStatus{}, false, fmt.Errorf("read status file: %w", err)
-	case code == 3:
+	case code == 10:
 		return harnessStatus{}, false, nil
-	case code == 4:
+	case code == 11:
 		return harnessStatus{ExitCode: -1, Error: "the harness ended without writing its status file"}, true, nil
-	case code == 5:
-		return harnessStatus{}, false, notPrivate(out)
 	case code != 0:
-		return harnessStatus{}, false, fmt.Errorf("read status file: exit code %d", code)
+		return harnessStatus{}, false, r.readError("status file", code, out)
 	}
 	var st harnessStatus
 	if err := json.Unmarshal(out, &st); err != nil {
@@ -357,14 +410,14 @@ func (s *Service) readStatus(ctx context.Context, sb store.Sandbox, t store.Turn
 // drain reads the log until a read comes back short, recording what it finds.
 func (r *logReader) drain(ctx context.Context) error {
 	for {
-		out, code, err := r.s.cfg.Sandboxes.Run(ctx, r.sb, r.s.readTurnFile(r.sb, r.t, "run.log", r.lines.readAt, maxReadBytes), nil)
+		out, code, err := r.s.cfg.Sandboxes.Run(ctx, r.sb, r.readTurnFile("run.log", r.lines.readAt, maxReadBytes), nil)
 		switch {
 		case err != nil:
 			return fmt.Errorf("read run log: %w", err)
-		case code == 2: // not there yet
+		case code == turnDirMissing: // not there yet
 			return nil
 		case code != 0:
-			return notPrivate(out)
+			return r.readError("run log", code, out)
 		}
 		if err := r.take(ctx, out); err != nil {
 			return err
@@ -432,7 +485,11 @@ func (s *Service) finish(ctx context.Context, se store.Session, t store.Turn, st
 // stderr when the log was truncated or replaced.
 func (r *logReader) followCommand() string {
 	log := shellQuote(runLogPath(r.t))
-	if bin := r.s.cfg.HarnessBinary(r.sb); bin != "" {
+	bin := r.s.cfg.HarnessBinary(r.sb)
+	if bin != "" && r.old { // an older hangar-envd: hangar tail, no turn-dir
+		return fmt.Sprintf("exec %s tail -c +%d --until %s %s", shellQuote(bin), r.lines.readAt+1, shellQuote(statusPath(r.t)), log)
+	}
+	if bin != "" {
 		// The directory is checked first (what it says goes to stderr: the follow ends, and
 		// the next read, through turn-dir read, fails the turn with why). Once it is hangar's
 		// alone, no other uid can change it while it is followed.
@@ -539,7 +596,7 @@ func (r *logReader) checkStatus(ctx context.Context, st *stream.Stream) {
 			return
 		case <-timer.C:
 		}
-		if _, ended, err := r.s.readStatus(ctx, r.sb, r.t); err == nil && ended {
+		if _, ended, err := r.readStatus(ctx); err == nil && ended {
 			st.End(stream.ReasonDone)
 			return
 		}
