@@ -132,5 +132,10 @@ resolvConf: /etc/resolv.conf
 evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%", nodefs.inodesFree: "1%"}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
+# A pod's emptyDir usage, which the eviction manager compares with its sizeLimit and the
+# pod's ephemeral-storage limit, is measured (a du) every volumeStatsAggPeriod: at the default
+# minute, on a loaded machine, a sandbox past its limit was not evicted within the test's two
+# minutes (TestClusterDiskFillEvicted).
+volumeStatsAggPeriod: 5s
 YAML
 }
