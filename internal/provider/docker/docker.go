@@ -309,7 +309,7 @@ func (p *Provider) lockDown(host *container.HostConfig) {
 	if p.cfg.DiskBytes > 0 {
 		host.StorageOpt = map[string]string{"size": strconv.FormatInt(p.cfg.DiskBytes, 10)}
 	}
-	host.SecurityOpt = []string{"no-new-privileges:true"}
+	host.SecurityOpt = []string{"no-new-privileges=true"}
 	host.CapDrop = []string{"ALL"}
 	host.CapAdd = slices.Clone(Capabilities)
 }

@@ -44,7 +44,7 @@ func TestLimitsByDefault(t *testing.T) {
 			added = append(added, strings.TrimPrefix(c, "CAP_"))
 		}
 		slices.Sort(added)
-		if want := slices.Sorted(slices.Values(Capabilities)); !slices.Equal(h.CapDrop, []string{"ALL"}) || !slices.Equal(added, want) || !slices.Contains(h.SecurityOpt, "no-new-privileges:true") {
+		if want := slices.Sorted(slices.Values(Capabilities)); !slices.Equal(h.CapDrop, []string{"ALL"}) || !slices.Equal(added, want) || !slices.Contains(h.SecurityOpt, "no-new-privileges=true") {
 			t.Errorf("daemon %v: cap drop %v, add %v, security options %v; want ALL, %v, no-new-privileges", daemon, h.CapDrop, h.CapAdd, h.SecurityOpt, Capabilities)
 		}
 		res, err := p.Exec(ctx, sb, provider.ExecRequest{Command: `grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status`})
