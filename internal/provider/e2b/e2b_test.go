@@ -27,6 +27,13 @@ func newFake(t *testing.T) *fakeE2B {
 	t.Helper()
 	f := newFakeE2B(hangarBin, t.TempDir())
 	t.Cleanup(f.close)
+	t.Cleanup(func() {
+		// A daemon call that broke (a stream's "unexpected EOF"): was it the daemon, or the
+		// proxy? (Runs before close, while the daemons' logs are there.)
+		if t.Failed() {
+			f.report(t)
+		}
+	})
 	return f
 }
 

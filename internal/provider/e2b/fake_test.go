@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/envd"
@@ -38,6 +39,29 @@ type fakeE2B struct {
 	nextID    int
 	// requests counts API calls by their route ("GET /v2/sandboxes"), for tests to check.
 	requests map[string]int
+	// proxyErrs are the proxy's errors reaching a daemon, for a failed test's report.
+	proxyErrs []string
+}
+
+// report logs, for a failed test, the proxy's errors and each daemon's state and log.
+func (f *fakeE2B) report(t *testing.T) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range f.proxyErrs {
+		t.Logf("fake E2B proxy: %s", e)
+	}
+	for id, sb := range f.sandboxes {
+		state := "running"
+		if sb.exited != nil {
+			select {
+			case <-sb.exited:
+				state = "exited: " + sb.cmd.ProcessState.String()
+			default:
+			}
+		}
+		log, _ := os.ReadFile(filepath.Join(f.dataDir, id, "envd.log"))
+		t.Logf("fake E2B sandbox %s: daemon %s; its log:\n%s", id, state, log[max(0, len(log)-4096):])
+	}
 }
 
 type fakeSandbox struct {
@@ -74,6 +98,9 @@ func newFakeE2B(hangar, dataDir string) *fakeE2B {
 		},
 		// An unknown or dead sandbox is a 502, as at E2B; not worth a log line.
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			f.mu.Lock()
+			f.proxyErrs = append(f.proxyErrs, r.URL.Path+": "+err.Error())
+			f.mu.Unlock()
 			w.WriteHeader(http.StatusBadGateway)
 		},
 	}
