@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
 )
 
 // ticks is the highest tick of the turn the feed (the session's event stream) delivered.
@@ -71,7 +73,7 @@ func (s *scenario) checkResume() {
 	id, _ := strconv.ParseInt(ev.id, 10, 64)
 	switch {
 	case ev.name == "gap":
-		if str(ev.data["from"]) != off {
+		if providertest.Str(ev.data["from"]) != off {
 			t.Errorf("attach: resumed from offset %s, got a gap %v: want it to start there", off, ev.data)
 		}
 	case ev.name != "output" || id <= from:

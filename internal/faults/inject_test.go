@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"golang.org/x/sys/unix"
 
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
 	"github.com/hangar-dev/hangar/internal/store/postgres/pgtest"
 )
 
@@ -37,7 +38,7 @@ func skipLoudly(t *testing.T, format string, args ...any) {
 func (s *scenario) daemonPID() int {
 	t := s.t
 	t.Helper()
-	id := str(s.sandbox["provider_id"])
+	id := providertest.Str(s.sandbox["provider_id"])
 	if s.provider == "docker" {
 		info, err := s.docker.ContainerInspect(context.Background(), id)
 		if err != nil || info.State == nil || info.State.Pid == 0 {
@@ -71,7 +72,7 @@ func killDaemon(s *scenario) {
 // stopContainer is `docker stop -t 1` of the sandbox's container.
 func stopContainer(s *scenario) {
 	one := 1
-	if err := s.docker.ContainerStop(context.Background(), str(s.sandbox["provider_id"]), container.StopOptions{Timeout: &one}); err != nil {
+	if err := s.docker.ContainerStop(context.Background(), providertest.Str(s.sandbox["provider_id"]), container.StopOptions{Timeout: &one}); err != nil {
 		s.t.Fatalf("stop the container: %v", err)
 	}
 }
@@ -200,7 +201,7 @@ func (s *scenario) sweep() {
 	if s.provider == "docker" && s.sandbox != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		s.docker.ContainerRemove(ctx, str(s.sandbox["provider_id"]), container.RemoveOptions{Force: true})
+		s.docker.ContainerRemove(ctx, providertest.Str(s.sandbox["provider_id"]), container.RemoveOptions{Force: true})
 	}
 }
 

@@ -2,8 +2,6 @@ package faults_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -74,7 +72,7 @@ type scenario struct {
 // prepare runs here, before hangar starts.
 func newScenario(t *testing.T, f fault, provider string) *scenario {
 	s := &scenario{t: t, fault: f.name, provider: provider, client: &http.Client{},
-		name: "fault-" + f.name + "-" + provider, marker: "hfault" + randHex(6), workTag: "hwork" + randHex(6),
+		name: "fault-" + f.name + "-" + provider, marker: "hfault" + providertest.RandHex(6), workTag: "hwork" + providertest.RandHex(6),
 		feeds: map[kind]*feed{}, polls: map[kind]*poller{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.ctx = ctx
@@ -116,7 +114,7 @@ func (s *scenario) start(args ...string) {
 	t.Cleanup(func() {
 		srv.Stop()
 		if t.Failed() {
-			t.Logf("hangar's log:\n%s", lastLines(srv.Logs.String(), 60))
+			t.Logf("hangar's log:\n%s", providertest.LastLines(srv.Logs.String(), 60))
 		}
 	})
 	s.restart()
@@ -146,10 +144,10 @@ func (s *scenario) open() {
 	}
 	s.sandbox = s.must("POST", "/api/sandboxes", spec)
 	s.must("POST", "/api/sessions", map[string]any{"name": "agent", "sandbox": s.name, "agent": "command"})
-	s.turnID = str(s.must("POST", "/api/sessions/agent/turns", map[string]any{"prompt": s.agentScript("turn")})["id"])
-	s.jobID = str(s.must("POST", "/api/jobs", map[string]any{"prompt": s.agentScript("job"), "agent": "command", "sandbox": s.name})["id"])
+	s.turnID = providertest.Str(s.must("POST", "/api/sessions/agent/turns", map[string]any{"prompt": s.agentScript("turn")})["id"])
+	s.jobID = providertest.Str(s.must("POST", "/api/jobs", map[string]any{"prompt": s.agentScript("job"), "agent": "command", "sandbox": s.name})["id"])
 	// The process writes a file each tick, for the watch to see.
-	s.procID = str(s.must("POST", "/api/sandboxes/"+s.name+"/processes",
+	s.procID = providertest.Str(s.must("POST", "/api/sandboxes/"+s.name+"/processes",
 		map[string]any{"command": "while :; do echo tick; date > watched.txt; sleep 0.2; done # " + s.workTag})["process_id"])
 
 	s.polls[kindTurn] = s.poll("/api/sessions/agent/turns/"+s.turnID, false)
@@ -365,21 +363,21 @@ func lastWord(ev event) string {
 	d := ev.data
 	switch ev.name {
 	case "close":
-		return "close: " + str(d["reason"])
+		return "close: " + providertest.Str(d["reason"])
 	case "end":
-		return "end: " + str(d["state"]) + ": " + str(d["status"])
+		return "end: " + providertest.Str(d["state"]) + ": " + providertest.Str(d["status"])
 	case "result":
 		out := "result:"
-		if c := str(d["closed"]); c != "" {
+		if c := providertest.Str(d["closed"]); c != "" {
 			out += " closed " + c + ","
 		}
-		code := str(d["exit_code"])
+		code := providertest.Str(d["exit_code"])
 		if code == "" {
 			code = "null"
 		}
-		return out + " exit_code " + code + ", " + str(d["status"])
+		return out + " exit_code " + code + ", " + providertest.Str(d["status"])
 	}
-	return ev.name + ": " + str(d["code"]) + ": " + str(d["message"])
+	return ev.name + ": " + providertest.Str(d["code"]) + ": " + providertest.Str(d["message"])
 }
 
 // poller follows a turn or a job by reading it every 100 ms.
@@ -462,52 +460,10 @@ func (s *scenario) look(k kind, t0 time.Time) sighting {
 	return s.polls[k].look(t0)
 }
 
-// waitFor polls cond every tick until it holds, failing the test after d.
+// waitFor and poll look every tick.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	if !poll(d, cond) {
-		t.Fatalf("timed out after %s waiting for %s", d, what)
-	}
+	providertest.WaitFor(t, d, tick, what, cond)
 }
 
-// poll reports whether cond held within d, looking every tick.
-func poll(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	tk := time.NewTicker(tick)
-	defer tk.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		<-tk.C
-	}
-	return true
-}
-
-func str(v any) string {
-	switch v := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return v
-	case float64:
-		return strconv.FormatFloat(v, 'f', -1, 64)
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// lastLines is the end of a log, for a failure's message.
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func poll(d time.Duration, cond func() bool) bool { return providertest.Poll(d, tick, cond) }

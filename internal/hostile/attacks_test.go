@@ -9,6 +9,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
 )
 
 // outcome is what one attack, run as one user on one provider, came to: what the run saw, in
@@ -117,7 +119,7 @@ func (r *run) probeToken(who, out string) tokenProbe {
 		}
 	}
 	if len(p.read) == 0 {
-		r.t.Logf("%s's read of the daemon printed %q", who, lastLines(out, 20))
+		r.t.Logf("%s's read of the daemon printed %q", who, providertest.LastLines(out, 20))
 	}
 	r.t.Logf("%s read of the daemon (pid %d): %v, %d candidates in environ, %d in cmdline, %d in mem", who, r.daemon, p.read,
 		len(p.cands["environ"]), len(p.cands["cmdline"]), len(p.cands["mem"]))
@@ -191,7 +193,7 @@ func survivors(mark string) string {
 
 // escape runs a turn that leaves processes behind and waits for them to be gone.
 func (r *run) escape(who string) (string, bool) {
-	mark := r.marker + "-esc" + randHex(2)
+	mark := r.marker + "-esc" + providertest.RandHex(2)
 	session := map[string]string{asUser: "plain", asSplit: "split"}[who]
 	tu := r.turn(session, fmt.Sprintf(setsidPrompt, mark))
 	var left string
@@ -242,7 +244,7 @@ func (r *run) forkAttack() string {
 		}
 		own = strings.TrimRight(string(raw), "\n")
 	}
-	return "C=" + shellQuote(own) + " P=" + r.work + "/fork-" + randHex(3) + " sh -c " + shellQuote(forkScript)
+	return "C=" + shellQuote(own) + " P=" + r.work + "/fork-" + providertest.RandHex(3) + " sh -c " + shellQuote(forkScript)
 }
 
 // judgeFork is what forkAttack's output says.
@@ -278,7 +280,7 @@ func (r *run) diskAttack() string {
 room=$(df -Pk %s | awk 'NR == 2 { print $4 }'); echo "room ${room:-unknown}"
 [ "${room:-0}" -ge %d ] 2>/dev/null || exit 0
 dd if=/dev/zero of=$f bs=1048576 count=%d 2>/dev/null; rc=$?
-echo "wrote $(( $(wc -c < $f) / 1048576 )) $rc"; rm -f $f`, r.work+"/disk-"+randHex(3), r.work, diskRoomMiB*1024, diskMiB)
+echo "wrote $(( $(wc -c < $f) / 1048576 )) $rc"; rm -f $f`, r.work+"/disk-"+providertest.RandHex(3), r.work, diskRoomMiB*1024, diskMiB)
 }
 
 // judgeDisk is what diskAttack's output says; an error when it did not run, or printed
@@ -376,7 +378,7 @@ func (r *run) restoreTurnRoot() {
 // id.
 func (r *run) startBackground(mark string) string {
 	r.t.Helper()
-	return str(r.must("POST", "/api/sandboxes/"+r.sandbox+"/processes",
+	return providertest.Str(r.must("POST", "/api/sandboxes/"+r.sandbox+"/processes",
 		map[string]any{"command": "while :; do echo tick; sleep 0.5; done # " + mark})["process_id"])
 }
 
@@ -402,5 +404,5 @@ func (r *run) processState(ctx context.Context, id string) (string, uint32, bool
 	}
 	pid, _ := m["pid"].(float64)
 	adopted, _ := m["adopted"].(bool)
-	return str(m["state"]), uint32(pid), adopted
+	return providertest.Str(m["state"]), uint32(pid), adopted
 }

@@ -2,9 +2,7 @@ package hostile_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -82,7 +80,7 @@ func newRun(t *testing.T, col column) *run {
 	if col.name == "" {
 		col.name = col.provider
 	}
-	r := &run{t: t, col: col, marker: "hostile" + randHex(5), client: &http.Client{},
+	r := &run{t: t, col: col, marker: "hostile" + providertest.RandHex(5), client: &http.Client{},
 		impostorProc: map[string]string{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -104,14 +102,14 @@ func newRun(t *testing.T, col column) *run {
 	t.Cleanup(func() {
 		srv.Stop()
 		if t.Failed() {
-			t.Logf("hangar's log:\n%s", lastLines(srv.Logs.String(), 80))
+			t.Logf("hangar's log:\n%s", providertest.LastLines(srv.Logs.String(), 80))
 		}
 	})
 	r.start()
 	if r.token, err = srv.AdminToken(); err != nil {
 		t.Fatal(err)
 	}
-	r.sandbox = "hostile-" + col.name + "-" + randHex(3)
+	r.sandbox = "hostile-" + col.name + "-" + providertest.RandHex(3)
 	spec := map[string]any{"name": r.sandbox}
 	for k, v := range col.spec {
 		spec[k] = v
@@ -175,7 +173,7 @@ func (r *run) exec(script string) (string, int) {
 	r.t.Helper()
 	res := r.must("POST", "/api/sandboxes/"+r.sandbox+"/exec", map[string]any{"command": script, "timeout": stepTimeout.Seconds()})
 	code, _ := res["exit_code"].(float64)
-	return str(res["stdout"]), int(code)
+	return providertest.Str(res["stdout"]), int(code)
 }
 
 // as runs script (sh) as who and returns what it printed (stdout and stderr). As the split
@@ -187,7 +185,7 @@ func (r *run) as(who, script string) string {
 		out, _ := r.exec("{\n" + script + "\n} 2>&1")
 		return out
 	}
-	name := r.work + "/" + randHex(4)
+	name := r.work + "/" + providertest.RandHex(4)
 	r.writeFile(name+".sh", script)
 	r.turn("split", fmt.Sprintf("sh %s.sh > %[1]s.out 2>&1", name))
 	out, _ := r.exec(fmt.Sprintf("cat %s.out; rm -f %[1]s.out %[1]s.sh", name))
@@ -239,7 +237,7 @@ func (tu turnJSON) ended() bool {
 // startTurn starts a turn of session with prompt and returns its id.
 func (r *run) startTurn(session, prompt string) string {
 	r.t.Helper()
-	return str(r.must("POST", "/api/sessions/"+session+"/turns", map[string]any{"prompt": prompt})["id"])
+	return providertest.Str(r.must("POST", "/api/sessions/"+session+"/turns", map[string]any{"prompt": prompt})["id"])
 }
 
 // getTurn reads a turn.
@@ -277,11 +275,11 @@ func (r *run) events(session, id string) []string {
 		res := r.must("GET", "/api/sessions/"+session+"/events?limit=1000&since="+since, nil)
 		evs, _ := res["events"].([]any)
 		for _, e := range evs {
-			if m, _ := e.(map[string]any); m != nil && str(m["turn"]) == id {
-				out = append(out, str(m["data"]))
+			if m, _ := e.(map[string]any); m != nil && providertest.Str(m["turn"]) == id {
+				out = append(out, providertest.Str(m["data"]))
 			}
 		}
-		next := str(res["next"])
+		next := providertest.Str(res["next"])
 		if len(evs) == 0 || next == since {
 			return out
 		}
@@ -327,57 +325,15 @@ func (r *run) call(ctx context.Context, method, path string, body any) (int, []b
 	return res.StatusCode, raw
 }
 
-// waitFor polls cond every tick until it holds, failing the test after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	if !poll(d, cond) {
-		t.Fatalf("timed out after %s waiting for %s", d, what)
-	}
-}
-
-// poll reports whether cond held within d, looking every tick.
-func poll(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	tk := time.NewTicker(tick)
-	defer tk.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		<-tk.C
-	}
-	return true
-}
-
-func str(v any) string {
-	switch v := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return v
-	case float64:
-		return strconv.FormatFloat(v, 'f', -1, 64)
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // shellQuote makes a single-quoted shell word.
 func shellQuote(v string) string { return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'" }
 
-// lastLines is the end of a log, for a failure's message.
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+func base64Std(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// waitFor and poll look every tick.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	providertest.WaitFor(t, d, tick, what, cond)
 }
 
-func base64Std(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+func poll(d time.Duration, cond func() bool) bool { return providertest.Poll(d, tick, cond) }

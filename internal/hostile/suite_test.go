@@ -14,6 +14,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/doctest"
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 )
 
@@ -101,7 +102,7 @@ type insideFindings struct {
 func (r *run) inside(users []string) insideFindings {
 	f := insideFindings{probes: map[string]tokenProbe{}, procs: map[string]string{}, killed: map[string]bool{}}
 	for _, who := range users {
-		mark := r.marker + "-bg" + randHex(2)
+		mark := r.marker + "-bg" + providertest.RandHex(2)
 		f.procs[who] = r.startBackground(mark)
 		// The fork bomb last: the children it kills are zombies until a reaper takes them, and
 		// each holds one of the sandbox's pids until then. As the split agent (a turn) that is

@@ -119,7 +119,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	t.Cleanup(func() {
 		// A failed test's answer may be a 500 "the server log has the details": here they are.
 		if t.Failed() {
-			t.Logf("the server's log:\n%s", lastLines(e.logs.String(), 40))
+			t.Logf("the server's log:\n%s", providertest.LastLines(e.logs.String(), 40))
 		}
 	})
 	e.store = s
@@ -545,10 +545,4 @@ func TestTokensNeedUserScope(t *testing.T) {
 	id, _ := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	wantError(t, e.do(t, "GET", "/api/tokens", mcpOnly, ""), http.StatusForbidden, "forbidden")
 	wantError(t, e.do(t, "DELETE", "/api/tokens/"+id, mcpOnly, ""), http.StatusForbidden, "forbidden")
-}
-
-// lastLines is the last n lines of s.
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
