@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -217,36 +215,10 @@ func TestResumeLegacyTurnDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := newID("turn_")
-	dir := filepath.Join(t.TempDir(), "hangar-turns", id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(hangarBin, "harness", "--detach", "--run-log", filepath.Join(dir, "run.log"), "--status-file", filepath.Join(dir, "status.json"),
-		"--prompt", `echo '{"type":"old"}'; exit 4`, "--", "bash", "-c", PromptArg).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pid int
-	var start uint64
-	fmt.Sscan(string(out), &pid, &start)
-	now := time.Now().UTC()
-	if err := f.st.CreateTurn(ctx, store.Turn{ID: id, SessionID: se.ID, Prompt: "old", State: store.TurnQueued, CreatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.st.UpdateTurn(ctx, store.TurnUpdate{ID: id, State: store.TurnRunning, Dir: dir, ProcessPID: uint32(pid), ProcessStart: start, StartedAt: now}); err != nil {
-		t.Fatal(err)
-	}
+	id := startLegacyTurn(t, ctx, f, se.ID, filepath.Join(t.TempDir(), "hangar-turns"))
 	s := f.service(t)
 	if err := s.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	end := waitTurn(t, ctx, f.st, id)
-	if end.State != store.TurnFailed || end.ExitCode == nil || *end.ExitCode != 4 {
-		t.Errorf("turn = %s exit %v (%s); want failed with exit code 4, as its status file says", end.State, deref2(end.ExitCode), end.Reason)
-	}
-	evs, _ := f.st.ListEvents(ctx, se.ID, 0, 10)
-	if len(evs) == 0 || evs[0].Type != "old" {
-		t.Errorf("events %v, want the turn's line first", evs)
-	}
+	checkLegacyTurnEnd(t, ctx, f, se.ID, id)
 }

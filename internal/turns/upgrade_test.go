@@ -68,37 +68,11 @@ func TestOldEnvdOldTurnRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := newID("turn_")
-	dir := filepath.Join(oldRoot, id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(hangarBin, "harness", "--detach", "--run-log", filepath.Join(dir, "run.log"), "--status-file", filepath.Join(dir, "status.json"),
-		"--prompt", `echo '{"type":"old"}'; exit 4`, "--", "bash", "-c", PromptArg).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pid int
-	var start uint64
-	fmt.Sscan(string(out), &pid, &start)
-	now := time.Now().UTC()
-	if err := f.st.CreateTurn(ctx, store.Turn{ID: id, SessionID: se.ID, Prompt: "old", State: store.TurnQueued, CreatedAt: now}); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.st.UpdateTurn(ctx, store.TurnUpdate{ID: id, State: store.TurnRunning, Dir: dir, ProcessPID: uint32(pid), ProcessStart: start, StartedAt: now}); err != nil {
-		t.Fatal(err)
-	}
+	id := startLegacyTurn(t, ctx, f, se.ID, oldRoot)
 	if err := f.service(t).Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	end := waitTurn(t, ctx, f.st, id)
-	if end.State != store.TurnFailed || end.ExitCode == nil || *end.ExitCode != 4 {
-		t.Errorf("turn = %s exit %v (%s); want failed with exit code 4, as its status file says", end.State, deref2(end.ExitCode), end.Reason)
-	}
-	evs, _ := f.st.ListEvents(ctx, se.ID, 0, 10)
-	if len(evs) == 0 || evs[0].Type != "old" {
-		t.Errorf("events %v, want the turn's line first", evs)
-	}
+	checkLegacyTurnEnd(t, ctx, f, se.ID, id)
 }
 
 // TestTurnDirPassingFailureRetried: a read of a turn's directory that fails for a reason that
@@ -126,5 +100,47 @@ func TestTurnDirPassingFailureRetried(t *testing.T) {
 	}
 	if _, err := os.Stat(once); err != nil {
 		t.Errorf("the read never failed: %v", err)
+	}
+}
+
+// startLegacyTurn starts a turn as a hangar before turn-dir did: its harness writes its run log
+// and status file by path, in a 0755 directory under root that a shell made; the store says it
+// runs. Its prompt prints one line of type "old" and exits 4.
+func startLegacyTurn(t *testing.T, ctx context.Context, f *fixture, sessionID, root string) string {
+	t.Helper()
+	id := newID("turn_")
+	dir := filepath.Join(root, id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(hangarBin, "harness", "--detach", "--run-log", filepath.Join(dir, "run.log"), "--status-file", filepath.Join(dir, "status.json"),
+		"--prompt", `echo '{"type":"old"}'; exit 4`, "--", "bash", "-c", PromptArg).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	var start uint64
+	fmt.Sscan(string(out), &pid, &start)
+	now := time.Now().UTC()
+	if err := f.st.CreateTurn(ctx, store.Turn{ID: id, SessionID: sessionID, Prompt: "old", State: store.TurnQueued, CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.UpdateTurn(ctx, store.TurnUpdate{ID: id, State: store.TurnRunning, Dir: dir, ProcessPID: uint32(pid), ProcessStart: start, StartedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// checkLegacyTurnEnd checks that startLegacyTurn's turn ended as its status file says, with its
+// line recorded.
+func checkLegacyTurnEnd(t *testing.T, ctx context.Context, f *fixture, sessionID, id string) {
+	t.Helper()
+	end := waitTurn(t, ctx, f.st, id)
+	if end.State != store.TurnFailed || end.ExitCode == nil || *end.ExitCode != 4 {
+		t.Errorf("turn = %s exit %v (%s); want failed with exit code 4, as its status file says", end.State, deref2(end.ExitCode), end.Reason)
+	}
+	evs, _ := f.st.ListEvents(ctx, sessionID, 0, 10)
+	if len(evs) == 0 || evs[0].Type != "old" {
+		t.Errorf("events %v, want the turn's line first", evs)
 	}
 }
