@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/hangar-dev/hangar/internal/cli"
 	"github.com/hangar-dev/hangar/internal/sandboxcmd"
@@ -45,7 +43,7 @@ func verbs() []sandboxcmd.Verb {
 var version = "dev"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := sandboxcmd.NotifyContext(context.Background())
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -16,7 +16,8 @@ import (
 const envdSummary = "Runs the in-sandbox daemon, compatible with E2B's envd: the process and filesystem Connect RPC\nservices, /health and /files."
 
 // Envd runs the in-sandbox daemon until ctx is done (SIGTERM, SIGINT), then closes its
-// listener, kills the processes it started and returns nil. cmd is how help names the
+// listener, kills the processes it started and returns nil, or the ExitCode of the signal that
+// ended ctx when NotifyContext made it (143 for SIGTERM). cmd is how help names the
 // command: "hangar-envd envd" or "hangar envd".
 func Envd(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
 	// Before a token is read, from the environment or a request.
@@ -66,6 +67,6 @@ func Envd(ctx context.Context, cmd string, args []string, stdout, stderr io.Writ
 	if err := d.Serve(ctx, ln); err != nil {
 		return err
 	}
-	logger.Info("hangar envd stopped")
-	return nil
+	logger.Info("hangar envd stopped", "cause", context.Cause(ctx))
+	return exitForSignal(ctx)
 }

@@ -387,9 +387,18 @@ func TestClusterDiskFillEvicted(t *testing.T) {
 			if !ok {
 				t.Fatal("the watch ended before the pod was evicted")
 			}
-			if pod, isPod := ev.Object.(*corev1.Pod); isPod && pod.Status.Phase == corev1.PodFailed {
+			pod, isPod := ev.Object.(*corev1.Pod)
+			if !isPod {
+				continue
+			}
+			switch pod.Status.Phase {
+			case corev1.PodFailed:
 				t.Logf("pod %s: %s %s", pod.Name, pod.Status.Reason, pod.Status.Message)
 				failed = true
+			case corev1.PodSucceeded:
+				// The daemon exited 0 on the kubelet's SIGTERM, and its phase won over the
+				// eviction's, with no reason.
+				t.Fatalf("pod %s: Succeeded (%s), want Failed and Evicted", pod.Name, describe(pod))
 			}
 		case <-ctx.Done():
 			t.Fatalf("the pod was not evicted in %s after writing twice its ephemeral-storage limit", clusterTimeout)
