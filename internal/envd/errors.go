@@ -99,7 +99,9 @@ func wrapErr(ctx context.Context, op string, err error) error {
 		msg = ce.Message()
 	}
 	kind, ok := codeKinds[code]
-	if !ok {
+	if !ok || (code == connect.CodeResourceExhausted && !connect.IsWireError(err)) {
+		// connect-go's own ResourceExhausted (a message past a size it reads) says nothing of
+		// what the daemon is out of.
 		kind = ErrDaemon
 	}
 	if kind == ErrUnavailable && strings.HasPrefix(msg, exhaustedPrefix) {
