@@ -221,3 +221,19 @@ func (c *Cluster) heartbeat(ctx context.Context) error {
 
 // AdvertiseURL is where the other replicas reach this one.
 func (c *Cluster) AdvertiseURL() string { return c.cfg.AdvertiseURL }
+
+// Reach returns where the live replica id is reached (its advertised URL), or "" when no
+// replica of that id is listed with a heartbeat younger than a lease: it left, it died, or it
+// never was. The URL comes from the replicas table only, never from what a client says.
+func (c *Cluster) Reach(ctx context.Context, id string) (string, error) {
+	var url string
+	err := c.pool.QueryRow(ctx, `SELECT url FROM replicas WHERE id = $1 AND seen_at > now() - $2 * interval '1 millisecond'`,
+		id, c.cfg.LeaseTTL.Milliseconds()).Scan(&url)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("find replica %s: %w", id, err)
+	}
+	return url, nil
+}
