@@ -62,16 +62,26 @@ func TestReplicasOnlyWithPostgres(t *testing.T) {
 }
 
 // balancer is a load balancer in front of two replicas, as an http.RoundTripper: it sends a
-// request without an Mcp-Session-Id (the initialize) to first and every request with one to
-// rest, with the bearer token, and reports each answer's method, replica and status on hops.
+// request without an Mcp-Session-Id (the initialize) to first, and those with one as its mode
+// says, with the bearer token; it reports each answer's method, replica and status on hops.
 type balancer struct {
 	token       string
 	first, rest string
 	hops        chan hop
 
-	mu     sync.Mutex // guards toRest
-	toRest bool       // send the session's requests to rest (else first)
+	mu   sync.Mutex // guards mode and n
+	mode route
+	n    int // the session's requests sent in toAlternate
 }
+
+// route is where a balancer sends a session's requests.
+type route int
+
+const (
+	toRest      route = iota // all to rest
+	toFirst                  // all to first
+	toAlternate              // rest, first, rest, ...
+)
 
 // hop is a request the balancer passed and the status it got.
 type hop struct {
@@ -82,8 +92,16 @@ type hop struct {
 func (b *balancer) RoundTrip(r *http.Request) (*http.Response, error) {
 	b.mu.Lock()
 	to := b.first
-	if r.Header.Get("Mcp-Session-Id") != "" && b.toRest {
-		to = b.rest
+	if r.Header.Get("Mcp-Session-Id") != "" {
+		switch b.mode {
+		case toRest:
+			to = b.rest
+		case toAlternate:
+			if b.n%2 == 0 {
+				to = b.rest
+			}
+			b.n++
+		}
 	}
 	b.mu.Unlock()
 	u, _ := url.Parse(to)
@@ -97,11 +115,11 @@ func (b *balancer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// sendRest makes the balancer send the session's requests to rest (true) or first.
-func (b *balancer) sendRest(on bool) {
+// send sets where the balancer sends the session's requests from now on.
+func (b *balancer) send(m route) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.toRest = on
+	b.mode = m
 }
 
 // waitHop waits for the balancer to pass a request of method to to, and returns its status.
@@ -170,7 +188,7 @@ func TestMCPSessionOnAnyReplica(t *testing.T) {
 		t.Fatalf("create token = %d %v", code, other)
 	}
 
-	lb := &balancer{token: admin, first: a.url, rest: b.url, hops: make(chan hop, 1000), toRest: true}
+	lb := &balancer{token: admin, first: a.url, rest: b.url, hops: make(chan hop, 1000)}
 	progress := make(chan string, 100)
 	cl := mcp.NewClient(&mcp.Implementation{Name: "behind-a-balancer", Version: "1"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -200,29 +218,41 @@ func TestMCPSessionOnAnyReplica(t *testing.T) {
 	if !slices.ContainsFunc(tools.Tools, func(tl *mcp.Tool) bool { return tl.Name == "exec" }) {
 		t.Errorf("tools/list through B lacks exec")
 	}
-	params := &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"sandbox": "hop", "command": "for i in 1 2 3; do echo line $i; done", "stream": true}}
-	params.SetProgressToken("hop")
-	res, err := session.CallTool(ctx, params)
-	if err != nil || res.IsError {
-		t.Fatalf("exec through B: %v %+v", err, res)
-	}
-	var out strings.Builder
-	for !strings.Contains(out.String(), "line 3\n") {
-		select {
-		case m := <-progress:
-			out.WriteString(m)
-		case <-ctx.Done():
-			t.Fatalf("progress through B: %q, want lines 1 to 3", out.String())
+	streamedExec := func(via string) {
+		t.Helper()
+		params := &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{"sandbox": "hop", "command": "for i in 1 2 3; do echo line $i; done", "stream": true}}
+		params.SetProgressToken(via)
+		res, err := session.CallTool(ctx, params)
+		if err != nil || res.IsError {
+			t.Fatalf("exec %s: %v %+v", via, err, res)
+		}
+		var out strings.Builder
+		for !strings.Contains(out.String(), "line 3\n") {
+			select {
+			case m := <-progress:
+				out.WriteString(m)
+			case <-ctx.Done():
+				t.Fatalf("progress %s: %q, want lines 1 to 3", via, out.String())
+			}
+		}
+		if want := "line 1\nline 2\nline 3\n"; out.String() != want {
+			t.Errorf("progress %s = %q, want %q", via, out.String(), want)
 		}
 	}
-	if want := "line 1\nline 2\nline 3\n"; out.String() != want {
-		t.Errorf("progress through B = %q, want %q", out.String(), want)
-	}
-	lb.sendRest(false) // the same session, on A itself
+	streamedExec("through B")
+	// The same session on A itself, then spread over both.
+	lb.send(toFirst)
 	if _, err := session.ListTools(ctx, nil); err != nil {
 		t.Errorf("tools/list on A: %v", err)
 	}
-	lb.sendRest(true)
+	lb.send(toAlternate)
+	for i := range 4 {
+		if _, err := session.ListTools(ctx, nil); err != nil {
+			t.Errorf("tools/list %d, alternating: %v", i, err)
+		}
+		streamedExec("alternating")
+	}
+	lb.send(toRest)
 
 	// Another token, through B and on A: the same refusal, word for word.
 	const list = `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`
