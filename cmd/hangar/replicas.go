@@ -15,6 +15,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/cluster"
 	"github.com/hangar-dev/hangar/internal/config"
 	"github.com/hangar-dev/hangar/internal/forward"
+	"github.com/hangar-dev/hangar/internal/mcp"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
@@ -120,6 +121,15 @@ func (r *replicas) forwarder(streams *stream.Registry) *forward.Forwarder {
 		return nil
 	}
 	return &forward.Forwarder{Self: r.cl.AdvertiseURL(), Streams: streams}
+}
+
+// sessions names this replica in the ids of the MCP sessions it opens and finds the replica
+// that holds another's: nil alone.
+func (r *replicas) sessions() mcp.Replicas {
+	if r == nil {
+		return nil
+	}
+	return r.cl
 }
 
 // Owns is turns.Replicas'. A database that does not answer owns nothing: the turn waits, as

@@ -253,7 +253,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	if err != nil {
 		return err
 	}
-	mcpCfg := mcp.Config{Auth: authn, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Forward: rp.forwarder(streams), Watches: d.watches, Turns: d.turns, Logger: log, Version: version, Clock: clock, MaxBodyBytes: cfg.MaxBodyBytes,
+	mcpCfg := mcp.Config{Auth: authn, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Forward: rp.forwarder(streams), Replicas: rp.sessions(), Watches: d.watches, Turns: d.turns, Logger: log, Version: version, Clock: clock, MaxBodyBytes: cfg.MaxBodyBytes,
 		SessionIdle: time.Duration(cfg.MCP.SessionIdleSeconds) * time.Second, SessionsPerToken: cfg.MCP.SessionsPerToken,
 		Recheck: time.Duration(cfg.Stream.RecheckSeconds) * time.Second}
 	if oauthServer != nil {

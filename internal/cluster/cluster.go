@@ -66,6 +66,15 @@ type Cluster struct {
 	lastRenewed time.Time       // the last renewal the database confirmed
 
 	losses prometheus.Counter // hangar_lease_losses_total; nil without a Registerer
+
+	reachMu sync.Mutex          // guards reached
+	reached map[string]reaching // live replicas Reach found lately, by id
+}
+
+// reaching is where Reach found a live replica, and when.
+type reaching struct {
+	url string
+	at  time.Time
 }
 
 // New connects to the database and lists this replica. Close it after Run returned.
@@ -90,7 +99,7 @@ func New(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("connect to postgres for replicas: %w", err)
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger.With("replica", cfg.ID), pool: pool, handlers: map[string]func(context.Context, string){},
-		scan: make(chan struct{}, 1), held: map[string]bool{}, lastRenewed: cfg.Clock.Now()}
+		scan: make(chan struct{}, 1), held: map[string]bool{}, lastRenewed: cfg.Clock.Now(), reached: map[string]reaching{}}
 	var schema string
 	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		pool.Close()
@@ -221,3 +230,38 @@ func (c *Cluster) heartbeat(ctx context.Context) error {
 
 // AdvertiseURL is where the other replicas reach this one.
 func (c *Cluster) AdvertiseURL() string { return c.cfg.AdvertiseURL }
+
+// Reach returns where the live replica id is reached (its advertised URL), or "" when no
+// replica of that id is listed with a heartbeat younger than a lease: it left, it died, or it
+// never was. The URL comes from the replicas table only, never from what a client says. A
+// replica found live is remembered for a third of a lease (a heartbeat's period), so a burst of
+// requests to forward costs the database one read per replica, not one each; one that stopped
+// meanwhile is found so by whoever tries to reach it.
+func (c *Cluster) Reach(ctx context.Context, id string) (string, error) {
+	now := c.cfg.Clock.Now()
+	fresh := c.cfg.LeaseTTL / 3
+	c.reachMu.Lock()
+	r, ok := c.reached[id]
+	c.reachMu.Unlock()
+	if ok && now.Sub(r.at) < fresh {
+		return r.url, nil
+	}
+	var url string
+	err := c.pool.QueryRow(ctx, `SELECT url FROM replicas WHERE id = $1 AND seen_at > now() - $2 * interval '1 millisecond'`,
+		id, c.cfg.LeaseTTL.Milliseconds()).Scan(&url)
+	c.reachMu.Lock()
+	defer c.reachMu.Unlock()
+	for other, r := range c.reached {
+		if now.Sub(r.at) >= fresh {
+			delete(c.reached, other) // only live replicas are kept, a few, and not for long
+		}
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("find replica %s: %w", id, err)
+	}
+	c.reached[id] = reaching{url: url, at: now}
+	return url, nil
+}

@@ -1,8 +1,9 @@
 // Package forward passes an HTTP request on to another hangar replica as it came, and that
 // replica's answer back as it writes it (an SSE stream flushed event by event): how a replica
 // serves a request about a sandbox whose processes another replica follows
-// (docs/replicas.md). Both transports use it, REST for its process routes and MCP for its
-// process tool.
+// (docs/replicas.md), or a request of an MCP session that another replica holds. Both
+// transports use it, REST for its process routes and MCP for its process tool and its
+// sessions.
 package forward
 
 import (
@@ -33,8 +34,9 @@ type Forwarder struct {
 	Streams *stream.Registry
 }
 
-// To forwards r, made by p about sandbox, to the replica at target (its bearer token with it:
-// the owner authenticates it again) and copies the answer to w. When target cannot be reached,
+// To forwards r, made by p about sandbox ("" for a request about none, an MCP session's), to
+// the replica at target (its bearer token with it: the owner authenticates it again) and copies
+// the answer to w. When target cannot be reached,
 // or the forwarding cannot be held, fail answers instead.
 func (f *Forwarder) To(w http.ResponseWriter, r *http.Request, p auth.Principal, sandbox, target string, fail func(http.ResponseWriter, *http.Request, error)) {
 	u, err := url.Parse(target)

@@ -47,6 +47,25 @@ func writeError(w http.ResponseWriter, status, code int, message, detail string)
 	w.Write(append(b, '\n'))
 }
 
+// writeProblem writes a domain error that refused a request before the SDK saw it (a limit,
+// a shutdown) as a JSON-RPC error response: the problem table's sentence, its status (429, 503)
+// and Retry-After, the JSON-RPC code its resources use; anything else is an internal error.
+func writeProblem(w http.ResponseWriter, err error) {
+	p := problem.Of(err)
+	if p.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(p.RetryAfter.Round(time.Second).Seconds()))))
+	}
+	switch p.Code {
+	case problem.CodeLimit:
+		writeError(w, http.StatusTooManyRequests, codeResourceLimit, p.Message, "")
+	case problem.CodeUnavailable:
+		writeError(w, http.StatusServiceUnavailable, codeResourceUnavailable, p.Message, "")
+	default:
+		code, message := errorFor(http.StatusInternalServerError)
+		writeError(w, http.StatusInternalServerError, code, message, "")
+	}
+}
+
 // errorFor is the code and sentence for an HTTP error status the SDK or the bearer-token
 // check answered with plain text.
 func errorFor(status int) (code int, message string) {

@@ -51,8 +51,14 @@ type Config struct {
 	// tools are not offered.
 	Processes *process.Manager
 	// Forward, with several replicas on one database, passes 2026-07-28 process tool calls
-	// on to the replica that follows the sandbox's processes (replicas.go). Nil: alone.
+	// on to the replica that follows the sandbox's processes, and a 2025-era session's
+	// requests to the replica that holds the session (replicas.go). Nil: alone.
 	Forward *forward.Forwarder
+	// Replicas, with Forward, names this replica in the ids of the 2025-era sessions it opens
+	// and says where the replica named in another session's id is reached, so that a session
+	// is usable through any replica (replicas.go). Nil: alone, and session ids name no
+	// replica.
+	Replicas Replicas
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 	// Version is the server version MCP clients are told. Default "dev".
@@ -190,6 +196,7 @@ func New(cfg Config) *Handler {
 	}
 	opts := &mcp.ServerOptions{
 		Instructions: instructions,
+		GetSessionID: h.newSessionID,
 		Logger:       quieter(cfg.Logger),
 		// Tools, and resources with the turns: hangar sends no log messages and has no
 		// prompts, so it declares neither.
@@ -255,7 +262,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
-	if !checkBody(w, r, h.cfg.MaxBodyBytes) || h.toOwner(w, r) {
+	if !checkBody(w, r, h.cfg.MaxBodyBytes) || h.toHolder(w, r) || h.toOwner(w, r) {
 		return
 	}
 	id := strconv.FormatUint(h.nextID.Add(1), 10)
