@@ -21,6 +21,7 @@ import (
 	"github.com/coder/quartz"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/term"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/config"
@@ -467,8 +468,11 @@ func loadSecret(cfg config.Config) ([]byte, error) {
 	return key, nil
 }
 
-// bootstrapAdmin makes the first admin token on a store that never had a token, prints it once
-// and writes it to <data dir>/admin-token, readable by its owner only.
+// bootstrapAdmin makes the first admin token on a store that never had a token, when the tokens
+// file names no admin, and writes it to <data dir>/admin-token, readable by its owner only. The
+// token itself is printed only to a terminal: a server's standard output is usually a log
+// (Cloud Logging, journald) that many can read and that keeps it. Elsewhere stdout says where
+// the file is and how to read it (`hangar admin-token`, for an image with no shell).
 func bootstrapAdmin(ctx context.Context, authn *auth.Authenticator, dataDir string, stdout io.Writer) error {
 	secret, created, err := authn.Bootstrap(ctx)
 	if err != nil || !created {
@@ -489,9 +493,26 @@ func bootstrapAdmin(ctx context.Context, authn *auth.Authenticator, dataDir stri
 			err = cerr
 		}
 	}
-	fmt.Fprintf(stdout, "hangar: first start, so here is the admin token (shown this once; also in %s):\n\n    %s\n\n", path, secret)
+	switch {
+	case isTerminal(stdout):
+		fmt.Fprintf(stdout, "hangar: first start, so here is the admin token (shown this once; also in %s):\n\n    %s\n\n", path, secret)
+	case err == nil:
+		host, _ := os.Hostname()
+		fmt.Fprintf(stdout, "hangar: first start, so an admin token was made; it is in %s on %s, and nowhere else: read it there with `hangar admin-token` "+
+			"(on Kubernetes: kubectl exec %s -- hangar admin-token)\n", path, host, host)
+	default:
+		// Not kept: printed as the only copy there is (the store keeps its hash only, and makes
+		// no other first token).
+		fmt.Fprintf(stdout, "hangar: first start, so here is the admin token, shown because %s could not be written:\n\n    %s\n\n", path, secret)
+	}
 	if err != nil {
 		return fmt.Errorf("write admin token file: %w", err)
 	}
 	return nil
+}
+
+// isTerminal says whether w is a terminal, where a person reads what is printed once.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
