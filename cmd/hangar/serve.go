@@ -21,6 +21,7 @@ import (
 	"github.com/coder/quartz"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/term"
 
 	"github.com/hangar-dev/hangar/internal/auth"
@@ -266,7 +267,14 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	defer func() { stopRechecks(); <-mcpRechecked }()
 
 	srv := rest.New(rest.Config{Auth: authn, Ready: readiness(st, cfg.DataDir), Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate, MCP: mcpHandler, OAuth: oauthServer,
-		Forward: rp.forwarder(streams)})
+		Forward: rp.forwarder(streams), MetricsElsewhere: cfg.MetricsListen != ""})
+	if cfg.MetricsListen != "" {
+		stopMetrics, err := serveMetrics(cfg.MetricsListen, reg, log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	if cfg.PprofListen != "" {
 		stopPprof, err := servePprof(cfg.PprofListen, log)
 		if err != nil {
@@ -416,6 +424,22 @@ func shutdown(ctx context.Context, cfg config.Config, log *slog.Logger, streams 
 	}
 	log.Info("hangar stopped")
 	return nil
+}
+
+// serveMetrics serves reg at /metrics on addr (HANGAR_METRICS_LISTEN) until the returned function
+// is called: after the main server's shutdown, so a rollout's last scrape still answers.
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (HANGAR_METRICS_LISTEN): %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() { srv.Serve(ln); close(done) }()
+	log.Info("serving /metrics", "addr", ln.Addr().String())
+	return func() { srv.Close(); <-done }, nil
 }
 
 // servePprof serves net/http/pprof on addr until the returned function is called.
