@@ -1,6 +1,9 @@
 package deploy_test
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -208,6 +211,11 @@ func TestChartSecretStable(t *testing.T) {
 		return string(s.Data["hangar-secret"]), deployment(t, objs).Spec.Template.Annotations["checksum/secret"]
 	}
 	k1, c1 := read()
+	// The checksum is of the very Secret rendered beside it (its one key here), not of another
+	// random one.
+	if sum := sha256.Sum256(fmt.Appendf(nil, "hangar-secret: %q", base64.StdEncoding.EncodeToString([]byte(k1)))); hex.EncodeToString(sum[:]) != c1 {
+		t.Errorf("checksum/secret %s is not the digest of the Secret rendered with it", c1)
+	}
 	k2, c2 := read()
 	if k1 == k2 || c1 == c2 {
 		t.Errorf("two renders without the cluster: keys differ %v, checksums differ %v; want both to differ", k1 != k2, c1 != c2)
