@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -27,7 +28,7 @@ import (
 const chartDir = "helm/hangar"
 
 // valueSets are the value files the chart is rendered with (beside the defaults).
-var valueSets = []string{"ingress", "gateway", "existing-secret", "replicas", "servicemonitor", "gvisor"}
+var valueSets = []string{"ingress", "gateway", "existing-secret", "replicas", "servicemonitor", "gvisor", "autoscaling"}
 
 // object is one rendered manifest.
 type object map[string]any
@@ -93,6 +94,17 @@ func render(t *testing.T, set string) []object {
 	if err != nil {
 		t.Fatalf("helm template (%s): %v", set, err)
 	}
+	objs := parseManifests(t, set, out)
+	if len(objs) == 0 {
+		t.Fatalf("helm template (%s) rendered nothing", set)
+	}
+	rendered.Store(set, objs)
+	return objs
+}
+
+// parseManifests parses what helm template printed for set.
+func parseManifests(t *testing.T, set, out string) []object {
+	t.Helper()
 	var objs []object
 	dec := yaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
 	for {
@@ -106,10 +118,6 @@ func render(t *testing.T, set string) []object {
 			objs = append(objs, o)
 		}
 	}
-	if len(objs) == 0 {
-		t.Fatalf("helm template (%s) rendered nothing", set)
-	}
-	rendered.Store(set, objs)
 	return objs
 }
 
@@ -156,7 +164,8 @@ var typed = map[string]func() any{
 	"Namespace": func() any { return &corev1.Namespace{} }, "PersistentVolumeClaim": func() any { return &corev1.PersistentVolumeClaim{} },
 	"Role": func() any { return &rbacv1.Role{} }, "RoleBinding": func() any { return &rbacv1.RoleBinding{} },
 	"NetworkPolicy": func() any { return &networkingv1.NetworkPolicy{} }, "Ingress": func() any { return &networkingv1.Ingress{} },
-	"PodDisruptionBudget": func() any { return &policyv1.PodDisruptionBudget{} },
+	"PodDisruptionBudget":     func() any { return &policyv1.PodDisruptionBudget{} },
+	"HorizontalPodAutoscaler": func() any { return &autoscalingv2.HorizontalPodAutoscaler{} },
 }
 
 // crds are the kinds of other projects' CustomResourceDefinitions the chart may render.
@@ -497,6 +506,11 @@ func TestChartRefuses(t *testing.T) {
 		{"kubernetes.namespace=default", "kubernetes.namespace is the release's namespace (default)"},
 		{"kubernetes.sandbox.runAsUser=0", "/kubernetes/sandbox/runAsUser': minimum: got 0"},
 		{"kubernetes.sandbox.resources.limits.gpu=1", "additional properties 'gpu' not allowed"},
+		{"autoscaling.enabled=true", "autoscaling.enabled needs PostgreSQL"},
+		{"autoscaling.minReplicas=1", "/autoscaling/minReplicas': minimum: got 1"},
+		{"terminationGracePeriodSeconds=45", "terminationGracePeriodSeconds (45) is shorter than lifecycle.preStopSleepSeconds (30) plus config.shutdown-grace (30s)"},
+		{"service.sessionAffinity=Cookie", "/service/sessionAffinity'"},
+		{"metrics.port=8080", "metrics.port is containerPort"},
 	}
 	for _, c := range cases {
 		_, err := helm(t, "template", "rt", chartDir, "--set", c.set)
@@ -508,7 +522,7 @@ func TestChartRefuses(t *testing.T) {
 
 // managedSettings are the settings the chart sets itself; every other setting of
 // docs/configuration.md must be a key of config in values.schema.json.
-var managedSettings = []string{"listen", "data-dir", "database-url", "tokens-file", "secret", "e2b-api-key", "k8s-namespace", "k8s-hangar-image", "k8s-image", "advertise-url",
+var managedSettings = []string{"listen", "metrics-listen", "data-dir", "database-url", "tokens-file", "secret", "e2b-api-key", "k8s-namespace", "k8s-hangar-image", "k8s-image", "advertise-url",
 	"k8s-runtime-class", "k8s-run-as-root", "k8s-run-as-user", "k8s-run-as-group", "k8s-cpu-request", "k8s-cpu-limit", "k8s-memory-request",
 	"k8s-memory-limit", "k8s-ephemeral-storage-request", "k8s-ephemeral-storage-limit", "k8s-max-lifetime"}
 

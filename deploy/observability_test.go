@@ -15,7 +15,9 @@ import (
 
 // runtimeMetrics are Prometheus' and client_golang's collectors' (cmd/hangar registers the Go
 // and process collectors).
-var runtimeMetrics = []string{"up", "go_goroutines", "process_resident_memory_bytes", "process_cpu_seconds_total"}
+var runtimeMetrics = []string{"up", "go_goroutines", "process_resident_memory_bytes", "process_cpu_seconds_total",
+	// kube-state-metrics': a pod that is gone has no series of its own, its Deployment does.
+	"kube_deployment_spec_replicas", "kube_deployment_status_replicas_available"}
 
 // registeredMetrics finds the hangar_* metrics the code registers: every Name: "hangar_..." in
 // the Go sources (tests aside) under internal/ and cmd/.

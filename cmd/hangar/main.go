@@ -35,6 +35,7 @@ func verbs() []sandboxcmd.Verb {
 		}},
 		sandboxcmd.InstallVerb("hangar"),
 		{Name: "version", Summary: "print hangar's version", Run: runVersion},
+		{Name: "admin-token", Summary: "print the first admin token serve made (<data dir>/admin-token), for an image with no shell", Run: runAdminToken},
 		{Name: "health", Summary: "exit 0 if the hangar serving on this machine is ready (GET /readyz), 1 if not: the image's HEALTHCHECK", Run: runHealth},
 	}
 }

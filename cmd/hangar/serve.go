@@ -21,6 +21,8 @@ import (
 	"github.com/coder/quartz"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/term"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/config"
@@ -265,7 +267,14 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	defer func() { stopRechecks(); <-mcpRechecked }()
 
 	srv := rest.New(rest.Config{Auth: authn, Ready: readiness(st, cfg.DataDir), Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate, MCP: mcpHandler, OAuth: oauthServer,
-		Forward: rp.forwarder(streams)})
+		Forward: rp.forwarder(streams), MetricsElsewhere: cfg.MetricsListen != ""})
+	if cfg.MetricsListen != "" {
+		stopMetrics, err := serveMetrics(cfg.MetricsListen, reg, log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	if cfg.PprofListen != "" {
 		stopPprof, err := servePprof(cfg.PprofListen, log)
 		if err != nil {
@@ -417,6 +426,22 @@ func shutdown(ctx context.Context, cfg config.Config, log *slog.Logger, streams 
 	return nil
 }
 
+// serveMetrics serves reg at /metrics on addr (HANGAR_METRICS_LISTEN) until the returned function
+// is called: after the main server's shutdown, so a rollout's last scrape still answers.
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (HANGAR_METRICS_LISTEN): %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() { srv.Serve(ln); close(done) }()
+	log.Info("serving /metrics", "addr", ln.Addr().String())
+	return func() { srv.Close(); <-done }, nil
+}
+
 // servePprof serves net/http/pprof on addr until the returned function is called.
 func servePprof(addr string, log *slog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
@@ -467,8 +492,11 @@ func loadSecret(cfg config.Config) ([]byte, error) {
 	return key, nil
 }
 
-// bootstrapAdmin makes the first admin token on a store that never had a token, prints it once
-// and writes it to <data dir>/admin-token, readable by its owner only.
+// bootstrapAdmin makes the first admin token on a store that never had a token, when the tokens
+// file names no admin, and writes it to <data dir>/admin-token, readable by its owner only. The
+// token itself is printed only to a terminal: a server's standard output is usually a log
+// (Cloud Logging, journald) that many can read and that keeps it. Elsewhere stdout says where
+// the file is and how to read it (`hangar admin-token`, for an image with no shell).
 func bootstrapAdmin(ctx context.Context, authn *auth.Authenticator, dataDir string, stdout io.Writer) error {
 	secret, created, err := authn.Bootstrap(ctx)
 	if err != nil || !created {
@@ -489,9 +517,26 @@ func bootstrapAdmin(ctx context.Context, authn *auth.Authenticator, dataDir stri
 			err = cerr
 		}
 	}
-	fmt.Fprintf(stdout, "hangar: first start, so here is the admin token (shown this once; also in %s):\n\n    %s\n\n", path, secret)
+	switch {
+	case isTerminal(stdout):
+		fmt.Fprintf(stdout, "hangar: first start, so here is the admin token (shown this once; also in %s):\n\n    %s\n\n", path, secret)
+	case err == nil:
+		host, _ := os.Hostname()
+		fmt.Fprintf(stdout, "hangar: first start, so an admin token was made; it is in %s on %s, and nowhere else: read it there with `hangar admin-token` "+
+			"(on Kubernetes: kubectl exec %s -- hangar admin-token)\n", path, host, host)
+	default:
+		// Not kept: printed as the only copy there is (the store keeps its hash only, and makes
+		// no other first token).
+		fmt.Fprintf(stdout, "hangar: first start, so here is the admin token, shown because %s could not be written:\n\n    %s\n\n", path, secret)
+	}
 	if err != nil {
 		return fmt.Errorf("write admin token file: %w", err)
 	}
 	return nil
+}
+
+// isTerminal says whether w is a terminal, where a person reads what is printed once.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

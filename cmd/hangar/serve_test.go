@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -123,11 +124,17 @@ func TestFirstStartMakesAdminToken(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("admin-token mode = %v, want 0600", fi.Mode().Perm())
 	}
-	if !strings.Contains(ts.stdout.String(), tok) {
-		t.Errorf("stdout does not show the admin token: %q", ts.stdout.String())
+	// Standard output is no terminal here, as in a container (its log): it says where the token
+	// is, and `hangar admin-token` reads it there.
+	if out := ts.stdout.String(); strings.Contains(out, tok) || !strings.Contains(out, fi.Name()) || !strings.Contains(out, "hangar admin-token") {
+		t.Errorf("stdout (no terminal) must name the token's file and `hangar admin-token`, never show the token: %q", out)
 	}
 	if strings.Contains(ts.stderr.String(), tok) {
 		t.Error("the admin token is in the log")
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"admin-token", "--data-dir", cfg.DataDir}, &out, &errOut); code != 0 || strings.TrimSpace(out.String()) != tok {
+		t.Errorf("hangar admin-token = %d %q %q, want the token", code, out.String(), errOut.String())
 	}
 	req, _ := http.NewRequest("GET", ts.url+"/api/tokens", nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
@@ -182,6 +189,36 @@ func TestReadyzAndMetrics(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+}
+
+// TestMetricsOnOwnListener: with HANGAR_METRICS_LISTEN, /metrics answers there and no longer on
+// the public listener.
+func TestMetricsOnOwnListener(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.MetricsListen = "127.0.0.1:0"
+	ts := startServe(t, cfg)
+	m := regexp.MustCompile(`msg="serving /metrics" addr=(\S+)`).FindStringSubmatch(ts.stderr.String())
+	if m == nil {
+		t.Fatalf("serve did not log its metrics address:\n%s", ts.stderr.String())
+	}
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := get(ts.url + "/metrics"); code != http.StatusNotFound || strings.Contains(body, "go_goroutines") {
+		t.Errorf("GET /metrics on the public listener = %d, want 404", code)
+	}
+	get(ts.url + "/readyz")
+	if code, body := get("http://" + m[1] + "/metrics"); code != http.StatusOK || !strings.Contains(body, "go_goroutines") ||
+		!strings.Contains(body, `hangar_http_requests_total{code="200",method="GET",route="/readyz"}`) {
+		t.Errorf("GET /metrics on %s = %d, want hangar's and Go's metrics:\n%s", m[1], code, body)
 	}
 }
 

@@ -25,6 +25,7 @@ func serveSettings(c *config.Config) []setting {
 		{"body-timeout", "DURATION", "how long a request body may take to arrive, plus a second per body-min-bytes-per-second bytes that arrived (past it: 408)", durationValue{&c.BodyTimeout, time.Second, time.Hour}},
 		{"body-min-bytes-per-second", "BYTES", "the rate that earns a slow request body (a large upload) time beyond body-timeout", sizeValue{&c.BodyMinRate, 1, 1 << 30}},
 		{"trusted-proxies", "CIDRS", "comma-separated addresses or CIDR prefixes of the proxies whose X-Forwarded-For names the client that per-address limits count (default: none, the connection's peer)", stringValue{&c.TrustedProxies, prefixList}},
+		{"metrics-listen", "ADDR", "serve /metrics on this separate address (0.0.0.0:9090), and not on listen's (default: on listen's)", stringValue{&c.MetricsListen, hostPort}},
 		{"pprof-listen", "ADDR", "serve Go's profiler (/debug/pprof/) on this separate address; keep it on loopback", stringValue{&c.PprofListen, hostPort}},
 		{"public-url", "URL", "the URL clients reach hangar at (https://hangar.example.com); setting it serves OAuth for MCP clients", stringValue{&c.PublicURL, originURL}},
 		{"oauth-client-id-hosts", "HOSTS", "comma-separated hosts whose https URLs MCP clients may use as client ids (metadata documents); * for any", stringValue{&c.OAuth.ClientIDHosts, hostList}},

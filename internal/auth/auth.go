@@ -612,9 +612,15 @@ func (a *Authenticator) revokeConsented(ctx context.Context, t store.Token) ([]s
 	return ended, nil
 }
 
-// Bootstrap makes the first admin token when the store has never held one, and returns its
-// secret; created is false (and the secret empty) otherwise.
+// Bootstrap makes the first admin token when the store has never held one and the tokens file
+// names no admin (the operator has one already), and returns its secret; created is false (and
+// the secret empty) otherwise.
 func (a *Authenticator) Bootstrap(ctx context.Context) (secret string, created bool, err error) {
+	for _, p := range a.static.all(a.now()) {
+		if p.IsAdmin() {
+			return "", false, nil
+		}
+	}
 	n, err := a.store.CountTokens(ctx)
 	if err != nil || n > 0 {
 		return "", false, err

@@ -90,6 +90,32 @@ func TestBootstrapOnlyOnce(t *testing.T) {
 	}
 }
 
+// TestBootstrapNotBesideAStaticAdmin: a tokens file that names an admin is the operator's admin
+// token; no first one is made beside it.
+func TestBootstrapNotBesideAStaticAdmin(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte(staticSecret+" ops admin\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.New(ctx, auth.Config{Store: s, TokensFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secret, created, err := a.Bootstrap(ctx); err != nil || created || secret != "" {
+		t.Errorf("Bootstrap beside a static admin = %v, %v; want nothing made", created, err)
+	}
+	if n, err := s.CountTokens(ctx); err != nil || n != 0 {
+		t.Errorf("the store holds %d tokens (%v), want none", n, err)
+	}
+}
+
 func TestAuthenticateRefusals(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, "")

@@ -40,6 +40,9 @@ type Config struct {
 	// whose X-Forwarded-For names the client address that per-address limits count. Default
 	// "": none, the connection's peer is the client.
 	TrustedProxies string
+	// MetricsListen, when set, serves /metrics on its own listener (a port Prometheus reaches
+	// and the public does not), and no longer on Listen. Default "": /metrics on Listen.
+	MetricsListen string
 	// PprofListen, when set, serves Go's profiler (net/http/pprof) on its own listener, for
 	// profiling; keep it on loopback. Default "": off.
 	PprofListen string

@@ -57,6 +57,9 @@ type Config struct {
 	OAuth *oauth.Server
 	// Registry is served at /metrics; the server adds its HTTP metrics to it. Required.
 	Registry *prometheus.Registry
+	// MetricsElsewhere: the Registry is served on a listener of its own (HANGAR_METRICS_LISTEN),
+	// so this server has no /metrics. Default false: it serves /metrics.
+	MetricsElsewhere bool
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 	// MaxBodyBytes caps request bodies (413 past it). Default 1 MiB.
@@ -138,7 +141,9 @@ func New(cfg Config) *Server {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.ready(a))
-	r.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
+	if !cfg.MetricsElsewhere {
+		r.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
+	}
 	if cfg.MCP != nil {
 		r.Handle("/mcp", cfg.MCP)
 	}
