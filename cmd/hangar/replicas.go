@@ -119,7 +119,7 @@ func (r *replicas) forwarder(streams *stream.Registry) *forward.Forwarder {
 	if r == nil {
 		return nil
 	}
-	return &forward.Forwarder{Self: r.cl.AdvertiseURL(), Streams: streams}
+	return &forward.Forwarder{Self: r.cl.AdvertiseURL(), Streams: streams, Unreachable: r.cl.Unreachable}
 }
 
 // Owns is turns.Replicas'. A database that does not answer owns nothing: the turn waits, as

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -11,7 +12,8 @@ import (
 
 // toOwner forwards a request about a sandbox's background processes to the replica that
 // follows them, when that is not this one (docs/replicas.md); a request forwarded here already
-// is served here.
+// is served here. An owner that cannot be reached is asked for again (a killed replica's
+// sandboxes find a new owner within a round), for a few seconds before a 503.
 func (a *api) toOwner(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.Forward == nil || forward.Forwarded(r) {
@@ -28,7 +30,8 @@ func (a *api) toOwner(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		a.Forward.To(w, r, p, ref, owner, func(w http.ResponseWriter, r *http.Request, err error) {
+		again := func(ctx context.Context) (string, error) { return a.Processes.Elsewhere(ctx, p, ref) }
+		a.Forward.To(w, r, p, ref, owner, again, next, func(w http.ResponseWriter, r *http.Request, err error) {
 			a.writeError(w, r, problem.New(problem.CodeUnavailable, "The hangar replica that follows this sandbox's processes did not answer; try again.", err))
 		})
 	})
