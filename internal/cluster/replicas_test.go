@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -624,4 +625,44 @@ func TestHandoverOnShutdown(t *testing.T) {
 			t.Errorf("line %d recorded %d times, want once", n, seen[n])
 		}
 	}
+}
+
+// TestLeasesSpreadAcrossReplicas, with three replicas and six sandboxes whose processes were
+// all started through one: the leases spread (two each) without a request; once one replica is
+// killed the two survivors split its sandboxes (three each), unasked; and a replica started
+// then takes its share again (the HangarReplicaHoldsNoLeases alert stays quiet after a
+// rollout).
+func TestLeasesSpreadAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	s := newService(t, "--lease-seconds", "15")
+	a := s.start("a")
+	b := s.start("b")
+	c := s.start("c")
+	const n = 6
+	for i := range n {
+		name := fmt.Sprintf("sp-sb%d", i)
+		s.sandbox(a, name, b)
+		must(t, "POST", c.url+"/api/sandboxes/"+name+"/processes", s.token, `{"command":"read x"}`, nil)
+	}
+	held := func(rs ...*replica) []string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, metric(t, r, "hangar_leases_held"))
+		}
+		return out
+	}
+	want := func(rs []*replica, each ...string) func() bool {
+		return func() bool { return slices.Equal(held(rs...), each) }
+	}
+	waitFor(t, "the leases to spread two by two", want([]*replica{a, b, c}, "2", "2", "2"))
+
+	c.Kill()
+	killed := time.Now()
+	waitFor(t, "a and b to split c's sandboxes, unasked", want([]*replica{a, b}, "3", "3"))
+	t.Logf("a and b held 3 leases each %v after c was killed (lease 15s), without a request", time.Since(killed).Round(time.Millisecond))
+
+	d := s.start("d")
+	started := time.Now()
+	waitFor(t, "a replica started after the kill to take its share", want([]*replica{a, b, d}, "2", "2", "2"))
+	t.Logf("the new replica held its share %v after it was ready", time.Since(started).Round(time.Millisecond))
 }
