@@ -27,6 +27,15 @@ import (
 // cannot make a loop.
 const Header = "X-Hangar-Forwarded-By"
 
+// MovedHeader, on a 503 answer to a forwarded request, says the replica that answered does not
+// own the sandbox (any more: its lease moved while the request was on its way): the replica
+// that forwarded it asks for the owner again and forwards it there, as when the owner cannot
+// be reached. Nothing of the request was done.
+const MovedHeader = "X-Hangar-Not-Owner"
+
+// errMoved is the answer of a replica that no longer owns the sandbox.
+var errMoved = errors.New("the replica no longer owns the sandbox (its lease moved)")
+
 // Forwarded reports whether r came from another replica.
 func Forwarded(r *http.Request) bool { return r.Header.Get(Header) != "" }
 
@@ -64,7 +73,8 @@ type Owner func(ctx context.Context) (string, error)
 
 // To forwards r, made by p about sandbox, to the replica at target (its bearer token with it:
 // the owner authenticates it again) and copies the answer to w. When target cannot be reached
-// (no byte of an answer came), it asks owner again and forwards to the new owner, or serves r
+// (no byte of an answer came), or answers that it does not own the sandbox (MovedHeader), it
+// asks owner again and forwards to the new owner, or serves r
 // with local when the sandbox is this replica's now, for up to Wait; then, or when the
 // forwarding cannot be held, fail answers instead.
 func (f *Forwarder) To(w http.ResponseWriter, r *http.Request, p auth.Principal, sandbox, target string, owner Owner, local http.Handler,
@@ -159,7 +169,7 @@ func unsent(r *http.Request, err error) bool {
 		return true
 	}
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	return errors.Is(err, errMoved) || errors.As(err, &op) && op.Op == "dial"
 }
 
 // errReader fails with err (passes on when err is nil).
@@ -187,6 +197,12 @@ func (f *Forwarder) once(ctx context.Context, w http.ResponseWriter, r *http.Req
 			pr.Out.Header.Set(Header, f.Self)
 		},
 		FlushInterval: -1, // SSE: every write goes out at once
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(MovedHeader) != "" {
+				return errMoved
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			unreached = err
 		},

@@ -190,3 +190,38 @@ func TestOwnerMovesWhileUnreachable(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnerMovedOnTheWay: a replica that answers a forwarded request saying it no longer owns
+// the sandbox (its lease moved meanwhile) is not the client's answer: the owner is asked again
+// and the request — a POST, which was not done — goes to the new owner.
+func TestOwnerMovedOnTheWay(t *testing.T) {
+	streams := stream.New(stream.Config{})
+	defer streams.Shutdown()
+	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(MovedHeader, "http://elsewhere")
+		http.Error(w, "not mine", http.StatusServiceUnavailable)
+	}))
+	defer moved.Close()
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		io.WriteString(w, "owner got "+string(b))
+	}))
+	defer owner.Close()
+	f := &Forwarder{Self: "http://a", Streams: streams}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		again := func(context.Context) (string, error) { return owner.URL, nil }
+		f.To(w, r, ada, "box", moved.URL, again, nil, func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, "failed: "+err.Error(), http.StatusServiceUnavailable)
+		})
+	}))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/x", "text/plain", strings.NewReader("input"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(b) != "owner got input" {
+		t.Errorf("= %d %q, want 200 from the new owner", resp.StatusCode, b)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/hangar-dev/hangar/internal/forward"
+	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/problem"
 )
 
@@ -16,7 +17,7 @@ import (
 // sandboxes find a new owner within a round), for a few seconds before a 503.
 func (a *api) toOwner(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.Forward == nil || forward.Forwarded(r) {
+		if a.Forward == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -24,6 +25,17 @@ func (a *api) toOwner(next http.Handler) http.Handler {
 		owner, err := a.Processes.Elsewhere(r.Context(), p, ref)
 		if err != nil {
 			a.writeError(w, r, err)
+			return
+		}
+		if forward.Forwarded(r) {
+			if owner != "" {
+				// The lease moved while the request was on its way: the replica that sent it
+				// asks again, rather than this one forwarding it on (no loops).
+				w.Header().Set(forward.MovedHeader, owner)
+				a.writeError(w, r, &process.ElsewhereError{Sandbox: ref, URL: owner})
+				return
+			}
+			next.ServeHTTP(w, r)
 			return
 		}
 		if owner == "" {
