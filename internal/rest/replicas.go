@@ -7,8 +7,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/hangar-dev/hangar/internal/forward"
-	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/problem"
+	"github.com/hangar-dev/hangar/internal/process"
 )
 
 // toOwner forwards a request about a sandbox's background processes to the replica that
