@@ -78,6 +78,7 @@ type Cluster struct {
 	held        map[string]uint64        // the sandboxes whose lease this replica holds, with the gen they were gained at
 	gen         uint64                   // counts gains: a renewal loses only leases gained before it read the rows
 	handing     map[string]chan struct{} // sandboxes being handed to a peer, closed once the lease moved
+	leaving     bool                     // Leave was called: no lease is taken any more
 	lastRenewed time.Time                // the last renewal the database confirmed
 
 	losses prometheus.Counter // hangar_lease_losses_total; nil without a Registerer

@@ -28,8 +28,11 @@ func (c *Cluster) OnLeases(gained func(ctx context.Context, sandbox string), los
 func (c *Cluster) Owner(ctx context.Context, sandbox string) (url string, mine bool, err error) {
 	c.mu.Lock()
 	_, held := c.held[sandbox]
-	handing := c.handing[sandbox]
+	handing, leaving := c.handing[sandbox], c.leaving
 	c.mu.Unlock()
+	if leaving {
+		return "", false, fmt.Errorf("find the owner of sandbox %s: %w", sandbox, ErrLeaving)
+	}
 	if handing != nil {
 		// Being handed to a peer: the rows name the new owner once it is done (milliseconds).
 		select {
@@ -68,9 +71,32 @@ func (c *Cluster) Owner(ctx context.Context, sandbox string) (url string, mine b
 	return url, false, nil
 }
 
+// ErrLeaving says this replica is shutting down: it takes no lease and serves no sandbox's
+// processes any more; its peers do.
+var ErrLeaving = errors.New("this hangar replica is shutting down; its sandboxes are handed to the other replicas")
+
+// Leave starts this replica's shutdown: from now on it takes no lease, and it forgets those it
+// holds, returning their sandboxes, for the caller to stop following them before Run's end
+// hands their leases over (cancel Run's context once that is done).
+func (c *Cluster) Leave() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.leaving = true
+	var held []string
+	for sb := range c.held {
+		held = append(held, sb)
+	}
+	clear(c.held)
+	return held
+}
+
 // gain records a lease this replica holds, running the gained handler when it is new.
 func (c *Cluster) gain(ctx context.Context, sandbox string) {
 	c.mu.Lock()
+	if c.leaving {
+		c.mu.Unlock()
+		return
+	}
 	_, known := c.held[sandbox]
 	if !known {
 		c.gen++
@@ -131,6 +157,12 @@ func (c *Cluster) beat(ctx context.Context) {
 			c.loseAll()
 		}
 		return
+	}
+	c.mu.Lock()
+	leaving := c.leaving
+	c.mu.Unlock()
+	if leaving {
+		return // its leases are handed over as Run ends: it takes none
 	}
 	l, err := c.loads(ctx)
 	if err != nil {

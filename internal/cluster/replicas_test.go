@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -546,10 +547,27 @@ func TestHandoverOnShutdown(t *testing.T) {
 		t.Fatalf("replica a holds %q leases before b stops, want 0", got)
 	}
 
-	b.Stop()
+	// A plain exec in flight on B when it gets SIGTERM: B lets it finish (HANGAR_SHUTDOWN_GRACE),
+	// but hands the sandbox over first.
+	// (The local provider's commands run on this machine: the exec says it runs by a file.)
+	marker := filepath.Join(t.TempDir(), "exec-runs")
+	execDone := make(chan struct{})
+	go func() {
+		defer close(execDone)
+		call(t, "POST", b.url+"/api/sandboxes/ho-sb/exec", s.token, fmt.Sprintf(`{"command":"touch %s; sleep 8"}`, marker))
+	}()
+	waitFor(t, "the exec to run on b", func() bool { _, err := os.Stat(marker); return err == nil })
+	stopDone := make(chan struct{})
+	go func() { defer close(stopDone); b.Stop() }()
 	stopped := time.Now()
 	waitFor(t, "replica a to hold the sandbox's lease, unasked", func() bool { return metric(t, a, "hangar_leases_held") == "1" })
 	t.Logf("replica a held the sandbox's lease %v after replica b got SIGTERM, without a request for it", time.Since(stopped).Round(time.Millisecond))
+	select {
+	case <-execDone:
+		t.Error("replica b handed its sandbox over only once the exec in flight had finished")
+	default:
+	}
+	defer func() { <-stopDone }()
 	ended := ""
 	for ev := range out {
 		if ev.name == "output" {
