@@ -156,8 +156,8 @@ func (c *Cluster) Publish(ctx context.Context, topic, arg string) {
 
 // Run listens for the other replicas' notifications and keeps this replica's leases until ctx
 // ends, then hands its leases to live peers (so they follow its sandboxes at once rather than
-// after the lease time) and unlists it. Call it once the domain stopped following (leave
-// hands over what the rows say this replica holds).
+// after the lease time) and unlists it. End ctx only once the domain stopped following them
+// (see Leave): what the rows say this replica holds is handed over as it is.
 func (c *Cluster) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Add(2)
