@@ -557,6 +557,21 @@ func TestHandoverOnShutdown(t *testing.T) {
 		call(t, "POST", b.url+"/api/sandboxes/ho-sb/exec", s.token, fmt.Sprintf(`{"command":"touch %s; sleep 8"}`, marker))
 	}()
 	waitFor(t, "the exec to run on b", func() bool { _, err := os.Stat(marker); return err == nil })
+	// Requests through A for the sandbox all along (forwarded to B, then served by A) get no 5xx.
+	polling, polled := make(chan struct{}), make(chan []int)
+	go func() {
+		var codes []int
+		for {
+			select {
+			case <-polling:
+				polled <- codes
+				return
+			default:
+			}
+			code, _ := call(t, "GET", a.url+"/api/sandboxes/ho-sb/processes/"+proc.ID, s.token, "")
+			codes = append(codes, code)
+		}
+	}()
 	stopDone := make(chan struct{})
 	go func() { defer close(stopDone); b.Stop() }()
 	stopped := time.Now()
@@ -567,7 +582,18 @@ func TestHandoverOnShutdown(t *testing.T) {
 		t.Error("replica b handed its sandbox over only once the exec in flight had finished")
 	default:
 	}
-	defer func() { <-stopDone }()
+	<-stopDone
+	close(polling)
+	codes := <-polled
+	byCode := map[int]int{}
+	for _, code := range codes {
+		byCode[code]++
+	}
+	t.Logf("requests through replica a while b stopped, by status: %v", byCode)
+	if byCode[http.StatusOK] != len(codes) {
+		t.Errorf("of %d requests through replica a while b stopped, some got no 200: %v", len(codes), byCode)
+	}
+
 	ended := ""
 	for ev := range out {
 		if ev.name == "output" {

@@ -2,6 +2,7 @@ package rest
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -9,6 +10,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/forward"
 	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/process"
+	"github.com/hangar-dev/hangar/internal/stream"
 )
 
 // toOwner forwards a request about a sandbox's background processes to the replica that
@@ -24,6 +26,11 @@ func (a *api) toOwner(next http.Handler) http.Handler {
 		p, ref := principal(r), chi.URLParam(r, "ref")
 		owner, err := a.Processes.Elsewhere(r.Context(), p, ref)
 		if err != nil {
+			if forward.Forwarded(r) && errors.Is(err, stream.ErrShuttingDown) {
+				// This replica is handing its sandboxes over: the one that sent the request
+				// asks for the new owner.
+				w.Header().Set(forward.MovedHeader, "shutting down")
+			}
 			a.writeError(w, r, err)
 			return
 		}
