@@ -23,8 +23,18 @@ import (
 // FileName is the database file's name inside the data directory.
 const FileName = "hangar.db"
 
-// Open opens (creating if needed) <dir>/hangar.db and applies the migrations.
+// Open opens (creating if needed) <dir>/hangar.db and applies the migrations, with the
+// default Pool.
 func Open(ctx context.Context, dir string) (*sqlstore.DB, error) {
+	return OpenPool(ctx, dir, sqlstore.Pool{})
+}
+
+// OpenPool opens (creating if needed) <dir>/hangar.db, its connections bounded as pool says,
+// and applies the migrations under a lock on <dir>/hangar.db.lock. SQLite in WAL mode lets
+// the pool's connections read at once while one of them writes: a write transaction takes the
+// write lock when it begins (_txlock=immediate), and the others wait for it (busy_timeout), so
+// the pool is the bounded set of readers, any one of which may be the one writer.
+func OpenPool(ctx context.Context, dir string, pool sqlstore.Pool) (*sqlstore.DB, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir %s: %w", dir, err)
 	}
@@ -45,7 +55,8 @@ func Open(ctx context.Context, dir string) (*sqlstore.DB, error) {
 		db.Close()
 		return nil, err
 	}
-	s, err := sqlstore.Open(ctx, db, sqlstore.Dialect{Goose: goose.DialectSQLite3, IsUniqueViolation: isUniqueViolation}, fsys)
+	s, err := sqlstore.Open(ctx, db, sqlstore.Dialect{Goose: goose.DialectSQLite3, IsUniqueViolation: isUniqueViolation,
+		Locker: &fileLocker{path: path + ".lock"}}, fsys, pool)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)

@@ -1,0 +1,185 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/store"
+)
+
+// Pool bounds a store's connections to its database.
+type Pool struct {
+	// MaxConns caps the connections open at once, in use and idle (HANGAR_DATABASE_MAX_CONNS).
+	// A call that finds them all in use waits for one to come back. They are all kept open
+	// when idle. Default DefaultMaxConns.
+	MaxConns int
+	// Wait bounds how long a call waits for a connection when all MaxConns are in use
+	// (HANGAR_DATABASE_WAIT); past it the call fails with store.ErrBusy (and
+	// store.ErrUnavailable), which a client sees as 503 with Retry-After. Default DefaultWait.
+	Wait time.Duration
+}
+
+// DefaultMaxConns is Pool.MaxConns's default: with the replicas' own few (cluster.MaxConns),
+// two replicas fit the 22 connections a db-f1-micro Cloud SQL instance leaves its users, and
+// eight fit a server of 100 (docs/deploy.md).
+const DefaultMaxConns = 8
+
+// DefaultWait is Pool.Wait's default: a burst that holds every connection passes in well under
+// it, while a client still hears within a few seconds that the database cannot keep up.
+const DefaultWait = 5 * time.Second
+
+func (p Pool) withDefaults() Pool {
+	if p.MaxConns <= 0 {
+		p.MaxConns = DefaultMaxConns
+	}
+	if p.Wait <= 0 {
+		p.Wait = DefaultWait
+	}
+	return p
+}
+
+// pool is the *sql.DB that the store's own calls go through. database/sql caps the
+// connections (SetMaxOpenConns) and queues the calls that find them all in use, in order, but
+// lets each wait as long as its context lets it; pool bounds that wait. Each call runs under a
+// waitCtx that ends the wait after Pool.Wait and is disarmed by the first thing the driver is
+// asked on the connection database/sql hands the call (see disarm, called by conn and
+// connector): from then on the call runs under its own context alone, however long it takes.
+type pool struct {
+	db   *sql.DB
+	wait time.Duration
+}
+
+func newPool(db *sql.DB, p Pool) *pool {
+	p = p.withDefaults()
+	db.SetMaxOpenConns(p.MaxConns)
+	db.SetMaxIdleConns(p.MaxConns)
+	return &pool{db: db, wait: p.Wait}
+}
+
+func (p *pool) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	w := p.waitCtx(ctx)
+	defer w.disarm()
+	return p.db.ExecContext(w, query, args...)
+}
+
+func (p *pool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	w := p.waitCtx(ctx)
+	defer w.disarm()
+	return p.db.QueryContext(w, query, args...)
+}
+
+func (p *pool) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	w := p.waitCtx(ctx)
+	defer w.disarm()
+	return p.db.QueryRowContext(w, query, args...)
+}
+
+func (p *pool) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
+	w := p.waitCtx(ctx)
+	defer w.disarm()
+	return p.db.BeginTx(w, opts)
+}
+
+func (p *pool) PingContext(ctx context.Context) error {
+	w := p.waitCtx(ctx)
+	defer w.disarm()
+	return p.db.PingContext(w)
+}
+
+func (p *pool) Close() error { return p.db.Close() }
+
+// The states of a waitCtx.
+const (
+	waiting int32 = iota
+	expired
+	disarmed
+)
+
+// waitCtx is a call's context while it waits for a connection: done closes when the wait
+// passes its bound or the call's context ends. Once disarmed it is the call's context again.
+// It registers nothing with the call's context that outlives the call (a long-lived context
+// would keep every call's otherwise).
+type waitCtx struct {
+	context.Context // the call's own
+	wait            time.Duration
+	state           atomic.Int32
+	done            chan struct{}
+	closeDone       sync.Once
+	timer           *time.Timer
+	stopAfter       func() bool // stops the context.AfterFunc on the call's context
+}
+
+type waitKey struct{}
+
+func (p *pool) waitCtx(ctx context.Context) *waitCtx {
+	w := &waitCtx{Context: ctx, wait: p.wait, done: make(chan struct{})}
+	w.timer = time.AfterFunc(p.wait, func() {
+		if w.state.CompareAndSwap(waiting, expired) {
+			w.closeDone.Do(func() { close(w.done) })
+		}
+	})
+	w.stopAfter = context.AfterFunc(ctx, func() { w.closeDone.Do(func() { close(w.done) }) })
+	return w
+}
+
+// disarm ends the wait: the call has its connection, or is over. A wait that expired stays so.
+func (w *waitCtx) disarm() {
+	if w.state.CompareAndSwap(waiting, disarmed) {
+		w.timer.Stop()
+		w.stopAfter()
+	}
+}
+
+func (w *waitCtx) Done() <-chan struct{} {
+	if w.state.Load() == disarmed {
+		return w.Context.Done()
+	}
+	return w.done
+}
+
+func (w *waitCtx) Err() error {
+	switch w.state.Load() {
+	case disarmed:
+		return w.Context.Err()
+	case expired:
+		return &busyError{wait: w.wait}
+	}
+	select {
+	case <-w.done:
+		return w.Context.Err()
+	default:
+		return nil
+	}
+}
+
+func (w *waitCtx) Value(key any) any {
+	if key == (waitKey{}) {
+		return w
+	}
+	return w.Context.Value(key)
+}
+
+// disarm ends the wait of ctx's call, if it is one of pool's: the driver was asked something
+// on the call's connection, so the call has it.
+func disarm(ctx context.Context) {
+	if w, ok := ctx.Value(waitKey{}).(*waitCtx); ok {
+		w.disarm()
+	}
+}
+
+// busyError is a call's context's error once it waited its bound for a connection: it is
+// store.ErrBusy and store.ErrUnavailable, and context.DeadlineExceeded to database/sql and
+// the drivers, as the error of a context that ended must be.
+type busyError struct{ wait time.Duration }
+
+func (e *busyError) Error() string {
+	return fmt.Sprintf("%v: waited %v for one (HANGAR_DATABASE_MAX_CONNS, HANGAR_DATABASE_WAIT)", store.ErrBusy, e.wait)
+}
+
+func (e *busyError) Is(target error) bool {
+	return target == store.ErrBusy || target == store.ErrUnavailable || target == context.DeadlineExceeded
+}
