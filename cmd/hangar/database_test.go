@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"database/sql"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -157,5 +160,31 @@ func TestFullPoolAnswers503(t *testing.T) {
 	}
 	if !answered {
 		<-late
+	}
+}
+
+// TestServeRefusesNewerSchema: a serve on a database that a newer hangar migrated does not
+// start, and says why and what to do.
+func TestServeRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.DatabaseURL = storetest.FreshSchema(t, storetest.PostgresURL(t))
+	startServe(t, cfg).stop(t)
+	db, err := sql.Open("pgx", cfg.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO goose_db_version (version_id, is_applied) VALUES (9999, true)`); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	err = serve(context.Background(), cfg, ln, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "the database's schema is at version 9999, newer than this hangar") {
+		t.Fatalf("serve on a newer schema = %v, want a refusal naming the version", err)
 	}
 }
