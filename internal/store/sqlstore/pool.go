@@ -117,21 +117,21 @@ type waitKey struct{}
 
 func (p *pool) waitCtx(ctx context.Context) *waitCtx {
 	w := &waitCtx{Context: ctx, wait: p.wait, done: make(chan struct{})}
+	w.stopAfter = context.AfterFunc(ctx, func() { w.closeDone.Do(func() { close(w.done) }) })
 	w.timer = time.AfterFunc(p.wait, func() {
 		if w.state.CompareAndSwap(waiting, expired) {
 			w.closeDone.Do(func() { close(w.done) })
 		}
 	})
-	w.stopAfter = context.AfterFunc(ctx, func() { w.closeDone.Do(func() { close(w.done) }) })
 	return w
 }
 
-// disarm ends the wait: the call has its connection, or is over. A wait that expired stays so.
+// disarm ends the wait: the call has its connection, or is over. A wait that expired stays
+// so. Either way nothing of w stays registered with the call's context or the timers.
 func (w *waitCtx) disarm() {
-	if w.state.CompareAndSwap(waiting, disarmed) {
-		w.timer.Stop()
-		w.stopAfter()
-	}
+	w.state.CompareAndSwap(waiting, disarmed)
+	w.timer.Stop()
+	w.stopAfter()
 }
 
 func (w *waitCtx) Done() <-chan struct{} {
