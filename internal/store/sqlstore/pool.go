@@ -3,7 +3,9 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,9 +15,10 @@ import (
 
 // Pool bounds a store's connections to its database.
 type Pool struct {
-	// MaxConns caps the connections open at once, in use and idle (HANGAR_DATABASE_MAX_CONNS).
-	// A call that finds them all in use waits for one to come back. They are all kept open
-	// when idle. Default DefaultMaxConns.
+	// MaxConns caps the connections open at once, in use and idle (HANGAR_DATABASE_MAX_CONNS):
+	// all of them, or (OpenSplit) the readers', beside the writer's one. A call that finds
+	// them all in use waits for one to come back. They are all kept open when idle. Default
+	// DefaultMaxConns.
 	MaxConns int
 	// Wait bounds how long a call waits for a connection when all MaxConns are in use
 	// (HANGAR_DATABASE_WAIT); past it the call fails with store.ErrBusy (and
@@ -42,55 +45,80 @@ func (p Pool) withDefaults() Pool {
 	return p
 }
 
-// pool is the *sql.DB that the store's own calls go through. database/sql caps the
+// pool is the connections that the store's own calls go through: one *sql.DB, or with SQLite
+// two — a writer of one connection and the readers (see OpenSplit). database/sql caps the
 // connections (SetMaxOpenConns) and queues the calls that find them all in use, in order, but
 // lets each wait as long as its context lets it; pool bounds that wait. Each call runs under a
 // waitCtx that ends the wait after Pool.Wait and is disarmed by the first thing the driver is
 // asked on the connection database/sql hands the call (see disarm, called by conn and
 // connector): from then on the call runs under its own context alone, however long it takes.
 type pool struct {
-	db   *sql.DB
+	w    *sql.DB // statements, transactions, and queries that write
+	r    *sql.DB // queries that only read (SELECT); w itself unless split
 	wait time.Duration
 }
 
-func newPool(db *sql.DB, p Pool) *pool {
+func newPool(writer, readers *sql.DB, p Pool) *pool {
 	p = p.withDefaults()
-	db.SetMaxOpenConns(p.MaxConns)
-	db.SetMaxIdleConns(p.MaxConns)
-	return &pool{db: db, wait: p.Wait}
+	if writer == readers {
+		writer.SetMaxOpenConns(p.MaxConns)
+		writer.SetMaxIdleConns(p.MaxConns)
+		return &pool{w: writer, r: writer, wait: p.Wait}
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	readers.SetMaxOpenConns(p.MaxConns)
+	readers.SetMaxIdleConns(p.MaxConns)
+	return &pool{w: writer, r: readers, wait: p.Wait}
+}
+
+// of is the database a query goes to: the readers for a SELECT, else the writer (an UPDATE
+// ... RETURNING, a DELETE ... RETURNING).
+func (p *pool) of(query string) *sql.DB {
+	q := strings.TrimSpace(query)
+	if len(q) >= 6 && strings.EqualFold(q[:6], "SELECT") {
+		return p.r
+	}
+	return p.w
 }
 
 func (p *pool) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	w := p.waitCtx(ctx)
 	defer w.disarm()
-	return p.db.ExecContext(w, query, args...)
+	return p.w.ExecContext(w, query, args...)
 }
 
 func (p *pool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	w := p.waitCtx(ctx)
 	defer w.disarm()
-	return p.db.QueryContext(w, query, args...)
+	return p.of(query).QueryContext(w, query, args...)
 }
 
 func (p *pool) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	w := p.waitCtx(ctx)
 	defer w.disarm()
-	return p.db.QueryRowContext(w, query, args...)
+	return p.of(query).QueryRowContext(w, query, args...)
 }
 
 func (p *pool) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
 	w := p.waitCtx(ctx)
 	defer w.disarm()
-	return p.db.BeginTx(w, opts)
+	return p.w.BeginTx(w, opts)
 }
 
 func (p *pool) PingContext(ctx context.Context) error {
 	w := p.waitCtx(ctx)
 	defer w.disarm()
-	return p.db.PingContext(w)
+	return p.r.PingContext(w)
 }
 
-func (p *pool) Close() error { return p.db.Close() }
+func (p *pool) Close() error {
+	err := p.w.Close()
+	if p.r != p.w {
+		err = errors.Join(err, p.r.Close())
+	}
+	return err
+}
 
 // The states of a waitCtx.
 const (

@@ -20,7 +20,7 @@ func testPool(t *testing.T, wait time.Duration) *pool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newPool(db, Pool{MaxConns: 1, Wait: wait})
+	p := newPool(db, db, Pool{MaxConns: 1, Wait: wait})
 	t.Cleanup(func() { p.Close() })
 	return p
 }
@@ -86,5 +86,54 @@ func TestPoolWaitEndsWithTheConnection(t *testing.T) {
 	cancel()
 	if _, err := p.ExecContext(gone, `SELECT 1`); !errors.Is(err, context.Canceled) || errors.Is(err, store.ErrBusy) {
 		t.Errorf("a call whose context ended = %v, want context.Canceled", err)
+	}
+}
+
+// TestSplitPoolOneWriter: split (SQLite's shape), the writes go through one connection and
+// the reads beside it — a write waits for the writer while a read does not, and the readers
+// are bounded by MaxConns.
+func TestSplitPoolOneWriter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := "file:" + filepath.Join(t.TempDir(), "x.db") + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)"
+	w, err := OpenDB("sqlite", dsn+"&_txlock=immediate", store.Unavailable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenDB("sqlite", dsn+"&_pragma=query_only(1)", store.Unavailable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPool(w, r, Pool{MaxConns: 3, Wait: 20 * time.Millisecond})
+	defer p.Close()
+	if got := []int{w.Stats().MaxOpenConnections, r.Stats().MaxOpenConnections}; got[0] != 1 || got[1] != 3 {
+		t.Errorf("writer and readers capped at %v, want [1 3]", got)
+	}
+	if _, err := p.ExecContext(ctx, `CREATE TABLE t (a INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := p.BeginTx(ctx, nil) // holds the writer
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO t VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := p.QueryRowContext(ctx, `  select COUNT(*) FROM t`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("a read beside the held writer = %d, %v; want 0 (the write is not committed)", n, err)
+	}
+	if _, err := p.ExecContext(ctx, `INSERT INTO t VALUES (2)`); !errors.Is(err, store.ErrBusy) {
+		t.Errorf("a write beside the held writer = %v, want store.ErrBusy", err)
+	}
+	if err := p.QueryRowContext(ctx, `DELETE FROM t RETURNING a`).Scan(&n); !errors.Is(err, store.ErrBusy) {
+		t.Errorf("a DELETE ... RETURNING beside the held writer = %v, want store.ErrBusy: it writes", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.QueryRowContext(ctx, `DELETE FROM t RETURNING a`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("DELETE ... RETURNING = %d, %v; want 1", n, err)
 	}
 }

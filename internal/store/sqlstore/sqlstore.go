@@ -57,7 +57,16 @@ func (e *NewerSchemaError) Error() string {
 // schema is newer than fsys's newest migration is refused (*NewerSchemaError). On error db is
 // left to the caller to close.
 func Open(ctx context.Context, db *sql.DB, d Dialect, fsys fs.FS, pool Pool) (*DB, error) {
-	pl := newPool(db, pool)
+	return OpenSplit(ctx, db, db, d, fsys, pool)
+}
+
+// OpenSplit is Open with the queries that only read going to readers, a second *sql.DB on
+// the same database, whose connections Pool.MaxConns bounds; everything else goes to writer,
+// which gets one connection. That is SQLite's shape: one writer at a time (in-process writers
+// queue for the connection instead of polling the file's lock), readers beside it (WAL). On
+// error both are left to the caller to close.
+func OpenSplit(ctx context.Context, db, readers *sql.DB, d Dialect, fsys fs.FS, pool Pool) (*DB, error) {
+	pl := newPool(db, readers, pool)
 	var opts []goose.ProviderOption
 	if d.Locker != nil {
 		opts = append(opts, goose.WithSessionLocker(d.Locker))
