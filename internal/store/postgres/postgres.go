@@ -73,11 +73,11 @@ func migrationLockID(schema string) int64 {
 	return int64(h.Sum64())
 }
 
-// classify wraps PostgreSQL's disk_full (53100) in store.ErrFull, its too_many_connections
-// ("sorry, too many clients already", 53300) in store.ErrBusy, and in store.ErrUnavailable that
-// and what says it does not answer: a connection that failed or broke (pgconn.ConnectError, class
-// 08), insufficient resources (class 53: no memory, too many connections), and a server
-// shutting down or starting (57P01-57P03).
+// classify wraps PostgreSQL's disk_full (53100) in store.ErrFull; its too_many_connections
+// ("sorry, too many clients already", or a role's connection limit: 53300) in store.ErrBusy
+// and store.ErrUnavailable; and in store.ErrUnavailable what says it does not answer: a
+// connection that failed or broke (pgconn.ConnectError, class 08), the rest of insufficient
+// resources (class 53: no memory), and a server shutting down or starting (57P01-57P03).
 func classify(err error) error {
 	var pe *pgconn.PgError
 	var ce *pgconn.ConnectError
