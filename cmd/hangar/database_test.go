@@ -109,6 +109,15 @@ func TestBurstStaysWithinThePool(t *testing.T) {
 	if open, _ := storetest.Conns(t, base, app); open > maxConns+cluster.MaxConns {
 		t.Errorf("after the burst the serve holds %d connections, want at most %d", open, maxConns+cluster.MaxConns)
 	}
+	m := metricsOf(t, ts)
+	for _, want := range []string{`go_sql_max_open_connections{db_name="hangar"} 3`, `go_sql_wait_count_total{db_name="hangar"}`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(m, `go_sql_wait_count_total{db_name="hangar"} 0`) {
+		t.Error("/metrics counts no wait for a connection after a burst that waited")
+	}
 }
 
 // TestFullPoolAnswers503: a request that waits HANGAR_DATABASE_WAIT for a store connection
@@ -186,5 +195,19 @@ func TestServeRefusesNewerSchema(t *testing.T) {
 	err = serve(context.Background(), cfg, ln, &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "the database's schema is at version 9999, newer than this hangar") {
 		t.Fatalf("serve on a newer schema = %v, want a refusal naming the version", err)
+	}
+}
+
+// TestSQLiteOneWriter: on SQLite the serve writes through one connection and reads through
+// HANGAR_DATABASE_MAX_CONNS beside it, as /metrics shows.
+func TestSQLiteOneWriter(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.DatabaseMaxConns = 5
+	m := metricsOf(t, startServe(t, cfg))
+	for _, want := range []string{`go_sql_max_open_connections{db_name="hangar"} 1`, `go_sql_max_open_connections{db_name="hangar_readers"} 5`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }

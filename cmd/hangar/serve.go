@@ -220,6 +220,9 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if pool, ok := st.(interface{ Collectors() []prometheus.Collector }); ok {
+		reg.MustRegister(pool.Collectors()...) // go_sql_*{db_name="hangar"}: how full the store's pool is
+	}
 	tracer, stopTracing, err := newTracer(ctx)
 	if err != nil {
 		return err

@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -210,4 +213,15 @@ func (e *busyError) Error() string {
 
 func (e *busyError) Is(target error) bool {
 	return target == store.ErrBusy || target == store.ErrUnavailable || target == context.DeadlineExceeded
+}
+
+// Collectors export the pool's numbers (database/sql's DBStats: connections open, in use and
+// idle, the cap, how often and how long calls waited for one) as go_sql_* metrics, with
+// db_name "hangar" — all of the connections, or split the writer's — and "hangar_readers".
+func (s *DB) Collectors() []prometheus.Collector {
+	cs := []prometheus.Collector{collectors.NewDBStatsCollector(s.db.w, "hangar")}
+	if s.db.r != s.db.w {
+		cs = append(cs, collectors.NewDBStatsCollector(s.db.r, "hangar_readers"))
+	}
+	return cs
 }
