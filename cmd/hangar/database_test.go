@@ -153,6 +153,15 @@ func TestFullPoolAnswers503(t *testing.T) {
 			return waiting > maxConns
 		}
 	})
+	// A full pool is load, not a fault: the replica stays ready.
+	if resp, err := http.Get(ts.url + "/readyz"); err != nil {
+		t.Errorf("GET /readyz: %v", err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("/readyz with every store connection in use = %d, want 200", resp.StatusCode)
+		}
+	}
 	switch {
 	case !answered:
 		t.Errorf("the late request took a connection past the store's %d", maxConns)

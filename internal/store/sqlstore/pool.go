@@ -109,8 +109,15 @@ func (p *pool) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error
 	return p.w.BeginTx(w, opts)
 }
 
+// PingContext waits for a connection no longer than half of what ctx leaves it, so that a
+// full pool says so (store.ErrBusy) before ctx ends, rather than looking like a database that
+// does not answer.
 func (p *pool) PingContext(ctx context.Context) error {
-	w := p.waitCtx(ctx)
+	wait := p.wait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)/2)
+	}
+	w := p.waitFor(ctx, wait)
 	defer w.disarm()
 	return p.r.PingContext(w)
 }
@@ -146,10 +153,12 @@ type waitCtx struct {
 
 type waitKey struct{}
 
-func (p *pool) waitCtx(ctx context.Context) *waitCtx {
-	w := &waitCtx{Context: ctx, wait: p.wait, done: make(chan struct{})}
+func (p *pool) waitCtx(ctx context.Context) *waitCtx { return p.waitFor(ctx, p.wait) }
+
+func (p *pool) waitFor(ctx context.Context, wait time.Duration) *waitCtx {
+	w := &waitCtx{Context: ctx, wait: wait, done: make(chan struct{})}
 	w.stopAfter = context.AfterFunc(ctx, func() { w.closeDone.Do(func() { close(w.done) }) })
-	w.timer = time.AfterFunc(p.wait, func() {
+	w.timer = time.AfterFunc(wait, func() {
 		if w.state.CompareAndSwap(waiting, expired) {
 			w.closeDone.Do(func() { close(w.done) })
 		}
