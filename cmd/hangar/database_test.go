@@ -126,7 +126,7 @@ func TestBurstStaysWithinThePool(t *testing.T) {
 func TestFullPoolAnswers503(t *testing.T) {
 	t.Parallel()
 	const maxConns = 2
-	ts, schema, base, app := poolServe(t, maxConns, 100*time.Millisecond)
+	ts, schema, base, app := poolServe(t, maxConns, 2*time.Second) // long enough that a request with a free connection never gives up
 	token := adminToken(t, ts)
 	unlock := lockTokens(t, schema)
 	held := make(chan response, maxConns)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
 	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
@@ -113,12 +114,14 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 // connection in the database until the lock goes.
 func TestFullPoolWaitsThenIsBusy(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
 	base := storetest.PostgresURL(t)
 	schema := storetest.FreshSchema(t, base)
 	url, app := storetest.Tagged(t, schema)
 	const maxConns = 2
-	s, err := postgres.OpenPool(ctx, url, sqlstore.Pool{MaxConns: maxConns, Wait: 100 * time.Millisecond})
+	clock := quartz.NewMock(t)
+	s, err := postgres.OpenPool(ctx, url, sqlstore.Pool{MaxConns: maxConns, Wait: time.Second, Clock: clock})
 	if err != nil {
 		t.Fatalf("OpenPool: %v", err)
 	}
@@ -148,8 +151,12 @@ func TestFullPoolWaitsThenIsBusy(t *testing.T) {
 
 	// One more lookup waits for a connection, and gives up: or, from a pool without a cap,
 	// opens one more, which waits for the lock beside the others.
+	waits := clock.Trap().AfterFunc("sqlstore", "wait") // closed once it caught the one call
 	busy := make(chan error, 1)
 	go func() { _, err := s.TokenByHash(ctx, "nothing"); busy <- err }()
+	waits.MustWait(ctx).MustRelease(ctx)
+	waits.Close()
+	clock.Advance(time.Second).MustWait(ctx)
 	err = nil
 	providertest.WaitFor(t, waitTimeout, 10*time.Millisecond, "the lookup to give up, or to open a connection past the cap", func() bool {
 		select {

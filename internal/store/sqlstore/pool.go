@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -27,6 +28,8 @@ type Pool struct {
 	// (HANGAR_DATABASE_WAIT); past it the call fails with store.ErrBusy (and
 	// store.ErrUnavailable), which a client sees as 503 with Retry-After. Default DefaultWait.
 	Wait time.Duration
+	// Clock times the waits (its AfterFunc, tagged "sqlstore", "wait"). Default the real clock.
+	Clock quartz.Clock
 }
 
 // DefaultMaxConns is Pool.MaxConns's default: with the replicas' own few (cluster.MaxConns),
@@ -45,6 +48,9 @@ func (p Pool) withDefaults() Pool {
 	if p.Wait <= 0 {
 		p.Wait = DefaultWait
 	}
+	if p.Clock == nil {
+		p.Clock = quartz.NewReal()
+	}
 	return p
 }
 
@@ -56,9 +62,10 @@ func (p Pool) withDefaults() Pool {
 // asked on the connection database/sql hands the call (see disarm, called by conn and
 // connector): from then on the call runs under its own context alone, however long it takes.
 type pool struct {
-	w    *sql.DB // statements, transactions, and queries that write
-	r    *sql.DB // queries that only read (SELECT); w itself unless split
-	wait time.Duration
+	w     *sql.DB // statements, transactions, and queries that write
+	r     *sql.DB // queries that only read (SELECT); w itself unless split
+	wait  time.Duration
+	clock quartz.Clock
 }
 
 func newPool(writer, readers *sql.DB, p Pool) *pool {
@@ -66,13 +73,13 @@ func newPool(writer, readers *sql.DB, p Pool) *pool {
 	if writer == readers {
 		writer.SetMaxOpenConns(p.MaxConns)
 		writer.SetMaxIdleConns(p.MaxConns)
-		return &pool{w: writer, r: writer, wait: p.Wait}
+		return &pool{w: writer, r: writer, wait: p.Wait, clock: p.Clock}
 	}
 	writer.SetMaxOpenConns(1)
 	writer.SetMaxIdleConns(1)
 	readers.SetMaxOpenConns(p.MaxConns)
 	readers.SetMaxIdleConns(p.MaxConns)
-	return &pool{w: writer, r: readers, wait: p.Wait}
+	return &pool{w: writer, r: readers, wait: p.Wait, clock: p.Clock}
 }
 
 // of is the database a query goes to: the readers for a SELECT, else the writer (an UPDATE
@@ -115,7 +122,7 @@ func (p *pool) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error
 func (p *pool) PingContext(ctx context.Context) error {
 	wait := p.wait
 	if dl, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(dl)/2)
+		wait = min(wait, time.Until(dl)/2) // a context's deadline is real time
 	}
 	w := p.waitFor(ctx, wait)
 	defer w.disarm()
@@ -147,7 +154,7 @@ type waitCtx struct {
 	state           atomic.Int32
 	done            chan struct{}
 	closeDone       sync.Once
-	timer           *time.Timer
+	timer           *quartz.Timer
 	stopAfter       func() bool // stops the context.AfterFunc on the call's context
 }
 
@@ -158,11 +165,11 @@ func (p *pool) waitCtx(ctx context.Context) *waitCtx { return p.waitFor(ctx, p.w
 func (p *pool) waitFor(ctx context.Context, wait time.Duration) *waitCtx {
 	w := &waitCtx{Context: ctx, wait: wait, done: make(chan struct{})}
 	w.stopAfter = context.AfterFunc(ctx, func() { w.closeDone.Do(func() { close(w.done) }) })
-	w.timer = time.AfterFunc(wait, func() {
+	w.timer = p.clock.AfterFunc(wait, func() {
 		if w.state.CompareAndSwap(waiting, expired) {
 			w.closeDone.Do(func() { close(w.done) })
 		}
-	})
+	}, "sqlstore", "wait")
 	return w
 }
 

@@ -7,20 +7,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
 // testPool is a pool of one connection to a new SQLite file, through OpenDB as the stores
-// open theirs, whose calls wait wait for it.
-func testPool(t *testing.T, wait time.Duration) *pool {
+// open theirs, whose calls wait a second of clock's for it.
+func testPool(t *testing.T, clock quartz.Clock) *pool {
 	t.Helper()
 	db, err := OpenDB("sqlite", "file:"+filepath.Join(t.TempDir(), "x.db"), store.Unavailable)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newPool(db, db, Pool{MaxConns: 1, Wait: wait})
+	p := newPool(db, db, Pool{MaxConns: 1, Wait: time.Second, Clock: clock})
 	t.Cleanup(func() { p.Close() })
 	return p
 }
@@ -29,51 +30,66 @@ func testPool(t *testing.T, wait time.Duration) *pool {
 // fails with store.ErrBusy; once the connection is back, calls get it again.
 func TestPoolWaitIsBounded(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	p := testPool(t, 20*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	clock := quartz.NewMock(t)
+	p := testPool(t, clock)
 	tx, err := p.BeginTx(ctx, nil) // holds the one connection
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n int
-	err = p.QueryRowContext(ctx, `SELECT 1`).Scan(&n)
-	if !errors.Is(err, store.ErrBusy) || !errors.Is(err, store.ErrUnavailable) {
-		t.Errorf("a query beside the held connection = %v, want store.ErrBusy and store.ErrUnavailable", err)
-	}
-	if _, err := p.ExecContext(ctx, `SELECT 1`); !errors.Is(err, store.ErrBusy) {
-		t.Errorf("an exec beside the held connection = %v, want store.ErrBusy", err)
+	waits := clock.Trap().AfterFunc("sqlstore", "wait")
+	defer waits.Close()
+	for _, call := range []struct {
+		name string
+		do   func() error
+	}{
+		{"a query", func() error { var n int; return p.QueryRowContext(ctx, `SELECT 1`).Scan(&n) }},
+		{"an exec", func() error { _, err := p.ExecContext(ctx, `SELECT 1`); return err }},
+	} {
+		done := make(chan error, 1)
+		go func() { done <- call.do() }()
+		waits.MustWait(ctx).MustRelease(ctx)
+		clock.Advance(time.Second).MustWait(ctx)
+		if err := <-done; !errors.Is(err, store.ErrBusy) || !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("%s beside the held connection, a second on = %v, want store.ErrBusy and store.ErrUnavailable", call.name, err)
+		}
 	}
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.QueryRowContext(ctx, `SELECT 1`).Scan(&n); err != nil || n != 1 {
-		t.Errorf("a query once the connection is back = %d, %v; want 1", n, err)
+	done := make(chan error, 1)
+	go func() { var n int; done <- p.QueryRowContext(ctx, `SELECT 1`).Scan(&n) }()
+	waits.MustWait(ctx).MustRelease(ctx)
+	if err := <-done; err != nil {
+		t.Errorf("a query once the connection is back = %v", err)
 	}
 }
 
 // TestPoolWaitEndsWithTheConnection: the bound is on the wait for a connection only — a call
-// that has one runs as long as its own context lets it, here far past the 1 ms wait, and its
-// rows stay readable; and a call whose own context ends while it waits says so, not busy.
+// that has one runs as long as its own context lets it, its rows readable after the wait's
+// time has passed; and a call whose own context ends while it waits says so, not busy.
 func TestPoolWaitEndsWithTheConnection(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	p := testPool(t, time.Millisecond)
-	var n int
-	slow := `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 100000) SELECT COUNT(*) FROM c`
-	if err := p.QueryRowContext(ctx, slow).Scan(&n); err != nil || n != 100000 {
-		t.Errorf("a slow query = %d, %v; want 100000", n, err)
-	}
-	rows, err := p.QueryContext(ctx, slow)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	clock := quartz.NewMock(t)
+	p := testPool(t, clock)
+	rows, err := p.QueryContext(ctx, `SELECT 1 UNION ALL SELECT 2`)
 	if err != nil {
 		t.Fatal(err)
 	}
+	clock.Advance(time.Minute).MustWait(ctx) // far past the wait: nothing may fire
+	var sum int
 	for rows.Next() {
+		var n int
 		if err := rows.Scan(&n); err != nil {
 			t.Error(err)
 		}
+		sum += n
 	}
-	if err := rows.Err(); err != nil {
-		t.Errorf("the slow query's rows: %v", err)
+	if err := rows.Err(); err != nil || sum != 3 {
+		t.Errorf("the rows read after the wait's time = %d, %v; want 3", sum, err)
 	}
 	rows.Close()
 
@@ -82,8 +98,12 @@ func TestPoolWaitEndsWithTheConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	gone, cancel := context.WithCancel(ctx)
-	cancel()
+	clock.Advance(time.Minute).MustWait(ctx)
+	if _, err := tx.ExecContext(ctx, `SELECT 1`); err != nil {
+		t.Errorf("a transaction used after the wait's time = %v", err)
+	}
+	gone, cancelGone := context.WithCancel(ctx)
+	cancelGone()
 	if _, err := p.ExecContext(gone, `SELECT 1`); !errors.Is(err, context.Canceled) || errors.Is(err, store.ErrBusy) {
 		t.Errorf("a call whose context ended = %v, want context.Canceled", err)
 	}
@@ -94,7 +114,8 @@ func TestPoolWaitEndsWithTheConnection(t *testing.T) {
 // are bounded by MaxConns.
 func TestSplitPoolOneWriter(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	dsn := "file:" + filepath.Join(t.TempDir(), "x.db") + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)"
 	w, err := OpenDB("sqlite", dsn+"&_txlock=immediate", store.Unavailable)
 	if err != nil {
@@ -104,7 +125,8 @@ func TestSplitPoolOneWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newPool(w, r, Pool{MaxConns: 3, Wait: 20 * time.Millisecond})
+	clock := quartz.NewMock(t)
+	p := newPool(w, r, Pool{MaxConns: 3, Wait: time.Second, Clock: clock})
 	defer p.Close()
 	if got := []int{w.Stats().MaxOpenConnections, r.Stats().MaxOpenConnections}; got[0] != 1 || got[1] != 3 {
 		t.Errorf("writer and readers capped at %v, want [1 3]", got)
@@ -124,12 +146,23 @@ func TestSplitPoolOneWriter(t *testing.T) {
 	if err := p.QueryRowContext(ctx, `  select COUNT(*) FROM t`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("a read beside the held writer = %d, %v; want 0 (the write is not committed)", n, err)
 	}
-	if _, err := p.ExecContext(ctx, `INSERT INTO t VALUES (2)`); !errors.Is(err, store.ErrBusy) {
-		t.Errorf("a write beside the held writer = %v, want store.ErrBusy", err)
+	waits := clock.Trap().AfterFunc("sqlstore", "wait") // closed after the two calls
+	for _, call := range []struct {
+		name string
+		do   func() error
+	}{
+		{"a write", func() error { _, err := p.ExecContext(ctx, `INSERT INTO t VALUES (2)`); return err }},
+		{"a DELETE ... RETURNING (it writes)", func() error { return p.QueryRowContext(ctx, `DELETE FROM t RETURNING a`).Scan(&n) }},
+	} {
+		done := make(chan error, 1)
+		go func() { done <- call.do() }()
+		waits.MustWait(ctx).MustRelease(ctx)
+		clock.Advance(time.Second).MustWait(ctx)
+		if err := <-done; !errors.Is(err, store.ErrBusy) {
+			t.Errorf("%s beside the held writer, a second on = %v, want store.ErrBusy", call.name, err)
+		}
 	}
-	if err := p.QueryRowContext(ctx, `DELETE FROM t RETURNING a`).Scan(&n); !errors.Is(err, store.ErrBusy) {
-		t.Errorf("a DELETE ... RETURNING beside the held writer = %v, want store.ErrBusy: it writes", err)
-	}
+	waits.Close()
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
