@@ -94,10 +94,11 @@ type reaching struct {
 }
 
 // MaxConns is how many connections to the database a replica keeps for its part of the
-// service, beside its store's (HANGAR_DATABASE_MAX_CONNS): the listener's, and a pool of two
-// for leases, notifications and stream slots, whose statements are short. Bounded, so that
+// service, beside its store's (HANGAR_DATABASE_MAX_CONNS): the listener's, the presence
+// lock's (presence.go), and a pool of two for leases, notifications and stream slots, whose
+// statements are short. Bounded, so that
 // replicas × (store + MaxConns) is a sum an operator can fit under max_connections.
-const MaxConns = 3
+const MaxConns = 4
 
 // New connects to the database and lists this replica. Close it after Run returned.
 func New(ctx context.Context, cfg Config) (*Cluster, error) {
@@ -123,7 +124,7 @@ func New(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres for replicas: %w", err)
 	}
-	pcfg.MaxConns = MaxConns - 1 // and the listener's own
+	pcfg.MaxConns = MaxConns - 2 // and the listener's and the presence lock's own
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres for replicas: %w", err)

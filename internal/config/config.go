@@ -239,7 +239,7 @@ func Default() Config {
 		BodyTimeout:      30 * time.Second,
 		BodyMinRate:      64 << 10,
 		TokensMaxPerUser: 100,
-		DatabaseMaxConns: 8,
+		DatabaseMaxConns: 7,
 		DatabaseWait:     5 * time.Second,
 		Turns:            Turns{PollSeconds: 5, FollowLogs: true, EventRetentionDays: 30},
 		Stream: Stream{

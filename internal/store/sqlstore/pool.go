@@ -35,7 +35,7 @@ type Pool struct {
 // DefaultMaxConns is Pool.MaxConns's default: with the replicas' own few (cluster.MaxConns),
 // two replicas fit the 22 connections a db-f1-micro Cloud SQL instance leaves its users, and
 // eight fit a server of 100 (docs/deploy.md).
-const DefaultMaxConns = 8
+const DefaultMaxConns = 7
 
 // DefaultWait is Pool.Wait's default: a burst that holds every connection passes in well under
 // it, while a client still hears within a few seconds that the database cannot keep up.
