@@ -4,11 +4,27 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
 )
 
 // crash makes c look as a replica killed with SIGKILL does to its peers: its database session
-// (and with it its presence lock) ends. Its leases are as it left them, unexpired.
-func crash(c *Cluster) { c.absent() }
+// (and with it its presence lock) ends. Its leases are as it left them, unexpired. The server
+// ends the session a moment after the connection closes: crash returns once it has, as a
+// peer's next round would find it.
+func crash(t *testing.T, c *Cluster) {
+	t.Helper()
+	c.presenceMu.Lock()
+	pid := c.presence.PgConn().PID()
+	c.presenceMu.Unlock()
+	c.absent()
+	providertest.WaitFor(t, 30*time.Second, 10*time.Millisecond, "the crashed replica's session to end", func() bool {
+		var n int
+		err := c.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n)
+		return err == nil && n == 0
+	})
+}
 
 // rounds runs n rounds of each replica, in turn.
 func rounds(ctx context.Context, n int, cs ...*Cluster) {
@@ -47,7 +63,7 @@ func TestCrashTakeoverInOneRound(t *testing.T) {
 	if _, mine, _ := a.Owner(ctx, "sb1"); !mine {
 		t.Fatal("a does not own a free sandbox")
 	}
-	crash(a)
+	crash(t, a)
 	b.beat(ctx)
 	if len(eb.gained) != 1 || eb.gained[0] != "sb1" {
 		t.Fatalf("b's first round after a was killed gained %v; want [sb1]", eb.gained)
@@ -74,7 +90,7 @@ func TestUnreachableFindsTheDead(t *testing.T) {
 	if _, mine, _ := b.Owner(ctx, "sb1"); mine {
 		t.Fatal("b took a live replica's sandbox")
 	}
-	crash(a)
+	crash(t, a)
 	b.Unreachable(ctx, "http://a")
 	if url, mine, err := b.Owner(ctx, "sb1"); err != nil || !mine {
 		t.Fatalf("after a was killed and found unreachable, b.Owner = %q, %v, %v; want b's", url, mine, err)
@@ -100,7 +116,7 @@ func TestLeasesSpread(t *testing.T) {
 		t.Fatalf("after %d rounds the replicas hold %v; want the %d leases spread", total, held(a, b, c), total)
 	}
 
-	crash(c)
+	crash(t, c)
 	rounds(ctx, 1, a, b)
 	if !spread(total, a, b) {
 		t.Fatalf("one round after c was killed, a and b hold %v; want c's leases split between them", held(a, b))
