@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/hangar-dev/hangar/internal/forward"
 	"github.com/hangar-dev/hangar/internal/problem"
+	"github.com/hangar-dev/hangar/internal/stream"
 )
 
 // Code is the machine-readable kind of a REST error, in the JSON body's error.code: the
@@ -75,6 +77,12 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// Nobody is left to answer: not hangar's failure.
 		a.log.Debug("the client went away", "method", r.Method, "path", r.URL.Path)
 		return
+	}
+	if forward.Forwarded(r) && errors.Is(err, stream.ErrShuttingDown) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		// This replica began to shut down after it took the request (its sandboxes are being
+		// handed over): the replica that forwarded it asks the new owner, rather than pass a
+		// 503 on. Only a read: anything else may have done part of its work.
+		w.Header().Set(forward.MovedHeader, "shutting down")
 	}
 	e := a.classify(r, err)
 	if e.RetryAfter > 0 {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/fleet"
+	"github.com/hangar-dev/hangar/internal/forward"
 	hmcp "github.com/hangar-dev/hangar/internal/mcp"
 	"github.com/hangar-dev/hangar/internal/oauth"
 	"github.com/hangar-dev/hangar/internal/process"
@@ -545,4 +547,29 @@ func TestTokensNeedUserScope(t *testing.T) {
 	id, _ := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	wantError(t, e.do(t, "GET", "/api/tokens", mcpOnly, ""), http.StatusForbidden, "forbidden")
 	wantError(t, e.do(t, "DELETE", "/api/tokens/"+id, mcpOnly, ""), http.StatusForbidden, "forbidden")
+}
+
+// TestShutdownRefusalSaysNotOwner: a request that starts after Shutdown gets 503; one another
+// replica forwarded is marked so that replica sends it to the sandbox's new owner instead of
+// passing the 503 on to its client (a rolling update's handover); a client's own is not.
+func TestShutdownRefusalSaysNotOwner(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, forwarded := range []bool{false, true} {
+		req := httptest.NewRequest("GET", "/api/sandboxes/box/processes", nil)
+		req.Header.Set("Authorization", "Bearer "+e.admin)
+		if forwarded {
+			req.Header.Set(forward.Header, "http://127.0.0.1:1")
+		}
+		rec := httptest.NewRecorder()
+		e.srv.Handler().ServeHTTP(rec, req)
+		moved := rec.Header().Get(forward.MovedHeader)
+		if rec.Code != http.StatusServiceUnavailable || (moved != "") != forwarded {
+			t.Errorf("forwarded %v: %d, %s %q; want 503, and the header only when forwarded", forwarded, rec.Code, forward.MovedHeader, moved)
+		}
+	}
 }

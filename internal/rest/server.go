@@ -240,6 +240,11 @@ func (s *Server) gate(next http.Handler) http.Handler {
 			s.mu.Unlock()
 			w.Header().Set("Connection", "close")
 			w.Header().Set("Retry-After", "1")
+			if forward.Forwarded(r) {
+				// Refused before anything was done: the replica that forwarded it sends it to
+				// the sandbox's new owner instead of passing this on.
+				w.Header().Set(forward.MovedHeader, "shutting down")
+			}
 			var body errorBody
 			body.Error.Code, body.Error.Message = CodeUnavailable, "hangar is shutting down; try again in a moment."
 			writeJSON(w, http.StatusServiceUnavailable, body)
