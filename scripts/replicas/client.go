@@ -40,13 +40,14 @@ type tally struct {
 	mu     sync.Mutex // guards the maps
 	status map[string]map[string]map[string]int
 	broken map[string]map[string]int
-	// firstBad keeps, per phase and status of 500 or more, the first few answers' kind, path
-	// and body: what a failure report shows.
+	// firstBad keeps, per phase, the first few answers of each status of 500 or more (kind,
+	// path, body): what a failure report shows.
 	firstBad map[string][]string
+	badSeen  map[string]int // per phase and status
 }
 
 func newTally() *tally {
-	return &tally{status: map[string]map[string]map[string]int{}, broken: map[string]map[string]int{}, firstBad: map[string][]string{}}
+	return &tally{status: map[string]map[string]map[string]int{}, broken: map[string]map[string]int{}, firstBad: map[string][]string{}, badSeen: map[string]int{}}
 }
 
 func (t *tally) add(phase, status, kind string) {
@@ -61,10 +62,12 @@ func (t *tally) add(phase, status, kind string) {
 	t.status[phase][status][kind]++
 }
 
-func (t *tally) bad(phase, what string) {
+func (t *tally) bad(phase string, status int, what string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.firstBad[phase]) < 10 {
+	key := fmt.Sprint(phase, status)
+	if t.badSeen[key] < 3 {
+		t.badSeen[key]++
 		t.firstBad[phase] = append(t.firstBad[phase], what)
 	}
 }
@@ -133,7 +136,7 @@ func (c *client) do(ctx context.Context, kind, method, path, body string, header
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
 		resp.Body.Close()
 		if resp.StatusCode >= 500 {
-			c.tl.bad(phase, fmt.Sprintf("%s %s %s = %d %s", kind, method, path, resp.StatusCode, strings.TrimSpace(string(b))))
+			c.tl.bad(phase, resp.StatusCode, fmt.Sprintf("%s %s %s = %d %s", kind, method, path, resp.StatusCode, strings.Join(strings.Fields(string(b)), " ")))
 		}
 		return nil, &statusError{code: resp.StatusCode, msg: fmt.Sprintf("%s %s = %d %s", method, path, resp.StatusCode, strings.TrimSpace(string(b)))}
 	}

@@ -70,7 +70,9 @@ func (r *replica) start(ctx context.Context) error {
 	cmd := exec.Command(r.bin, "serve")
 	cmd.Env = append(os.Environ(), r.env...)
 	cmd.Stdout, cmd.Stderr = r.log, r.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own group, so that a signal reaches whatever it started there; and killed with this
+	// program, should this program die without stopping it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	fmt.Fprintf(r.log, "=== chaos: start at %s\n", time.Now().UTC().Format(time.RFC3339Nano))
 	if err := cmd.Start(); err != nil {
 		r.mu.Unlock()

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -36,7 +37,7 @@ import (
 const takeoverBound = 3 * time.Second
 
 // runTimeout bounds the whole run; each wait inside it has a bound of its own.
-const runTimeout = 4*time.Minute + 30*time.Second
+const runTimeout = 4 * time.Minute
 
 type config struct {
 	bin       string
@@ -80,7 +81,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "FAIL: %v (make build makes it)\n", err)
 		os.Exit(1)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	// SIGINT or SIGTERM (make interrupted) ends the run as its timeout does: the replicas are
+	// stopped and the sandboxes destroyed on the way out.
+	sctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(sctx, runTimeout)
 	defer cancel()
 	ok, err := run(ctx, c, base)
 	if err != nil {
@@ -228,7 +233,7 @@ func run(ctx context.Context, c config, base string) (bool, error) {
 		h := roll(ctx, db, px, r, reps)
 		res.Handovers = append(res.Handovers, h)
 		fmt.Printf("rolled %s: exit %.2f s after SIGTERM; %d leases held, handed over: %s\n", r.name, h.ExitSeconds, len(h.Sandboxes), h.summary())
-		waitProgress(ctx, l, "the load after rolling "+r.name, 60*time.Second, 60, 20, int64(c.execs/2))
+		waitProgress(ctx, l, "the load after rolling "+r.name, 30*time.Second, 60, 20, int64(c.execs/2))
 	}
 
 	// The crash.
@@ -236,7 +241,7 @@ func run(ctx context.Context, c config, base string) (bool, error) {
 	k := crash(ctx, db, reps, l.c)
 	res.Crash = k
 	fmt.Printf("killed %s (held %d leases): %s\n", k.Replica, len(k.Sandboxes), k.summary())
-	waitProgress(ctx, l, "the load after the crash", 60*time.Second, 60, 20, int64(c.execs/2))
+	waitProgress(ctx, l, "the load after the crash", 30*time.Second, 60, 20, int64(c.execs/2))
 
 	// The drain: nothing new starts; the long processes are told to stop; every turn, process
 	// and exec started ends by itself.
