@@ -115,7 +115,7 @@ func (l *load) execWorker(ctx context.Context, sb string) {
 		switch {
 		case result == nil:
 			l.execs.Broken++
-			l.c.tl.brokenStream(phase, "exec")
+			l.c.tl.brokenStream(l.c.ph.get(), "exec")
 			cerr = countCheck(string(out), execLines, false)
 		case result["exit_code"] == 0.0:
 			l.execs.Complete++
@@ -185,19 +185,24 @@ func (l *load) attach(ctx context.Context, pr *procRun) {
 			pause(ctx, retryPause)
 			continue
 		}
-		phase := l.c.ph.get()
+		closed := false
 		benchkit.SSEEventsWithID(resp.Body, func(id, name string, data []byte) error {
 			l.mu.Lock()
 			pr.check.event(id, name, data)
 			l.mu.Unlock()
-			if name == "output" {
+			switch name {
+			case "output":
 				l.prog.output.Add(1)
+			case "close":
+				closed = true
 			}
 			return nil
 		})
 		resp.Body.Close()
 		if !pr.check.ended && ctx.Err() == nil {
-			l.c.tl.brokenStream(phase, "attach")
+			if !closed {
+				l.c.tl.brokenStream(l.c.ph.get(), "attach")
+			}
 			pause(ctx, retryPause)
 		}
 	}
@@ -313,7 +318,6 @@ func (l *load) readEvents(ctx context.Context, s *sessionRun) {
 			pause(ctx, retryPause)
 			continue
 		}
-		phase := l.c.ph.get()
 		closed := false
 		benchkit.SSEEvents(resp.Body, func(name string, data []byte) error {
 			if name == "close" {
@@ -356,7 +360,7 @@ func (l *load) readEvents(ctx context.Context, s *sessionRun) {
 		s.Reconnect++
 		l.mu.Unlock()
 		if !closed {
-			l.c.tl.brokenStream(phase, "events")
+			l.c.tl.brokenStream(l.c.ph.get(), "events")
 		}
 		pause(ctx, retryPause)
 	}
@@ -382,7 +386,6 @@ func (l *load) readStream(ctx context.Context, kind, path string, st *streamStat
 			pause(ctx, retryPause)
 			continue
 		}
-		phase := l.c.ph.get()
 		l.mu.Lock()
 		st.Connects++
 		l.mu.Unlock()
@@ -409,7 +412,7 @@ func (l *load) readStream(ctx context.Context, kind, path string, st *streamStat
 			return
 		}
 		if !closed {
-			l.c.tl.brokenStream(phase, kind)
+			l.c.tl.brokenStream(l.c.ph.get(), kind)
 		}
 		pause(ctx, retryPause)
 	}

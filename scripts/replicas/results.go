@@ -240,6 +240,12 @@ func check(ctx context.Context, l *load, fixture []string, res *results) []strin
 		}
 	}
 
+	// A replica that shuts down ends its streams with their last event (close, result): a
+	// stream that breaks during the rolling restart was cut instead.
+	if n := sum(res.Broken[phaseRoll]); n > 0 {
+		failf("%d streams broke during the rolling restart without their last event (close, end or result), want 0: %v", n, res.Broken[phaseRoll])
+	}
+
 	// Hand-over at SIGTERM and take-over after SIGKILL, within takeoverBound.
 	var hs []float64
 	for _, h := range res.Handovers {
@@ -324,6 +330,7 @@ func figuresTable(res *results) string {
 	fmt.Fprintf(&b, "| Hand-over after SIGTERM (a live peer holds the lease), p50 / max | %s | ≤ 3 s |\n", pair(f.HandoverP50, f.HandoverMax, handoverWait.String()+" after the exit"))
 	fmt.Fprintf(&b, "| Take-over after SIGKILL (a peer answers for the sandbox), p50 / max | %s | ≤ 3 s |\n", pair(f.TakeoverP50, f.TakeoverMax, takeoverWait.String()))
 	fmt.Fprintf(&b, "| 5xx answers: warm-up / rolling restart / crash / drain | %d / %d / %d / %d | 0 / 0 / reported / 0 |\n", f.FiveXX[phaseWarmup], f.FiveXX[phaseRoll], f.FiveXX[phaseKill], f.FiveXX[phaseDrain])
+	fmt.Fprintf(&b, "| Streams broken without their last event: rolling restart / crash | %d / %d | 0 / reported |\n", sum(res.Broken[phaseRoll]), sum(res.Broken[phaseKill]))
 	fmt.Fprintf(&b, "| Turns: started / done / failed before they ran / stalled | %d / %d / %d / %d | all done |\n", res.Turns.Started, res.Turns.Statuses["done"], res.Turns.NeverStarted, res.Turns.Stalled)
 	fmt.Fprintf(&b, "| Turn lines lost / recorded twice (of %d recorded) | %d / %d | 0 / 0 |\n", res.Turns.LinesRecorded, f.LinesLost, f.LinesDup)
 	fmt.Fprintf(&b, "| Events not delivered / delivered twice to the resuming readers | %d / %d | 0 / 0 |\n", f.DeliveredLost, f.DeliveredDup)
@@ -339,4 +346,12 @@ func leasesText(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
