@@ -143,3 +143,33 @@ func TestProxy(t *testing.T) {
 		t.Errorf("with every backend out or refusing: %d, want 502", code)
 	}
 }
+
+// TestProxyBrokenStream: a backend that breaks its answer midway breaks the client's
+// connection too, so that the client never takes the part for the whole.
+func TestProxyBrokenStream(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: 1\n\n")
+		w.(http.Flusher).Flush()
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	defer srv.Close()
+	px, err := newProxy([]*replica{{name: "a", url: srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.close()
+	resp, err := http.Get(px.url + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil {
+		t.Errorf("read %q and a clean end, want the part and an error", b)
+	}
+}

@@ -254,6 +254,7 @@ type sessionRun struct {
 	Reconnect int      `json:"reconnects"`
 	Problems  []string `json:"problems,omitempty"`
 
+	endPhase  map[string]string // the phase each turn's turn.finished reached the reader in
 	delivered []sessionEvent
 	lastSeq   int64
 	finished  chan finished
@@ -345,6 +346,7 @@ func (l *load) readEvents(ctx context.Context, s *sessionRun) {
 				var f struct{ Status string }
 				json.Unmarshal(ev.Data, &f)
 				s.Statuses[ev.Turn] = f.Status
+				s.endPhase[ev.Turn] = l.c.ph.get()
 				select {
 				case s.finished <- finished{ev.Turn, f.Status}:
 				default: // the worker waits for one turn at a time; a stale one is not its

@@ -206,7 +206,7 @@ func run(ctx context.Context, c config, base string) (bool, error) {
 	prompt := fmt.Sprintf(`while IFS= read -r l || [ -n "$l" ]; do printf '%%s\n' "$l"; sleep 0.05; done < %q`, fixturePath)
 	half := max(1, c.sandboxes/2)
 	for i, sb := range sandboxes {
-		s := &sessionRun{Name: sessions[i], Sandbox: sb, Statuses: map[string]string{}, finished: make(chan finished, 16)}
+		s := &sessionRun{Name: sessions[i], Sandbox: sb, Statuses: map[string]string{}, endPhase: map[string]string{}, finished: make(chan finished, 16)}
 		l.turns = append(l.turns, s)
 		readers.Go(func() { l.readEvents(readCtx, s) })
 		workers.Go(func() { l.turnWorker(ctx, s, prompt) })
