@@ -67,7 +67,7 @@ func held(ctx context.Context, db *database, r *replica) []string {
 	if err != nil {
 		return nil
 	}
-	var out []string
+	out := []string{}
 	for sb, o := range owners {
 		if o.url == r.url {
 			out = append(out, sb)
