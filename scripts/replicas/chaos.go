@@ -93,6 +93,7 @@ func roll(ctx context.Context, db *database, px *proxy, r *replica, reps []*repl
 	if err := r.start(ctx); err != nil {
 		fmt.Println("!!", err)
 	}
+	r.learnID(ctx, db)
 	h.RestartSeconds = time.Since(began).Seconds()
 	px.take(r, true)
 	return h
@@ -174,6 +175,7 @@ func crash(ctx context.Context, db *database, reps []*replica, lc *client) takeo
 	if err := victim.start(ctx); err != nil {
 		fmt.Println("!!", err)
 	}
+	victim.learnID(ctx, db)
 	k.RestartSeconds = time.Since(began).Seconds()
 	return k
 }

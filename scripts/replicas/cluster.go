@@ -42,9 +42,10 @@ type replica struct {
 	env  []string
 	log  *os.File // its stdout and stderr over all its starts
 
-	mu     sync.Mutex // guards cmd and exited
+	mu     sync.Mutex // guards cmd, exited and id
 	cmd    *exec.Cmd  // nil while it is not running
 	exited chan struct{}
+	id     string // its replica id in the database while it runs ("" when unknown)
 }
 
 // newReplica picks a free loopback port for a replica; it starts nothing.
@@ -113,6 +114,7 @@ func (r *replica) signal(sig syscall.Signal) time.Duration {
 	if r.cmd == nil {
 		return 0
 	}
+	r.id = ""
 	began := time.Now()
 	fmt.Fprintf(r.log, "=== chaos: %s at %s\n", sig, began.UTC().Format(time.RFC3339Nano))
 	syscall.Kill(-r.cmd.Process.Pid, sig)
@@ -317,3 +319,29 @@ func (d *database) owners(ctx context.Context) (map[string]owner, error) {
 
 // owner is a lease's holder.
 type owner struct{ url, id string }
+
+// learnID reads the replica's id (the newest row of its URL) once it runs.
+func (r *replica) learnID(ctx context.Context, d *database) {
+	var id string
+	if err := d.db.QueryRowContext(ctx, `SELECT id FROM "`+d.schema+`".replicas WHERE url = $1 ORDER BY started_at DESC LIMIT 1`, r.url).Scan(&id); err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd != nil {
+		r.id = id
+	}
+}
+
+// liveIDs is the ids of the replicas running now.
+func liveIDs(reps []*replica) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range reps {
+		r.mu.Lock()
+		if r.id != "" {
+			out[r.id] = true
+		}
+		r.mu.Unlock()
+	}
+	return out
+}

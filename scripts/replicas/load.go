@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +52,7 @@ type load struct {
 	turns  []*sessionRun
 	watch  streamStats
 	fleet  streamStats
+	mcp    mcpStats
 	probes []string // problems outside the checkers (a start that never succeeded)
 }
 
@@ -441,4 +445,107 @@ func (l *load) getter(ctx context.Context, sandboxes, sessions []string) {
 		}
 		pause(ctx, 50*time.Millisecond)
 	}
+}
+
+// mcpStats is what the 2025-era MCP sessions saw: sessions opened, calls answered, and the
+// answers 404 "no such session" — legitimate only when the replica that held the session is
+// gone (rolled or killed: its id is no longer a running replica's), and then the client opens
+// a new session, as the MCP specification says.
+type mcpStats struct {
+	Sessions   int      `json:"sessions"`
+	Calls      int      `json:"calls"`
+	GoneHolder int      `json:"not_found_holder_gone"`
+	NotFound   int      `json:"not_found_holder_live"`
+	BadAnswers int      `json:"bad_answers"`
+	Problems   []string `json:"problems,omitempty"`
+}
+
+// mcpWorker keeps a 2025-era MCP session (Mcp-Session-Id) and calls the exec tool in sb through
+// it, one call after another, until the drain: a session spread over every replica by the
+// proxy, as behind a balancer with no affinity.
+func (l *load) mcpWorker(ctx context.Context, sb string, live func() map[string]bool) {
+	const initialize = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"chaos","version":"1"}}}`
+	mcpHeaders := func(sid string) []string {
+		h := []string{"Accept", "application/json, text/event-stream"}
+		if sid != "" {
+			h = append(h, "Mcp-Session-Id", sid, "MCP-Protocol-Version", "2025-11-25")
+		}
+		return h
+	}
+	sid := ""
+	for n := 1; !l.stopping.Load() && ctx.Err() == nil; n++ {
+		if sid == "" {
+			resp, err := l.c.do(ctx, "mcp", "POST", "/mcp", initialize, mcpHeaders("")...)
+			if err != nil {
+				pause(ctx, retryPause)
+				continue
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			sid = resp.Header.Get("Mcp-Session-Id")
+			if sid == "" {
+				l.mcpProblem("initialize answered no Mcp-Session-Id")
+				pause(ctx, retryPause)
+				continue
+			}
+			if resp, err := l.c.do(ctx, "mcp", "POST", "/mcp", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, mcpHeaders(sid)...); err == nil {
+				resp.Body.Close()
+			}
+			l.mu.Lock()
+			l.mcp.Sessions++
+			l.mu.Unlock()
+		}
+		word := fmt.Sprintf("mcp-%d", n)
+		call := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"exec","arguments":{"sandbox":%q,"command":"echo %s"}}}`, n, sb, word)
+		resp, err := l.c.do(ctx, "mcp", "POST", "/mcp", call, mcpHeaders(sid)...)
+		var se *statusError
+		if errors.As(err, &se) && se.code == http.StatusNotFound {
+			// A session id that names its holder (<replica id>.<session>) is gone with it; one
+			// that names none was not found where the request landed.
+			holder, _, named := strings.Cut(sid, ".")
+			l.mu.Lock()
+			if !named || live()[holder] {
+				l.mcp.NotFound++
+				if l.mcp.NotFound <= 3 {
+					l.mcp.Problems = append(l.mcp.Problems, fmt.Sprintf("session %s (its holder live, or not named) answered 404 in the %s phase: %s", sid, l.c.ph.get(), se.msg))
+				}
+			} else {
+				l.mcp.GoneHolder++
+			}
+			l.mu.Unlock()
+			sid = "" // the session is gone: open another
+			continue
+		}
+		if err != nil {
+			pause(ctx, retryPause)
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		l.mu.Lock()
+		l.mcp.Calls++
+		if !strings.Contains(string(b), word) || strings.Contains(string(b), `"isError":true`) {
+			l.mcp.BadAnswers++
+			if l.mcp.BadAnswers <= 5 {
+				l.mcp.Problems = append(l.mcp.Problems, fmt.Sprintf("exec %s in the %s phase answered %d %s %q", word, l.c.ph.get(), resp.StatusCode, resp.Header.Get("Content-Type"), truncate(string(b), 400)))
+			}
+		}
+		l.mu.Unlock()
+		pause(ctx, 100*time.Millisecond)
+	}
+}
+
+func (l *load) mcpProblem(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.mcp.Problems) < 10 {
+		l.mcp.Problems = append(l.mcp.Problems, s)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
 }

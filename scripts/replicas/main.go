@@ -160,6 +160,7 @@ func run(ctx context.Context, c config, base string) (bool, error) {
 			keep = true
 			return false, err
 		}
+		r.learnID(ctx, db)
 	}
 	token, err := os.ReadFile(filepath.Join(data, "admin-token"))
 	if err != nil {
@@ -219,7 +220,8 @@ func run(ctx context.Context, c config, base string) (bool, error) {
 	for i := range c.execs {
 		workers.Go(func() { l.execWorker(ctx, sandboxes[i%half]) })
 	}
-	for range 2 {
+	for i := range 2 {
+		workers.Go(func() { l.mcpWorker(ctx, sandboxes[i], func() map[string]bool { return liveIDs(reps) }) })
 		readers.Go(func() { l.readStream(readCtx, "fleet", "/api/fleet/stream", &l.fleet) })
 		workers.Go(func() { l.getter(ctx, sandboxes, sessions) })
 	}

@@ -29,6 +29,7 @@ type results struct {
 	Execs       execStats                 `json:"execs"`
 	Watch       streamStats               `json:"watches"`
 	Fleet       streamStats               `json:"fleet_streams"`
+	MCP         mcpStats                  `json:"mcp_sessions"`
 	LeasesAtEnd map[string]int            `json:"leases_at_end"`
 	Failures    []string                  `json:"failures"`
 
@@ -235,7 +236,11 @@ func check(ctx context.Context, l *load, fixture []string, res *results) []strin
 	for _, pr := range l.execs.Problems {
 		failf("%s", pr)
 	}
-	res.Watch, res.Fleet = l.watch, l.fleet
+	res.Watch, res.Fleet, res.MCP = l.watch, l.fleet, l.mcp
+	if l.mcp.NotFound > 0 || l.mcp.BadAnswers > 0 {
+		failf("2025-era MCP sessions through the proxy: %d requests answered 404 though the replica holding the session runs, %d calls answered wrong (of %d): %s",
+			l.mcp.NotFound, l.mcp.BadAnswers, l.mcp.Calls+l.mcp.NotFound+l.mcp.GoneHolder, strings.Join(l.mcp.Problems, "; "))
+	}
 	for _, n := range l.probes {
 		failf("%s", n)
 	}
@@ -315,6 +320,7 @@ func printSummary(res *results, failures []string) {
 	fmt.Printf("execs: %d started, %d complete, %d ended by shutdown, %d broken, %d refused, %d other\n",
 		res.Execs.Started, res.Execs.Complete, res.Execs.Shutdown, res.Execs.Broken, res.Execs.Refused, res.Execs.Other)
 	fmt.Printf("watches: %+v; fleet streams: %+v; leases at the end: %v\n", res.Watch, res.Fleet, res.LeasesAtEnd)
+	fmt.Printf("MCP sessions: %d opened, %d calls; 404: %d with the holder gone, %d with it live\n", res.MCP.Sessions, res.MCP.Calls, res.MCP.GoneHolder, res.MCP.NotFound)
 	if len(failures) == 0 {
 		fmt.Println("PASS")
 		return
@@ -350,6 +356,7 @@ func figuresTable(res *results) string {
 	fmt.Fprintf(&b, "| Events not delivered / delivered twice to the resuming readers | %d / %d | 0 / 0 |\n", f.DeliveredLost, f.DeliveredDup)
 	fmt.Fprintf(&b, "| Process output repeated or skipped without a gap (gaps: %d) | %d | 0 |\n", res.Processes.Gaps, f.OutputUnmarked)
 	fmt.Fprintf(&b, "| Streamed execs: complete / ended `shutdown` / broken | %d / %d / %d | |\n", res.Execs.Complete, res.Execs.Shutdown, res.Execs.Broken)
+	fmt.Fprintf(&b, "| MCP session requests answered 404 with the holder live / gone (of %d calls) | %d / %d | 0 / any |\n", res.MCP.Calls, res.MCP.NotFound, res.MCP.GoneHolder)
 	fmt.Fprintf(&b, "| Leases per replica at the end | %s | spread |\n", leasesText(res.LeasesAtEnd))
 	return b.String()
 }
