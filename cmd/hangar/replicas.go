@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -81,7 +83,19 @@ func (r *replicas) owners() process.Owners {
 	if r == nil {
 		return nil
 	}
-	return r.cl
+	return leavingOwners{r.cl}
+}
+
+// leavingOwners is the cluster's Owner, saying a shutdown as the stream registry does (a 503
+// "shutting down" to a request that arrives meanwhile).
+type leavingOwners struct{ cl *cluster.Cluster }
+
+func (o leavingOwners) Owner(ctx context.Context, sandbox string) (string, bool, error) {
+	url, mine, err := o.cl.Owner(ctx, sandbox)
+	if errors.Is(err, cluster.ErrLeaving) {
+		err = fmt.Errorf("%w: %w", stream.ErrShuttingDown, err)
+	}
+	return url, mine, err
 }
 
 // forTurns is what the turns service asks and tells: nil alone.
@@ -119,7 +133,7 @@ func (r *replicas) forwarder(streams *stream.Registry) *forward.Forwarder {
 	if r == nil {
 		return nil
 	}
-	return &forward.Forwarder{Self: r.cl.AdvertiseURL(), Streams: streams}
+	return &forward.Forwarder{Self: r.cl.AdvertiseURL(), Streams: streams, Unreachable: r.cl.Unreachable}
 }
 
 // Owns is turns.Replicas'. A database that does not answer owns nothing: the turn waits, as
@@ -228,6 +242,21 @@ func (r *replicas) start(streams *stream.Registry) {
 func (r *replicas) goAsync(ctx context.Context, fn func(ctx context.Context)) {
 	r.wg.Add(1)
 	go func() { defer r.wg.Done(); fn(ctx) }()
+}
+
+// handOver is the start of a shutdown, once the streams ended: this replica stops following its
+// sandboxes' processes and watching their turns, and hands their leases to the live replicas,
+// so they follow them at once — not after the requests in flight here finished (up to
+// HANGAR_SHUTDOWN_GRACE). Requests that reach it afterwards get 503 "shutting down".
+func (r *replicas) handOver() {
+	if r == nil || r.cancel == nil {
+		return
+	}
+	for _, sb := range r.cl.Leave() {
+		r.lost(sb)
+	}
+	r.cancel()
+	r.wg.Wait()
 }
 
 // stop hands the leases back (after the domain stopped following) and leaves.

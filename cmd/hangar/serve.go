@@ -282,7 +282,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	return shutdown(ctx, cfg, log, streams, mcpHandler, srv, served)
+	return shutdown(ctx, cfg, log, streams, rp, mcpHandler, srv, served)
 }
 
 // domain is what the transports serve: the sandboxes, the processes and the sessions' turns.
@@ -397,11 +397,13 @@ func startTurns(ctx context.Context, cfg config.Config, st store.Store, sandboxe
 
 // shutdown ends a serve whose ctx ended: streams end at once, new requests get 503, and the
 // requests in flight have cfg.ShutdownGrace to finish (MCP's exec calls first, so they can
-// send their results, then the HTTP server's). served is the HTTP server's Serve result.
-func shutdown(ctx context.Context, cfg config.Config, log *slog.Logger, streams *stream.Registry,
+// send their results, then the HTTP server's). With other replicas, this one's sandboxes are
+// handed to them first. served is the HTTP server's Serve result.
+func shutdown(ctx context.Context, cfg config.Config, log *slog.Logger, streams *stream.Registry, rp *replicas,
 	mcpHandler *mcp.Handler, srv *rest.Server, served <-chan error) error {
 	log.Info("shutting down: streams end now, new requests get 503, in-flight ones may finish", "grace", cfg.ShutdownGrace)
 	streams.Shutdown()
+	rp.handOver() // with other replicas: they follow this one's sandboxes from now on
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
 	defer cancel()
 	if err := mcpHandler.Shutdown(sctx); err != nil {

@@ -49,7 +49,7 @@ func serveSettings(c *config.Config) []setting {
 		{"stream-turn-logs", "BOOL", "follow running turns' logs through the daemon (false: polling only)", boolValue{&c.Turns.FollowLogs}},
 		{"event-retention-days", "N", "how long sessions' and jobs' events are kept (0: kept for good)", intValue{&c.Turns.EventRetentionDays, 0, 36500}},
 		{"advertise-url", "URL", "with PostgreSQL: where the other replicas reach this one (default: http://<listen address>, the hostname when it listens on all interfaces)", stringValue{&c.Replicas.AdvertiseURL, httpURL}},
-		{"lease-seconds", "N", "with PostgreSQL: how long a replica owns a sandbox's followers without renewing its lease (a replica that dies hands them over within it)", intValue{&c.Replicas.LeaseSeconds, 1, 3600}},
+		{"lease-seconds", "N", "with PostgreSQL: how long a replica owns a sandbox's followers without renewing its lease (the takeover bound for a replica cut off with its connections open; a killed one is seen dead within a second)", intValue{&c.Replicas.LeaseSeconds, 1, 3600}},
 		{"default-provider", "NAME", "the provider of a sandbox whose request names none: local, docker, kubernetes or e2b", stringValue{&c.Providers.Default, oneOf("local", "docker", "kubernetes", "e2b")}},
 		{"local-provider", "BOOL", "offer the local provider, whose sandboxes run commands as this user on this machine and isolate nothing (false in a shared deployment)", boolValue{&c.Providers.Local}},
 		{"daemon-binary", "FILE", "the static hangar-envd that sandboxes run as their daemon and turn harness (default: hangar-envd beside this executable, else this executable)", stringValue{&c.Providers.DaemonBinary, nonEmpty}},

@@ -33,10 +33,16 @@ type Config struct {
 	// AdvertiseURL is where the other replicas reach this one's listener
 	// (HANGAR_ADVERTISE_URL), to forward requests for the sandboxes it owns. Required.
 	AdvertiseURL string
-	// LeaseTTL is how long a lease holds without being renewed (HANGAR_LEASE_SECONDS): a
-	// replica that dies hands its sandboxes over within it. Leases are renewed, and expired
-	// ones taken over, every LeaseTTL/3. Default 15s.
+	// LeaseTTL is how long a lease holds without being renewed (HANGAR_LEASE_SECONDS): the
+	// bound on a takeover when a replica stops renewing without its database session ending
+	// (a network partition, a frozen VM). A replica that is killed or crashes is seen dead in
+	// the next Round instead (presence.go). Default 15s.
 	LeaseTTL time.Duration
+	// Round is how often a replica renews its leases, looks for dead peers, takes over
+	// released and expired leases and hands a few of its own to a peer that holds fewer
+	// (balance.go). It bounds a takeover after a crash: one Round to see the replica dead,
+	// and the adoption. Default 1s, or LeaseTTL/3 when that is shorter.
+	Round time.Duration
 	// Registerer takes hangar_leases_held and hangar_lease_losses_total. Nil: not exported.
 	Registerer prometheus.Registerer
 	// Logger. Default slog.Default().
@@ -59,11 +65,21 @@ type Cluster struct {
 	gained   func(ctx context.Context, sandbox string)        // set before Run
 	lost     func(sandbox string)                             // set before Run
 
-	scan chan struct{} // a peer released its leases: look for expired ones now
+	schema string // the database schema: part of the presence lock's key
 
-	mu          sync.Mutex      // guards held and lastRenewed
-	held        map[string]bool // the sandboxes whose lease this replica holds
-	lastRenewed time.Time       // the last renewal the database confirmed
+	scan chan struct{} // a peer released or handed over leases: run a round now
+
+	// presence is the connection that holds this replica's presence lock (presence.go): its
+	// session ending is how the others see this replica dead. Used by the rounds and Close.
+	presenceMu sync.Mutex
+	presence   *pgx.Conn
+
+	mu          sync.Mutex               // guards held, gen, handing and lastRenewed
+	held        map[string]uint64        // the sandboxes whose lease this replica holds, with the gen they were gained at
+	gen         uint64                   // counts gains: a renewal loses only leases gained before it read the rows
+	handing     map[string]chan struct{} // sandboxes being handed to a peer, closed once the lease moved
+	leaving     bool                     // Leave was called: no lease is taken any more
+	lastRenewed time.Time                // the last renewal the database confirmed
 
 	losses prometheus.Counter // hangar_lease_losses_total; nil without a Registerer
 }
@@ -79,6 +95,9 @@ func New(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 15 * time.Second
 	}
+	if cfg.Round <= 0 {
+		cfg.Round = min(time.Second, cfg.LeaseTTL/3)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -90,14 +109,19 @@ func New(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("connect to postgres for replicas: %w", err)
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger.With("replica", cfg.ID), pool: pool, handlers: map[string]func(context.Context, string){},
-		scan: make(chan struct{}, 1), held: map[string]bool{}, lastRenewed: cfg.Clock.Now()}
-	var schema string
-	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		scan: make(chan struct{}, 1), held: map[string]uint64{}, handing: map[string]chan struct{}{}, lastRenewed: cfg.Clock.Now()}
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&c.schema); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("read the database schema: %w", err)
 	}
-	c.channel = "hangar_" + schema
+	c.channel = "hangar_" + c.schema
+	// Present before listed: a peer that finds this replica listed finds it holding its lock.
+	if err := c.present(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	if err := c.heartbeat(ctx); err != nil {
+		c.absent()
 		pool.Close()
 		return nil, err
 	}
@@ -131,8 +155,9 @@ func (c *Cluster) Publish(ctx context.Context, topic, arg string) {
 }
 
 // Run listens for the other replicas' notifications and keeps this replica's leases until ctx
-// ends, then hands its leases back (so the others take its sandboxes over at once rather than
-// after the lease time) and unlists it.
+// ends, then hands its leases to live peers (so they follow its sandboxes at once rather than
+// after the lease time) and unlists it. End ctx only once the domain stopped following them
+// (see Leave): what the rows say this replica holds is handed over as it is.
 func (c *Cluster) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -142,8 +167,9 @@ func (c *Cluster) Run(ctx context.Context) {
 	c.leave()
 }
 
-// Close releases the database connections.
+// Close releases the database connections (the presence lock with them).
 func (c *Cluster) Close() {
+	c.absent()
 	c.pool.Close()
 }
 
@@ -197,7 +223,7 @@ func (c *Cluster) dispatch(ctx context.Context, payload string) {
 	if from == c.cfg.ID {
 		return
 	}
-	if topic == topicReleased {
+	if topic == topicReleased { // arg: the peer it handed leases to, or "" (any may take them)
 		select {
 		case c.scan <- struct{}{}:
 		default: // a scan is due already

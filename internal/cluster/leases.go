@@ -10,8 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// topicReleased is what a replica that shuts down says after handing its leases back: the
-// others look for leases to take at once.
+// topicReleased is what a replica says after handing leases to a peer or releasing them (it
+// shuts down, or balances): the others run a round at once, to gain what they were handed and
+// take their share of what was released.
 const topicReleased = "released"
 
 // OnLeases sets what happens when this replica gains a sandbox's lease (follow its processes,
@@ -26,8 +27,20 @@ func (c *Cluster) OnLeases(gained func(ctx context.Context, sandbox string), los
 // else url is where the owner is reached.
 func (c *Cluster) Owner(ctx context.Context, sandbox string) (url string, mine bool, err error) {
 	c.mu.Lock()
-	held := c.held[sandbox]
+	_, held := c.held[sandbox]
+	handing, leaving := c.handing[sandbox], c.leaving
 	c.mu.Unlock()
+	if leaving {
+		return "", false, fmt.Errorf("find the owner of sandbox %s: %w", sandbox, ErrLeaving)
+	}
+	if handing != nil {
+		// Being handed to a peer: the rows name the new owner once it is done (milliseconds).
+		select {
+		case <-handing:
+		case <-ctx.Done():
+			return "", false, fmt.Errorf("find the owner of sandbox %s: %w", sandbox, ctx.Err())
+		}
+	}
 	if held {
 		// Renewed by keep, which drops it from held once another replica has it: no write per
 		// request.
@@ -58,11 +71,37 @@ func (c *Cluster) Owner(ctx context.Context, sandbox string) (url string, mine b
 	return url, false, nil
 }
 
+// ErrLeaving says this replica is shutting down: it takes no lease and serves no sandbox's
+// processes any more; its peers do.
+var ErrLeaving = errors.New("this hangar replica is shutting down; its sandboxes are handed to the other replicas")
+
+// Leave starts this replica's shutdown: from now on it takes no lease, and it forgets those it
+// holds, returning their sandboxes, for the caller to stop following them before Run's end
+// hands their leases over (cancel Run's context once that is done).
+func (c *Cluster) Leave() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.leaving = true
+	var held []string
+	for sb := range c.held {
+		held = append(held, sb)
+	}
+	clear(c.held)
+	return held
+}
+
 // gain records a lease this replica holds, running the gained handler when it is new.
 func (c *Cluster) gain(ctx context.Context, sandbox string) {
 	c.mu.Lock()
-	known := c.held[sandbox]
-	c.held[sandbox] = true
+	if c.leaving {
+		c.mu.Unlock()
+		return
+	}
+	_, known := c.held[sandbox]
+	if !known {
+		c.gen++
+		c.held[sandbox] = c.gen
+	}
 	c.mu.Unlock()
 	if !known {
 		c.log.Info("holding the lease of a sandbox", "sandbox", sandbox)
@@ -72,10 +111,10 @@ func (c *Cluster) gain(ctx context.Context, sandbox string) {
 	}
 }
 
-// keep renews this replica's leases and takes over expired ones every LeaseTTL/3 (at once when
-// a peer says it released its own), until ctx ends.
+// keep runs a round every Round (at once when a peer says it released or handed over leases),
+// until ctx ends.
 func (c *Cluster) keep(ctx context.Context) {
-	t := c.cfg.Clock.NewTicker(c.cfg.LeaseTTL/3, "cluster", "round")
+	t := c.cfg.Clock.NewTicker(c.cfg.Round, "cluster", "round")
 	defer t.Stop()
 	for {
 		c.beat(ctx)
@@ -88,14 +127,24 @@ func (c *Cluster) keep(ctx context.Context) {
 	}
 }
 
-// beat is one round of keep: say this replica is alive, renew its leases (those no longer its
-// own are lost), and take over the expired ones.
+// beat is one round of keep: say this replica is alive, unlist the dead ones, renew this
+// replica's leases (those no longer its own are lost, those handed to it are gained), take its
+// share of the free ones, and hand one to a peer that holds fewer.
 func (c *Cluster) beat(ctx context.Context) {
+	if !c.stillPresent(ctx) {
+		// The session that said this replica is alive ended: the peers may have taken its
+		// leases. Stop following all; the renewal below takes back those nobody took.
+		c.log.Warn("this replica's presence in the database was lost (its connection broke): it stops following its sandboxes and takes back those no peer took")
+		c.loseAll()
+	}
 	if err := c.heartbeat(ctx); err != nil {
 		c.log.Warn("replica heartbeat", "err", err)
 	}
 	if err := c.forgetDead(ctx); err != nil {
 		c.log.Warn("forget dead replicas", "err", err)
+	}
+	if _, err := c.reap(ctx); err != nil {
+		c.log.Warn("look for dead replicas", "err", err)
 	}
 	if err := c.renew(ctx); err != nil {
 		c.log.Warn("renew leases", "err", err)
@@ -109,24 +158,28 @@ func (c *Cluster) beat(ctx context.Context) {
 		}
 		return
 	}
-	rows, err := c.pool.Query(ctx, `UPDATE leases SET replica = $1, expires_at = now() + $2 * interval '1 millisecond', epoch = epoch + 1
-		WHERE expires_at < now() RETURNING sandbox`, c.cfg.ID, c.cfg.LeaseTTL.Milliseconds())
+	c.mu.Lock()
+	leaving := c.leaving
+	c.mu.Unlock()
+	if leaving {
+		return // its leases are handed over as Run ends: it takes none
+	}
+	l, err := c.loads(ctx)
 	if err != nil {
-		c.log.Warn("take over expired leases", "err", err)
+		c.log.Warn("count the leases of the replicas", "err", err)
 		return
 	}
-	taken, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		c.log.Warn("take over expired leases", "err", err)
+	if err := c.takeOver(ctx, l); err != nil {
+		c.log.Warn("take over free leases", "err", err)
 		return
 	}
-	for _, sb := range taken {
-		c.log.Info("took over the lease of a sandbox whose replica stopped renewing it", "sandbox", sb)
-		c.gain(ctx, sb)
+	if err := c.balance(ctx, l); err != nil {
+		c.log.Warn("hand a lease to a replica that holds fewer", "err", err)
 	}
 }
 
-// renew moves the expiry of this replica's leases; those it held and no longer does are lost.
+// renew moves the expiry of this replica's leases; those it held and no longer does are lost,
+// and those the rows say it holds and it did not know of (a peer handed them over) are gained.
 // The leases of sandboxes that were destroyed (or failed) are dropped first: nothing there is
 // left to follow.
 func (c *Cluster) renew(ctx context.Context) error {
@@ -144,6 +197,7 @@ func (c *Cluster) renew(ctx context.Context) error {
 	for _, sb := range dropped {
 		delete(c.held, sb)
 	}
+	before := c.gen // gains after this are newer than what the rows below say
 	c.mu.Unlock()
 	rows, err = c.pool.Query(ctx, `UPDATE leases SET expires_at = now() + $2 * interval '1 millisecond' WHERE replica = $1 RETURNING sandbox`,
 		c.cfg.ID, c.cfg.LeaseTTL.Milliseconds())
@@ -160,16 +214,25 @@ func (c *Cluster) renew(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.lastRenewed = start
-	var gone []string
-	for sb := range c.held {
-		if !still[sb] {
+	var gone, handed []string
+	for sb, gen := range c.held {
+		if !still[sb] && gen <= before {
 			gone = append(gone, sb)
 			delete(c.held, sb)
+		}
+	}
+	for _, sb := range mine {
+		if _, known := c.held[sb]; !known && c.handing[sb] == nil {
+			handed = append(handed, sb)
 		}
 	}
 	c.mu.Unlock()
 	for _, sb := range gone {
 		c.lose(sb)
+	}
+	for _, sb := range handed {
+		c.log.Info("a peer handed this replica the lease of a sandbox", "sandbox", sb)
+		c.gain(ctx, sb)
 	}
 	return nil
 }
@@ -198,13 +261,21 @@ func (c *Cluster) lose(sandbox string) {
 	}
 }
 
-// leave hands this replica's leases back and unlists it, then tells the others to look for
-// leases to take.
+// leave hands this replica's leases to the live peers (each to the one that holds fewest),
+// or releases them (expired now, for whichever replica comes first) when none is alive, and
+// unlists it, then tells the others to run a round now. The domain stopped following before:
+// a peer adopts each sandbox with this replica's marks as they were last recorded.
 func (c *Cluster) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := c.pool.Exec(ctx, `DELETE FROM leases WHERE replica = $1`, c.cfg.ID); err != nil {
-		c.log.Warn("hand leases back", "err", err)
+	c.mu.Lock()
+	clear(c.held)
+	c.mu.Unlock()
+	if err := c.handOverAll(ctx); err != nil {
+		c.log.Warn("hand leases over to the peers", "err", err)
+		if _, err := c.pool.Exec(ctx, `UPDATE leases SET expires_at = now() - interval '1 millisecond' WHERE replica = $1`, c.cfg.ID); err != nil {
+			c.log.Warn("release leases", "err", err)
+		}
 	}
 	if _, err := c.pool.Exec(ctx, `DELETE FROM stream_slots WHERE replica = $1`, c.cfg.ID); err != nil {
 		c.log.Warn("hand stream counts back", "err", err)
@@ -212,9 +283,6 @@ func (c *Cluster) leave() {
 	if _, err := c.pool.Exec(ctx, `DELETE FROM replicas WHERE id = $1`, c.cfg.ID); err != nil {
 		c.log.Warn("unlist replica", "err", err)
 	}
-	c.mu.Lock()
-	clear(c.held)
-	c.mu.Unlock()
 	c.Publish(ctx, topicReleased, "")
 }
 

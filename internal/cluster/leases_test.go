@@ -59,6 +59,19 @@ func newPair(t *testing.T) (db string, a, b *Cluster, ea, eb *events, rega *prom
 	return db, a, b, ea, eb, rega
 }
 
+// newReplica adds a replica to db (migrated already), not running: the test drives its rounds.
+func newReplica(t *testing.T, db, id string) (*Cluster, *events) {
+	t.Helper()
+	e := &events{}
+	c, err := New(context.Background(), Config{DatabaseURL: db, ID: id, AdvertiseURL: "http://" + id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	c.OnLeases(e.onGained, e.onLost)
+	return c, e
+}
+
 // expire makes every lease of replica look expired, as when it stopped renewing them.
 func expire(t *testing.T, c *Cluster, replica string) {
 	t.Helper()
@@ -112,8 +125,10 @@ func TestLeaseOwnerAndTakeover(t *testing.T) {
 	}
 }
 
-// TestLeaveHandsLeasesBack: a replica that leaves (shutdown) hands its leases back at once.
-func TestLeaveHandsLeasesBack(t *testing.T) {
+// TestLeaveHandsLeasesOver: a replica that leaves (shutdown) hands its leases to a live peer,
+// which follows the sandboxes at its next round (at once, woken by the notification) without
+// anyone asking for them; and a request that asks meanwhile is told the peer.
+func TestLeaveHandsLeasesOver(t *testing.T) {
 	t.Parallel()
 	_, a, b, _, eb, _ := newPair(t)
 	ctx := context.Background()
@@ -121,11 +136,30 @@ func TestLeaveHandsLeasesBack(t *testing.T) {
 		t.Fatal("a does not own a free sandbox")
 	}
 	a.leave()
-	if _, mine, err := b.Owner(ctx, "sb1"); err != nil || !mine {
-		t.Fatalf("after a left, b.Owner mine = %v, %v; want b's", mine, err)
+	b.beat(ctx)
+	if len(eb.gained) != 1 || eb.gained[0] != "sb1" || b.Held() != 1 {
+		t.Fatalf("after a left and b ran a round, b gained %v (holds %d); want [sb1], unasked", eb.gained, b.Held())
 	}
-	if len(eb.gained) != 1 {
-		t.Errorf("b gained %v, want [sb1]", eb.gained)
+	if url, mine, err := b.Owner(ctx, "sb1"); err != nil || !mine || url != "http://b" {
+		t.Errorf("after a left, b.Owner = %q, %v, %v; want b's", url, mine, err)
+	}
+}
+
+// TestLeaveAloneReleases: the last replica to leave releases its leases, and the next one to
+// start takes them in its first round, unasked.
+func TestLeaveAloneReleases(t *testing.T) {
+	t.Parallel()
+	db, a, b, _, _, _ := newPair(t)
+	ctx := context.Background()
+	if _, mine, _ := a.Owner(ctx, "sb1"); !mine {
+		t.Fatal("a does not own a free sandbox")
+	}
+	b.leave()
+	a.leave()
+	c, ec := newReplica(t, db, "c")
+	c.beat(ctx)
+	if len(ec.gained) != 1 || ec.gained[0] != "sb1" {
+		t.Fatalf("a new replica's first round gained %v; want [sb1]", ec.gained)
 	}
 }
 

@@ -8,6 +8,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,11 +132,15 @@ type sseEvent struct {
 	at             time.Time
 }
 
-// openSSE reads an SSE stream into a channel, closed when the stream ends.
-func openSSE(t *testing.T, ctx context.Context, url, token string) <-chan sseEvent {
+// openSSE reads an SSE stream into a channel, closed when the stream ends; lastEventID, when
+// given, resumes it.
+func openSSE(t *testing.T, ctx context.Context, url, token string, lastEventID ...string) <-chan sseEvent {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
+	for _, id := range lastEventID {
+		req.Header.Set("Last-Event-ID", id)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -338,13 +345,15 @@ type tick struct {
 }
 
 // TestTakeoverAfterKill: replica B follows a process and watches a turn, and is killed with
-// SIGKILL mid-turn. Replica A takes the sandbox's lease once it expires, adopts the process and
-// watches the turn on from its saved read position: the turn's events are recorded once each,
-// gapless; the process takes input and ends through A, its end recorded once. Meanwhile a
-// reader attached to A saw B's events live (LISTEN/NOTIFY).
+// SIGKILL mid-turn. Replica A sees it dead at its next round (its database session ended: no
+// waiting for the 15 s lease to expire), adopts the process and watches the turn on from its
+// saved read position: the turn's events are recorded once each, gapless; the process takes
+// input and ends through A, its end recorded once. Requests through A for the sandbox while B
+// is dead and not yet seen so wait rather than fail: none gets a 5xx. Meanwhile a reader
+// attached to A saw B's events live (LISTEN/NOTIFY).
 func TestTakeoverAfterKill(t *testing.T) {
 	t.Parallel()
-	s := newService(t)
+	s := newService(t, "--lease-seconds", "15")
 	a := s.start("a")
 	b := s.start("b")
 	s.sandbox(a, "tk-sb", b)
@@ -376,13 +385,25 @@ func TestTakeoverAfterKill(t *testing.T) {
 	}
 	t.Logf("from a line printed in the sandbox to its event at a reader on the other replica: %v", delays)
 
+	// A request through A before the kill is forwarded to B (and opens a kept-alive
+	// connection to it, which the kill breaks).
+	if code, b := call(t, "GET", a.url+"/api/sandboxes/tk-sb/processes/"+proc.ID, s.token, ""); code != http.StatusOK {
+		t.Fatalf("the process through replica a before the kill = %d %s", code, b)
+	}
 	b.Kill()
 	killed := time.Now()
+	var codes []int
 	waitFor(t, "replica a to take the sandbox over", func() bool {
 		code, _ := call(t, "GET", a.url+"/api/sandboxes/tk-sb/processes/"+proc.ID, s.token, "")
+		codes = append(codes, code)
 		return code == http.StatusOK
 	})
-	t.Logf("replica a answered for the sandbox %v after replica b was killed (lease 2s)", time.Since(killed).Round(time.Millisecond))
+	t.Logf("replica a answered for the sandbox %v after replica b was killed (lease 15s), answers meanwhile %v", time.Since(killed).Round(time.Millisecond), codes)
+	for _, code := range codes {
+		if code >= 500 || code == 0 {
+			t.Errorf("a request through replica a while b was dead got %d; want it to wait for the takeover", code)
+		}
+	}
 	if got := metric(t, a, "hangar_leases_held"); got != "1" {
 		t.Errorf("replica a holds %q leases, want 1", got)
 	}
@@ -483,4 +504,209 @@ func TestRevokeAndLimitAcrossReplicas(t *testing.T) {
 	if !strings.Contains(end.data, "revoked") {
 		t.Errorf("the stream on replica b closed with %s, want revoked", end.data)
 	}
+}
+
+// TestHandoverOnShutdown: replica B follows a process that prints without end and watches a
+// turn, and gets SIGTERM. It hands the sandbox to A, which follows it without anyone asking
+// (only its metric is read); the client attached through A (forwarded to B) is ended with
+// shutdown, and attaching again through A with Last-Event-ID continues past the last id it
+// had, never repeating one (an explicit gap for what was printed while nobody followed); the
+// turn's lines are recorded once each.
+func TestHandoverOnShutdown(t *testing.T) {
+	t.Parallel()
+	s := newService(t, "--lease-seconds", "15")
+	a := s.start("a")
+	b := s.start("b")
+	s.sandbox(a, "ho-sb", b)
+	must(t, "POST", b.url+"/api/sessions", s.token, `{"name":"ho","sandbox":"ho-sb","agent":"command"}`, nil)
+	const lines = 40
+	prompt, _ := json.Marshal(map[string]string{"prompt": tickPrompt(lines)})
+	must(t, "POST", b.url+"/api/sessions/ho/turns", s.token, string(prompt), nil)
+	var proc struct {
+		ID string `json:"process_id"`
+	}
+	must(t, "POST", b.url+"/api/sandboxes/ho-sb/processes", s.token, `{"command":"i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.05; done"}`, &proc)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := openSSE(t, ctx, a.url+"/api/sessions/ho/events/stream", s.token)
+	for {
+		var tk tick
+		json.Unmarshal([]byte(next(t, events, "").data), &tk)
+		if tk.Type == "tick" && tk.Data.N >= 5 {
+			break
+		}
+	}
+	streamURL := a.url + "/api/sandboxes/ho-sb/processes/" + proc.ID + "/stream"
+	out := openSSE(t, ctx, streamURL, s.token)
+	var last int64
+	for range 3 {
+		ev := next(t, out, "output")
+		last, _ = strconv.ParseInt(ev.id, 10, 64)
+	}
+	if got := metric(t, a, "hangar_leases_held"); got != "0" {
+		t.Fatalf("replica a holds %q leases before b stops, want 0", got)
+	}
+
+	// A plain exec in flight on B when it gets SIGTERM: B lets it finish (HANGAR_SHUTDOWN_GRACE),
+	// but hands the sandbox over first.
+	// (The local provider's commands run on this machine: the exec says it runs by a file.)
+	marker := filepath.Join(t.TempDir(), "exec-runs")
+	execDone := make(chan struct{})
+	go func() {
+		defer close(execDone)
+		call(t, "POST", b.url+"/api/sandboxes/ho-sb/exec", s.token, fmt.Sprintf(`{"command":"touch %s; sleep 8"}`, marker))
+	}()
+	waitFor(t, "the exec to run on b", func() bool { _, err := os.Stat(marker); return err == nil })
+	// Requests through A for the sandbox all along (forwarded to B, then served by A) get no 5xx.
+	polling, polled := make(chan struct{}), make(chan []int)
+	go func() {
+		var codes []int
+		for {
+			select {
+			case <-polling:
+				polled <- codes
+				return
+			default:
+			}
+			code, _ := call(t, "GET", a.url+"/api/sandboxes/ho-sb/processes/"+proc.ID, s.token, "")
+			codes = append(codes, code)
+		}
+	}()
+	stopDone := make(chan struct{})
+	go func() { defer close(stopDone); b.Stop() }()
+	stopped := time.Now()
+	waitFor(t, "replica a to hold the sandbox's lease, unasked", func() bool { return metric(t, a, "hangar_leases_held") == "1" })
+	t.Logf("replica a held the sandbox's lease %v after replica b got SIGTERM, without a request for it", time.Since(stopped).Round(time.Millisecond))
+	select {
+	case <-execDone:
+		t.Error("replica b handed its sandbox over only once the exec in flight had finished")
+	default:
+	}
+	<-stopDone
+	close(polling)
+	codes := <-polled
+	byCode := map[int]int{}
+	for _, code := range codes {
+		byCode[code]++
+	}
+	t.Logf("requests through replica a while b stopped, by status: %v", byCode)
+	if byCode[http.StatusOK] != len(codes) {
+		t.Errorf("of %d requests through replica a while b stopped, some got no 200: %v", len(codes), byCode)
+	}
+
+	ended := ""
+	for ev := range out {
+		if ev.name == "output" {
+			last, _ = strconv.ParseInt(ev.id, 10, 64)
+		}
+		if ev.name == "close" {
+			ended = ev.data
+		}
+	}
+	if !strings.Contains(ended, "shutdown") {
+		t.Errorf("the attachment forwarded to b ended with %q, want a close event saying shutdown", ended)
+	}
+
+	again := openSSE(t, ctx, streamURL, s.token, strconv.FormatInt(last, 10))
+	from := last
+	timeout := time.After(waitTimeout)
+	for n := 0; n < 5; {
+		var ev sseEvent
+		select {
+		case e, ok := <-again:
+			if !ok {
+				t.Fatal("the attachment resumed through replica a ended")
+			}
+			ev = e
+		case <-timeout:
+			t.Fatalf("no output within %s of resuming through replica a", waitTimeout)
+		}
+		switch ev.name {
+		case "gap":
+			var g struct {
+				From, To int64
+				Lost     string
+			}
+			json.Unmarshal([]byte(ev.data), &g)
+			if g.From != last || g.To <= last || g.Lost == "" {
+				t.Errorf("gap %s after resuming from %d; want one from %d, saying the output is lost", ev.data, last, last)
+			}
+			from = g.To
+		case "output":
+			id, _ := strconv.ParseInt(ev.id, 10, 64)
+			if id <= from {
+				t.Fatalf("output id %d after %d: an id repeated across the handover", id, from)
+			}
+			from = id
+			n++
+		}
+	}
+
+	for {
+		ev := next(t, events, "")
+		if strings.Contains(ev.data, `"type":"turn.finished"`) {
+			if !strings.Contains(ev.data, `"status":"done"`) {
+				t.Errorf("turn.finished = %s, want done", ev.data)
+			}
+			break
+		}
+	}
+	var page struct {
+		Events []tick `json:"events"`
+	}
+	must(t, "GET", a.url+"/api/sessions/ho/events?limit=1000", s.token, "", &page)
+	seen := map[int]int{}
+	for i, e := range page.Events {
+		if e.Seq != int64(i+1) {
+			t.Errorf("event %d has seq %d: seqs must be gapless from 1", i, e.Seq)
+		}
+		if e.Type == "tick" {
+			seen[e.Data.N]++
+		}
+	}
+	for n := 1; n <= lines; n++ {
+		if seen[n] != 1 {
+			t.Errorf("line %d recorded %d times, want once", n, seen[n])
+		}
+	}
+}
+
+// TestLeasesSpreadAcrossReplicas, with three replicas and six sandboxes whose processes were
+// all started through one: the leases spread (two each) without a request; once one replica is
+// killed the two survivors split its sandboxes (three each), unasked; and a replica started
+// then takes its share again (the HangarReplicaHoldsNoLeases alert stays quiet after a
+// rollout).
+func TestLeasesSpreadAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	s := newService(t, "--lease-seconds", "15")
+	a := s.start("a")
+	b := s.start("b")
+	c := s.start("c")
+	const n = 6
+	for i := range n {
+		name := fmt.Sprintf("sp-sb%d", i)
+		s.sandbox(a, name, b)
+		must(t, "POST", c.url+"/api/sandboxes/"+name+"/processes", s.token, `{"command":"read x"}`, nil)
+	}
+	held := func(rs ...*replica) []string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, metric(t, r, "hangar_leases_held"))
+		}
+		return out
+	}
+	want := func(rs []*replica, each ...string) func() bool {
+		return func() bool { return slices.Equal(held(rs...), each) }
+	}
+	waitFor(t, "the leases to spread two by two", want([]*replica{a, b, c}, "2", "2", "2"))
+
+	c.Kill()
+	killed := time.Now()
+	waitFor(t, "a and b to split c's sandboxes, unasked", want([]*replica{a, b}, "3", "3"))
+	t.Logf("a and b held 3 leases each %v after c was killed (lease 15s), without a request", time.Since(killed).Round(time.Millisecond))
+
+	d := s.start("d")
+	started := time.Now()
+	waitFor(t, "a replica started after the kill to take its share", want([]*replica{a, b, d}, "2", "2", "2"))
+	t.Logf("the new replica held its share %v after it was ready", time.Since(started).Round(time.Millisecond))
 }

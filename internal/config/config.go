@@ -68,7 +68,8 @@ type Replicas struct {
 	// machine's hostname when it listens on every interface.
 	AdvertiseURL string
 	// LeaseSeconds is how long a replica owns a sandbox's followers without renewing its
-	// lease: a replica that dies hands its sandboxes over within it. Default 15.
+	// lease: the takeover bound for a replica cut off with its database connections left open
+	// (a killed one is seen dead within a second by its presence lock). Default 15.
 	LeaseSeconds int
 }
 

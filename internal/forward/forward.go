@@ -6,10 +6,17 @@
 package forward
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"time"
+
+	"github.com/coder/quartz"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -19,6 +26,15 @@ import (
 // serves it itself (or fails), never forwarding it again, so a lease that moves mid-flight
 // cannot make a loop.
 const Header = "X-Hangar-Forwarded-By"
+
+// MovedHeader, on a 503 answer to a forwarded request, says the replica that answered does not
+// own the sandbox (any more: its lease moved while the request was on its way): the replica
+// that forwarded it asks for the owner again and forwards it there, as when the owner cannot
+// be reached. Nothing of the request was done.
+const MovedHeader = "X-Hangar-Not-Owner"
+
+// errMoved is the answer of a replica that no longer owns the sandbox.
+var errMoved = errors.New("the replica no longer owns the sandbox (its lease moved)")
 
 // Forwarded reports whether r came from another replica.
 func Forwarded(r *http.Request) bool { return r.Header.Get(Header) != "" }
@@ -31,17 +47,38 @@ type Forwarder struct {
 	// total only: the owner counts it against the token), so a shutdown, the sandbox's end or
 	// the token's revocation here end it like any other. Required.
 	Streams *stream.Registry
+	// Unreachable is told that the replica at url could not be reached (no answer byte came):
+	// the cluster looks for dead replicas at once, so that asking the owner again finds the
+	// lease free. Nil: nothing is told.
+	Unreachable func(ctx context.Context, url string)
+	// Wait bounds how long a request waits, when its owner cannot be reached, for the sandbox
+	// to get a live owner (a killed replica is seen dead within a round; a leaving one hands
+	// its leases over as it stops) before it fails. Default 3s.
+	Wait time.Duration
+	// Clock paces the retries. Default the real clock.
+	Clock quartz.Clock
 }
 
+// retryEvery is how often a request whose owner cannot be reached asks again who owns the
+// sandbox, within Wait.
+const retryEvery = 100 * time.Millisecond
+
+// retryBodyBytes is the most of a request body kept to send it again to another owner: the
+// process routes' bodies are small (a command, a line of input), and a larger one is sent
+// once.
+const retryBodyBytes = 1 << 20
+
+// Owner says who serves the request's sandbox now: "" this replica, else the owner's URL.
+type Owner func(ctx context.Context) (string, error)
+
 // To forwards r, made by p about sandbox, to the replica at target (its bearer token with it:
-// the owner authenticates it again) and copies the answer to w. When target cannot be reached,
-// or the forwarding cannot be held, fail answers instead.
-func (f *Forwarder) To(w http.ResponseWriter, r *http.Request, p auth.Principal, sandbox, target string, fail func(http.ResponseWriter, *http.Request, error)) {
-	u, err := url.Parse(target)
-	if err != nil {
-		fail(w, r, err)
-		return
-	}
+// the owner authenticates it again) and copies the answer to w. When target cannot be reached
+// (no byte of an answer came), or answers that it does not own the sandbox (MovedHeader), it
+// asks owner again and forwards to the new owner, or serves r
+// with local when the sandbox is this replica's now, for up to Wait; then, or when the
+// forwarding cannot be held, fail answers instead.
+func (f *Forwarder) To(w http.ResponseWriter, r *http.Request, p auth.Principal, sandbox, target string, owner Owner, local http.Handler,
+	fail func(http.ResponseWriter, *http.Request, error)) {
 	st, err := f.Streams.Open(r.Context(), stream.Options{Kind: stream.KindProcess, Principal: p, Sandbox: sandbox, Own: true, Unpaced: true})
 	if err != nil {
 		fail(w, r, err)
@@ -57,6 +94,102 @@ func (f *Forwarder) To(w http.ResponseWriter, r *http.Request, p auth.Principal,
 		case <-ctx.Done():
 		}
 	}()
+	body, again := keepBody(r)
+	clock := f.Clock
+	if clock == nil {
+		clock = quartz.NewReal()
+	}
+	wait := f.Wait
+	if wait <= 0 {
+		wait = 3 * time.Second
+	}
+	deadline := clock.Now().Add(wait)
+	for {
+		err := f.once(ctx, w, r, target)
+		if err == nil || ctx.Err() != nil {
+			st.End(stream.ReasonDone)
+			return
+		}
+		if !again || owner == nil || !unsent(r, err) || !clock.Now().Before(deadline) {
+			fail(w, r, err)
+			return
+		}
+		if f.Unreachable != nil {
+			f.Unreachable(ctx, target)
+		}
+		next, oerr := owner(ctx)
+		if oerr != nil {
+			fail(w, r, oerr)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if next == "" {
+			st.End(stream.ReasonDone)
+			local.ServeHTTP(w, r)
+			return
+		}
+		if next == target {
+			// Not seen dead yet (or still handing its leases over): ask again shortly.
+			t := clock.NewTimer(retryEvery, "forward", "retry")
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		target = next
+	}
+}
+
+// keepBody reads r's body (up to retryBodyBytes) so it can be sent again, and reports whether
+// it can: a larger one is sent once.
+func keepBody(r *http.Request) ([]byte, bool) {
+	if r.Body == nil || r.Body == http.NoBody {
+		r.Body = http.NoBody
+		return nil, true
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, retryBodyBytes+1))
+	if err != nil || len(b) > retryBodyBytes {
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), errReader{err}, r.Body))
+		return nil, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	// The transport sends it again by itself on a kept-alive connection found closed before
+	// anything was written (the owner was killed since the last request).
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	return b, true
+}
+
+// unsent reports whether r, which failed with err before any answer, may be sent again to
+// another owner: a GET or HEAD whatever the error, any other only when it never left (the
+// connection could not be made), so a process is never started twice.
+func unsent(r *http.Request, err error) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	var op *net.OpError
+	return errors.Is(err, errMoved) || errors.As(err, &op) && op.Op == "dial"
+}
+
+// errReader fails with err (passes on when err is nil).
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	return 0, io.EOF
+}
+
+// once forwards r to target, copying the answer to w; an error says no answer came (nothing
+// was written to w).
+func (f *Forwarder) once(ctx context.Context, w http.ResponseWriter, r *http.Request, target string) error {
+	u, err := url.Parse(target)
+	if err != nil {
+		return err
+	}
+	var unreached error
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
@@ -64,12 +197,16 @@ func (f *Forwarder) To(w http.ResponseWriter, r *http.Request, p auth.Principal,
 			pr.Out.Header.Set(Header, f.Self)
 		},
 		FlushInterval: -1, // SSE: every write goes out at once
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if ctx.Err() == nil {
-				fail(w, r, err)
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(MovedHeader) != "" {
+				return errMoved
 			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			unreached = err
 		},
 	}
 	proxy.ServeHTTP(w, r.WithContext(ctx))
-	st.End(stream.ReasonDone)
+	return unreached
 }

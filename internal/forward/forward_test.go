@@ -25,7 +25,7 @@ var ada = auth.Principal{TokenID: "tok_ada", User: "ada"}
 // front serves every request by forwarding it to target.
 func front(t *testing.T, f *Forwarder, target string) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.To(w, r, ada, "box", target, func(w http.ResponseWriter, r *http.Request, err error) {
+		f.To(w, r, ada, "box", target, nil, nil, func(w http.ResponseWriter, r *http.Request, err error) {
 			http.Error(w, "owner down: "+err.Error(), http.StatusServiceUnavailable)
 		})
 	}))
@@ -133,5 +133,95 @@ func TestEndedHere(t *testing.T) {
 	streams.EndSandbox("box", stream.ReasonDestroyed)
 	if _, err := io.ReadAll(rd); ctx.Err() != nil {
 		t.Fatalf("the forwarding did not end with the sandbox: %v", err)
+	}
+}
+
+// TestOwnerMovesWhileUnreachable: a request whose owner cannot be reached is not failed: the
+// cluster is told (to look for dead replicas), the owner asked again until it names another
+// replica, and the request — its body included — goes there; or, once the sandbox is this
+// replica's, it is served here.
+func TestOwnerMovesWhileUnreachable(t *testing.T) {
+	streams := stream.New(stream.Config{})
+	defer streams.Shutdown()
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	echo := func(who string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			io.WriteString(w, who+" got "+string(b))
+		})
+	}
+	alive := httptest.NewServer(echo("new owner"))
+	defer alive.Close()
+	for _, tc := range []struct {
+		name, then, want string
+	}{
+		{"to the new owner", alive.URL, "new owner got hello"},
+		{"served here", "", "here got hello"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			told, asked := 0, 0
+			f := &Forwarder{Self: "http://a", Streams: streams, Unreachable: func(context.Context, string) { told++ }}
+			owner := func(context.Context) (string, error) {
+				asked++
+				if asked < 3 { // not seen dead yet
+					return dead.URL, nil
+				}
+				return tc.then, nil
+			}
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				f.To(w, r, ada, "box", dead.URL, owner, echo("here"), func(w http.ResponseWriter, r *http.Request, err error) {
+					http.Error(w, "owner down: "+err.Error(), http.StatusServiceUnavailable)
+				})
+			}))
+			defer srv.Close()
+			resp, err := http.Post(srv.URL+"/x", "text/plain", strings.NewReader("hello"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || string(b) != tc.want {
+				t.Errorf("= %d %q, want 200 %q", resp.StatusCode, b, tc.want)
+			}
+			if told != 3 || asked != 3 {
+				t.Errorf("the cluster was told %d times and the owner asked %d times, want 3 and 3", told, asked)
+			}
+		})
+	}
+}
+
+// TestOwnerMovedOnTheWay: a replica that answers a forwarded request saying it no longer owns
+// the sandbox (its lease moved meanwhile) is not the client's answer: the owner is asked again
+// and the request — a POST, which was not done — goes to the new owner.
+func TestOwnerMovedOnTheWay(t *testing.T) {
+	streams := stream.New(stream.Config{})
+	defer streams.Shutdown()
+	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(MovedHeader, "http://elsewhere")
+		http.Error(w, "not mine", http.StatusServiceUnavailable)
+	}))
+	defer moved.Close()
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		io.WriteString(w, "owner got "+string(b))
+	}))
+	defer owner.Close()
+	f := &Forwarder{Self: "http://a", Streams: streams}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		again := func(context.Context) (string, error) { return owner.URL, nil }
+		f.To(w, r, ada, "box", moved.URL, again, nil, func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, "failed: "+err.Error(), http.StatusServiceUnavailable)
+		})
+	}))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/x", "text/plain", strings.NewReader("input"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(b) != "owner got input" {
+		t.Errorf("= %d %q, want 200 from the new owner", resp.StatusCode, b)
 	}
 }

@@ -255,9 +255,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
-	if !checkBody(w, r, h.cfg.MaxBodyBytes) || h.toOwner(w, r) {
+	if !checkBody(w, r, h.cfg.MaxBodyBytes) || h.toOwner(w, r, http.HandlerFunc(h.serveHere)) {
 		return
 	}
+	h.serveHere(w, r)
+}
+
+// serveHere serves a request on this replica.
+func (h *Handler) serveHere(w http.ResponseWriter, r *http.Request) {
 	id := strconv.FormatUint(h.nextID.Add(1), 10)
 	s := newSink(w, r.Context(), h.cfg.KeepAlive, h.cfg.WriteTimeout)
 	h.sinks.Store(id, s)

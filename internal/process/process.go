@@ -143,7 +143,14 @@ type Manager struct {
 	// startingIDs are the processes Start is starting: recorded already, not in procs yet, so
 	// a concurrent list must not take them for processes to adopt.
 	startingIDs map[string]bool
-	closed      bool // Close was called: no goroutine starts any more (see spawn)
+	// startingIn counts, per sandbox, the Starts past their ownership check and not yet
+	// listed; Release waits for them (startDone), so a sandbox handed to another replica is
+	// handed with every process it started recorded. releases counts each sandbox's Releases:
+	// a Start that sees it moved lets go of what it started (the new owner adopts it).
+	startingIn map[string]int
+	releases   map[string]uint64
+	startDone  *sync.Cond // on mu: a Start left startingIn
+	closed     bool       // Close was called: no goroutine starts any more (see spawn)
 
 	// ctx is the root of every follower's context and kill timer; Close cancels it.
 	ctx    context.Context
@@ -193,7 +200,10 @@ func New(cfg Config) (*Manager, error) {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{cfg: cfg, log: cfg.Logger, procs: map[string]*proc{}, starting: map[string]int{}, startingIDs: map[string]bool{}, ctx: ctx, cancel: cancel}, nil
+	m := &Manager{cfg: cfg, log: cfg.Logger, procs: map[string]*proc{}, starting: map[string]int{}, startingIDs: map[string]bool{},
+		startingIn: map[string]int{}, releases: map[string]uint64{}, ctx: ctx, cancel: cancel}
+	m.startDone = sync.NewCond(&m.mu)
+	return m, nil
 }
 
 // State is where a process is in its life.
@@ -540,6 +550,9 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 	if err != nil {
 		return Info{}, err
 	}
+	m.mu.Lock()
+	released := m.releases[sb.Name]
+	m.mu.Unlock()
 	if err := m.owned(ctx, sb.Name); err != nil {
 		return Info{}, err
 	}
@@ -557,10 +570,15 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 	}
 	m.mu.Lock()
 	m.startingIDs[id] = true
+	m.startingIn[sb.Name]++
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
 		delete(m.startingIDs, id)
+		if m.startingIn[sb.Name]--; m.startingIn[sb.Name] <= 0 {
+			delete(m.startingIn, sb.Name)
+		}
+		m.startDone.Broadcast()
 		m.mu.Unlock()
 	}()
 	if pr.cwd == "" {
@@ -583,7 +601,15 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 		return Info{}, err
 	}
 	m.mu.Lock()
-	m.procs[id] = pr
+	if m.releases[sb.Name] != released {
+		// The sandbox went to another replica while this start was under way: that replica
+		// follows the process (it adopts it by its record); this one lets go of it at once.
+		pr.mu.Lock()
+		pr.released = true
+		pr.mu.Unlock()
+	} else {
+		m.procs[id] = pr
+	}
 	m.mu.Unlock()
 	m.run(pr, pr.f, fst)
 	return pr.info(), nil

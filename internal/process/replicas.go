@@ -79,9 +79,15 @@ func (m *Manager) AdoptSandbox(ctx context.Context, name string) {
 
 // Release stops following the processes of the sandbox name and forgets them, leaving their
 // records as they are: another replica holds the sandbox's lease now and follows them. Clients
-// attached here are ended (shutdown): they reattach through the new owner.
+// attached here are ended (shutdown): they reattach through the new owner. It waits for the
+// starts under way in the sandbox, so that each is recorded (for the new owner to adopt) and
+// let go of here.
 func (m *Manager) Release(name string) {
 	m.mu.Lock()
+	m.releases[name]++
+	for m.startingIn[name] > 0 {
+		m.startDone.Wait()
+	}
 	var gone []*proc
 	for id, pr := range m.procs {
 		if pr.sandbox == name {

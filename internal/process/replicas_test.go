@@ -16,13 +16,19 @@ import (
 type owners struct {
 	mu        sync.Mutex
 	elsewhere map[string]string
+	asked     func(sandbox string) // called after each Owner that answered mine, if set
 }
 
 func (o *owners) Owner(_ context.Context, sandbox string) (string, bool, error) {
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	if url, ok := o.elsewhere[sandbox]; ok {
+	url, ok := o.elsewhere[sandbox]
+	asked := o.asked
+	o.mu.Unlock()
+	if ok {
 		return url, false, nil
+	}
+	if asked != nil {
+		asked(sandbox)
 	}
 	return "", true, nil
 }
@@ -217,5 +223,34 @@ func TestReleaseThenAdoptEnded(t *testing.T) {
 	got, err := h.m.Get(ctx, ada, "box", info.ID)
 	if err != nil || got.State != StateExited || got.ExitCode == nil || *got.ExitCode != 4 || got.Status != "exit status 4" {
 		t.Errorf("after AdoptSandbox: %+v, %v; want it listed, exited with 4", got, err)
+	}
+}
+
+// TestReleaseDuringStart: a sandbox released (handed to another replica) while a Start in it is
+// under way — past its ownership check — is not followed here afterwards: the start lets go of
+// its process, leaving its record running for the new owner to adopt.
+func TestReleaseDuringStart(t *testing.T) {
+	own := &owners{elsewhere: map[string]string{}}
+	h := newHarness(t, Config{Owners: own})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	var once sync.Once
+	own.asked = func(sb string) { once.Do(func() { h.m.Release(sb) }) }
+	info, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "cat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.m.mu.Lock()
+	_, followed := h.m.procs[info.ID]
+	h.m.mu.Unlock()
+	if followed {
+		t.Error("a process started while its sandbox was released is followed here")
+	}
+	recs, err := h.st.ListRunningProcesses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].ID != info.ID {
+		t.Errorf("running records %v, want the process's, for the new owner to adopt", recs)
 	}
 }

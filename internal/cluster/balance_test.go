@@ -1,0 +1,114 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"testing"
+)
+
+// crash makes c look as a replica killed with SIGKILL does to its peers: its database session
+// (and with it its presence lock) ends. Its leases are as it left them, unexpired.
+func crash(c *Cluster) { c.absent() }
+
+// rounds runs n rounds of each replica, in turn.
+func rounds(ctx context.Context, n int, cs ...*Cluster) {
+	for range n {
+		for _, c := range cs {
+			c.beat(ctx)
+		}
+	}
+}
+
+// held is how many leases each replica holds.
+func held(cs ...*Cluster) []int {
+	var out []int
+	for _, c := range cs {
+		out = append(out, c.Held())
+	}
+	return out
+}
+
+// spread reports whether the replicas' leases differ by at most one and sum to total.
+func spread(total int, cs ...*Cluster) bool {
+	lo, hi, sum := total, 0, 0
+	for _, n := range held(cs...) {
+		lo, hi, sum = min(lo, n), max(hi, n), sum+n
+	}
+	return sum == total && hi-lo <= 1
+}
+
+// TestCrashTakeoverInOneRound: a replica whose session ended (killed) is seen dead at a peer's
+// next round, which takes its leases at once — not after they expire (15 s here) — and unlists
+// it; the dead one's leases are gained by the peer without anyone asking.
+func TestCrashTakeoverInOneRound(t *testing.T) {
+	t.Parallel()
+	_, a, b, _, eb, _ := newPair(t)
+	ctx := context.Background()
+	if _, mine, _ := a.Owner(ctx, "sb1"); !mine {
+		t.Fatal("a does not own a free sandbox")
+	}
+	crash(a)
+	b.beat(ctx)
+	if len(eb.gained) != 1 || eb.gained[0] != "sb1" {
+		t.Fatalf("b's first round after a was killed gained %v; want [sb1]", eb.gained)
+	}
+	var listed int
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM replicas WHERE id = 'a'`).Scan(&listed); err != nil || listed != 0 {
+		t.Errorf("the dead replica is listed %d times (%v); want unlisted", listed, err)
+	}
+}
+
+// TestUnreachableFindsTheDead: a forwarding that found the owner unreachable makes the replica
+// look for dead replicas at once, so asking the owner again takes the lease.
+func TestUnreachableFindsTheDead(t *testing.T) {
+	t.Parallel()
+	_, a, b, _, _, _ := newPair(t)
+	ctx := context.Background()
+	if _, mine, _ := a.Owner(ctx, "sb1"); !mine {
+		t.Fatal("a does not own a free sandbox")
+	}
+	if _, mine, _ := b.Owner(ctx, "sb1"); mine {
+		t.Fatal("b owns a's sandbox while a is alive")
+	}
+	b.Unreachable(ctx, "http://a") // a is alive: nothing changes
+	if _, mine, _ := b.Owner(ctx, "sb1"); mine {
+		t.Fatal("b took a live replica's sandbox")
+	}
+	crash(a)
+	b.Unreachable(ctx, "http://a")
+	if url, mine, err := b.Owner(ctx, "sb1"); err != nil || !mine {
+		t.Fatalf("after a was killed and found unreachable, b.Owner = %q, %v, %v; want b's", url, mine, err)
+	}
+}
+
+// TestLeasesSpread, with three replicas and seven sandboxes all first owned by one: the rounds
+// spread them (at most one apart); after one replica is killed, the two survivors split its
+// leases; a replica that joins then takes its share from them.
+func TestLeasesSpread(t *testing.T) {
+	t.Parallel()
+	db, a, b, _, _, _ := newPair(t)
+	c, _ := newReplica(t, db, "c")
+	ctx := context.Background()
+	const total = 7
+	for i := range total {
+		if _, mine, _ := a.Owner(ctx, fmt.Sprintf("sb%d", i)); !mine {
+			t.Fatalf("a does not own free sandbox %d", i)
+		}
+	}
+	rounds(ctx, total, a, b, c)
+	if !spread(total, a, b, c) {
+		t.Fatalf("after %d rounds the replicas hold %v; want the %d leases spread", total, held(a, b, c), total)
+	}
+
+	crash(c)
+	rounds(ctx, 1, a, b)
+	if !spread(total, a, b) {
+		t.Fatalf("one round after c was killed, a and b hold %v; want c's leases split between them", held(a, b))
+	}
+
+	d, _ := newReplica(t, db, "d")
+	rounds(ctx, total, a, b, d)
+	if !spread(total, a, b, d) || d.Held() == 0 {
+		t.Fatalf("after a replica joined, the replicas hold %v; want the leases spread again", held(a, b, d))
+	}
+}
