@@ -38,6 +38,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/postgres"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/store/sqlstore"
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
 	"github.com/hangar-dev/hangar/internal/watch"
@@ -69,11 +70,12 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 }
 
 func openStore(ctx context.Context, cfg config.Config) (store.Store, string, error) {
+	pool := sqlstore.Pool{MaxConns: cfg.DatabaseMaxConns, Wait: cfg.DatabaseWait}
 	if cfg.DatabaseURL != "" {
-		s, err := postgres.Open(ctx, cfg.DatabaseURL)
+		s, err := postgres.OpenPool(ctx, cfg.DatabaseURL, pool)
 		return s, "postgres", err
 	}
-	s, err := sqlite.Open(ctx, cfg.DataDir)
+	s, err := sqlite.OpenPool(ctx, cfg.DataDir, pool)
 	return s, "sqlite " + filepath.Join(cfg.DataDir, sqlite.FileName), err
 }
 
@@ -218,6 +220,9 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if pool, ok := st.(interface{ Collectors() []prometheus.Collector }); ok {
+		reg.MustRegister(pool.Collectors()...) // go_sql_*{db_name="hangar"}: how full the store's pool is
+	}
 	tracer, stopTracing, err := newTracer(ctx)
 	if err != nil {
 		return err

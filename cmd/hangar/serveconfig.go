@@ -16,6 +16,8 @@ func serveSettings(c *config.Config) []setting {
 		{"listen", "ADDR", "address of the one listener (host:port)", stringValue{&c.Listen, hostPort}},
 		{"data-dir", "DIR", "where the SQLite database, the admin token file and local sandboxes live", stringValue{&c.DataDir, nonEmpty}},
 		{"database-url", "URL", "PostgreSQL to use instead of SQLite (postgres://user:password@host:5432/db)", stringValue{&c.DatabaseURL, postgresURL}},
+		{"database-max-conns", "N", "connections this hangar may hold open to its database, in use and idle (with PostgreSQL each replica keeps 3 more for leases and notifications)", intValue{&c.DatabaseMaxConns, 1, 10_000}},
+		{"database-wait", "DURATION", "how long a request waits for a database connection when all are in use (past it: 503 with Retry-After)", durationValue{&c.DatabaseWait, time.Millisecond, time.Hour}},
 		{"tokens-file", "FILE", "static tokens, one per line: TOKEN USER SCOPES [SANDBOX]", stringValue{&c.TokensFile, nonEmpty}},
 		{"tokens-max-per-user", "N", "live tokens and OAuth grants one user may hold (expired and revoked ones do not count; static tokens neither)", intValue{&c.TokensMaxPerUser, 1, 1_000_000}},
 		{"log-format", "FORMAT", "text or json", stringValue{&c.LogFormat, oneOf("text", "json")}},

@@ -84,6 +84,12 @@ type Cluster struct {
 	losses prometheus.Counter // hangar_lease_losses_total; nil without a Registerer
 }
 
+// MaxConns is how many connections to the database a replica keeps for its part of the
+// service, beside its store's (HANGAR_DATABASE_MAX_CONNS): the listener's, and a pool of two
+// for leases, notifications and stream slots, whose statements are short. Bounded, so that
+// replicas × (store + MaxConns) is a sum an operator can fit under max_connections.
+const MaxConns = 3
+
 // New connects to the database and lists this replica. Close it after Run returned.
 func New(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.DatabaseURL == "" || cfg.AdvertiseURL == "" {
@@ -104,7 +110,12 @@ func New(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = quartz.NewReal()
 	}
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgres for replicas: %w", err)
+	}
+	pcfg.MaxConns = MaxConns - 1 // and the listener's own
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres for replicas: %w", err)
 	}

@@ -16,6 +16,13 @@ type Config struct {
 	DataDir string
 	// DatabaseURL, when set, selects PostgreSQL (postgres://...) instead of SQLite. Default "".
 	DatabaseURL string
+	// DatabaseMaxConns caps this hangar's connections to its database, in use and idle
+	// (sqlstore.Pool.MaxConns); with PostgreSQL each replica also keeps cluster.MaxConns of its
+	// own. Default 8.
+	DatabaseMaxConns int
+	// DatabaseWait bounds how long a request waits for one of those connections when all are
+	// in use; past it, 503 with Retry-After. Default 5s.
+	DatabaseWait time.Duration
 	// TokensFile, when set, lists static tokens, one per line. Default "".
 	TokensFile string
 	// TokensMaxPerUser bounds one user's live tokens and OAuth grants (auth.Config.MaxPerUser).
@@ -229,6 +236,8 @@ func Default() Config {
 		BodyTimeout:      30 * time.Second,
 		BodyMinRate:      64 << 10,
 		TokensMaxPerUser: 100,
+		DatabaseMaxConns: 8,
+		DatabaseWait:     5 * time.Second,
 		Turns:            Turns{PollSeconds: 5, FollowLogs: true, EventRetentionDays: 30},
 		Stream: Stream{
 			MaxPerToken:           16,

@@ -77,6 +77,10 @@ func New(code Code, message string, cause error) *Problem {
 // restarts or a pool that frees a connection takes seconds, so a client should not hammer it.
 const StoreRetryAfter = 5 * time.Second
 
+// StoreBusyRetryAfter is the Retry-After of a request that found every connection to the
+// database in use: a burst passes in about a second, and a sooner retry joins the queue again.
+const StoreBusyRetryAfter = 2 * time.Second
+
 // StoreFullRetryAfter is the Retry-After of a request the store could not write for a full
 // disk: a person has to free space, which takes longer than a restart.
 const StoreFullRetryAfter = 60 * time.Second
@@ -109,6 +113,9 @@ var table = []entry{
 	// The cause (which names the database's address) stays in the server's log.
 	{match: is(store.ErrFull), say: func(err error) *Problem {
 		return &Problem{Code: CodeUnavailable, Message: "hangar's disk is full: its database cannot write; free space where its data is kept, then try again.", RetryAfter: StoreFullRetryAfter}
+	}},
+	{match: is(store.ErrBusy), say: func(err error) *Problem {
+		return &Problem{Code: CodeUnavailable, Message: "hangar's database is busy: every connection to it is in use; try again in a moment.", RetryAfter: StoreBusyRetryAfter}
 	}},
 	{match: is(store.ErrUnavailable), say: func(err error) *Problem {
 		return &Problem{Code: CodeUnavailable, Message: "hangar's database does not answer; try again in a moment.", RetryAfter: StoreRetryAfter}

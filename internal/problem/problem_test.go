@@ -15,6 +15,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
@@ -44,6 +45,8 @@ func TestOf(t *testing.T) {
 		{err: sandbox.ErrConflict, code: problem.CodeConflict, says: "taken"},
 		{err: sandbox.ErrState, code: problem.CodeConflict, says: "state"},
 		{err: sandbox.ErrUnavailable, code: problem.CodeUnavailable, says: "does not answer"},
+		{err: fmt.Errorf("%w: %w", store.ErrUnavailable, store.ErrBusy), code: problem.CodeUnavailable, says: "busy", retryAfter: true},
+		{err: store.ErrUnavailable, code: problem.CodeUnavailable, says: "does not answer", retryAfter: true},
 		{err: fmt.Errorf("create: %w", fmt.Errorf("image foo:1 is not pulled; run docker pull foo:1: %w", provider.ErrImageMissing)),
 			code: problem.CodeBadRequest, says: "Image foo:1 is not pulled; run docker pull foo:1."},
 		{err: &sandbox.DiedError{Sandbox: "box", Part: sandbox.PartDaemon, State: "failed", Reason: "gone"},

@@ -171,6 +171,11 @@ var (
 	// ErrFull means the database could not write because its disk is full (ENOSPC,
 	// SQLITE_FULL, PostgreSQL's disk_full). Reads may still work.
 	ErrFull = errors.New("the database's disk is full")
+	// ErrBusy means every connection hangar may have to the database was in use for as long as
+	// a call may wait for one (HANGAR_DATABASE_WAIT), or the database server has no connection
+	// slot left (PostgreSQL's too_many_connections). It always comes wrapped with
+	// ErrUnavailable too: trying again in a moment may work.
+	ErrBusy = errors.New("every connection to the database is in use")
 )
 
 // Unavailable wraps err in ErrUnavailable or ErrFull when it is the operating system's way of

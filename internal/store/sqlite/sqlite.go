@@ -23,8 +23,18 @@ import (
 // FileName is the database file's name inside the data directory.
 const FileName = "hangar.db"
 
-// Open opens (creating if needed) <dir>/hangar.db and applies the migrations.
+// Open opens (creating if needed) <dir>/hangar.db and applies the migrations, with the
+// default Pool.
 func Open(ctx context.Context, dir string) (*sqlstore.DB, error) {
+	return OpenPool(ctx, dir, sqlstore.Pool{})
+}
+
+// OpenPool opens (creating if needed) <dir>/hangar.db and applies the migrations under a lock
+// on <dir>/hangar.db.lock. SQLite has one writer at a time: hangar writes through one
+// connection (a transaction takes the file's write lock when it begins, _txlock=immediate)
+// and reads through pool.MaxConns others, which WAL mode lets read while it writes; a call
+// waits for its connection up to pool.Wait.
+func OpenPool(ctx context.Context, dir string, pool sqlstore.Pool) (*sqlstore.DB, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir %s: %w", dir, err)
 	}
@@ -32,22 +42,33 @@ func Open(ctx context.Context, dir string) (*sqlstore.DB, error) {
 	if err := privateFiles(path); err != nil {
 		return nil, err
 	}
-	// WAL lets readers go on while one writes; busy_timeout makes concurrent writers wait for
-	// each other instead of failing with SQLITE_BUSY.
+	// WAL lets readers go on while one writes; busy_timeout makes a writer wait for another
+	// process's (another hangar on this file, a CLI) instead of failing with SQLITE_BUSY; this
+	// one's writers queue for the one writer connection.
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
-		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-	db, err := sqlstore.OpenDB("sqlite", dsn, classify)
+		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
+	db, err := sqlstore.OpenDB("sqlite", dsn+"&_txlock=immediate", classify)
 	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	// The readers may not write (query_only): a write sent to them by mistake fails, rather
+	// than taking the lock beside the writer.
+	readers, err := sqlstore.OpenDB("sqlite", dsn+"&_pragma=query_only(1)", classify)
+	if err != nil {
+		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	fsys, err := fs.Sub(migrations.SQLite, "sqlite")
 	if err != nil {
 		db.Close()
+		readers.Close()
 		return nil, err
 	}
-	s, err := sqlstore.Open(ctx, db, sqlstore.Dialect{Goose: goose.DialectSQLite3, IsUniqueViolation: isUniqueViolation}, fsys)
+	s, err := sqlstore.OpenSplit(ctx, db, readers, sqlstore.Dialect{Goose: goose.DialectSQLite3, IsUniqueViolation: isUniqueViolation,
+		Locker: &fileLocker{path: path + ".lock"}}, fsys, pool)
 	if err != nil {
 		db.Close()
+		readers.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	return s, nil

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -46,5 +47,36 @@ func TestReopenKeepsData(t *testing.T) {
 	defer s.Close()
 	if n, err := s.CountTokens(ctx); err != nil || n != 1 {
 		t.Fatalf("CountTokens after reopen = %d, %v; want 1", n, err)
+	}
+}
+
+// TestConcurrentFirstOpens: hangars opening one new data directory at once (two serves by
+// mistake, a serve and a CLI) all find it migrated, once: the migrations run under a lock on
+// the database file, not twice side by side (which fails: a table that already exists).
+func TestConcurrentFirstOpens(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const opens = 4
+	errs := make(chan error, opens)
+	var ready sync.WaitGroup
+	ready.Add(opens)
+	start := make(chan struct{})
+	for range opens {
+		go func() {
+			ready.Done()
+			<-start
+			s, err := sqlite.Open(context.Background(), dir)
+			if err == nil {
+				s.Close()
+			}
+			errs <- err
+		}()
+	}
+	ready.Wait()
+	close(start)
+	for range opens {
+		if err := <-errs; err != nil {
+			t.Errorf("Open beside %d others of a new data directory: %v", opens-1, err)
+		}
 	}
 }

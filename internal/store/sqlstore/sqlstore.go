@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 
 	"github.com/hangar-dev/hangar/internal/store"
 )
@@ -26,27 +27,67 @@ type Dialect struct {
 	Numbered bool
 	// IsUniqueViolation reports whether err is a unique or primary key violation.
 	IsUniqueViolation func(error) bool
+	// Locker, when set, is held while the migrations are applied, so that hangars started at
+	// once on one empty database do not apply them twice. Nil: no lock.
+	Locker lock.SessionLocker
 }
 
 // DB is a store.Store over a *sql.DB.
 type DB struct {
-	db *sql.DB
+	db *pool
 	d  Dialect
 }
 
 var _ store.Store = (*DB)(nil)
 
-// Open applies the embedded migrations in fsys (the .sql files at its root) to db and returns
-// the store. On error db is left to the caller to close.
-func Open(ctx context.Context, db *sql.DB, d Dialect, fsys fs.FS) (*DB, error) {
-	p, err := goose.NewProvider(d.Goose, db, fsys)
+// NewerSchemaError is Open's refusal of a database that a newer hangar migrated: this one
+// does not know what its tables mean.
+type NewerSchemaError struct {
+	// At is the database's schema version; Knows is the newest this hangar has.
+	At, Knows int64
+}
+
+func (e *NewerSchemaError) Error() string {
+	return fmt.Sprintf("the database's schema is at version %d, newer than this hangar knows (up to %d): "+
+		"run the newer hangar that migrated it, or restore the database from a backup taken before that hangar first started", e.At, e.Knows)
+}
+
+// Open applies the embedded migrations in fsys (the .sql files at its root) to db, under
+// d.Locker, and returns the store, its connections bounded as pool says. A database whose
+// schema is newer than fsys's newest migration is refused (*NewerSchemaError). On error db is
+// left to the caller to close.
+func Open(ctx context.Context, db *sql.DB, d Dialect, fsys fs.FS, pool Pool) (*DB, error) {
+	return OpenSplit(ctx, db, db, d, fsys, pool)
+}
+
+// OpenSplit is Open with the queries that only read going to readers, a second *sql.DB on
+// the same database, whose connections Pool.MaxConns bounds; everything else goes to writer,
+// which gets one connection. That is SQLite's shape: one writer at a time (in-process writers
+// queue for the connection instead of polling the file's lock), readers beside it (WAL). On
+// error both are left to the caller to close.
+func OpenSplit(ctx context.Context, db, readers *sql.DB, d Dialect, fsys fs.FS, pool Pool) (*DB, error) {
+	pl := newPool(db, readers, pool)
+	var opts []goose.ProviderOption
+	if d.Locker != nil {
+		opts = append(opts, goose.WithSessionLocker(d.Locker))
+	}
+	p, err := goose.NewProvider(d.Goose, db, fsys, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("load migrations: %w", err)
 	}
-	if _, err := p.Up(ctx); err != nil {
-		return nil, fmt.Errorf("apply migrations: %w", err)
+	_, upErr := p.Up(ctx)
+	// Up applies nothing to a newer schema (its versions are all there) unless it misses one
+	// of ours, which it refuses; either way the versions say why.
+	current, newest, err := p.GetVersions(ctx)
+	switch {
+	case err == nil && current > newest:
+		return nil, &NewerSchemaError{At: current, Knows: newest}
+	case upErr != nil:
+		return nil, fmt.Errorf("apply migrations: %w", upErr)
+	case err != nil:
+		return nil, fmt.Errorf("read the schema's version: %w", err)
 	}
-	return &DB{db: db, d: d}, nil
+	return &DB{db: pl, d: d}, nil
 }
 
 // q rewrites ? parameters for the dialect. Queries here never hold a literal '?'.

@@ -55,7 +55,7 @@ func TestOpenReportsBadMigrations(t *testing.T) {
 	}
 	defer db.Close()
 	fsys := fstest.MapFS{"00001_bad.sql": {Data: []byte("-- +goose Up\nTHIS IS NOT SQL;\n")}}
-	_, err = sqlstore.Open(context.Background(), db, sqlstore.Dialect{Goose: goose.DialectSQLite3}, fsys)
+	_, err = sqlstore.Open(context.Background(), db, sqlstore.Dialect{Goose: goose.DialectSQLite3}, fsys, sqlstore.Pool{})
 	if err == nil || !strings.Contains(err.Error(), "apply migrations") {
 		t.Fatalf("Open = %v, want an error applying migrations", err)
 	}

@@ -56,6 +56,7 @@ type connector struct {
 }
 
 func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
+	disarm(ctx) // the pool had room: the call has its connection once it is made
 	cn, err := c.Connector.Connect(ctx)
 	if err != nil {
 		if errors.Is(err, driver.ErrBadConn) {
@@ -68,7 +69,8 @@ func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
 
 // conn passes each call on to the driver's connection, asking for the optional interfaces
 // database/sql uses; where the driver lacks one it answers as database/sql expects of a driver
-// without it (driver.ErrSkip, or the plain method).
+// without it (driver.ErrSkip, or the plain method). The first call with a context that pool
+// made ends that call's wait for a connection (disarm).
 type conn struct {
 	c        driver.Conn
 	classify func(error) error
@@ -92,6 +94,7 @@ func (c *conn) Prepare(query string) (driver.Stmt, error) {
 }
 
 func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	disarm(ctx)
 	var st driver.Stmt
 	var err error
 	if pc, ok := c.c.(driver.ConnPrepareContext); ok {
@@ -112,6 +115,7 @@ func (c *conn) Begin() (driver.Tx, error) {
 }
 
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	disarm(ctx)
 	var t driver.Tx
 	var err error
 	if bt, ok := c.c.(driver.ConnBeginTx); ok {
@@ -126,6 +130,7 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 }
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	disarm(ctx)
 	ec, ok := c.c.(driver.ExecerContext)
 	if !ok {
 		return nil, driver.ErrSkip
@@ -135,6 +140,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 }
 
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	disarm(ctx)
 	qc, ok := c.c.(driver.QueryerContext)
 	if !ok {
 		return nil, driver.ErrSkip
@@ -147,6 +153,7 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 }
 
 func (c *conn) Ping(ctx context.Context) error {
+	disarm(ctx)
 	if p, ok := c.c.(driver.Pinger); ok {
 		return c.err(p.Ping(ctx))
 	}
@@ -154,6 +161,7 @@ func (c *conn) Ping(ctx context.Context) error {
 }
 
 func (c *conn) ResetSession(ctx context.Context) error {
+	disarm(ctx)
 	if r, ok := c.c.(driver.SessionResetter); ok {
 		return c.err(r.ResetSession(ctx))
 	}

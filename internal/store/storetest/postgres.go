@@ -55,3 +55,35 @@ func FreshSchema(t *testing.T, base string) string {
 	u.RawQuery = q.Encode()
 	return u.String()
 }
+
+// Tagged returns url with an application_name of its own, which the database's
+// pg_stat_activity shows for each of the connections made through it (Conns counts them).
+func Tagged(t *testing.T, u string) (tagged, name string) {
+	t.Helper()
+	pu, err := url.Parse(u)
+	if err != nil {
+		t.Fatalf("parse %s: %v", u, err)
+	}
+	name = "hangar_test_" + strings.ToLower(rand.Text()[:12])
+	q := pu.Query()
+	q.Set("application_name", name)
+	pu.RawQuery = q.Encode()
+	return pu.String(), name
+}
+
+// Conns counts the connections to the database at base whose application_name is name (see
+// Tagged): all of them, and those waiting for a lock.
+func Conns(t *testing.T, base, name string) (open, waitingForLock int) {
+	t.Helper()
+	db, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatalf("open %s: %v", base, err)
+	}
+	defer db.Close()
+	err = db.QueryRow(`SELECT COUNT(*), COUNT(*) FILTER (WHERE wait_event_type = 'Lock') FROM pg_stat_activity WHERE application_name = $1`, name).
+		Scan(&open, &waitingForLock)
+	if err != nil {
+		t.Fatalf("count the connections of %s: %v", name, err)
+	}
+	return open, waitingForLock
+}
