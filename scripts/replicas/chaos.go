@@ -82,6 +82,9 @@ func held(ctx context.Context, db *database, r *replica) []string {
 func roll(ctx context.Context, db *database, px *proxy, r *replica, reps []*replica) handover {
 	h := handover{Replica: r.name, Sandboxes: held(ctx, db, r), Seconds: map[string]float64{}}
 	px.take(r, false)
+	if !px.settle(r, 10*time.Second) {
+		fmt.Printf("requests sent to %s before it left the proxy had no answer 10 s later\n", r.name)
+	}
 	term := time.Now()
 	var wg sync.WaitGroup
 	exited := make(chan struct{})

@@ -148,8 +148,9 @@ type proxy struct {
 	srv      *http.Server
 	url      string
 
-	mu  sync.Mutex // guards out
-	out map[*replica]bool
+	mu      sync.Mutex // guards out and pending
+	out     map[*replica]bool
+	pending map[*replica]int // requests sent to a backend that have no answer's headers yet
 }
 
 // newProxy listens on a loopback port and serves until close.
@@ -162,9 +163,10 @@ func newProxy(backends []*replica) (*proxy, error) {
 		backends: backends,
 		// One connection per request: a pooled connection to a replica that has since been
 		// restarted would fail after the request was written, which is not a refusal.
-		tr:  &http.Transport{DisableKeepAlives: true, DisableCompression: true},
-		url: "http://" + ln.Addr().String(),
-		out: map[*replica]bool{},
+		tr:      &http.Transport{DisableKeepAlives: true, DisableCompression: true},
+		url:     "http://" + ln.Addr().String(),
+		out:     map[*replica]bool{},
+		pending: map[*replica]int{},
 	}
 	p.srv = &http.Server{Handler: p}
 	go p.srv.Serve(ln)
@@ -179,6 +181,16 @@ func (p *proxy) take(r *replica, in bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.out[r] = !in
+}
+
+// settle waits (up to d) until every request already sent to r has its answer's headers: what
+// a preStop hook's pause gives the requests a balancer routed to a pod before it removed it.
+func (p *proxy) settle(r *replica, d time.Duration) bool {
+	return pollUntil(context.Background(), d, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.pending[r] == 0
+	})
 }
 
 // pick returns a random backend in rotation that was not tried yet, or nil.
@@ -218,13 +230,19 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		out.Header = r.Header.Clone()
+		p.mu.Lock()
+		p.pending[b]++
+		p.mu.Unlock()
 		resp, err := p.tr.RoundTrip(out)
+		p.mu.Lock()
+		p.pending[b]--
+		p.mu.Unlock()
 		if errors.Is(err, syscall.ECONNREFUSED) {
 			continue
 		}
 		if err != nil {
 			if r.Context().Err() == nil {
-				http.Error(w, "the backend broke the connection: "+err.Error(), http.StatusBadGateway)
+				http.Error(w, "backend "+b.name+" broke the connection: "+err.Error(), http.StatusBadGateway)
 			}
 			return
 		}
