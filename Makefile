@@ -49,6 +49,19 @@ test-faults:
 	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(ENVD_BIN) ./cmd/hangar-envd
 	@set -o pipefail; HANGAR_TEST_FAULTS=1 $(GO) test -race -count=1 -timeout 15m -json ./internal/faults | bin/testsummary
 
+# The replicas chaos test (scripts/replicas; docs/replicas.md, "The chaos test"): three `hangar
+# serve` from `make build` on one PostgreSQL (HANGAR_TEST_DATABASE_URL: it skips without one, and
+# fails without one in CI) behind a proxy that sends each request to a random replica, under
+# load (streamed execs, attached processes, turns replaying a run log, event readers, watches,
+# fleet streams), while each replica is rolled (SIGTERM, started anew) and one is killed with
+# SIGKILL. It fails on a turn line lost or repeated, process output that skips or repeats
+# without a gap, a 5xx outside the crash, or a hand-over or take-over over 3 s, and writes its
+# figures to bench/results/<date>-replicas.json. About 3 minutes; its checker's own tests first.
+.PHONY: test-replicas
+test-replicas: build
+	$(GO) test -race -count=1 ./scripts/replicas
+	$(GO) run ./scripts/replicas -hangar $(BIN)
+
 lint:
 	$(GO) vet ./...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
