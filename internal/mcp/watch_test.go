@@ -59,8 +59,16 @@ func TestWatchSubscription(t *testing.T) {
 			if !page.Watching || len(page.Events) == 0 || page.Events[0]["name"] != "a" || page.Events[0]["type"] != "create" || page.Events[0]["seq"] != 1.0 {
 				t.Fatalf("read after the change: %+v", page)
 			}
-			if again := s.readWatch(t, uri+"&since="+jsonNumber(page.Next)); len(again.Events) != 0 || again.Next != page.Next {
-				t.Errorf("read since next: %+v, want nothing new", again)
+			// touch may still report its attribute change (chmod) after the create was read:
+			// since gives only what came after next, never what was read already.
+			again := s.readWatch(t, uri+"&since="+jsonNumber(page.Next))
+			for _, ev := range again.Events {
+				if seq, _ := ev["seq"].(float64); int64(seq) <= page.Next {
+					t.Errorf("read since next (%v): %+v, want only events after it", page.Next, again)
+				}
+			}
+			if len(again.Events) == 0 && again.Next != page.Next {
+				t.Errorf("read since next: %+v, next moved with nothing new", again)
 			}
 			other := e.subscriber(t, bob, era, nil)
 			if code, msg := other.refusal(t, e, bob, uri); code != int(jsonrpc.CodeInvalidParams) || !strings.Contains(msg, "not found") {
