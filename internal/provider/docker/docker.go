@@ -470,7 +470,7 @@ func (p *Provider) Pause(ctx context.Context, sb provider.Sandbox) (provider.San
 	if err := p.cli.ContainerPause(ctx, info.ID); err != nil {
 		return provider.Sandbox{}, fmt.Errorf("pause sandbox %s: %w", sb.Name, engineErr(err))
 	}
-	return p.Get(ctx, sb)
+	return p.settled(ctx, sb, provider.StatePaused)
 }
 
 // Resume thaws the container (docker unpause).
@@ -482,7 +482,35 @@ func (p *Provider) Resume(ctx context.Context, sb provider.Sandbox) (provider.Sa
 	if err := p.cli.ContainerUnpause(ctx, info.ID); err != nil {
 		return provider.Sandbox{}, fmt.Errorf("resume sandbox %s: %w", sb.Name, engineErr(err))
 	}
-	return p.Get(ctx, sb)
+	return p.settled(ctx, sb, provider.StateRunning)
+}
+
+// settleWait bounds how long settled waits for the engine's state to follow a pause or an
+// unpause it answered.
+const settleWait = 10 * time.Second
+
+// settled is Get once the container reads want: the engine (Docker 20.10) answers a pause or an
+// unpause when containerd has done it, and records the new state a moment later, from
+// containerd's event — a Get at once could read the old state. After settleWait it is Get as
+// it is.
+func (p *Provider) settled(ctx context.Context, sb provider.Sandbox, want provider.State) (provider.Sandbox, error) {
+	deadline := time.NewTimer(settleWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		got, err := p.Get(ctx, sb)
+		if err != nil || got.State == want {
+			return got, err
+		}
+		select {
+		case <-ctx.Done():
+			return provider.Sandbox{}, ctx.Err()
+		case <-deadline.C:
+			return got, nil
+		case <-tick.C:
+		}
+	}
 }
 
 // sandbox is the provider's view of a container, without asking its daemon.
