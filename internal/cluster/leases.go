@@ -131,19 +131,25 @@ func (c *Cluster) keep(ctx context.Context) {
 // replica's leases (those no longer its own are lost, those handed to it are gained), take its
 // share of the free ones, and hand one to a peer that holds fewer.
 func (c *Cluster) beat(ctx context.Context) {
-	if !c.stillPresent(ctx) {
+	// The round's own statements are bounded: on a connection that a partition left open, a
+	// statement would wait for TCP to give up (many minutes), and the check below that stops
+	// following after a lease time unrenewed would never run. What gaining a lease does
+	// (adopting processes, watching turns) keeps ctx.
+	sctx, cancel := context.WithTimeout(ctx, c.statementBound())
+	defer cancel()
+	if !c.stillPresent(sctx) {
 		// The session that said this replica is alive ended: the peers may have taken its
 		// leases. Stop following all; the renewal below takes back those nobody took.
 		c.log.Warn("this replica's presence in the database was lost (its connection broke): it stops following its sandboxes and takes back those no peer took")
 		c.loseAll()
 	}
-	if err := c.heartbeat(ctx); err != nil {
+	if err := c.heartbeat(sctx); err != nil {
 		c.log.Warn("replica heartbeat", "err", err)
 	}
-	if err := c.forgetDead(ctx); err != nil {
+	if err := c.forgetDead(sctx); err != nil {
 		c.log.Warn("forget dead replicas", "err", err)
 	}
-	if _, err := c.reap(ctx); err != nil {
+	if _, err := c.reap(sctx); err != nil {
 		c.log.Warn("look for dead replicas", "err", err)
 	}
 	if err := c.renew(ctx); err != nil {
@@ -178,13 +184,19 @@ func (c *Cluster) beat(ctx context.Context) {
 	}
 }
 
+// statementBound bounds a round's statements: a lease time (at least 5 s, so that a loaded
+// database is not taken for a lost one). Past it the lease is late anyway.
+func (c *Cluster) statementBound() time.Duration { return max(c.cfg.LeaseTTL, 5*time.Second) }
+
 // renew moves the expiry of this replica's leases; those it held and no longer does are lost,
 // and those the rows say it holds and it did not know of (a peer handed them over) are gained.
 // The leases of sandboxes that were destroyed (or failed) are dropped first: nothing there is
 // left to follow.
 func (c *Cluster) renew(ctx context.Context) error {
 	start := c.cfg.Clock.Now()
-	rows, err := c.pool.Query(ctx, `DELETE FROM leases l USING sandboxes s
+	sctx, cancel := context.WithTimeout(ctx, c.statementBound()) // its statements; gaining keeps ctx
+	defer cancel()
+	rows, err := c.pool.Query(sctx, `DELETE FROM leases l USING sandboxes s
 		WHERE l.replica = $1 AND s.name = l.sandbox AND s.state IN ('destroyed', 'failed') RETURNING l.sandbox`, c.cfg.ID)
 	if err != nil {
 		return err
@@ -199,7 +211,7 @@ func (c *Cluster) renew(ctx context.Context) error {
 	}
 	before := c.gen // gains after this are newer than what the rows below say
 	c.mu.Unlock()
-	rows, err = c.pool.Query(ctx, `UPDATE leases SET expires_at = now() + $2 * interval '1 millisecond' WHERE replica = $1 RETURNING sandbox`,
+	rows, err = c.pool.Query(sctx, `UPDATE leases SET expires_at = now() + $2 * interval '1 millisecond' WHERE replica = $1 RETURNING sandbox`,
 		c.cfg.ID, c.cfg.LeaseTTL.Milliseconds())
 	if err != nil {
 		return err

@@ -18,7 +18,7 @@ type Config struct {
 	DatabaseURL string
 	// DatabaseMaxConns caps this hangar's connections to its database, in use and idle
 	// (sqlstore.Pool.MaxConns); with PostgreSQL each replica also keeps cluster.MaxConns of its
-	// own. Default 8.
+	// own. Default 7.
 	DatabaseMaxConns int
 	// DatabaseWait bounds how long a request waits for one of those connections when all are
 	// in use; past it, 503 with Retry-After. Default 5s.
