@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -57,16 +58,18 @@ func (c *Cluster) Owner(ctx context.Context, sandbox string) (url string, mine b
 		return c.cfg.AdvertiseURL, true, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return "", false, fmt.Errorf("take the lease of sandbox %s: %w", sandbox, err)
+		return "", false, unavailable(ctx, fmt.Errorf("take the lease of sandbox %s: %w", sandbox, err))
 	}
 	// Another replica holds it and it has not expired.
 	err = c.pool.QueryRow(ctx, `SELECT l.replica, COALESCE(r.url, '') FROM leases l LEFT JOIN replicas r ON r.id = l.replica
 		WHERE l.sandbox = $1`, sandbox).Scan(&owner, &url)
 	if err != nil {
-		return "", false, fmt.Errorf("find the owner of sandbox %s: %w", sandbox, err)
+		return "", false, unavailable(ctx, fmt.Errorf("find the owner of sandbox %s: %w", sandbox, err))
 	}
 	if url == "" {
-		return "", false, fmt.Errorf("find the owner of sandbox %s: replica %s holds its lease but is not listed", sandbox, owner)
+		// Unlisted a moment ago (it left or was found dead): its leases are released at the
+		// next round; try again then.
+		return "", false, fmt.Errorf("find the owner of sandbox %s: replica %s holds its lease but is not listed: %w", sandbox, owner, store.ErrUnavailable)
 	}
 	return url, false, nil
 }
@@ -88,6 +91,15 @@ func (c *Cluster) Leave() []string {
 	}
 	clear(c.held)
 	return held
+}
+
+// unavailable marks err, a failed statement of a request's, as the database's not answering
+// (a 503 to try again, as the store's own), unless the request itself ended.
+func unavailable(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 }
 
 // gain records a lease this replica holds, running the gained handler when it is new.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -215,5 +216,16 @@ func TestDestroyedSandboxLeaseDropped(t *testing.T) {
 	a.beat(ctx)
 	if a.Held() != 0 || len(ea.lost) != 0 || testutil.ToFloat64(a.losses) != 0 {
 		t.Errorf("after the round: held %d, lost %v, losses %v; want the lease dropped quietly", a.Held(), ea.lost, testutil.ToFloat64(a.losses))
+	}
+}
+
+// TestOwnerUnavailableIs503: when the database does not answer whom a sandbox belongs to, the
+// error is the store's ErrUnavailable (a 503 to retry), not an unclassified one (a 500).
+func TestOwnerUnavailableIs503(t *testing.T) {
+	t.Parallel()
+	_, a, _, _, _, _ := newPair(t)
+	a.pool.Close()
+	if _, _, err := a.Owner(context.Background(), "sb1"); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Owner on a closed pool: %v, want store.ErrUnavailable", err)
 	}
 }
