@@ -179,8 +179,13 @@ func (s *Service) feed(st *stream.Stream, key string, last int64,
 		if check || finished || failed.Swap(false) {
 			check = false
 			if why := over(s.ctx); why != "" {
+				// A turn may have ended between the read above and this: its last events
+				// were recorded with its end, so one more read sends them.
+				ok, _ := s.sendAfter(st, key, &last, list, seqOf)
 				release()
-				st.FinishWith(why) // what was sent still reaches the reader first
+				if ok {
+					st.FinishWith(why) // what was sent still reaches the reader first
+				}
 				return
 			}
 		}
