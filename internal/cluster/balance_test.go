@@ -128,3 +128,26 @@ func TestLeasesSpread(t *testing.T) {
 		t.Fatalf("after a replica joined, the replicas hold %v; want the leases spread again", held(a, b, d))
 	}
 }
+
+// TestOlderReplicaNotReaped: a listed replica of an older hangar holds no presence lock, and
+// is not taken for dead: its leases stay its own until they expire (reaping it made its leases
+// move back and forth every round during an upgrade, as it listed itself again).
+func TestOlderReplicaNotReaped(t *testing.T) {
+	t.Parallel()
+	_, a, b, _, eb, _ := newPair(t)
+	ctx := context.Background()
+	if _, err := a.pool.Exec(ctx, `INSERT INTO replicas (id, url, started_at, seen_at) VALUES ('old', 'http://old', now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.pool.Exec(ctx, `INSERT INTO leases (sandbox, replica, expires_at) VALUES ('sb-old', 'old', now() + interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	rounds(ctx, 2, a, b)
+	var owner string
+	if err := a.pool.QueryRow(ctx, `SELECT replica FROM leases WHERE sandbox = 'sb-old'`).Scan(&owner); err != nil || owner != "old" {
+		t.Errorf("the older replica's lease is held by %q (%v), want still its own", owner, err)
+	}
+	if len(eb.gained) != 0 {
+		t.Errorf("b gained %v from a live older replica, want nothing", eb.gained)
+	}
+}

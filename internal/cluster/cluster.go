@@ -259,8 +259,8 @@ func (c *Cluster) dispatch(ctx context.Context, payload string) {
 
 // heartbeat lists this replica, or says it is still alive.
 func (c *Cluster) heartbeat(ctx context.Context) error {
-	_, err := c.pool.Exec(ctx, `INSERT INTO replicas (id, url, started_at, seen_at) VALUES ($1, $2, now(), now())
-		ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, seen_at = now()`, c.cfg.ID, c.cfg.AdvertiseURL)
+	_, err := c.pool.Exec(ctx, `INSERT INTO replicas (id, url, started_at, seen_at, present) VALUES ($1, $2, now(), now(), true)
+		ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, seen_at = now(), present = true`, c.cfg.ID, c.cfg.AdvertiseURL)
 	if err != nil {
 		return fmt.Errorf("list replica %s: %w", c.cfg.ID, err)
 	}

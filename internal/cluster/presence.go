@@ -78,14 +78,18 @@ func (c *Cluster) absent() {
 	}
 }
 
-// reap finds the listed replicas (other than this one) that hold no presence lock, and unlists
+// reap finds the listed replicas (other than this one, and of a hangar that holds one) that
+// hold no presence lock, and unlists
 // them: their leases are released (expired now) for the live replicas to take, their stream
 // counts dropped. It returns their ids. Trying a dead replica's lock takes it only until the
 // transaction ends.
 func (c *Cluster) reap(ctx context.Context) ([]string, error) {
 	var dead []string
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id FROM replicas WHERE id <> $2 AND pg_try_advisory_xact_lock(`+presenceKey("$1::text", "id")+`)`,
+		// Only a replica that says it holds a presence lock: an older hangar, during an upgrade,
+		// holds none, and reaping it would move its leases back and forth every round (it
+		// lists itself again and takes back expired leases); its leases move when they expire.
+		rows, err := tx.Query(ctx, `SELECT id FROM replicas WHERE id <> $2 AND present AND pg_try_advisory_xact_lock(`+presenceKey("$1::text", "id")+`)`,
 			c.schema, c.cfg.ID)
 		if err != nil {
 			return err
