@@ -99,7 +99,7 @@ func (h *Handler) toHolder(w http.ResponseWriter, r *http.Request) bool {
 		}
 		h.log.Warn("mcp: the replica that holds a session did not answer; answering as for an ended session", "replica", holder, "url", url, "err", err)
 		http.Error(w, sdkNoSession, http.StatusNotFound)
-	})
+	}, nil) // the session's GET stream just ends: the client opens it again
 	return true
 }
 
@@ -149,6 +149,6 @@ func (h *Handler) toOwner(w http.ResponseWriter, r *http.Request, local http.Han
 	again := func(ctx context.Context) (string, error) { return h.cfg.Processes.Elsewhere(ctx, p, sandbox) }
 	h.cfg.Forward.To(w, r, p, sandbox, owner, again, local, func(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusServiceUnavailable, codeInternal, "The hangar replica that follows this sandbox's processes did not answer; try again.", err.Error())
-	})
+	}, nil)
 	return true
 }
