@@ -247,10 +247,10 @@ func (f *Forwarder) once(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	cutHere := ctx.Err() != nil && r.Context().Err() == nil
 	switch {
-	case cutHere && ans.sse && ans.betweenEvents() && closing != nil:
-		closing(w, st.Reason())
 	case cutHere && isStream(r):
-		// The stream just ends: its client opens it again.
+		if closing != nil && ans.sse && ans.betweenEvents() {
+			closing(w, st.Reason())
+		} // else the stream just ends: its client opens it again
 	case r.Context().Value(http.ServerContextKey) != nil:
 		panic(http.ErrAbortHandler) // as the proxy does: the client sees the answer broken
 	}

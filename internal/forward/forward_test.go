@@ -333,3 +333,43 @@ func TestShutdownLetsRequestAnswer(t *testing.T) {
 		t.Errorf("after the shutdown the answer went on with %q, %v; want its result and a clean end", rest, err)
 	}
 }
+
+// TestRevokedRequestBreaks: a POST in flight is cut by the token's revocation, and its client
+// sees the answer break rather than a part of it passed off as whole.
+func TestRevokedRequestBreaks(t *testing.T) {
+	streams := stream.New(stream.Config{})
+	defer streams.Shutdown()
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: message\ndata: progress\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the result never comes
+	}))
+	defer owner.Close()
+	f := &Forwarder{Self: "http://a", Streams: streams}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.To(w, r, ada, "", owner.URL, nil, nil, func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, "owner down: "+err.Error(), http.StatusServiceUnavailable)
+		}, closeEvent)
+	}))
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/mcp", strings.NewReader("exec"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	for line := ""; line != "data: progress\n"; {
+		if line, err = rd.ReadString('\n'); err != nil {
+			t.Fatalf("no progress before the revocation: %v", err)
+		}
+	}
+	streams.EndToken(ada.TokenID)
+	if rest, err := io.ReadAll(rd); err == nil || ctx.Err() != nil {
+		t.Errorf("after the revocation the answer ended with %q, %v; want it broken", rest, err)
+	}
+}
