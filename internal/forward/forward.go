@@ -85,8 +85,8 @@ type Owner func(ctx context.Context) (string, error)
 // ends as this replica's own streams do, not as a broken connection: after the owner's last
 // whole event, closing (nil: nothing) writes its last event for the reason the stream ended, and
 // the response ends cleanly, so the client resumes through another replica (with Last-Event-ID).
-// A request of another method, cut here mid-answer, is aborted: a part of an answer must not
-// look whole.
+// Any other answer cut here mid-way (a request of another method, or an answer that is not an
+// SSE stream) is aborted: a part of an answer must not look whole.
 func (f *Forwarder) To(w http.ResponseWriter, r *http.Request, p auth.Principal, sandbox, target string, owner Owner, local http.Handler,
 	fail func(http.ResponseWriter, *http.Request, error), closing func(http.ResponseWriter, stream.Reason)) {
 	st, err := f.Streams.Open(r.Context(), stream.Options{Kind: stream.KindProcess, Principal: p, Sandbox: sandbox, Own: true, Unpaced: true})
@@ -247,8 +247,8 @@ func (f *Forwarder) once(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	cutHere := ctx.Err() != nil && r.Context().Err() == nil
 	switch {
-	case cutHere && isStream(r):
-		if closing != nil && ans.sse && ans.betweenEvents() {
+	case cutHere && isStream(r) && ans.sse:
+		if closing != nil && ans.betweenEvents() {
 			closing(w, st.Reason())
 		} // else the stream just ends: its client opens it again
 	case r.Context().Value(http.ServerContextKey) != nil:

@@ -64,7 +64,9 @@ const sdkNoSession = "session not found"
 // is not live (it left, it died, it never was) or cannot be reached is answered as the SDK
 // answers a session it does not know, 404, so the client initializes a new one: a replica
 // holds its sessions in memory, and they end with it. The forwarding is a stream of this
-// replica's (forward.Forwarder.To), so its shutdown or the token's revocation ends it here.
+// replica's (forward.Forwarder.To), so the token's revocation ends it here, and so does this
+// replica's shutdown for the session's GET stream; a POST runs to its answer within the
+// shutdown grace.
 func (h *Handler) toHolder(w http.ResponseWriter, r *http.Request) bool {
 	sid := r.Header.Get("Mcp-Session-Id")
 	if h.cfg.Forward == nil || h.cfg.Replicas == nil || sid == "" || forward.Forwarded(r) ||
