@@ -681,6 +681,66 @@ func TestHandoverOnShutdown(t *testing.T) {
 	}
 }
 
+// TestForwardingReplicaShutdown: a client attached through a replica that forwards to the
+// owner, when that replica shuts down (a rolling restart), gets the close event with reason
+// shutdown after its last output event and a clean end of the response, not a broken
+// connection, and resumes through another replica after that event.
+func TestForwardingReplicaShutdown(t *testing.T) {
+	t.Parallel()
+	s := newService(t)
+	a := s.start("a")
+	b := s.start("b")
+	s.sandbox(b, "fs-sb")
+	var proc struct {
+		ID string `json:"process_id"`
+	}
+	must(t, "POST", b.url+"/api/sandboxes/fs-sb/processes", s.token, `{"command":"i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.05; done"}`, &proc)
+	if got := metric(t, b, "hangar_leases_held"); got != "1" {
+		t.Fatalf("replica b holds %q leases, want 1", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	streamPath := "/api/sandboxes/fs-sb/processes/" + proc.ID + "/stream"
+	req, _ := http.NewRequestWithContext(ctx, "GET", a.url+streamPath, nil)
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	var read strings.Builder
+	for ids := 0; ids < 3; {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the attachment through replica a broke before 3 events: %v", err)
+		}
+		read.WriteString(line)
+		if strings.HasPrefix(line, "id: ") {
+			ids++
+		}
+	}
+
+	a.Stop()
+	rest, err := io.ReadAll(rd)
+	read.Write(rest)
+	if err != nil {
+		t.Errorf("the attachment through replica a broke (%v) when a shut down, want a clean end", err)
+	}
+	all := read.String()
+	if !strings.HasSuffix(all, "event: close\ndata: {\"reason\":\"shutdown\"}\n\n") {
+		t.Fatalf("the attachment through replica a ended with %q, want the close event saying shutdown", all[max(0, len(all)-200):])
+	}
+	last := all[strings.LastIndex(all, "\nid: ")+len("\nid: "):]
+	last = last[:strings.IndexByte(last, '\n')]
+	from, _ := strconv.ParseInt(last, 10, 64)
+	again := openSSE(t, ctx, b.url+streamPath, s.token, last)
+	ev := next(t, again, "output")
+	if id, _ := strconv.ParseInt(ev.id, 10, 64); id <= from {
+		t.Errorf("resumed through replica b at id %d, want one after %d", id, from)
+	}
+}
+
 // TestLeasesSpreadAcrossReplicas, with three replicas and six sandboxes whose processes were
 // all started through one: the leases spread (two each) without a request; once one replica is
 // killed the two survivors split its sandboxes (three each), unasked; and a replica started

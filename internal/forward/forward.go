@@ -11,10 +11,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/coder/quartz"
@@ -72,14 +74,21 @@ const retryBodyBytes = 1 << 20
 // Owner says who serves the request's sandbox now: "" this replica, else the owner's URL.
 type Owner func(ctx context.Context) (string, error)
 
-// To forwards r, made by p about sandbox ("" for a request about none, an MCP session's), to the replica at target (its bearer token with it:
-// the owner authenticates it again) and copies the answer to w. When target cannot be reached
-// (no byte of an answer came), or answers that it does not own the sandbox (MovedHeader), it
-// asks owner again and forwards to the new owner, or serves r
-// with local when the sandbox is this replica's now, for up to Wait; then, or when the
-// forwarding cannot be held, fail answers instead.
+// To forwards r, made by p about sandbox ("" for a request about none, an MCP session's), to
+// the replica at target (its bearer token with it: the owner authenticates it again) and copies
+// the answer to w. When target cannot be reached (no byte of an answer came), or answers that
+// it does not own the sandbox (MovedHeader), it asks owner again and forwards to the new owner,
+// or serves r with local when the sandbox is this replica's now, for up to Wait; then, or when
+// the forwarding cannot be held, fail answers instead.
+//
+// The forwarding is a stream of this replica's, and ends with it (held). A GET stream cut here
+// ends as this replica's own streams do, not as a broken connection: after the owner's last
+// whole event, closing (nil: nothing) writes its last event for the reason the stream ended, and
+// the response ends cleanly, so the client resumes through another replica (with Last-Event-ID).
+// Any other answer cut here mid-way (a request of another method, or an answer that is not an
+// SSE stream) is aborted: a part of an answer must not look whole.
 func (f *Forwarder) To(w http.ResponseWriter, r *http.Request, p auth.Principal, sandbox, target string, owner Owner, local http.Handler,
-	fail func(http.ResponseWriter, *http.Request, error)) {
+	fail func(http.ResponseWriter, *http.Request, error), closing func(http.ResponseWriter, stream.Reason)) {
 	st, err := f.Streams.Open(r.Context(), stream.Options{Kind: stream.KindProcess, Principal: p, Sandbox: sandbox, Own: true, Unpaced: true})
 	if err != nil {
 		fail(w, r, err)
@@ -91,6 +100,9 @@ func (f *Forwarder) To(w http.ResponseWriter, r *http.Request, p auth.Principal,
 	go func() {
 		select {
 		case <-st.Done():
+			if held(r, st.Reason()) {
+				return
+			}
 			cancel()
 		case <-ctx.Done():
 		}
@@ -106,7 +118,7 @@ func (f *Forwarder) To(w http.ResponseWriter, r *http.Request, p auth.Principal,
 	}
 	deadline := clock.Now().Add(wait)
 	for {
-		err := f.once(ctx, w, r, target)
+		err := f.once(ctx, w, r, target, st, closing)
 		if err == nil || ctx.Err() != nil {
 			st.End(stream.ReasonDone)
 			return
@@ -142,6 +154,19 @@ func (f *Forwarder) To(w http.ResponseWriter, r *http.Request, p auth.Principal,
 		target = next
 	}
 }
+
+// held reports whether a forwarding of r goes on although its stream here ended for reason: a
+// request that is not a GET (a request and its answer: an MCP session's POST, a process's start
+// or input) runs to its answer when this replica shuts down, within the server's shutdown grace
+// (the server drains in-flight requests after the streams end), as a request served here does;
+// a GET stream ends with this replica's other streams, and its client opens it again through
+// another replica. The sandbox's end, the token's revocation and the client's leaving end both.
+func held(r *http.Request, reason stream.Reason) bool {
+	return reason == stream.ReasonShutdown && !isStream(r)
+}
+
+// isStream reports whether r asks for a stream (or nothing but headers) rather than an answer.
+func isStream(r *http.Request) bool { return r.Method == http.MethodGet || r.Method == http.MethodHead }
 
 // keepBody reads r's body (up to retryBodyBytes) so it can be sent again, and reports whether
 // it can: a larger one is sent once.
@@ -184,13 +209,15 @@ func (e errReader) Read([]byte) (int, error) {
 }
 
 // once forwards r to target, copying the answer to w; an error says no answer came (nothing
-// was written to w).
-func (f *Forwarder) once(ctx context.Context, w http.ResponseWriter, r *http.Request, target string) error {
+// was written to w). An answer whose copy broke ends as To says.
+func (f *Forwarder) once(ctx context.Context, w http.ResponseWriter, r *http.Request, target string, st *stream.Stream,
+	closing func(http.ResponseWriter, stream.Reason)) error {
 	u, err := url.Parse(target)
 	if err != nil {
 		return err
 	}
 	var unreached error
+	var ans *answer
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
@@ -202,12 +229,70 @@ func (f *Forwarder) once(ctx context.Context, w http.ResponseWriter, r *http.Req
 			if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(MovedHeader) != "" {
 				return errMoved
 			}
+			ans = &answer{ReadCloser: resp.Body, sse: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")}
+			resp.Body = ans
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			unreached = err
 		},
+		// A broken copy is dealt with below; the proxy would only log it.
+		ErrorLog: log.New(io.Discard, "", 0),
 	}
-	proxy.ServeHTTP(w, r.WithContext(ctx))
-	return unreached
+	// Without net/http's ServerContextKey the proxy returns when the copy of the answer breaks,
+	// rather than panicking with http.ErrAbortHandler, so that a stream cut here can end well.
+	proxy.ServeHTTP(w, r.WithContext(unserved{ctx}))
+	if unreached != nil || ans == nil || ans.err == nil {
+		return unreached
+	}
+	cutHere := ctx.Err() != nil && r.Context().Err() == nil
+	switch {
+	case cutHere && isStream(r) && ans.sse:
+		if closing != nil && ans.betweenEvents() {
+			closing(w, st.Reason())
+		} // else the stream just ends: its client opens it again
+	case r.Context().Value(http.ServerContextKey) != nil:
+		panic(http.ErrAbortHandler) // as the proxy does: the client sees the answer broken
+	}
+	return nil
 }
+
+// unserved is a request's context without net/http's ServerContextKey.
+type unserved struct{ context.Context }
+
+func (c unserved) Value(key any) any {
+	if key == http.ServerContextKey {
+		return nil
+	}
+	return c.Context.Value(key)
+}
+
+// answer is the body of the owner's answer as the proxy copies it (on To's goroutine): it keeps
+// the error that broke the copy, and the answer's last two bytes, to tell whether an SSE stream
+// broke between two events.
+type answer struct {
+	io.ReadCloser
+	sse  bool  // the answer is an SSE stream
+	err  error // the read error that broke the copy; nil at io.EOF
+	read int64
+	last [2]byte
+}
+
+func (a *answer) Read(p []byte) (int, error) {
+	n, err := a.ReadCloser.Read(p)
+	if n > 0 {
+		a.last = [2]byte{a.last[1], p[n-1]}
+		if n > 1 {
+			a.last[0] = p[n-2]
+		}
+		a.read += int64(n)
+	}
+	if err != nil && err != io.EOF {
+		a.err = err
+	}
+	return n, err
+}
+
+// betweenEvents reports whether what was copied ends with a whole event (or nothing yet): a
+// last event written after it is one event of its own, not the end of a cut one.
+func (a *answer) betweenEvents() bool { return a.read == 0 || a.last == [2]byte{'\n', '\n'} }

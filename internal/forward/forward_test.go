@@ -27,7 +27,7 @@ func front(t *testing.T, f *Forwarder, target string) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.To(w, r, ada, "box", target, nil, nil, func(w http.ResponseWriter, r *http.Request, err error) {
 			http.Error(w, "owner down: "+err.Error(), http.StatusServiceUnavailable)
-		})
+		}, nil)
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -172,7 +172,7 @@ func TestOwnerMovesWhileUnreachable(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				f.To(w, r, ada, "box", dead.URL, owner, echo("here"), func(w http.ResponseWriter, r *http.Request, err error) {
 					http.Error(w, "owner down: "+err.Error(), http.StatusServiceUnavailable)
-				})
+				}, nil)
 			}))
 			defer srv.Close()
 			resp, err := http.Post(srv.URL+"/x", "text/plain", strings.NewReader("hello"))
@@ -212,7 +212,7 @@ func TestOwnerMovedOnTheWay(t *testing.T) {
 		again := func(context.Context) (string, error) { return owner.URL, nil }
 		f.To(w, r, ada, "box", moved.URL, again, nil, func(w http.ResponseWriter, r *http.Request, err error) {
 			http.Error(w, "failed: "+err.Error(), http.StatusServiceUnavailable)
-		})
+		}, nil)
 	}))
 	defer srv.Close()
 	resp, err := http.Post(srv.URL+"/x", "text/plain", strings.NewReader("input"))
@@ -223,5 +223,153 @@ func TestOwnerMovedOnTheWay(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || string(b) != "owner got input" {
 		t.Errorf("= %d %q, want 200 from the new owner", resp.StatusCode, b)
+	}
+}
+
+// closeEvent writes the last event as the REST transport does.
+func closeEvent(w http.ResponseWriter, reason stream.Reason) {
+	io.WriteString(w, "event: close\ndata: {\"reason\":\""+string(reason)+"\"}\n\n")
+	w.(http.Flusher).Flush()
+}
+
+// TestShutdownEndsStreamCleanly: this replica's shutdown ends a GET stream it forwards as it
+// ends its own: after the owner's last whole event comes the close event with reason shutdown,
+// then a clean end of the response (no broken connection), so the client resumes elsewhere. A
+// stream cut in the middle of an event gets no close event (it would end the cut one), but
+// ends cleanly too.
+func TestShutdownEndsStreamCleanly(t *testing.T) {
+	for _, tc := range []struct {
+		name, written, want string
+	}{
+		{"between events", "id: 1\nevent: output\ndata: one\n\n", "id: 1\nevent: output\ndata: one\n\nevent: close\ndata: {\"reason\":\"shutdown\"}\n\n"},
+		{"within an event", "id: 1\nevent: output\ndata: one\n", "id: 1\nevent: output\ndata: one\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			streams := stream.New(stream.Config{})
+			owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, tc.written)
+				w.(http.Flusher).Flush()
+				<-r.Context().Done() // an owner that never ends by itself
+			}))
+			defer owner.Close()
+			f := &Forwarder{Self: "http://a", Streams: streams}
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				f.To(w, r, ada, "box", owner.URL, nil, nil, func(w http.ResponseWriter, r *http.Request, err error) {
+					http.Error(w, "owner down: "+err.Error(), http.StatusServiceUnavailable)
+				}, closeEvent)
+			}))
+			defer srv.Close()
+
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/sandboxes/box/processes/p_1/stream", nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			got := make([]byte, len(tc.written))
+			if _, err := io.ReadFull(resp.Body, got); err != nil {
+				t.Fatal(err)
+			}
+			streams.Shutdown()
+			rest, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Errorf("the stream broke (%v) after %q, want a clean end", err, rest)
+			}
+			if s := string(got) + string(rest); s != tc.want {
+				t.Errorf("the client got %q, want %q", s, tc.want)
+			}
+		})
+	}
+}
+
+// TestShutdownLetsRequestAnswer: a POST in flight (an MCP session's tools/call, whose answer is
+// an SSE stream ending with the result) is not cut by this replica's shutdown: its answer
+// comes whole, within the server's shutdown grace.
+func TestShutdownLetsRequestAnswer(t *testing.T) {
+	streams := stream.New(stream.Config{})
+	release := make(chan struct{})
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: message\ndata: progress\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		io.WriteString(w, "event: message\ndata: result of "+string(b)+"\n\n")
+	}))
+	defer owner.Close()
+	f := &Forwarder{Self: "http://a", Streams: streams}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.To(w, r, ada, "", owner.URL, nil, nil, func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, "owner down: "+err.Error(), http.StatusServiceUnavailable)
+		}, nil)
+	}))
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/mcp", strings.NewReader("exec"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	for line := ""; line != "data: progress\n"; {
+		if line, err = rd.ReadString('\n'); err != nil {
+			t.Fatalf("no progress before the shutdown: %v", err)
+		}
+	}
+	streams.Shutdown()
+	close(release)
+	rest, err := io.ReadAll(rd)
+	if err != nil || !strings.Contains(string(rest), "data: result of exec") {
+		t.Errorf("after the shutdown the answer went on with %q, %v; want its result and a clean end", rest, err)
+	}
+}
+
+// TestRevokedRequestBreaks: a POST in flight is cut by the token's revocation, and its client
+// sees the answer break rather than a part of it passed off as whole.
+func TestRevokedRequestBreaks(t *testing.T) {
+	streams := stream.New(stream.Config{})
+	defer streams.Shutdown()
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: message\ndata: progress\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // the result never comes
+	}))
+	defer owner.Close()
+	f := &Forwarder{Self: "http://a", Streams: streams}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.To(w, r, ada, "", owner.URL, nil, nil, func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, "owner down: "+err.Error(), http.StatusServiceUnavailable)
+		}, closeEvent)
+	}))
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/mcp", strings.NewReader("exec"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	for line := ""; line != "data: progress\n"; {
+		if line, err = rd.ReadString('\n'); err != nil {
+			t.Fatalf("no progress before the revocation: %v", err)
+		}
+	}
+	streams.EndToken(ada.TokenID)
+	if rest, err := io.ReadAll(rd); err == nil || ctx.Err() != nil {
+		t.Errorf("after the revocation the answer ended with %q, %v; want it broken", rest, err)
 	}
 }

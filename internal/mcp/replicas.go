@@ -64,7 +64,9 @@ const sdkNoSession = "session not found"
 // is not live (it left, it died, it never was) or cannot be reached is answered as the SDK
 // answers a session it does not know, 404, so the client initializes a new one: a replica
 // holds its sessions in memory, and they end with it. The forwarding is a stream of this
-// replica's (forward.Forwarder.To), so its shutdown or the token's revocation ends it here.
+// replica's (forward.Forwarder.To), so the token's revocation ends it here, and so does this
+// replica's shutdown for the session's GET stream; a POST runs to its answer within the
+// shutdown grace.
 func (h *Handler) toHolder(w http.ResponseWriter, r *http.Request) bool {
 	sid := r.Header.Get("Mcp-Session-Id")
 	if h.cfg.Forward == nil || h.cfg.Replicas == nil || sid == "" || forward.Forwarded(r) ||
@@ -99,7 +101,7 @@ func (h *Handler) toHolder(w http.ResponseWriter, r *http.Request) bool {
 		}
 		h.log.Warn("mcp: the replica that holds a session did not answer; answering as for an ended session", "replica", holder, "url", url, "err", err)
 		http.Error(w, sdkNoSession, http.StatusNotFound)
-	})
+	}, nil) // the session's GET stream just ends: the client opens it again
 	return true
 }
 
@@ -149,6 +151,6 @@ func (h *Handler) toOwner(w http.ResponseWriter, r *http.Request, local http.Han
 	again := func(ctx context.Context) (string, error) { return h.cfg.Processes.Elsewhere(ctx, p, sandbox) }
 	h.cfg.Forward.To(w, r, p, sandbox, owner, again, local, func(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusServiceUnavailable, codeInternal, "The hangar replica that follows this sandbox's processes did not answer; try again.", err.Error())
-	})
+	}, nil)
 	return true
 }

@@ -152,10 +152,8 @@ func (a *api) streamProcess(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reason := a.pump(r.Context(), att.Stream, sse)
-	if reason != stream.ReasonDone && reason != stream.ReasonClient && reason != stream.ReasonSlow {
-		sse.event("close", "", map[string]string{"reason": string(reason)})
-		sse.send()
-	}
+	sse.closeEvent(reason)
+	sse.send()
 }
 
 type inputRequest struct {

@@ -52,6 +52,6 @@ func (a *api) toOwner(next http.Handler) http.Handler {
 		again := func(ctx context.Context) (string, error) { return a.Processes.Elsewhere(ctx, p, ref) }
 		a.Forward.To(w, r, p, ref, owner, again, next, func(w http.ResponseWriter, r *http.Request, err error) {
 			a.writeError(w, r, problem.New(problem.CodeUnavailable, "The hangar replica that follows this sandbox's processes did not answer; try again.", err))
-		})
+		}, writeClose)
 	})
 }

@@ -438,8 +438,6 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request, open func(sinc
 		return
 	}
 	reason := a.pump(r.Context(), st, sse)
-	if reason != stream.ReasonDone && reason != stream.ReasonClient && reason != stream.ReasonSlow {
-		sse.event("close", "", map[string]string{"reason": string(reason)})
-		sse.send()
-	}
+	sse.closeEvent(reason)
+	sse.send()
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/hangar-dev/hangar/internal/stream"
 )
 
 // keepAliveInterval is how often an idle SSE stream gets a comment, so proxies do not time the
@@ -97,6 +99,23 @@ func (s *sseWriter) head(name, id string) []byte {
 		b = append(append(append(b, "id: "...), id...), '\n')
 	}
 	return append(b, "data: "...)
+}
+
+// closeEvent adds a stream's last event, close, giving the reason it ended; a stream that
+// finished (its own last event said so), lost its client or was dropped as slow gets none.
+func (s *sseWriter) closeEvent(reason stream.Reason) {
+	if reason != stream.ReasonDone && reason != stream.ReasonClient && reason != stream.ReasonSlow {
+		s.event("close", "", map[string]string{"reason": string(reason)})
+	}
+}
+
+// writeClose ends an SSE stream that this replica forwards from another (forward.Forwarder.To)
+// and ends itself, as it ends its own: with the close event.
+func writeClose(w http.ResponseWriter, reason stream.Reason) {
+	s := &sseWriter{w: w, rc: http.NewResponseController(w), buf: bufs.Get().(*[]byte)}
+	defer s.release()
+	s.closeEvent(reason)
+	s.send()
 }
 
 // comment adds an SSE comment (a keep-alive).
