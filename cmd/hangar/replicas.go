@@ -167,13 +167,14 @@ func (r *replicas) Queued(ctx context.Context, turnID string) {
 }
 
 // gained follows the processes and watches the turns of a sandbox whose lease this replica
-// took.
-func (r *replicas) gained(ctx context.Context, sandbox string) {
+// gained; its queued turns run here when the lease was handed over, and fail when it was
+// taken from a replica that died (turns.Service.ResumeSandbox).
+func (r *replicas) gained(ctx context.Context, sandbox string, how cluster.Gain) {
 	if r.processes != nil {
 		r.processes.AdoptSandbox(ctx, sandbox)
 	}
 	if r.turns != nil {
-		if err := r.turns.ResumeSandbox(ctx, sandbox); err != nil {
+		if err := r.turns.ResumeSandbox(ctx, sandbox, how == cluster.Handed); err != nil {
 			r.log.Warn("watch the turns of a sandbox", "sandbox", sandbox, "err", err)
 		}
 	}

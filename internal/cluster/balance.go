@@ -70,7 +70,7 @@ func (c *Cluster) takeOver(ctx context.Context, l load) error {
 	}
 	for _, sb := range taken {
 		c.log.Info("took over the lease of a sandbox whose replica is gone or released it", "sandbox", sb)
-		c.gain(ctx, sb)
+		c.gain(ctx, sb, Taken)
 	}
 	l.live[c.cfg.ID] += len(taken)
 	return nil

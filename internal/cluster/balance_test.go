@@ -65,8 +65,8 @@ func TestCrashTakeoverInOneRound(t *testing.T) {
 	}
 	crash(t, a)
 	b.beat(ctx)
-	if len(eb.gained) != 1 || eb.gained[0] != "sb1" {
-		t.Fatalf("b's first round after a was killed gained %v; want [sb1]", eb.gained)
+	if len(eb.gained) != 1 || eb.gained[0] != "sb1" || eb.how[0] != Taken {
+		t.Fatalf("b's first round after a was killed gained %v %v; want [sb1] taken", eb.gained, eb.how)
 	}
 	var listed int
 	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM replicas WHERE id = 'a'`).Scan(&listed); err != nil || listed != 0 {

@@ -60,10 +60,10 @@ type Cluster struct {
 	pool    *pgxpool.Pool
 	channel string // the NOTIFY channel: one per database schema, so tests' schemas never mix
 
-	handlers map[string]func(ctx context.Context, arg string) // by topic; set before Run
-	resync   []func(ctx context.Context)                      // set before Run
-	gained   func(ctx context.Context, sandbox string)        // set before Run
-	lost     func(sandbox string)                             // set before Run
+	handlers map[string]func(ctx context.Context, arg string)    // by topic; set before Run
+	resync   []func(ctx context.Context)                         // set before Run
+	gained   func(ctx context.Context, sandbox string, how Gain) // set before Run
+	lost     func(sandbox string)                                // set before Run
 
 	schema string // the database schema: part of the presence lock's key
 

@@ -17,10 +17,30 @@ import (
 const topicReleased = "released"
 
 // OnLeases sets what happens when this replica gains a sandbox's lease (follow its processes,
-// watch its turns) and when it loses one (stop: another replica follows them now). gained runs
-// before Owner returns a newly gained lease as this replica's.
-func (c *Cluster) OnLeases(gained func(ctx context.Context, sandbox string), lost func(sandbox string)) {
+// watch its turns), saying how, and when it loses one (stop: another replica follows them
+// now). gained runs before Owner returns a newly gained lease as this replica's. A replica's
+// lost returns once it stopped following the sandbox: a lease is handed over only after it.
+func (c *Cluster) OnLeases(gained func(ctx context.Context, sandbox string, how Gain), lost func(sandbox string)) {
 	c.gained, c.lost = gained, lost
+}
+
+// Gain says how this replica gained a sandbox's lease.
+type Gain int
+
+const (
+	// Taken: from nobody, or from a replica that died or stopped renewing it. What that
+	// replica was doing in the sandbox when it stopped is not known.
+	Taken Gain = iota
+	// Handed: its holder handed it over (it shut down, or balanced) once it had stopped
+	// following the sandbox (its lost handler returned).
+	Handed
+)
+
+func (g Gain) String() string {
+	if g == Handed {
+		return "handed"
+	}
+	return "taken"
 }
 
 // Owner says which replica owns sandbox's followers, taking the lease when nobody holds it or
@@ -47,6 +67,17 @@ func (c *Cluster) Owner(ctx context.Context, sandbox string) (url string, mine b
 		// request.
 		return c.cfg.AdvertiseURL, true, nil
 	}
+	// A peer may have handed it to this replica, which no round has seen yet: it is this
+	// replica's, handed over cleanly.
+	tag, err := c.pool.Exec(ctx, `UPDATE leases SET expires_at = now() + $3 * interval '1 millisecond'
+		WHERE sandbox = $1 AND replica = $2 AND expires_at >= now()`, sandbox, c.cfg.ID, c.cfg.LeaseTTL.Milliseconds())
+	if err != nil {
+		return "", false, fmt.Errorf("take the lease of sandbox %s: %w", sandbox, err)
+	}
+	if tag.RowsAffected() == 1 {
+		c.gain(ctx, sandbox, Handed)
+		return c.cfg.AdvertiseURL, true, nil
+	}
 	var owner string
 	err = c.pool.QueryRow(ctx, `INSERT INTO leases AS l (sandbox, replica, expires_at) VALUES ($1, $2, now() + $3 * interval '1 millisecond')
 		ON CONFLICT (sandbox) DO UPDATE SET replica = EXCLUDED.replica, expires_at = EXCLUDED.expires_at,
@@ -54,7 +85,7 @@ func (c *Cluster) Owner(ctx context.Context, sandbox string) (url string, mine b
 		WHERE l.replica = EXCLUDED.replica OR l.expires_at < now()
 		RETURNING l.replica`, sandbox, c.cfg.ID, c.cfg.LeaseTTL.Milliseconds()).Scan(&owner)
 	if err == nil {
-		c.gain(ctx, sandbox)
+		c.gain(ctx, sandbox, Taken)
 		return c.cfg.AdvertiseURL, true, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
@@ -103,7 +134,7 @@ func unavailable(ctx context.Context, err error) error {
 }
 
 // gain records a lease this replica holds, running the gained handler when it is new.
-func (c *Cluster) gain(ctx context.Context, sandbox string) {
+func (c *Cluster) gain(ctx context.Context, sandbox string, how Gain) {
 	c.mu.Lock()
 	if c.leaving {
 		c.mu.Unlock()
@@ -116,9 +147,9 @@ func (c *Cluster) gain(ctx context.Context, sandbox string) {
 	}
 	c.mu.Unlock()
 	if !known {
-		c.log.Info("holding the lease of a sandbox", "sandbox", sandbox)
+		c.log.Info("holding the lease of a sandbox", "sandbox", sandbox, "how", how)
 		if c.gained != nil {
-			c.gained(ctx, sandbox)
+			c.gained(ctx, sandbox, how)
 		}
 	}
 }
@@ -256,7 +287,7 @@ func (c *Cluster) renew(ctx context.Context) error {
 	}
 	for _, sb := range handed {
 		c.log.Info("a peer handed this replica the lease of a sandbox", "sandbox", sb)
-		c.gain(ctx, sb)
+		c.gain(ctx, sb, Handed)
 	}
 	return nil
 }

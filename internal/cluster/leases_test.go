@@ -19,12 +19,14 @@ import (
 type events struct {
 	mu           sync.Mutex
 	gained, lost []string
+	how          []Gain // how each of gained was gained
 }
 
-func (e *events) onGained(_ context.Context, sb string) {
+func (e *events) onGained(_ context.Context, sb string, how Gain) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.gained = append(e.gained, sb)
+	e.how = append(e.how, how)
 }
 
 func (e *events) onLost(sb string) {
@@ -105,8 +107,8 @@ func TestLeaseOwnerAndTakeover(t *testing.T) {
 
 	expire(t, b, "a")
 	b.beat(ctx)
-	if len(eb.gained) != 1 || eb.gained[0] != "sb1" {
-		t.Fatalf("b gained %v, want [sb1]", eb.gained)
+	if len(eb.gained) != 1 || eb.gained[0] != "sb1" || eb.how[0] != Taken {
+		t.Fatalf("b gained %v %v, want [sb1] taken", eb.gained, eb.how)
 	}
 	a.beat(ctx)
 	if len(ea.lost) != 1 || ea.lost[0] != "sb1" {
@@ -138,8 +140,8 @@ func TestLeaveHandsLeasesOver(t *testing.T) {
 	}
 	a.leave()
 	b.beat(ctx)
-	if len(eb.gained) != 1 || eb.gained[0] != "sb1" || b.Held() != 1 {
-		t.Fatalf("after a left and b ran a round, b gained %v (holds %d); want [sb1], unasked", eb.gained, b.Held())
+	if len(eb.gained) != 1 || eb.gained[0] != "sb1" || eb.how[0] != Handed || b.Held() != 1 {
+		t.Fatalf("after a left and b ran a round, b gained %v %v (holds %d); want [sb1] handed, unasked", eb.gained, eb.how, b.Held())
 	}
 	if url, mine, err := b.Owner(ctx, "sb1"); err != nil || !mine || url != "http://b" {
 		t.Errorf("after a left, b.Owner = %q, %v, %v; want b's", url, mine, err)
@@ -159,8 +161,39 @@ func TestLeaveAloneReleases(t *testing.T) {
 	a.leave()
 	c, ec := newReplica(t, db, "c")
 	c.beat(ctx)
-	if len(ec.gained) != 1 || ec.gained[0] != "sb1" {
-		t.Fatalf("a new replica's first round gained %v; want [sb1]", ec.gained)
+	if len(ec.gained) != 1 || ec.gained[0] != "sb1" || ec.how[0] != Taken {
+		t.Fatalf("a new replica's first round gained %v %v; want [sb1] taken", ec.gained, ec.how)
+	}
+}
+
+// TestHandedOverIsSaid: a lease a peer hands over (balancing, or leaving) is gained as Handed,
+// whether the gainer's round finds it or a request asks for it first; one taken from a dead
+// replica is Taken (TestCrashTakeoverInOneRound).
+func TestHandedOverIsSaid(t *testing.T) {
+	t.Parallel()
+	_, a, b, _, eb, _ := newPair(t)
+	ctx := context.Background()
+	for _, sb := range []string{"sb1", "sb2", "sb3"} {
+		if _, mine, _ := a.Owner(ctx, sb); !mine {
+			t.Fatalf("a does not own free sandbox %s", sb)
+		}
+	}
+	b.heartbeat(ctx)
+	a.beat(ctx) // holds 3, b 0: hands sb1 to b
+	if url, mine, err := b.Owner(ctx, "sb1"); err != nil || !mine || url != "http://b" {
+		t.Fatalf("after a balanced, b.Owner(sb1) = %q, %v, %v; want b's", url, mine, err)
+	}
+	a.leave() // hands sb2 and sb3 to b
+	b.beat(ctx)
+	eb.mu.Lock()
+	defer eb.mu.Unlock()
+	if len(eb.gained) != 3 {
+		t.Fatalf("b gained %v; want sb1, sb2 and sb3", eb.gained)
+	}
+	for i, how := range eb.how {
+		if how != Handed {
+			t.Errorf("b gained %s %s; want handed", eb.gained[i], how)
+		}
 	}
 }
 

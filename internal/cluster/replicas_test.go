@@ -582,9 +582,18 @@ func TestHandoverOnShutdown(t *testing.T) {
 			codes = append(codes, code)
 		}
 	}()
+	// A turn started through A as B gets SIGTERM is queued for B, which hands the sandbox over
+	// before it or after it started the turn: either way A runs or watches it to its end
+	// (only a lease taken from a dead replica fails the turns queued for it).
+	must(t, "POST", b.url+"/api/sessions", s.token, `{"name":"ho2","sandbox":"ho-sb","agent":"command"}`, nil)
+	prompt2, _ := json.Marshal(map[string]string{"prompt": tickPrompt(3)})
 	stopDone := make(chan struct{})
 	go func() { defer close(stopDone); b.Stop() }()
 	stopped := time.Now()
+	var queued struct {
+		ID string `json:"id"`
+	}
+	must(t, "POST", a.url+"/api/sessions/ho2/turns", s.token, string(prompt2), &queued)
 	waitFor(t, "replica a to hold the sandbox's lease, unasked", func() bool { return metric(t, a, "hangar_leases_held") == "1" })
 	t.Logf("replica a held the sandbox's lease %v after replica b got SIGTERM, without a request for it", time.Since(stopped).Round(time.Millisecond))
 	select {
@@ -678,6 +687,15 @@ func TestHandoverOnShutdown(t *testing.T) {
 		if seen[n] != 1 {
 			t.Errorf("line %d recorded %d times, want once", n, seen[n])
 		}
+	}
+
+	var turn struct{ State, Reason string }
+	waitFor(t, "the turn started as b stopped to end", func() bool {
+		must(t, "GET", a.url+"/api/sessions/ho2/turns/"+queued.ID, s.token, "", &turn)
+		return turn.State != "queued" && turn.State != "running"
+	})
+	if turn.State != "done" {
+		t.Errorf("the turn started through a as b stopped ended %s (%s); want done", turn.State, turn.Reason)
 	}
 }
 

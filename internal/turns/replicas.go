@@ -119,10 +119,11 @@ func (s *Service) TakeTurn(ctx context.Context, turnID string) {
 		s.log.Warn("take a queued turn", "turn", turnID, "err", err)
 		return
 	}
+	gen := s.released(se.Sandbox)
 	if !s.owns(ctx, se.Sandbox) {
 		return
 	}
-	s.spawn(t.ID, se.Sandbox, func(ctx context.Context) { s.run(ctx, se, t) })
+	s.spawn(t.ID, se.Sandbox, func(ctx context.Context) { s.run(ctx, se, t, gen) })
 }
 
 // TakeQueued runs the queued turns of the sandboxes this replica owns that nobody runs: a
@@ -141,16 +142,23 @@ func (s *Service) TakeQueued(ctx context.Context) {
 }
 
 // ResumeSandbox watches the running turns of the sandbox name from their saved read
-// positions: this replica gained its lease (its previous owner stopped renewing it). Its queued
-// turns fail, as after a restart: the owner that stopped may have started their harness.
-func (s *Service) ResumeSandbox(ctx context.Context, name string) error {
-	return s.resume(ctx, func(sandbox string) bool { return sandbox == name })
+// positions: this replica gained its lease. handed says how: its previous owner handed it over
+// cleanly (it shut down, or balanced), after its turn starts under way there were recorded
+// (Release), so a queued turn was started by nobody and runs here; else that owner stopped
+// renewing the lease (it died, or lost the database) and may have started a queued turn's
+// harness without recording it: the queued turns fail, as after a restart.
+func (s *Service) ResumeSandbox(ctx context.Context, name string, handed bool) error {
+	gen := s.released(name)
+	return s.resume(ctx, func(sandbox string) bool { return sandbox == name }, handed, gen)
 }
 
 // Release stops watching the turns of the sandbox name (they run on): another replica holds
-// its lease now and watches them from their saved read positions.
+// its lease now and watches them from their saved read positions. No turn starts there from
+// now on, and Release waits for the starts under way to be recorded (running, or failed), so
+// that a turn still queued after it was started by nobody: the new owner runs it.
 func (s *Service) Release(name string) {
 	s.mu.Lock()
+	s.releases[name]++
 	var n int
 	for _, w := range s.watching {
 		if w.sandbox == name {
@@ -158,10 +166,44 @@ func (s *Service) Release(name string) {
 			n++
 		}
 	}
+	for s.starting[name] > 0 {
+		s.started.Wait()
+	}
 	s.mu.Unlock()
 	if n > 0 {
 		s.log.Info("stopped watching the turns of a sandbox another replica owns now", "sandbox", name, "count", n)
 	}
+}
+
+// released is how many times the sandbox name was released. Read before asking whether this
+// replica owns the sandbox, it lets a turn's start see a release that came in between.
+func (s *Service) released(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.releases[name]
+}
+
+// beginStart counts a turn start under way in sandbox, for Release to wait for; false, and
+// nothing may start, when the sandbox was released since released said gen, or ctx (the
+// turn's watcher's) ended.
+func (s *Service) beginStart(ctx context.Context, sandbox string, gen int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.releases[sandbox] != gen || ctx.Err() != nil {
+		return false
+	}
+	s.starting[sandbox]++
+	return true
+}
+
+// endStart says a start that beginStart counted is recorded.
+func (s *Service) endStart(sandbox string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.starting[sandbox]--; s.starting[sandbox] == 0 {
+		delete(s.starting, sandbox)
+	}
+	s.started.Broadcast()
 }
 
 // announce tells the other replicas that events were appended.

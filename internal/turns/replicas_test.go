@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -87,7 +88,7 @@ func TestTurnMovesBetweenReplicas(t *testing.T) {
 		defer a.mu.Unlock()
 		return len(a.watching) == 0
 	})
-	if err := b.ResumeSandbox(ctx, "box"); err != nil {
+	if err := b.ResumeSandbox(ctx, "box", true); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(gate, nil, 0o644)
@@ -98,4 +99,138 @@ func TestTurnMovesBetweenReplicas(t *testing.T) {
 	if l.appended["a"] == 0 || l.appended["b"] == 0 {
 		t.Errorf("appends announced: %v; want some by each replica", l.appended)
 	}
+}
+
+// TestQueuedTurnOnLeaseMove: a turn queued for a replica that never started it is run by the
+// sandbox's next owner when the lease was handed over (the first released it, as a shutdown or a
+// balancing does), and fails when it was taken from a replica that died (which may have
+// launched its harness unrecorded).
+func TestQueuedTurnOnLeaseMove(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		handed bool
+		want   string
+	}{
+		{"handed over", true, store.TurnDone},
+		{"taken over", false, store.TurnFailed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			f := newFixture(t)
+			l := &lease{owner: "a", appended: map[string]int{}}
+			f.cfg.Replicas = replica{l, "a"}
+			a := f.service(t)
+			f.cfg.Replicas = replica{l, "b"}
+			b := New(f.cfg)
+			defer b.Close()
+
+			se, err := b.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tu, err := b.StartTurn(ctx, ada, "s1", `echo '{"type":"one"}'`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// a had not acted on the notification of it when the lease moved.
+			if c.handed {
+				a.Release("box")
+			}
+			l.set("b")
+			if err := b.ResumeSandbox(ctx, "box", c.handed); err != nil {
+				t.Fatal(err)
+			}
+			got := waitTurn(t, ctx, f.st, tu.ID)
+			if got.State != c.want {
+				t.Fatalf("the queued turn ended %s (%s); want %s", got.State, got.Reason, c.want)
+			}
+			if c.handed {
+				checkEvents(t, ctx, f.st, se.ID, []byte("{\"type\":\"one\"}\n"))
+			}
+		})
+	}
+}
+
+// slowLaunch runs the harness's launch as the sandboxes do, then holds its answer until open
+// is closed: a start under way, its harness launched and not yet recorded.
+type slowLaunch struct {
+	Sandboxes
+	launched chan struct{} // closed once the harness was launched
+	open     chan struct{}
+	once     sync.Once
+}
+
+func (s *slowLaunch) Run(ctx context.Context, sb store.Sandbox, command string, env map[string]string) ([]byte, int, error) {
+	out, code, err := s.Sandboxes.Run(ctx, sb, command, env)
+	if strings.Contains(command, " harness --detach ") {
+		s.once.Do(func() { close(s.launched) })
+		select {
+		case <-s.open:
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		}
+	}
+	return out, code, err
+}
+
+// TestReleaseWaitsForStart: a release while a turn's harness is being launched waits for the
+// start to be recorded, so the sandbox's next owner, handed the lease, watches the turn
+// (running) rather than launch it a second time; every line is recorded once.
+func TestReleaseWaitsForStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	l := &lease{owner: "a", appended: map[string]int{}}
+	slow := &slowLaunch{Sandboxes: f.sbs, launched: make(chan struct{}), open: make(chan struct{})}
+	f.cfg.Sandboxes = slow
+	f.cfg.Replicas = replica{l, "a"}
+	a := f.service(t)
+	f.cfg.Sandboxes = f.sbs
+	f.cfg.Replicas = replica{l, "b"}
+	b := New(f.cfg)
+	defer b.Close()
+
+	se, err := b.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := filepath.Join(t.TempDir(), "gate")
+	tu, err := b.StartTurn(ctx, ada, "s1", gatedPrompt(gate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.TakeTurn(ctx, tu.ID)
+	select {
+	case <-slow.launched:
+	case <-ctx.Done():
+		t.Fatal("a never launched the turn's harness")
+	}
+	released := make(chan struct{})
+	go func() { defer close(released); a.Release("box") }()
+	waitFor(t, ctx, "a to begin releasing the sandbox", func() bool { return a.released("box") == 1 })
+	select {
+	case <-released:
+		t.Fatal("Release returned while a turn's start was under way in the sandbox")
+	default:
+	}
+	close(slow.open)
+	select {
+	case <-released:
+	case <-ctx.Done():
+		t.Fatal("Release did not return once the start was recorded")
+	}
+	if got, _ := f.st.GetTurn(ctx, tu.ID); got.State != store.TurnRunning {
+		t.Fatalf("after the release the turn is %s (%s); want running, as a recorded", got.State, got.Reason)
+	}
+
+	l.set("b")
+	if err := b.ResumeSandbox(ctx, "box", true); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(gate, nil, 0o644)
+	if got := waitTurn(t, ctx, f.st, tu.ID); got.State != store.TurnDone {
+		t.Fatalf("the turn ended %s (%s); want done", got.State, got.Reason)
+	}
+	checkEvents(t, ctx, f.st, se.ID, []byte("{\"type\":\"one\"}\n{\"type\":\"two\"}\n"))
 }

@@ -117,9 +117,14 @@ type Service struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex          // guards watching and closed
+	mu       sync.Mutex          // guards watching, closed, releases and starting
 	closed   bool                // Close was called: no turn starts
 	watching map[string]*watcher // by turn id: the turns with a watcher
+	// releases counts, per sandbox, the Releases of it: a turn start that finds the count
+	// changed since it asked who owns the sandbox starts nothing (the new owner runs it).
+	releases map[string]int
+	starting map[string]int // per sandbox: turn starts under way (launched, not yet recorded)
+	started  *sync.Cond     // on mu: broadcast when a start under way is recorded
 
 	woken notifier // wakes the event streams' feeders after each append
 }
@@ -148,7 +153,10 @@ func New(cfg Config) *Service {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Service{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, watching: map[string]*watcher{}, woken: notifier{chans: map[string]*waiters{}}}
+	s := &Service{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel, watching: map[string]*watcher{},
+		releases: map[string]int{}, starting: map[string]int{}, woken: notifier{chans: map[string]*waiters{}}}
+	s.started = sync.NewCond(&s.mu)
+	return s
 }
 
 // Close stops watching and waits for the watchers to return. Turns keep running in their

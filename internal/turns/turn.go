@@ -57,8 +57,9 @@ func (s *Service) startTurn(ctx context.Context, se store.Session, jobID, turnID
 	if err := checkPrompt(prompt); err != nil {
 		return store.Turn{}, err
 	}
-	// Asked before the turn is stored: gaining the sandbox's lease resumes its turns, and
-	// fails the queued ones.
+	// Asked before the turn is stored: gaining the sandbox's lease from a replica that died
+	// resumes its turns, and fails the queued ones.
+	gen := s.released(se.Sandbox)
 	mine := s.owns(ctx, se.Sandbox)
 	t := store.Turn{ID: turnID, SessionID: se.ID, JobID: jobID, Prompt: prompt, State: store.TurnQueued, CreatedAt: time.Now().UTC()}
 	if err := s.cfg.Store.CreateTurn(ctx, t); err != nil {
@@ -72,7 +73,7 @@ func (s *Service) startTurn(ctx context.Context, se store.Session, jobID, turnID
 		s.cfg.Replicas.Queued(ctx, t.ID)
 		return t, nil
 	}
-	if !s.spawn(t.ID, se.Sandbox, func(ctx context.Context) { s.run(ctx, se, t) }) {
+	if !s.spawn(t.ID, se.Sandbox, func(ctx context.Context) { s.run(ctx, se, t, gen) }) {
 		s.fail(ctx, se, t, "hangar shut down before the turn started")
 		return store.Turn{}, fmt.Errorf("start turn: %w", stream.ErrShuttingDown)
 	}
@@ -368,22 +369,41 @@ func (s *Service) makeTurnDir(ctx context.Context, se store.Session, sb store.Sa
 }
 
 // run takes a queued turn through its life: start the harness, record turn.started, watch
-// the run log until the status file appears, record turn.finished.
-func (s *Service) run(ctx context.Context, se store.Session, t store.Turn) {
+// the run log until the status file appears, record turn.finished. gen is what released said
+// before this replica was found to own the sandbox: a release since then starts nothing.
+func (s *Service) run(ctx context.Context, se store.Session, t store.Turn, gen int) {
+	if !s.beginStart(ctx, se.Sandbox, gen) {
+		// Released (or closed) since: the sandbox's new owner runs the turn, still queued.
+		return
+	}
+	// The start runs to its record under the Service's context, not the watcher's: Release
+	// waits for it rather than cut it short, since a harness launched and not recorded would
+	// be launched again by the new owner.
+	t, sb, ok := s.start(s.ctx, se, t)
+	s.endStart(se.Sandbox)
+	if !ok || ctx.Err() != nil {
+		return // it failed, or was released meanwhile: the new owner watches it from its record
+	}
+	s.watch(ctx, se, sb, t)
+}
+
+// start launches t's harness and records the turn running (and turn.started), or failed;
+// false when it does not run.
+func (s *Service) start(ctx context.Context, se store.Session, t store.Turn) (store.Turn, store.Sandbox, bool) {
 	sb, err := s.sandboxFor(ctx, se)
 	if err != nil {
 		s.fail(ctx, se, t, fmt.Sprintf("sandbox %s: %v", se.Sandbox, err))
-		return
+		return t, sb, false
 	}
 	dir, err := s.makeTurnDir(ctx, se, sb, t)
 	if err != nil {
 		s.fail(ctx, se, t, "start the harness: "+err.Error())
-		return
+		return t, sb, false
 	}
 	pid, start, err := s.launch(ctx, se, sb, dir)
 	if err != nil {
 		s.fail(ctx, se, t, "start the harness: "+err.Error())
-		return
+		return t, sb, false
 	}
 	now := time.Now().UTC()
 	err = s.cfg.Store.UpdateTurn(ctx, store.TurnUpdate{ID: t.ID, State: store.TurnRunning, Dir: dir, ProcessPID: uint32(pid), ProcessStart: start, StartedAt: now})
@@ -391,7 +411,7 @@ func (s *Service) run(ctx context.Context, se store.Session, t store.Turn) {
 		// Cancelled while it started: stop what was started.
 		s.log.Info("turn ended while its harness started", "turn", t.ID, "err", err)
 		s.cfg.Sandboxes.Run(ctx, sb, killCmd(store.Turn{ProcessPID: uint32(pid), ProcessStart: start}), nil)
-		return
+		return t, sb, false
 	}
 	data, _ := json.Marshal(map[string]any{"type": TypeTurnStarted, "turn": t.ID, "agent": se.Agent})
 	if _, err := s.appendEvents(ctx, store.EventAppend{SessionID: se.ID, JobID: t.JobID, TurnID: t.ID, ReadPos: -1,
@@ -405,7 +425,7 @@ func (s *Service) run(ctx context.Context, se store.Session, t store.Turn) {
 			s.log.Warn("cancel turn", "turn", t.ID, "err", err)
 		}
 	}
-	s.watch(ctx, se, sb, t)
+	return t, sb, true
 }
 
 // fail ends a turn that could not run.
@@ -443,11 +463,13 @@ func (s *Service) end(ctx context.Context, t store.Turn, u store.TurnUpdate) err
 // ran), from their saved read positions. A turn still queued never got its harness: it fails.
 // With several replicas, only the turns of the sandboxes this one owns.
 func (s *Service) Resume(ctx context.Context) error {
-	return s.resume(ctx, func(sandbox string) bool { return s.owns(ctx, sandbox) })
+	return s.resume(ctx, func(sandbox string) bool { return s.owns(ctx, sandbox) }, false, 0)
 }
 
-// resume is Resume for the turns whose sandbox passes mine.
-func (s *Service) resume(ctx context.Context, mine func(sandbox string) bool) error {
+// resume is Resume for the turns whose sandbox passes mine. handed says that their previous
+// owner handed them over cleanly, having recorded every start it began (Release): their queued
+// turns were started by nobody, and run here (gen as for run); else those fail.
+func (s *Service) resume(ctx context.Context, mine func(sandbox string) bool, handed bool, gen int) error {
 	ts, err := s.cfg.Store.ListActiveTurns(ctx)
 	if err != nil {
 		return fmt.Errorf("resume turns: %w", err)
@@ -473,6 +495,10 @@ func (s *Service) resume(ctx context.Context, mine func(sandbox string) bool) er
 		watched := s.watching[t.ID] != nil
 		s.mu.Unlock()
 		if watched {
+			continue
+		}
+		if t.State == store.TurnQueued && handed {
+			s.spawn(t.ID, se.Sandbox, func(ctx context.Context) { s.run(ctx, se, t, gen) })
 			continue
 		}
 		if t.State == store.TurnQueued {
