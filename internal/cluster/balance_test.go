@@ -151,3 +151,24 @@ func TestOlderReplicaNotReaped(t *testing.T) {
 		t.Errorf("b gained %v from a live older replica, want nothing", eb.gained)
 	}
 }
+
+// TestUnlistedHolderIsFree: a lease held by a replica that is no longer listed (it left after a
+// peer handed it the lease, or was unlisted as dead) is free at once — to a request and to a
+// round — not after its expiry (a lease time of 503s for its sandbox).
+func TestUnlistedHolderIsFree(t *testing.T) {
+	t.Parallel()
+	_, a, b, _, eb, _ := newPair(t)
+	ctx := context.Background()
+	for _, sb := range []string{"sb-asked", "sb-round"} {
+		if _, err := a.pool.Exec(ctx, `INSERT INTO leases (sandbox, replica, expires_at) VALUES ($1, 'gone', now() + interval '1 hour')`, sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, mine, err := a.Owner(ctx, "sb-asked"); err != nil || !mine {
+		t.Errorf("Owner of a sandbox whose holder is not listed: mine %v, %v; want a's", mine, err)
+	}
+	b.beat(ctx)
+	if len(eb.gained) != 1 || eb.gained[0] != "sb-round" {
+		t.Errorf("b's round gained %v, want [sb-round]", eb.gained)
+	}
+}

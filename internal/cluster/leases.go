@@ -72,7 +72,7 @@ func (c *Cluster) Owner(ctx context.Context, sandbox string) (url string, mine b
 	tag, err := c.pool.Exec(ctx, `UPDATE leases SET expires_at = now() + $3 * interval '1 millisecond'
 		WHERE sandbox = $1 AND replica = $2 AND expires_at >= now()`, sandbox, c.cfg.ID, c.cfg.LeaseTTL.Milliseconds())
 	if err != nil {
-		return "", false, fmt.Errorf("take the lease of sandbox %s: %w", sandbox, err)
+		return "", false, unavailable(ctx, fmt.Errorf("take the lease of sandbox %s: %w", sandbox, err))
 	}
 	if tag.RowsAffected() == 1 {
 		c.gain(ctx, sandbox, Handed)
@@ -82,7 +82,7 @@ func (c *Cluster) Owner(ctx context.Context, sandbox string) (url string, mine b
 	err = c.pool.QueryRow(ctx, `INSERT INTO leases AS l (sandbox, replica, expires_at) VALUES ($1, $2, now() + $3 * interval '1 millisecond')
 		ON CONFLICT (sandbox) DO UPDATE SET replica = EXCLUDED.replica, expires_at = EXCLUDED.expires_at,
 			epoch = l.epoch + CASE WHEN l.replica = EXCLUDED.replica THEN 0 ELSE 1 END
-		WHERE l.replica = EXCLUDED.replica OR l.expires_at < now()
+		WHERE l.replica = EXCLUDED.replica OR l.expires_at < now() OR NOT EXISTS (SELECT 1 FROM replicas r WHERE r.id = l.replica)
 		RETURNING l.replica`, sandbox, c.cfg.ID, c.cfg.LeaseTTL.Milliseconds()).Scan(&owner)
 	if err == nil {
 		c.gain(ctx, sandbox, Taken)
@@ -91,7 +91,9 @@ func (c *Cluster) Owner(ctx context.Context, sandbox string) (url string, mine b
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return "", false, unavailable(ctx, fmt.Errorf("take the lease of sandbox %s: %w", sandbox, err))
 	}
-	// Another replica holds it and it has not expired.
+	// Another replica holds it, is listed, and its lease has not expired. (A lease of a replica
+	// no longer listed — one that left, or was found dead — is free: a replica that was
+	// handed a lease as it left does not keep it for a lease time.)
 	err = c.pool.QueryRow(ctx, `SELECT l.replica, COALESCE(r.url, '') FROM leases l LEFT JOIN replicas r ON r.id = l.replica
 		WHERE l.sandbox = $1`, sandbox).Scan(&owner, &url)
 	if err != nil {

@@ -86,6 +86,12 @@ func (c *Cluster) absent() {
 func (c *Cluster) reap(ctx context.Context) ([]string, error) {
 	var dead []string
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		// A lease of a replica no longer listed (it left, handed a lease by a peer as it did,
+		// or was found dead) is free for the rounds to take now, not at its expiry.
+		if _, err := tx.Exec(ctx, `UPDATE leases SET expires_at = now() - interval '1 millisecond'
+			WHERE expires_at >= now() AND NOT EXISTS (SELECT 1 FROM replicas r WHERE r.id = leases.replica)`); err != nil {
+			return err
+		}
 		// Only a replica that says it holds a presence lock: an older hangar, during an upgrade,
 		// holds none, and reaping it would move its leases back and forth every round (it
 		// lists itself again and takes back expired leases); its leases move when they expire.
