@@ -66,6 +66,10 @@ type Forwarder struct {
 // sandbox, within Wait.
 const retryEvery = 100 * time.Millisecond
 
+// maxMoves bounds how many times an answer that the lease moved starts the wait again: a
+// lease that keeps moving is answered 503 in the end.
+const maxMoves = 5
+
 // retryBodyBytes is the most of a request body kept to send it again to another owner: the
 // process routes' bodies are small (a command, a line of input), and a larger one is sent
 // once.
@@ -117,11 +121,18 @@ func (f *Forwarder) To(w http.ResponseWriter, r *http.Request, p auth.Principal,
 		wait = 3 * time.Second
 	}
 	deadline := clock.Now().Add(wait)
+	moves := 0
 	for {
 		err := f.once(ctx, w, r, target, st, closing)
 		if err == nil || ctx.Err() != nil {
 			st.End(stream.ReasonDone)
 			return
+		}
+		if errors.Is(err, errMoved) && moves < maxMoves {
+			// A live replica answered, after it waited for its handover to end (which waits
+			// for the starts under way there): the wait for the new owner starts again.
+			moves++
+			deadline = clock.Now().Add(wait)
 		}
 		if !again || owner == nil || !unsent(r, err) || !clock.Now().Before(deadline) {
 			fail(w, r, err)

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -371,5 +372,41 @@ func TestRevokedRequestBreaks(t *testing.T) {
 	streams.EndToken(ada.TokenID)
 	if rest, err := io.ReadAll(rd); err == nil || ctx.Err() != nil {
 		t.Errorf("after the revocation the answer ended with %q, %v; want it broken", rest, err)
+	}
+}
+
+// TestMovedAfterLongHandover: an owner that answers that the lease moved only after its
+// handover ended (it waits for the starts under way there, here longer than Wait) starts the
+// wait for the new owner again: the request reaches it rather than failing.
+func TestMovedAfterLongHandover(t *testing.T) {
+	streams := stream.New(stream.Config{})
+	defer streams.Shutdown()
+	clock := quartz.NewMock(t)
+	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		clock.Advance(4 * time.Second).MustWait(r.Context()) // the handover's wait
+		w.Header().Set(MovedHeader, "http://elsewhere")
+		http.Error(w, "not mine", http.StatusServiceUnavailable)
+	}))
+	defer moved.Close()
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "owner answered")
+	}))
+	defer owner.Close()
+	f := &Forwarder{Self: "http://a", Streams: streams, Wait: 3 * time.Second, Clock: clock}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		again := func(context.Context) (string, error) { return owner.URL, nil }
+		f.To(w, r, ada, "box", moved.URL, again, nil, func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, "failed: "+err.Error(), http.StatusServiceUnavailable)
+		}, nil)
+	}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(b) != "owner answered" {
+		t.Errorf("= %d %q, want 200 from the new owner", resp.StatusCode, b)
 	}
 }
