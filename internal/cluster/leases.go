@@ -183,10 +183,11 @@ func (c *Cluster) beat(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(ctx, c.statementBound())
 	defer cancel()
 	if !c.stillPresent(sctx) {
-		// The session that said this replica is alive ended: the peers may have taken its
-		// leases. Stop following all; the renewal below takes back those nobody took.
-		c.log.Warn("this replica's presence in the database was lost (its connection broke): it stops following its sandboxes and takes back those no peer took")
-		c.loseAll()
+		// The session that said this replica is alive ended: a peer that reaches the database
+		// may take its leases at its next round, and the renewal below then finds them lost
+		// (two followers for at most a round, which records nothing twice). With the database
+		// gone for all, nobody can: following goes on until a lease time unrenewed, as below.
+		c.log.Warn("this replica's presence in the database was lost (its connection broke): the renewal says which sandboxes it still holds")
 	}
 	if err := c.heartbeat(sctx); err != nil {
 		c.log.Warn("replica heartbeat", "err", err)
