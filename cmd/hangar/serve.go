@@ -409,15 +409,20 @@ func startTurns(ctx context.Context, cfg config.Config, st store.Store, sandboxe
 	return ts, func() { stopRetention(); <-retained; ts.Close() }, nil
 }
 
-// shutdown ends a serve whose ctx ended: streams end at once, new requests get 503, and the
-// requests in flight have cfg.ShutdownGrace to finish (MCP's exec calls first, so they can
-// send their results, then the HTTP server's). With other replicas, this one's sandboxes are
-// handed to them first. served is the HTTP server's Serve result.
+// shutdown ends a serve whose ctx ended: streams end at once; with other replicas, this one's
+// sandboxes are handed to them; then new requests get 503, and the requests in flight have
+// cfg.ShutdownGrace to finish (MCP's calls first, so they can send their results before the
+// sessions close, then the HTTP server's). served is the HTTP server's Serve result.
 func shutdown(ctx context.Context, cfg config.Config, log *slog.Logger, streams *stream.Registry, rp *replicas,
 	mcpHandler *mcp.Handler, srv *rest.Server, served <-chan error) error {
-	log.Info("shutting down: streams end now, new requests get 503, in-flight ones may finish", "grace", cfg.ShutdownGrace)
+	log.Info("shutting down: streams end now, new requests get 503 once the sandboxes are handed over, in-flight ones may finish", "grace", cfg.ShutdownGrace)
 	streams.Shutdown()
-	rp.handOver() // with other replicas: they follow this one's sandboxes from now on
+	// With other replicas: they follow this one's sandboxes from now on. Meanwhile requests
+	// about them are still taken here and wait for the handover (the cluster's Owner), then go
+	// to the new owner; after it, new ones are refused (forwarded ones marked so that their
+	// replica asks the new owner), as the MCP handler waits for the calls in flight.
+	rp.handOver()
+	srv.Drain()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
 	defer cancel()
 	if err := mcpHandler.Shutdown(sctx); err != nil {

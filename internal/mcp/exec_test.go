@@ -358,6 +358,40 @@ func TestExecShutdownLeavesCommandRunning(t *testing.T) {
 	}
 }
 
+// A 2025-era session's plain exec that is under way when the server shuts down runs to its end
+// and is answered before the session closes: closing it first answered the call with an empty
+// stream (the replicas chaos test saw it as a replica rolled).
+func TestShutdownAnswersPlainExecInFlight(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.sandbox(t, staticSecret, "box", "")
+	c := e.connect(t, staticSecret, eras[0])
+	dir := t.TempDir()
+	pidFile, release := filepath.Join(dir, "pid"), filepath.Join(dir, "release")
+	k := c.start(map[string]any{"sandbox": "box", "command": "echo $$ > " + pidFile + "; while [ ! -e " + release + " ]; do sleep 0.05; done; echo finished"}, false)
+	pidOf(t, pidFile) // the command runs: the call is in flight
+	e.streams.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- e.mcp.Shutdown(ctx) }()
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned (%v) while a call was in flight", err)
+	case <-k.done:
+		t.Fatalf("the call was answered before its command ended: %+v %v", k.res, k.err)
+	case <-time.After(100 * time.Millisecond): // nothing may happen: a bounded look, not a wait for an event
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := structured(t, k.wait(t)); out["stdout"] != "finished\n" || out["exit_code"] != float64(0) {
+		t.Errorf("result = %v, want the command's whole output and exit code 0", out)
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
+
 func TestExecDestroyedSandbox(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.sandbox(t, staticSecret, "box", "")

@@ -321,10 +321,13 @@ func (h *Handler) sinkOf(header http.Header) *sink {
 }
 
 // Shutdown ends the MCP side for a server shutdown: it ends each subscriptions/listen with its
-// final result, waits (until ctx ends) for those results and for the exec calls in flight to
+// final result, waits (until ctx ends) for those results, for the streamed calls in flight to
 // send theirs — the stream registry's Shutdown, called first, makes them finish at once — and
-// then closes every session, which ends the 2025-era GET streams, and waits for the
-// subscriptions to end. Call it before the HTTP server's Shutdown.
+// for every other request of a 2025-era session to be answered (a plain exec runs its command
+// to its end: closing its session first answered it with an empty stream), and then closes
+// every session, which ends the 2025-era GET streams, and waits for the subscriptions to end.
+// Call it after the server's gate closed, so no new call begins, and before the HTTP server's
+// Shutdown.
 func (h *Handler) Shutdown(ctx context.Context) error {
 	h.subs.endListens()
 	var err error
@@ -333,6 +336,22 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	if idle := h.calls.all.idle(); !closed(idle) {
+		select {
+		case <-idle:
+			// Answered; the client reads each answer on the call's own stream while the
+			// session's end reaches it on its GET stream, and one that takes the second first
+			// fails the call (see closeSessions): give it closeGrace to read.
+			timer := h.cfg.Clock.NewTimer(closeGrace, "mcp", "shutdown")
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+			timer.Stop()
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
 	for ss := range h.server.Sessions() {
 		ss.Close()
 	}
@@ -340,6 +359,16 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 		err = werr
 	}
 	return err
+}
+
+// closed reports whether ch is closed (it is never sent on).
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // principal is the caller of a tool: the TokenInfo the SDK passes with the request, else the

@@ -201,6 +201,7 @@ const closeGrace = time.Second
 // calls counts each 2025-era session's requests being served (its POSTs), so that a session
 // is closed only once they are answered.
 type calls struct {
+	all  inflight // every session's requests being served
 	mu   sync.Mutex
 	n    map[string]int             // session id → requests being served
 	zero map[string][]chan struct{} // session id → closed when its count falls to 0
@@ -214,7 +215,9 @@ func (c *calls) begin(id string) func() {
 		c.n, c.zero = map[string]int{}, map[string][]chan struct{}{}
 	}
 	c.n[id]++
+	c.all.add()
 	return func() {
+		c.all.done()
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.n[id]--; c.n[id] > 0 {

@@ -549,16 +549,13 @@ func TestTokensNeedUserScope(t *testing.T) {
 	wantError(t, e.do(t, "DELETE", "/api/tokens/"+id, mcpOnly, ""), http.StatusForbidden, "forbidden")
 }
 
-// TestShutdownRefusalSaysNotOwner: a request that starts after Shutdown gets 503; one another
-// replica forwarded is marked so that replica sends it to the sandbox's new owner instead of
-// passing the 503 on to its client (a rolling update's handover); a client's own is not.
+// TestShutdownRefusalSaysNotOwner: a request that starts after Drain (the start of a shutdown,
+// once the sandboxes are handed over) gets 503; one another replica forwarded is marked so that
+// replica sends it to the sandbox's new owner instead of passing the 503 on to its client (a
+// rolling update's handover); a client's own is not.
 func TestShutdownRefusalSaysNotOwner(t *testing.T) {
 	e := newEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := e.srv.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
+	e.srv.Drain()
 	for _, forwarded := range []bool{false, true} {
 		req := httptest.NewRequest("GET", "/api/sandboxes/box/processes", nil)
 		req.Header.Set("Authorization", "Bearer "+e.admin)

@@ -203,11 +203,11 @@ func (s *Server) Serve(ln net.Listener) error {
 	return err
 }
 
-// Shutdown stops accepting connections, answers 503 to every request that starts from now on
-// (net/http's own Shutdown would drop them unanswered), waits for the requests in flight until
-// ctx ends, and then closes the connections. Long-lived streams must have been ended first.
-// Calling it again waits for the same drain.
-func (s *Server) Shutdown(ctx context.Context) error {
+// Drain stops accepting connections and answers 503 to every request that starts from now on
+// (net/http's own Shutdown would drop them unanswered); the requests in flight go on. Shutdown
+// drains too: call Drain first when something must wait for the requests in flight (the MCP
+// handler's Shutdown) while no new one may begin.
+func (s *Server) Drain() {
 	s.mu.Lock()
 	if !s.draining {
 		s.draining = true
@@ -220,6 +220,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, ln := range lns {
 		ln.Close()
 	}
+}
+
+// Shutdown drains (Drain), waits for the requests in flight until ctx ends, and then closes the
+// connections. Long-lived streams must have been ended first. Calling it again waits for the
+// same drain.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.Drain()
 	select {
 	case <-s.drained:
 	case <-ctx.Done():
