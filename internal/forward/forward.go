@@ -66,8 +66,10 @@ type Forwarder struct {
 // sandbox, within Wait.
 const retryEvery = 100 * time.Millisecond
 
-// maxMoves bounds how many times an answer that the lease moved starts the wait again: a
-// lease that keeps moving is answered 503 in the end.
+// maxMoves bounds how long answers that the lease moved keep the request waiting: each starts
+// the wait again, up to maxMoves waits in all (a leaving replica answers so until its handover
+// ends, which waits for the starts under way there: seconds under load), and a lease that
+// keeps moving is answered 503 in the end.
 const maxMoves = 5
 
 // retryBodyBytes is the most of a request body kept to send it again to another owner: the
@@ -82,8 +84,9 @@ type Owner func(ctx context.Context) (string, error)
 // the replica at target (its bearer token with it: the owner authenticates it again) and copies
 // the answer to w. When target cannot be reached (no byte of an answer came), or answers that
 // it does not own the sandbox (MovedHeader), it asks owner again and forwards to the new owner,
-// or serves r with local when the sandbox is this replica's now, for up to Wait; then, or when
-// the forwarding cannot be held, fail answers instead.
+// or serves r with local when the sandbox is this replica's now, for up to Wait (Wait again
+// after each answer that the sandbox is not the target's, up to 1+maxMoves times Wait in all);
+// then, or when the forwarding cannot be held, fail answers instead.
 //
 // The forwarding is a stream of this replica's, and ends with it (held). A GET stream cut here
 // ends as this replica's own streams do, not as a broken connection: after the owner's last
@@ -121,18 +124,19 @@ func (f *Forwarder) To(w http.ResponseWriter, r *http.Request, p auth.Principal,
 		wait = 3 * time.Second
 	}
 	deadline := clock.Now().Add(wait)
-	moves := 0
+	last := deadline.Add(maxMoves * wait)
 	for {
 		err := f.once(ctx, w, r, target, st, closing)
 		if err == nil || ctx.Err() != nil {
 			st.End(stream.ReasonDone)
 			return
 		}
-		if errors.Is(err, errMoved) && moves < maxMoves {
-			// A live replica answered, after it waited for its handover to end (which waits
-			// for the starts under way there): the wait for the new owner starts again.
-			moves++
-			deadline = clock.Now().Add(wait)
+		if errors.Is(err, errMoved) {
+			// A live replica answered that the sandbox is not its own (any more), or not yet
+			// handed over as it leaves: the wait for the new owner starts again.
+			if deadline = clock.Now().Add(wait); deadline.After(last) {
+				deadline = last
+			}
 		}
 		if !again || owner == nil || !unsent(r, err) || !clock.Now().Before(deadline) {
 			fail(w, r, err)

@@ -410,3 +410,59 @@ func TestMovedAfterLongHandover(t *testing.T) {
 		t.Errorf("= %d %q, want 200 from the new owner", resp.StatusCode, b)
 	}
 }
+
+// TestMovedUntilHandedOver: a leaving replica answers at once that the lease moved, for as
+// long as its handover takes (here 5 s, longer than Wait, as a handover that waits for a turn's
+// start under load): the request keeps waiting, and reaches the new owner once the lease names
+// it. Counting the answers, five in the first half second, failed it.
+func TestMovedUntilHandedOver(t *testing.T) {
+	streams := stream.New(stream.Config{})
+	defer streams.Shutdown()
+	clock := quartz.NewMock(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	retries := clock.Trap().NewTimer("forward", "retry")
+	defer retries.Close()
+	leaving := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(MovedHeader, "shutting down")
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+	}))
+	defer leaving.Close()
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "owner answered")
+	}))
+	defer owner.Close()
+	handed := clock.Now().Add(5 * time.Second)
+	f := &Forwarder{Self: "http://a", Streams: streams, Wait: 3 * time.Second, Clock: clock}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		again := func(context.Context) (string, error) {
+			if clock.Now().Before(handed) {
+				return leaving.URL, nil // still the leaving replica's: its handover goes on
+			}
+			return owner.URL, nil
+		}
+		f.To(w, r, ada, "box", leaving.URL, again, nil, func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, "failed: "+err.Error(), http.StatusServiceUnavailable)
+		}, nil)
+	}))
+	defer srv.Close()
+	go func() { // time passes only between the retries
+		for {
+			call, err := retries.Wait(ctx)
+			if err != nil {
+				return
+			}
+			call.MustRelease(ctx)
+			clock.Advance(retryEvery).MustWait(ctx)
+		}
+	}()
+	resp, err := http.Get(srv.URL + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(b) != "owner answered" {
+		t.Errorf("= %d %q, want 200 from the new owner", resp.StatusCode, b)
+	}
+}
