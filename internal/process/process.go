@@ -550,12 +550,11 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 	if err != nil {
 		return Info{}, err
 	}
-	m.mu.Lock()
-	released := m.releases[sb.Name]
-	m.mu.Unlock()
-	if err := m.owned(ctx, sb.Name); err != nil {
+	released, err := m.ownedToStart(ctx, sb.Name)
+	if err != nil {
 		return Info{}, err
 	}
+	defer m.startEnded(sb.Name)
 	release, err := m.admit(ctx, p)
 	if err != nil {
 		return Info{}, err
@@ -570,15 +569,10 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 	}
 	m.mu.Lock()
 	m.startingIDs[id] = true
-	m.startingIn[sb.Name]++
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
 		delete(m.startingIDs, id)
-		if m.startingIn[sb.Name]--; m.startingIn[sb.Name] <= 0 {
-			delete(m.startingIn, sb.Name)
-		}
-		m.startDone.Broadcast()
 		m.mu.Unlock()
 	}()
 	if pr.cwd == "" {

@@ -48,6 +48,40 @@ func (m *Manager) owned(ctx context.Context, sandbox string) error {
 	return nil
 }
 
+// ownedToStart checks that this Manager follows the processes of sandbox, as owned, and counts
+// a start under way there (startEnded ends it), for Release to wait for. It returns how many
+// times the sandbox was released so far: a Release that comes during the start (and waits for
+// it) changes that. One that came between the check and the count did not wait, and the new
+// owner may have adopted the sandbox's processes already, before this one's record existed: it
+// asks again, and the answer is now where they are.
+func (m *Manager) ownedToStart(ctx context.Context, sandbox string) (uint64, error) {
+	for {
+		m.mu.Lock()
+		released := m.releases[sandbox]
+		m.mu.Unlock()
+		if err := m.owned(ctx, sandbox); err != nil {
+			return 0, err
+		}
+		m.mu.Lock()
+		if m.releases[sandbox] == released {
+			m.startingIn[sandbox]++
+			m.mu.Unlock()
+			return released, nil
+		}
+		m.mu.Unlock()
+	}
+}
+
+// startEnded ends a start that ownedToStart counted.
+func (m *Manager) startEnded(sandbox string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.startingIn[sandbox]--; m.startingIn[sandbox] <= 0 {
+		delete(m.startingIn, sandbox)
+	}
+	m.startDone.Broadcast()
+}
+
 // Elsewhere says where the processes of the sandbox ref (as p sees it) are followed: "" when
 // here, else the URL of the replica that follows them. A transport forwards the request there.
 func (m *Manager) Elsewhere(ctx context.Context, p auth.Principal, ref string) (string, error) {

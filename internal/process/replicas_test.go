@@ -226,31 +226,31 @@ func TestReleaseThenAdoptEnded(t *testing.T) {
 	}
 }
 
-// TestReleaseDuringStart: a sandbox released (handed to another replica) while a Start in it is
-// under way — past its ownership check — is not followed here afterwards: the start lets go of
-// its process, leaving its record running for the new owner to adopt.
-func TestReleaseDuringStart(t *testing.T) {
+// TestReleaseAfterOwnershipCheck: a sandbox released (handed to another replica) just after a
+// Start in it passed its ownership check, before the start counted itself under way, starts
+// nothing here: the new owner may have adopted the sandbox's processes already, and a record
+// written after that would be followed by nobody. The start asks again, and says where.
+func TestReleaseAfterOwnershipCheck(t *testing.T) {
 	own := &owners{elsewhere: map[string]string{}}
 	h := newHarness(t, Config{Owners: own})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	var once sync.Once
-	own.asked = func(sb string) { once.Do(func() { h.m.Release(sb) }) }
-	info, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "cat"})
-	if err != nil {
-		t.Fatal(err)
+	own.asked = func(sb string) {
+		once.Do(func() {
+			h.m.Release(sb)
+			own.set(sb, "http://b:8080")
+		})
 	}
-	h.m.mu.Lock()
-	_, followed := h.m.procs[info.ID]
-	h.m.mu.Unlock()
-	if followed {
-		t.Error("a process started while its sandbox was released is followed here")
+	var e *ElsewhereError
+	if _, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "cat"}); !errors.As(err, &e) || e.URL != "http://b:8080" {
+		t.Fatalf("Start = %v, want an ElsewhereError naming the new owner", err)
 	}
 	recs, err := h.st.ListRunningProcesses(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 1 || recs[0].ID != info.ID {
-		t.Errorf("running records %v, want the process's, for the new owner to adopt", recs)
+	if len(recs) != 0 {
+		t.Errorf("running records %v, want none: nothing was started", recs)
 	}
 }

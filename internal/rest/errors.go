@@ -10,6 +10,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/forward"
 	"github.com/hangar-dev/hangar/internal/problem"
+	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
@@ -83,6 +84,12 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// handed over): the replica that forwarded it asks the new owner, rather than pass a
 		// 503 on. Only a read: anything else may have done part of its work.
 		w.Header().Set(forward.MovedHeader, "shutting down")
+	}
+	var elsewhere *process.ElsewhereError
+	if forward.Forwarded(r) && errors.As(err, &elsewhere) {
+		// The sandbox was handed over after the replica that forwarded the request asked where
+		// it was (nothing was done here): it asks again.
+		w.Header().Set(forward.MovedHeader, elsewhere.URL)
 	}
 	e := a.classify(r, err)
 	if e.RetryAfter > 0 {
