@@ -280,7 +280,7 @@ func (c *Cluster) renew(ctx context.Context) error {
 		}
 	}
 	for _, sb := range mine {
-		if _, known := c.held[sb]; !known && c.handing[sb] == nil {
+		if _, known := c.held[sb]; !known && c.handing[sb] == nil && !c.leaving {
 			handed = append(handed, sb)
 		}
 	}
