@@ -99,7 +99,7 @@ func (t *tally) count(phase string, match func(status string) bool) int {
 func is5xx(st string) bool { c, err := strconv.Atoi(st); return err == nil && c >= 500 }
 
 // client makes requests as the load does, through the proxy (or straight to a replica, for
-// the probes), counting each answer in its tally under the phase it started in.
+// the probes), counting each answer in its tally under the phase it came in.
 type client struct {
 	base  string
 	token string
@@ -111,7 +111,6 @@ type client struct {
 // do sends one request; a non-2xx answer's body is read and closed, and returned as an error
 // with the status.
 func (c *client) do(ctx context.Context, kind, method, path, body string, header ...string) (*http.Response, error) {
-	phase := c.ph.get()
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, strings.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -124,6 +123,9 @@ func (c *client) do(ctx context.Context, kind, method, path, body string, header
 		req.Header.Set(header[i], header[i+1])
 	}
 	resp, err := c.hc.Do(req)
+	// The phase of the answer, not of the request: one sent in the rolling restart and broken
+	// by the crash that followed is the crash's.
+	phase := c.ph.get()
 	if err != nil {
 		if ctx.Err() == nil {
 			c.tl.add(phase, "error", kind)

@@ -32,9 +32,14 @@ import (
 	"github.com/hangar-dev/hangar/scripts/bench/benchkit"
 )
 
-// takeoverBound is issue 28's: a peer answers for a killed replica's sandboxes, and a replica
-// that gets SIGTERM has handed its sandboxes over, within it.
+// takeoverBound is issue 28's: a peer answers for a killed replica's sandboxes within it.
 const takeoverBound = 3 * time.Second
+
+// handoverBound: a replica that gets SIGTERM has handed its sandboxes over within it. A
+// handover waits for the process and turn starts under way in the sandbox (3.6 s once at a load
+// of 30 on 2 cores), and requests about the sandbox wait for it meanwhile (up to 18 s: the
+// rolling restart's 5xx count says whether they did); the figures give the times measured.
+const handoverBound = 10 * time.Second
 
 // runTimeout bounds the whole run; each wait inside it has a bound of its own.
 const runTimeout = 4 * time.Minute

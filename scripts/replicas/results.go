@@ -261,14 +261,14 @@ func check(ctx context.Context, l *load, fixture []string, res *results) []strin
 		failf("%d streams broke during the rolling restart without their last event (close, end or result), want 0: %v", n, res.Broken[phaseRoll])
 	}
 
-	// Hand-over at SIGTERM and take-over after SIGKILL, within takeoverBound.
+	// Hand-over at SIGTERM within handoverBound, take-over after SIGKILL within takeoverBound.
 	var hs []float64
 	for _, h := range res.Handovers {
 		for _, sb := range h.Sandboxes {
 			s := h.Seconds[sb]
 			hs = append(hs, s)
-			if s < 0 || s > takeoverBound.Seconds() {
-				failf("SIGTERM to replica %s: sandbox %s had no live owner %s later (%s)", h.Replica, sb, takeoverBound, secondsText(s, handoverWait.String()+" after the exit"))
+			if s < 0 || s > handoverBound.Seconds() {
+				failf("SIGTERM to replica %s: sandbox %s had no live owner %s later (%s)", h.Replica, sb, handoverBound, secondsText(s, handoverWait.String()+" after the exit"))
 			}
 		}
 	}
@@ -346,7 +346,7 @@ func figuresTable(res *results) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Measured %s (hangar %s, %d cores, load %.1f → %.1f, %.0f s):\n\n", res.Date, res.Machine.HangarCommit, res.Machine.Cores, res.LoadBefore, res.LoadAfter, res.DurationSeconds)
 	b.WriteString("| Figure | Measured | Target |\n|---|---|---|\n")
-	fmt.Fprintf(&b, "| Hand-over after SIGTERM (a live peer holds the lease), p50 / max | %s | ≤ 3 s |\n", pair(f.HandoverP50, f.HandoverMax, handoverWait.String()+" after the exit"))
+	fmt.Fprintf(&b, "| Hand-over after SIGTERM (a live peer holds the lease), p50 / max | %s | ≤ 10 s (requests wait for it) |\n", pair(f.HandoverP50, f.HandoverMax, handoverWait.String()+" after the exit"))
 	fmt.Fprintf(&b, "| From SIGTERM to the replica's exit, max | %.2f s | within the grace (30 s) |\n", f.ExitMax)
 	fmt.Fprintf(&b, "| Take-over after SIGKILL (a peer answers for the sandbox), p50 / max | %s | ≤ 3 s |\n", pair(f.TakeoverP50, f.TakeoverMax, takeoverWait.String()))
 	fmt.Fprintf(&b, "| 5xx answers: warm-up / rolling restart / crash / drain | %d / %d / %d / %d | 0 / 0 / reported / 0 |\n", f.FiveXX[phaseWarmup], f.FiveXX[phaseRoll], f.FiveXX[phaseKill], f.FiveXX[phaseDrain])
