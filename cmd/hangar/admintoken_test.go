@@ -71,3 +71,35 @@ func TestFirstTokenShownOnATerminal(t *testing.T) {
 		t.Errorf("the terminal was not shown the token: %q", shown)
 	}
 }
+
+// TestFirstTokenNotMadeWhenItCannotBeKept: when <data dir>/admin-token cannot be made (here, a
+// file is there already), the start fails with a sentence, no token is made (the next start
+// tries again), and nothing is printed: the token never reaches a log as its only copy.
+func TestFirstTokenNotMadeWhenItCannotBeKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := sqlite.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	authn, err := auth.New(ctx, auth.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, adminTokenFile), []byte("someone else's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	err = bootstrapAdmin(ctx, authn, dir, &log)
+	if err == nil || !strings.Contains(err.Error(), "already exists; move it away") {
+		t.Errorf("bootstrapAdmin = %v, want an error saying the file is in the way", err)
+	}
+	if log.Len() > 0 {
+		t.Errorf("printed %q, want nothing", log.String())
+	}
+	if needed, err := authn.NeedsBootstrap(ctx); err != nil || !needed {
+		t.Errorf("NeedsBootstrap after = %v, %v; want true: no token was made", needed, err)
+	}
+}

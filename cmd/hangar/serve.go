@@ -506,12 +506,13 @@ func loadSecret(cfg config.Config) ([]byte, error) {
 
 // bootstrapAdmin makes the first admin token on a store that never had a token, when the tokens
 // file names no admin, and writes it to <data dir>/admin-token, readable by its owner only. The
-// token itself is printed only to a terminal: a server's standard output is usually a log
-// (Cloud Logging, journald) that many can read and that keeps it. Elsewhere stdout says where
-// the file is and how to read it (`hangar admin-token`, for an image with no shell).
+// file is made first: one that cannot be made fails the start with no token made, so the next
+// start tries again. The token itself is printed only to a terminal: a server's standard
+// output is usually a log (Cloud Logging, journald) that many can read and that keeps it.
+// Elsewhere stdout says where the file is and how to read it (`hangar admin-token`, for an
+// image with no shell).
 func bootstrapAdmin(ctx context.Context, authn *auth.Authenticator, dataDir string, stdout io.Writer) error {
-	secret, created, err := authn.Bootstrap(ctx)
-	if err != nil || !created {
+	if needed, err := authn.NeedsBootstrap(ctx); err != nil || !needed {
 		return err
 	}
 	path := filepath.Join(dataDir, adminTokenFile)
@@ -521,13 +522,20 @@ func bootstrapAdmin(ctx context.Context, authn *auth.Authenticator, dataDir stri
 	// O_EXCL: never overwrite a file someone else put there.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, os.ErrExist) {
-		err = fmt.Errorf("%s already exists; move it away to keep the new admin token there", path)
+		return fmt.Errorf("make the first admin token: %s already exists; move it away to keep the new admin token there", path)
 	}
-	if err == nil {
-		_, err = fmt.Fprintln(f, secret)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
+	if err != nil {
+		return fmt.Errorf("make the first admin token: %w", err)
+	}
+	secret, created, err := authn.Bootstrap(ctx)
+	if err != nil || !created { // another replica made it meanwhile
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	_, err = fmt.Fprintln(f, secret)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	switch {
 	case isTerminal(stdout):
@@ -536,13 +544,10 @@ func bootstrapAdmin(ctx context.Context, authn *auth.Authenticator, dataDir stri
 		host, _ := os.Hostname()
 		fmt.Fprintf(stdout, "hangar: first start, so an admin token was made; it is in %s on %s, and nowhere else: read it there with `hangar admin-token` "+
 			"(on Kubernetes: kubectl exec %s -- hangar admin-token)\n", path, host, host)
-	default:
-		// Not kept: printed as the only copy there is (the store keeps its hash only, and makes
-		// no other first token).
-		fmt.Fprintf(stdout, "hangar: first start, so here is the admin token, shown because %s could not be written:\n\n    %s\n\n", path, secret)
 	}
 	if err != nil {
-		return fmt.Errorf("write admin token file: %w", err)
+		// Not kept, and not printed to a log: name an admin in the tokens file to get in.
+		return fmt.Errorf("write the first admin token to %s: %w; it is lost: name an admin in the tokens file (HANGAR_TOKENS_FILE, docs/tokens.md) to get in", path, err)
 	}
 	return nil
 }

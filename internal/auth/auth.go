@@ -612,17 +612,23 @@ func (a *Authenticator) revokeConsented(ctx context.Context, t store.Token) ([]s
 	return ended, nil
 }
 
+// NeedsBootstrap says whether Bootstrap would make the first admin token: the tokens file names
+// no admin and the store never had a token.
+func (a *Authenticator) NeedsBootstrap(ctx context.Context) (bool, error) {
+	for _, p := range a.static.all(a.now()) {
+		if p.IsAdmin() {
+			return false, nil
+		}
+	}
+	n, err := a.store.CountTokens(ctx)
+	return err == nil && n == 0, err
+}
+
 // Bootstrap makes the first admin token when the store has never held one and the tokens file
 // names no admin (the operator has one already), and returns its secret; created is false (and
 // the secret empty) otherwise.
 func (a *Authenticator) Bootstrap(ctx context.Context) (secret string, created bool, err error) {
-	for _, p := range a.static.all(a.now()) {
-		if p.IsAdmin() {
-			return "", false, nil
-		}
-	}
-	n, err := a.store.CountTokens(ctx)
-	if err != nil || n > 0 {
+	if needed, err := a.NeedsBootstrap(ctx); err != nil || !needed {
 		return "", false, err
 	}
 	c, err := a.CreateToken(ctx, Principal{User: AdminUser, Scopes: []Scope{ScopeAdmin}},
