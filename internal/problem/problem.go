@@ -141,7 +141,12 @@ var table = []entry{
 	{match: is(process.ErrNeedsDaemon), code: CodeConflict, message: "This needs the sandbox's daemon, which it does not have."},
 	{match: is(process.ErrInvalid), code: CodeBadRequest, message: "The process request is not valid."},
 	{match: as[*process.ElsewhereError](), say: func(err error) *Problem {
-		return &Problem{Code: CodeUnavailable, Message: sentence(err.Error()), RetryAfter: time.Second}
+		// Where the other replica is reached stays in the log: it is an address inside the
+		// deployment, not the client's to know.
+		var e *process.ElsewhereError
+		errors.As(err, &e)
+		return &Problem{Code: CodeUnavailable, Message: fmt.Sprintf("The processes of sandbox %s are followed by another hangar replica just now; try again in a moment.", e.Sandbox),
+			RetryAfter: time.Second}
 	}},
 	{match: is(turns.ErrNotFound), code: CodeNotFound, message: "There is no such session, turn or job, or it is not yours."},
 	{match: is(turns.ErrConflict), code: CodeConflict, message: "That conflicts with the session's state: a turn is running, or the name is taken."},

@@ -89,7 +89,7 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if forward.Forwarded(r) && errors.As(err, &elsewhere) {
 		// The sandbox was handed over after the replica that forwarded the request asked where
 		// it was (nothing was done here): it asks again.
-		w.Header().Set(forward.MovedHeader, elsewhere.URL)
+		w.Header().Set(forward.MovedHeader, "moved")
 	}
 	e := a.classify(r, err)
 	if e.RetryAfter > 0 {

@@ -38,7 +38,7 @@ func (a *api) toOwner(next http.Handler) http.Handler {
 			if owner != "" {
 				// The lease moved while the request was on its way: the replica that sent it
 				// asks again, rather than this one forwarding it on (no loops).
-				w.Header().Set(forward.MovedHeader, owner)
+				w.Header().Set(forward.MovedHeader, "moved")
 				a.writeError(w, r, &process.ElsewhereError{Sandbox: ref, URL: owner})
 				return
 			}
