@@ -20,7 +20,7 @@ import (
 
 // load is the replicas' leases as a round sees them.
 type load struct {
-	live  map[string]int // live replicas (listed, seen within a lease time) → unexpired leases held
+	live  map[string]int // live replicas (listed, seen within a lease time, not leaving) → unexpired leases held
 	total int            // leases
 	free  int            // expired (released, of a dead replica, or not renewed)
 	stale int            // expired for more than two rounds
@@ -31,7 +31,7 @@ func (c *Cluster) loads(ctx context.Context) (load, error) {
 	l := load{live: map[string]int{c.cfg.ID: 0}}
 	rows, err := c.pool.Query(ctx, `SELECT r.id, count(l.sandbox) FROM replicas r
 		LEFT JOIN leases l ON l.replica = r.id AND l.expires_at >= now()
-		WHERE r.seen_at > now() - $2 * interval '1 millisecond' OR r.id = $1 GROUP BY r.id`, c.cfg.ID, c.cfg.LeaseTTL.Milliseconds())
+		WHERE (r.seen_at > now() - $2 * interval '1 millisecond' AND NOT r.leaving) OR r.id = $1 GROUP BY r.id`, c.cfg.ID, c.cfg.LeaseTTL.Milliseconds())
 	if err != nil {
 		return l, err
 	}

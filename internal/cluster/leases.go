@@ -116,13 +116,20 @@ var ErrLeaving = errors.New("this hangar replica is shutting down; its sandboxes
 // hands their leases over (cancel Run's context once that is done).
 func (c *Cluster) Leave() []string {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.leaving = true
 	var held []string
 	for sb := range c.held {
 		held = append(held, sb)
 	}
 	clear(c.held)
+	c.mu.Unlock()
+	// Said in the table, so that no peer hands it a lease meanwhile (one balancing, or one
+	// leaving at the same time, as a rollout with several pods at once does).
+	ctx, cancel := context.WithTimeout(context.Background(), c.statementBound())
+	defer cancel()
+	if _, err := c.pool.Exec(ctx, `UPDATE replicas SET leaving = true WHERE id = $1`, c.cfg.ID); err != nil {
+		c.log.Warn("say this replica is leaving", "err", err)
+	}
 	return held
 }
 

@@ -148,6 +148,31 @@ func TestLeaveHandsLeasesOver(t *testing.T) {
 	}
 }
 
+// TestLeavingPeerGetsNoLease: two replicas that leave at once (a rollout replacing several
+// pods) do not hand each other their leases: the one leaving second finds the first marked
+// leaving and hands its lease to a replica that stays, though the first holds fewer.
+func TestLeavingPeerGetsNoLease(t *testing.T) {
+	t.Parallel()
+	db, a, b, _, _, _ := newPair(t)
+	c, ec := newReplica(t, db, "c")
+	ctx := context.Background()
+	for _, sb := range []string{"sb1", "sb2"} {
+		if _, mine, _ := c.Owner(ctx, sb); !mine {
+			t.Fatalf("c does not own free %s", sb)
+		}
+	}
+	if _, mine, _ := a.Owner(ctx, "sb3"); !mine {
+		t.Fatal("a does not own free sb3")
+	}
+	b.Leave() // holds nothing: the least loaded, were it not leaving
+	a.Leave()
+	a.leave()
+	c.beat(ctx)
+	if len(ec.gained) != 3 || ec.gained[2] != "sb3" || ec.how[2] != Handed {
+		t.Errorf("c gained %v %v; want sb3 handed to it, not to b, which was leaving", ec.gained, ec.how)
+	}
+}
+
 // TestLeaveAloneReleases: the last replica to leave releases its leases, and the next one to
 // start takes them in its first round, unasked.
 func TestLeaveAloneReleases(t *testing.T) {
