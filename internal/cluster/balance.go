@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -86,17 +85,21 @@ func (c *Cluster) balance(ctx context.Context, l load) error {
 	if !ok || l.live[c.cfg.ID]-l.live[peer] < 2 {
 		return nil
 	}
+	// The lease held longest: one just handed here (a peer left, or balanced) is not handed on
+	// at once, which under load made one sandbox move every few rounds, its followers and
+	// turn watchers restarting each time.
 	c.mu.Lock()
-	var mine []string
-	for sb := range c.held {
-		mine = append(mine, sb)
+	oldest, first := "", uint64(0)
+	for sb, gen := range c.held {
+		if oldest == "" || gen < first || (gen == first && sb < oldest) {
+			oldest, first = sb, gen
+		}
 	}
 	c.mu.Unlock()
-	if len(mine) == 0 {
+	if oldest == "" {
 		return nil
 	}
-	slices.Sort(mine)
-	if err := c.handOver(ctx, mine[0], peer); err != nil {
+	if err := c.handOver(ctx, oldest, peer); err != nil {
 		return err
 	}
 	c.Publish(ctx, topicReleased, peer)

@@ -172,3 +172,21 @@ func TestUnlistedHolderIsFree(t *testing.T) {
 		t.Errorf("b's round gained %v, want [sb-round]", eb.gained)
 	}
 }
+
+// TestBalanceHandsTheOldestLease: a replica that balances hands on the lease it has held
+// longest, not one it was just handed — under load, handing on the first by name made one
+// sandbox move every few rounds, its followers and turn watchers restarting each time.
+func TestBalanceHandsTheOldestLease(t *testing.T) {
+	t.Parallel()
+	_, a, b, _, eb, _ := newPair(t)
+	ctx := context.Background()
+	for _, sb := range []string{"sb2", "sb1"} { // sb1 gained last
+		if _, mine, _ := a.Owner(ctx, sb); !mine {
+			t.Fatalf("a does not own free %s", sb)
+		}
+	}
+	rounds(ctx, 1, a, b)
+	if len(eb.gained) != 1 || eb.gained[0] != "sb2" {
+		t.Errorf("b was handed %v; want [sb2], the lease a held longest", eb.gained)
+	}
+}
