@@ -388,10 +388,7 @@ func TestMovedAfterLongHandover(t *testing.T) {
 		http.Error(w, "not mine", http.StatusServiceUnavailable)
 	}))
 	defer moved.Close()
-	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "owner answered")
-	}))
-	defer owner.Close()
+	owner := newOwner(t)
 	f := &Forwarder{Self: "http://a", Streams: streams, Wait: 3 * time.Second, Clock: clock}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		again := func(context.Context) (string, error) { return owner.URL, nil }
@@ -400,15 +397,7 @@ func TestMovedAfterLongHandover(t *testing.T) {
 		}, nil)
 	}))
 	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || string(b) != "owner answered" {
-		t.Errorf("= %d %q, want 200 from the new owner", resp.StatusCode, b)
-	}
+	wantOwnersAnswer(t, srv.URL)
 }
 
 // TestMovedUntilHandedOver: a leaving replica answers at once that the lease moved, for as
@@ -428,10 +417,7 @@ func TestMovedUntilHandedOver(t *testing.T) {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
 	}))
 	defer leaving.Close()
-	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "owner answered")
-	}))
-	defer owner.Close()
+	owner := newOwner(t)
 	handed := clock.Now().Add(5 * time.Second)
 	f := &Forwarder{Self: "http://a", Streams: streams, Wait: 3 * time.Second, Clock: clock}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -456,7 +442,23 @@ func TestMovedUntilHandedOver(t *testing.T) {
 			clock.Advance(retryEvery).MustWait(ctx)
 		}
 	}()
-	resp, err := http.Get(srv.URL + "/x")
+	wantOwnersAnswer(t, srv.URL)
+}
+
+// newOwner is the sandbox's new owner: it answers "owner answered".
+func newOwner(t *testing.T) *httptest.Server {
+	t.Helper()
+	owner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "owner answered")
+	}))
+	t.Cleanup(owner.Close)
+	return owner
+}
+
+// wantOwnersAnswer asks url and wants the new owner's answer.
+func wantOwnersAnswer(t *testing.T, url string) {
+	t.Helper()
+	resp, err := http.Get(url + "/x")
 	if err != nil {
 		t.Fatal(err)
 	}
