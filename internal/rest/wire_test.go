@@ -19,7 +19,7 @@ const wireTimeout = 60 * time.Second
 // (both come from internal/wire).
 func TestOneShapePerEntity(t *testing.T) {
 	e := newEnv(t, func(e *env) { e.withMCP = true })
-	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
+	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user", "mcp"]}`)
 	e.sandbox(t, ada, "box", "")
 	s := e.mcpSession(t, ada)
 	if r := e.do(t, "POST", "/api/sessions", ada, `{"name": "s1", "sandbox": "box", "agent": "command", "env": {"K": "v"}}`); r.status != http.StatusCreated {
