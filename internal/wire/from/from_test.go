@@ -7,9 +7,11 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/hangar-dev/hangar/internal/fleet"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/turns"
 	"github.com/hangar-dev/hangar/internal/watch"
+	"github.com/hangar-dev/hangar/internal/wire"
 	"github.com/hangar-dev/hangar/internal/wire/from"
 )
 
@@ -78,7 +80,7 @@ func TestEventsNext(t *testing.T) {
 }
 
 // TestStreamedShapesMatch: the domain still writes the JSON of what it streams (a session's
-// events, a watch's changes, a process's end event); each is the shape wire gives the same
+// events, a watch's changes, a process's end event, the fleet); each is the shape wire gives the same
 // value in an answer, so a client reads one shape whether it read a page or a stream.
 func TestStreamedShapesMatch(t *testing.T) {
 	t.Parallel()
@@ -94,6 +96,7 @@ func TestStreamedShapesMatch(t *testing.T) {
 			from.Process(process.Info{ID: "p_1", Sandbox: "box", State: process.StateRunning, StartedAt: at, Daemon: true, OutputEnd: 9})},
 		{"ended process", process.Info{ID: "p_1", State: process.StateExited, ExitCode: &code, StartedAt: at, EndedAt: at.Add(time.Second)},
 			from.Process(process.Info{ID: "p_1", State: process.StateExited, ExitCode: &code, StartedAt: at, EndedAt: at.Add(time.Second)})},
+		{"fleet time", fleet.Stamp(at), wire.Time(at)},
 	} {
 		var d, w any
 		json.Unmarshal([]byte(jsonOf(t, c.domain)), &d)
