@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/wire"
 	"github.com/spf13/cobra"
 )
 
@@ -44,14 +45,10 @@ resumed after the last change seen.`,
 					fmt.Fprintf(a.cfg.Stdout, "%s\n", ev.Data)
 					return nil
 				}
-				var ch struct {
-					TS   string `json:"ts"`
-					Name string `json:"name"`
-					Type string `json:"type"`
-				}
+				var ch wire.Change
 				json.Unmarshal(ev.Data, &ch)
-				ts := ch.TS
-				if t, err := time.Parse(time.RFC3339, ch.TS); err == nil {
+				ts := ""
+				if t := time.Time(ch.TS); !t.IsZero() {
 					ts = t.Local().Format("15:04:05.000")
 				}
 				fmt.Fprintf(a.cfg.Stdout, "%s  %-6s  %s\n", ts, paint(col, watchColour[ch.Type], ch.Type), ch.Name)

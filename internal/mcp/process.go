@@ -16,6 +16,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/wire/from"
 )
 
 // processArgs are the process tool's arguments; which ones apply depends on the action.
@@ -97,16 +98,13 @@ func (h *Handler) process(ctx context.Context, req *mcp.CallToolRequest, in proc
 		if err != nil {
 			return nil, nil, classify(h.log, op, err)
 		}
-		return nil, info, nil
+		return nil, from.Process(info), nil
 	case "list":
 		ps, err := h.cfg.Processes.List(ctx, p, ref)
 		if err != nil {
 			return nil, nil, classify(h.log, op, err)
 		}
-		if ps == nil {
-			ps = []process.Info{}
-		}
-		return nil, map[string]any{"processes": ps}, nil
+		return nil, map[string]any{"processes": from.Processes(ps)}, nil
 	case "attach":
 		out, err := h.attach(ctx, req, p, ref, in)
 		if err != nil {
@@ -133,7 +131,7 @@ func (h *Handler) process(ctx context.Context, req *mcp.CallToolRequest, in proc
 		if err != nil {
 			return nil, nil, classify(h.log, op, err)
 		}
-		return nil, info, nil
+		return nil, from.Process(info), nil
 	case "":
 		return nil, nil, errorf("Say what to do (the action argument): start, attach, input, kill or list.")
 	default:

@@ -15,6 +15,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/watch"
+	"github.com/hangar-dev/hangar/internal/wire/from"
 )
 
 // The watch resource: hangar://sandboxes/<sandbox>/watch?path=<dir>[&recursive=true]. While at
@@ -96,15 +97,6 @@ func (h *Handler) addWatchResource() {
 	h.server.AddReceivingMiddleware(readsOf(h.readWatch, "hangar://sandboxes/"))
 }
 
-// watchPage is a read's answer. Watching is false when no one watches the directory (nothing
-// to read: subscribe first); Gap says which changes after since are no longer kept.
-type watchPage struct {
-	Events   []watch.Event `json:"events"`
-	Next     int64         `json:"next"`
-	Gap      *watch.Gap    `json:"gap,omitempty"`
-	Watching bool          `json:"watching"`
-}
-
 func (h *Handler) readWatch(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
 	p, ok := callerOf(ctx, req.Extra)
@@ -119,10 +111,7 @@ func (h *Handler) readWatch(ctx context.Context, req *mcp.ReadResourceRequest) (
 	if err != nil {
 		return nil, h.resourceError(uri, "read "+uri, err)
 	}
-	if evs == nil {
-		evs = []watch.Event{}
-	}
-	data, err := json.Marshal(watchPage{Events: evs, Next: next, Gap: gap, Watching: watching})
+	data, err := json.Marshal(from.Changes(evs, next, gap, watching))
 	if err != nil {
 		return nil, h.resourceError(uri, "read "+uri, err)
 	}
