@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -129,32 +128,14 @@ func (h *Handler) Sessions(tokenID string) int {
 // sessions of those that are not (revoked, expired, deleted): their GET streams end with them.
 // It returns when ctx ends.
 func (h *Handler) Run(ctx context.Context) {
-	t := h.cfg.Clock.NewTicker(h.cfg.Recheck, "mcp", "recheck")
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			h.recheck(ctx)
-		}
-	}
+	rechecks := auth.Rechecks{Every: h.cfg.Recheck, Check: h.cfg.Check, Clock: h.cfg.Clock,
+		Tags: []string{"mcp", "recheck"}, Logger: h.log}
+	rechecks.Run(ctx, h.sessions.tokens, h.revoked)
 }
 
-// recheck checks each token holding sessions once.
-func (h *Handler) recheck(ctx context.Context) {
-	for _, p := range h.sessions.tokens() {
-		err := h.cfg.Check(ctx, p)
-		if err == nil {
-			continue
-		}
-		if !errors.Is(err, auth.ErrRevoked) && !errors.Is(err, auth.ErrExpired) && !errors.Is(err, auth.ErrUnknownToken) {
-			// The store did not answer: that says nothing about the token.
-			h.log.Warn("recheck mcp session token", "token", p.TokenID, "err", err)
-			continue
-		}
-		h.closeSessions(ctx, h.sessions.drop(p.TokenID))
-	}
+// revoked closes the sessions of a token a recheck found dead.
+func (h *Handler) revoked(ctx context.Context, tokenID string) {
+	h.closeSessions(ctx, h.sessions.drop(tokenID))
 }
 
 // closeWait bounds how long closing a revoked token's session waits for its calls in flight.
