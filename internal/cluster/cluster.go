@@ -8,7 +8,6 @@ package cluster
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/coder/quartz"
+	"github.com/hangar-dev/hangar/internal/ids"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,7 +106,7 @@ func New(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, errors.New("cluster: the database URL and the advertised URL are required")
 	}
 	if cfg.ID == "" {
-		cfg.ID = "r_" + strings.ToLower(rand.Text()[:12])
+		cfg.ID = ids.New("r_", 12)
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 15 * time.Second
