@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/serving"
 )
 
 // sessions tracks the 2025-era sessions (initialize, Mcp-Session-Id) of each token, so that a
@@ -182,7 +183,7 @@ const closeGrace = time.Second
 // calls counts each 2025-era session's requests being served (its POSTs), so that a session
 // is closed only once they are answered.
 type calls struct {
-	all  inflight // every session's requests being served
+	all  serving.InFlight // every session's requests being served
 	mu   sync.Mutex
 	n    map[string]int             // session id → requests being served
 	zero map[string][]chan struct{} // session id → closed when its count falls to 0
@@ -196,9 +197,9 @@ func (c *calls) begin(id string) func() {
 		c.n, c.zero = map[string]int{}, map[string][]chan struct{}{}
 	}
 	c.n[id]++
-	c.all.add()
+	c.all.Enter()
 	return func() {
-		c.all.done()
+		c.all.Leave()
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.n[id]--; c.n[id] > 0 {
