@@ -127,8 +127,8 @@ func (h *Handler) startCall(req *mcp.CallToolRequest) *sink {
 	}
 	sk := h.sinkOf(req.Extra.Header)
 	if sk != nil {
-		h.running.add()
-		sk.whenClosed(h.running.done)
+		h.running.Enter()
+		sk.whenClosed(h.running.Leave)
 		sk.startStream()
 	}
 	return sk

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/serving"
 )
 
 // sink is the http.ResponseWriter the SDK writes a request's response through. It adds what
@@ -33,7 +35,7 @@ type sink struct {
 	err         error     // the first failed write
 	closed      bool
 	onClose     []func()
-	deadline    time.Time // the connection's write deadline, as armLocked last set it
+	deadline    serving.WriteDeadline
 
 	stop chan struct{} // closed by close: the keep-alive goroutine ends
 	done chan struct{} // closed when the keep-alive goroutine has ended
@@ -48,8 +50,10 @@ func newSink(w http.ResponseWriter, ctx context.Context, keepAlive, writeTimeout
 // newQuietSink is a sink whose keep-alives nobody sends yet: newSink starts them; tests call
 // tick themselves, with their own clock.
 func newQuietSink(w http.ResponseWriter, ctx context.Context, keepAlive, writeTimeout time.Duration, now func() time.Time) *sink {
-	return &sink{w: w, rc: http.NewResponseController(w), reqDone: ctx.Done(), keepAlive: keepAlive, writeTimeout: writeTimeout,
-		now: now, last: now(), stop: make(chan struct{}), done: make(chan struct{})}
+	rc := http.NewResponseController(w)
+	return &sink{w: w, rc: rc, reqDone: ctx.Done(), keepAlive: keepAlive, writeTimeout: writeTimeout,
+		now: now, last: now(), stop: make(chan struct{}), done: make(chan struct{}),
+		deadline: serving.WriteDeadline{RC: rc, Timeout: writeTimeout}}
 }
 
 // Header is the response's header. Only the SDK's goroutine serving the request touches it,
@@ -107,17 +111,8 @@ func (s *sink) flushLocked() error {
 	return err
 }
 
-// armLocked gives the next write a deadline writeTimeout from now, give or take a thirtieth of
-// it: the deadline is moved on only once that much of it has passed, so that a stream of small
-// writes (an event's Write and Flush, many times a second) does not reset the connection's
-// timer at each.
-func (s *sink) armLocked() {
-	d := time.Now().Add(s.writeTimeout)
-	if d.Sub(s.deadline) > s.writeTimeout/30 {
-		s.rc.SetWriteDeadline(d)
-		s.deadline = d
-	}
-}
+// armLocked gives the next write a deadline writeTimeout from now (serving.WriteDeadline).
+func (s *sink) armLocked() { s.deadline.Arm(time.Now()) }
 
 func (s *sink) noteLocked(err error) {
 	s.last = s.now()

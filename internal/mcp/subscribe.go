@@ -270,8 +270,8 @@ func (h *Handler) endableListens(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		if extra := req.GetExtra(); extra != nil {
 			if sk := h.sinkOf(extra.Header); sk != nil {
-				h.running.add()
-				sk.whenClosed(h.running.done)
+				h.running.Enter()
+				sk.whenClosed(h.running.Leave)
 			}
 		}
 		ctx, cancel := context.WithCancel(ctx)

@@ -503,43 +503,33 @@ func (r *Registry) endToken(tokenID string) {
 // Run rechecks every open stream's token each Recheck, ending the streams of tokens no longer
 // valid (ReasonRevoked) and those past their lifetime (ReasonLifetime), until ctx ends.
 func (r *Registry) Run(ctx context.Context) {
-	t := r.cfg.Clock.NewTicker(r.cfg.Recheck, "stream", "recheck")
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			r.recheck(ctx)
-		}
-	}
+	r.rechecks().Run(ctx, r.rechecked, r.revoked)
 }
 
-// recheck checks each distinct token once.
+// recheck is one of Run's rounds.
 func (r *Registry) recheck(ctx context.Context) {
+	r.rechecks().Round(ctx, r.rechecked(), r.revoked)
+}
+
+func (r *Registry) rechecks() auth.Rechecks {
+	return auth.Rechecks{Every: r.cfg.Recheck, Check: r.cfg.Check, Clock: r.cfg.Clock,
+		Tags: []string{"stream", "recheck"}, Logger: r.cfg.Logger}
+}
+
+// revoked ends the streams of a token a recheck found dead.
+func (r *Registry) revoked(_ context.Context, tokenID string) { r.endToken(tokenID) }
+
+// rechecked ends the streams past their lifetime and returns the principals of the others,
+// for their tokens to be checked again.
+func (r *Registry) rechecked() []auth.Principal {
 	now := r.cfg.Clock.Now()
-	verdicts := map[string]error{}
+	var ps []auth.Principal
 	for _, s := range r.snapshot() {
 		if s.opts.Lifetime && now.Sub(s.opened) >= r.cfg.MaxLifetime {
 			s.End(ReasonLifetime)
 			continue
 		}
-		p := s.opts.Principal
-		if p.TokenID == "" || r.cfg.Check == nil {
-			continue
-		}
-		err, seen := verdicts[p.TokenID]
-		if !seen {
-			err = r.cfg.Check(ctx, p)
-			if err != nil && !errors.Is(err, auth.ErrRevoked) && !errors.Is(err, auth.ErrExpired) && !errors.Is(err, auth.ErrUnknownToken) {
-				// The store did not answer: that says nothing about the token.
-				r.cfg.Logger.Warn("recheck token", "token", p.TokenID, "err", err)
-				err = nil
-			}
-			verdicts[p.TokenID] = err
-		}
-		if err != nil {
-			s.End(ReasonRevoked)
-		}
+		ps = append(ps, s.opts.Principal)
 	}
+	return ps
 }
