@@ -25,8 +25,8 @@ import (
 
 // Write renders and writes a batch of a stream's items to its client; an empty batch is a
 // keep-alive. It is called by one goroutine at a time: Render's, or a producer's in SendWait.
-// When it fails it ends the stream itself (with the reason the failure means: ReasonSlow,
-// ReasonClient) and returns an error.
+// When it fails it ends the stream itself (with the reason the failure means: EndSlow with
+// SlowWriteTimeout, End with ReasonClient) and returns an error.
 type Write func(items []Item) error
 
 // Render is the writer's loop: it writes what the stream gives with write, in order, and

@@ -233,7 +233,7 @@ func TestWriteThroughFailure(t *testing.T) {
 	t.Parallel()
 	_, made, s := renderStream(t, 0)
 	rec := newRecorder(false)
-	rec.err = func() error { s.End(ReasonSlow); return errors.New("write: i/o timeout") }
+	rec.err = func() error { s.EndSlow(SlowWriteTimeout); return errors.New("write: i/o timeout") }
 	done := startRender(t, s, made, rec.write)
 	if s.SendWait(context.Background(), Item{Data: []byte("x")}) {
 		t.Fatal("SendWait = true though its write failed")

@@ -77,8 +77,9 @@ type Stream struct {
 	accepted int64      // Data bytes queued so far (not counting Final items), for the cap
 	bytes    int64      // Data bytes handed to the writer
 	capped   bool
-	dropped  int64  // Data bytes not sent because of the cap
-	reason   Reason // "" while open
+	dropped  int64       // Data bytes not sent because of the cap
+	reason   Reason      // "" while open
+	slow     SlowTrigger // with ReasonSlow: what found the client slow
 	// finishWith is FinishWith's reason: the stream ends with it once what is queued is taken.
 	finishWith Reason
 	firstOut   bool
@@ -134,15 +135,15 @@ func (s *Stream) Bytes() int64 {
 
 // Send queues an item for the writer. It never blocks. It reports false when the stream no
 // longer takes items (ended or finished). Past the byte cap an item is counted and not queued;
-// past the queue's bound the stream ends: ReasonSlow when the writer has
-// taken nothing for a second, else ReasonLimit (output outran the pace). For
+// past the queue's bound the stream ends: ReasonSlow (SlowQueueFull) when the writer has
+// taken nothing for the registry's SlowIdle, else ReasonLimit (output outran the pace). For
 // producers that fan out to many streams.
 func (s *Stream) Send(it Item) bool { return s.enqueue(context.Background(), it, false) }
 
 // SendWait queues an item like Send, but when the queue is full it waits for the writer to
 // take some (backpressure: a producer that serves only this stream, such as a streamed
 // command, is slowed down to the stream's pace, as by a slow terminal). It gives up, ending
-// the stream with ReasonSlow, once the writer has taken nothing for the
+// the stream with ReasonSlow (SlowStall), once the writer has taken nothing for the
 // registry's Stall, and returns false when ctx ends first. While Render waits with nothing
 // queued, SendWait writes an item the pace allows at once itself, on the caller's goroutine
 // (render.go), and returns once it is written.
@@ -206,13 +207,13 @@ func (s *Stream) putLocked(ctx context.Context, it Item, wait bool) error {
 }
 
 // waitRoomLocked waits, releasing mu, until an item of cost fits the queue. It returns the
-// queue's error when the stream ended, stalled (it ends it: ReasonSlow) or ctx ended.
+// queue's error when the stream ended, stalled (it ends it: SlowStall) or ctx ended.
 func (s *Stream) waitRoomLocked(ctx context.Context, cost int64) error {
 	s.mu.Unlock()
 	err := s.q.WaitRoom(ctx, cost, s.r.cfg.Stall)
 	s.mu.Lock()
 	if errors.Is(err, queue.ErrStalled) {
-		s.endLocked(ReasonSlow)
+		s.endSlowLocked(SlowStall)
 	}
 	return err
 }
@@ -257,12 +258,12 @@ func (s *Stream) capLocked(it Item) {
 	s.q.PushOver(Item{Event: EventCapped}, MessageOverhead)
 }
 
-// endFullLocked ends a stream whose queue a Send found full: the client's doing (ReasonSlow)
-// when its writer has taken nothing for a second, else the output's
+// endFullLocked ends a stream whose queue a Send found full: the client's doing (ReasonSlow,
+// SlowQueueFull) when its writer has taken nothing for SlowIdle, else the output's
 // (ReasonLimit: it outran the pace for longer than the queue holds).
 func (s *Stream) endFullLocked() {
-	if s.q.Idle() >= time.Second {
-		s.endLocked(ReasonSlow)
+	if s.q.Idle() >= s.r.cfg.SlowIdle {
+		s.endSlowLocked(SlowQueueFull)
 		return
 	}
 	s.endLocked(ReasonLimit)
@@ -288,7 +289,8 @@ func (s *Stream) FinishWith(reason Reason) {
 }
 
 // End ends the stream now, with reason: Next returns *Ended, Done is closed, queued items are
-// dropped. The first reason wins; later calls do nothing.
+// dropped. The first reason wins; later calls do nothing. A client found too slow is ended
+// with EndSlow, which says how it was found.
 func (s *Stream) End(reason Reason) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -482,10 +484,13 @@ func (s *Stream) Close() {
 	}
 	s.closed = true
 	s.endLocked(ReasonDone)
-	reason, bytes, capped := s.reason, s.bytes, s.capped
+	reason, slow, bytes, capped := s.reason, s.slow, s.bytes, s.capped
 	s.mu.Unlock()
 	s.r.release(s)
 	s.r.m.closed.WithLabelValues(string(s.opts.Kind), string(reason)).Inc()
+	if slow != "" {
+		s.r.m.slow.WithLabelValues(string(s.opts.Kind), string(slow)).Inc()
+	}
 	s.span.SetAttributes(
 		attribute.String("hangar.stream.kind", string(s.opts.Kind)),
 		attribute.String("hangar.stream.reason", string(reason)),
