@@ -38,10 +38,14 @@ type Write func(items []Item) error
 func (s *Stream) Render(ctx context.Context, idle time.Duration, write Write) Reason {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	s.rendering = true
 	s.setWrite(write)
-	defer s.setWrite(nil)
+	defer func() {
+		s.setWrite(nil)
+		s.rendering = false
+	}()
 	for {
-		items, err := s.next(ctx, idle, true)
+		items, err := s.Next(ctx, idle)
 		var ended *Ended
 		switch {
 		case errors.Is(err, io.EOF):

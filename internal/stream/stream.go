@@ -62,10 +62,12 @@ type Stream struct {
 	mBytes       prometheus.Counter
 	mFirstOutput prometheus.Observer
 
-	// The writer's own (Next's): the batch array handed out again at each call, and the idle
-	// timer, made at the first wait and reset at the next ones.
-	batchBuf []Item
-	idleT    *quartz.Timer
+	// The writer's own (Next's): the batch array handed out again at each call, the idle
+	// timer, made at the first wait and reset at the next ones, and whether the writer is
+	// Render, holding wmu.
+	batchBuf  []Item
+	idleT     *quartz.Timer
+	rendering bool
 
 	// wmu is held by whoever calls Render's write: Render itself, except while it waits with
 	// nothing taken, or a producer writing through. through is the batch a write-through
@@ -311,12 +313,6 @@ func (s *Stream) endLocked(reason Reason) {
 // *Ended once the stream was ended. Only the writer goroutine calls it. The batch is the
 // writer's until its next call of Next, which reuses its array: render it, do not keep it.
 func (s *Stream) Next(ctx context.Context, idle time.Duration) ([]Item, error) {
-	return s.next(ctx, idle, false)
-}
-
-// next is Next; rendering says the caller is Render, holding wmu, which it lets go while it
-// waits with nothing taken, so that a producer may write through meanwhile (render.go).
-func (s *Stream) next(ctx context.Context, idle time.Duration, rendering bool) ([]Item, error) {
 	clear(s.batchBuf) // the last batch's items are rendered: let their bytes go
 	var idleC <-chan time.Time
 	for {
@@ -334,7 +330,7 @@ func (s *Stream) next(ctx context.Context, idle time.Duration, rendering bool) (
 		if idle > 0 && idleC == nil {
 			idleC = s.startIdle(idle)
 		}
-		idled, err := s.wait(ctx, idleC, rendering)
+		idled, err := s.wait(ctx, idleC)
 		if idled {
 			return nil, nil
 		}
@@ -345,11 +341,10 @@ func (s *Stream) next(ctx context.Context, idle time.Duration, rendering bool) (
 	}
 }
 
-// wait waits until the queue changes (nil), ctx ends (its error) or idleC fires (idled). For
-// Render (rendering) it lets wmu go meanwhile, nothing being taken: a producer may write
-// through.
-func (s *Stream) wait(ctx context.Context, idleC <-chan time.Time, rendering bool) (idled bool, err error) {
-	if rendering {
+// wait waits until the queue changes (nil), ctx ends (its error) or idleC fires (idled). Under
+// Render it lets wmu go meanwhile, nothing being taken: a producer may write through.
+func (s *Stream) wait(ctx context.Context, idleC <-chan time.Time) (idled bool, err error) {
+	if s.rendering {
 		s.wmu.Unlock()
 		defer s.wmu.Lock()
 	}
