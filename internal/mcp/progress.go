@@ -129,13 +129,13 @@ func (p *progress) notify(ctx context.Context, params *mcp.ProgressNotificationP
 	}
 	params.ProgressToken = p.token
 	if err := p.req.Session.NotifyProgress(ctx, params); err != nil {
-		reason := stream.ReasonClient
 		if p.sk != nil {
 			if _, slow := p.sk.failed(); slow {
-				reason = stream.ReasonSlow
+				p.st.EndSlow(stream.SlowWriteTimeout)
+				return errGone
 			}
 		}
-		p.st.End(reason)
+		p.st.End(stream.ReasonClient)
 		return errGone
 	}
 	p.last = params.Progress

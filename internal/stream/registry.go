@@ -85,11 +85,15 @@ type Config struct {
 	// Recheck is how often every stream's token is checked again. Default 5s.
 	Recheck time.Duration
 	// QueueBytes bounds what may wait in one stream's queue. Past it, Send ends the stream
-	// (ReasonLimit, or ReasonSlow when the writer stopped taking) and SendWait waits for room.
-	// Default 16 MiB.
+	// (ReasonLimit, or ReasonSlow when the writer stopped taking: SlowIdle) and SendWait
+	// waits for room. Default 16 MiB.
 	QueueBytes int64
+	// SlowIdle is how long a writer must have taken nothing for a Send that finds its queue
+	// full to blame the client (ReasonSlow, SlowQueueFull) rather than the output
+	// (ReasonLimit). Default 1s: a writer that reads at all takes within a second.
+	SlowIdle time.Duration
 	// Stall is how long SendWait waits for a writer that takes nothing before it ends the
-	// stream (ReasonSlow). Default 30s.
+	// stream (ReasonSlow, SlowStall). Default 30s.
 	Stall time.Duration
 	// Check says whether a principal's token is still valid for what it opened
 	// (auth.Authenticator.Recheck). Nil: tokens are never rechecked.
@@ -155,6 +159,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.QueueBytes <= 0 {
 		c.QueueBytes = 16 << 20
+	}
+	if c.SlowIdle <= 0 {
+		c.SlowIdle = time.Second
 	}
 	if c.Stall <= 0 {
 		c.Stall = 30 * time.Second
