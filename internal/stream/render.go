@@ -73,7 +73,7 @@ func (s *Stream) stopWriteThrough() {
 // not, and the item is to be queued; ok is false when the write failed (the stream ended).
 func (s *Stream) writeThrough(it Item) (handled, ok bool) {
 	s.q.Lock()
-	if s.write == nil || s.taken || s.throughDone != nil || s.reason != "" || s.q.Closed() || s.q.Len() > 0 || s.capped || it.Final ||
+	if s.write == nil || s.opts.Coalesce > 0 || s.taken || s.throughDone != nil || s.reason != "" || s.q.Closed() || s.q.Len() > 0 || s.capped || it.Final ||
 		len(it.Data) > s.chunk || (s.limiter != nil && s.accepted+int64(len(it.Data)) > s.r.cfg.MaxBytes) ||
 		(s.limiter != nil && !s.limiter.AllowN(s.r.cfg.Clock.Now(), int(cost(it)))) {
 		s.q.Unlock()

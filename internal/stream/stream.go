@@ -63,6 +63,8 @@ type Stream struct {
 	// timer, made at the first wait and reset at the next ones.
 	batchBuf []Item
 	idleT    *quartz.Timer
+	// The writer's too: when Next last handed out a batch, for Options.Coalesce.
+	lastBatch time.Time
 
 	// Guarded by q's lock.
 	accepted int64 // Data bytes queued so far (not counting Final items), for the cap
@@ -273,8 +275,17 @@ func (s *Stream) endLocked(reason Reason) {
 // and the pace allows it. It returns an empty batch and no error when idle passed with nothing
 // to send (idle <= 0: no such timeout), io.EOF after Finish once everything was taken, and
 // *Ended once the stream was ended. Only the writer goroutine calls it. The batch is the
-// writer's until its next call of Next, which reuses its array: render it, do not keep it.
+// writer's until its next call of Next, which reuses its array: render it, do not keep it. A
+// stream opened with Options.Coalesce hands out batches no closer than that (coalesce.go).
 func (s *Stream) Next(ctx context.Context, idle time.Duration) ([]Item, error) {
+	if s.opts.Coalesce > 0 {
+		return s.nextCoalesced(ctx, idle)
+	}
+	return s.next(ctx, idle)
+}
+
+// next is Next without coalescing.
+func (s *Stream) next(ctx context.Context, idle time.Duration) ([]Item, error) {
 	clear(s.batchBuf) // the last batch's items are rendered: let their bytes go
 	var idleC <-chan time.Time
 	for {
