@@ -21,7 +21,7 @@ func (s *Stream) nextCoalesced(ctx context.Context, idle time.Duration) ([]Item,
 	if err != nil || len(items) == 0 {
 		return items, err
 	}
-	if wait := s.lastBatch.Add(s.opts.Coalesce).Sub(s.r.cfg.Clock.Now()); !s.lastBatch.IsZero() && wait > 0 {
+	if wait := s.untilDue(); wait > 0 {
 		t := s.r.cfg.Clock.NewTimer(wait, "stream", "coalesce")
 		defer t.Stop()
 		select {
@@ -33,6 +33,38 @@ func (s *Stream) nextCoalesced(ctx context.Context, idle time.Duration) ([]Item,
 		}
 		items = s.batch(items[len(items)-1]) // and what came while it waited
 	}
-	s.lastBatch = s.r.cfg.Clock.Now()
+	s.lastBatch.Store(s.r.cfg.Clock.Now().UnixNano())
 	return items[len(items)-1:], nil
+}
+
+// Due waits until the writer of a coalesced stream would take an item at once: until Coalesce
+// has passed since it last took one (at once if it has, or if it took none yet). A producer
+// that reads what it sends (a store, a watch) waits here before its last read, so that what it
+// sends is the newest when it goes out and nothing it read during the window reaches the
+// writer after the window's one batch. It reports false when the stream ended or ctx ended
+// first. For a stream without Coalesce it returns true at once.
+func (s *Stream) Due(ctx context.Context) bool {
+	wait := s.untilDue()
+	if wait <= 0 {
+		return true
+	}
+	t := s.r.cfg.Clock.NewTimer(wait, "stream", "coalesce")
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.Done():
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// untilDue is how long until Coalesce has passed since the writer's last batch (<= 0: it has,
+// or there was none, or the stream does not coalesce).
+func (s *Stream) untilDue() time.Duration {
+	last := s.lastBatch.Load()
+	if last == 0 || s.opts.Coalesce <= 0 {
+		return 0
+	}
+	return time.Unix(0, last).Add(s.opts.Coalesce).Sub(s.r.cfg.Clock.Now())
 }

@@ -108,3 +108,44 @@ func TestCoalescedIsNotWrittenThrough(t *testing.T) {
 		t.Errorf("batches %q, want 1 then 2", batches)
 	}
 }
+
+// TestDue: a producer's Due returns at once before the writer's first batch and once a window
+// has passed since its last, waits out the rest of the window otherwise, and gives up when the
+// stream ends.
+func TestDue(t *testing.T) {
+	t.Parallel()
+	clk := newClock(t)
+	timers := clk.Trap().NewTimer("stream", "coalesce")
+	defer timers.Close()
+	r, _ := newRegistry(t, Config{Clock: clk})
+	s := open(t, r, Options{Kind: KindEvents, Unpaced: true, Coalesce: UpdateEvery})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if !s.Due(ctx) {
+		t.Fatal("Due before any batch = false, want true at once")
+	}
+	s.Send(Item{Data: []byte("1")})
+	if _, err := s.Next(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	due := make(chan bool, 1)
+	go func() { due <- s.Due(ctx) }()
+	call := nextCall(t, timers, nil)
+	if call.Duration != UpdateEvery {
+		t.Errorf("Due waits %v, want the window %v", call.Duration, UpdateEvery)
+	}
+	fire(t, clk, call)
+	if !<-due {
+		t.Error("Due after the window = false, want true")
+	}
+	s.Send(Item{Data: []byte("2")}) // the window has passed: at once
+	if items, err := s.Next(ctx, 0); err != nil || join(items) != "2" {
+		t.Fatalf("Next after Due = %q, %v; want 2 at once", join(items), err)
+	}
+	go func() { due <- s.Due(ctx) }()
+	nextCall(t, timers, nil).MustRelease(ctx)
+	s.End(ReasonRevoked)
+	if <-due {
+		t.Error("Due of an ended stream = true, want false")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -63,8 +64,9 @@ type Stream struct {
 	// timer, made at the first wait and reset at the next ones.
 	batchBuf []Item
 	idleT    *quartz.Timer
-	// The writer's too: when Next last handed out a batch, for Options.Coalesce.
-	lastBatch time.Time
+	// When Next last handed out a batch of a coalesced stream (the clock's UnixNano; 0:
+	// none yet): the writer sets it, Due reads it (coalesce.go).
+	lastBatch atomic.Int64
 
 	// Guarded by q's lock.
 	accepted int64 // Data bytes queued so far (not counting Final items), for the cap

@@ -76,6 +76,18 @@ func (s *Service) feedUpdates(st *stream.Stream, key string, last int64, read fu
 			return
 		}
 		if now > last {
+			// Within the stream's window, wait for its end and read again: the one update
+			// then covers all that was recorded meanwhile.
+			if !st.Due(s.ctx) {
+				release()
+				s.endUpdates(st, key, s.ctx.Err())
+				return
+			}
+			if now, err = read(s.ctx); err != nil {
+				release()
+				s.endUpdates(st, key, err)
+				return
+			}
 			last = now
 			st.Send(stream.Item{ID: strconv.FormatInt(now, 10)})
 		}
@@ -93,9 +105,11 @@ func (s *Service) feedUpdates(st *stream.Stream, key string, last int64, read fu
 	}
 }
 
-// endUpdates ends an updates stream whose read failed.
+// endUpdates ends an updates stream whose read failed, or whose wait did (err nil: the
+// stream ended).
 func (s *Service) endUpdates(st *stream.Stream, key string, err error) {
 	switch {
+	case err == nil:
 	case errors.Is(err, ErrNotFound):
 		st.End(stream.ReasonDone) // deleted, or no longer p's: nothing more to tell
 	case s.ctx.Err() != nil:

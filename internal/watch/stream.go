@@ -100,9 +100,17 @@ func (s *Service) feed(st *stream.Stream, w *Watch, last int64) {
 func (s *Service) feedUpdates(st *stream.Stream, w *Watch, last int64) {
 	for {
 		changed := w.Changed()
-		if now := w.Last(); now > last {
-			last = now
-			st.Send(stream.Item{ID: strconv.FormatInt(now, 10)})
+		if w.Last() > last {
+			// Within the stream's window, wait for its end: the one update then covers all
+			// that changed meanwhile.
+			if !st.Due(s.ctx) {
+				if s.ctx.Err() != nil {
+					st.End(stream.ReasonShutdown)
+				}
+				return
+			}
+			last = w.Last()
+			st.Send(stream.Item{ID: strconv.FormatInt(last, 10)})
 		}
 		if !s.wait(st, w, changed) {
 			return
