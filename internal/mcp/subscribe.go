@@ -169,9 +169,6 @@ func (h *Handler) startSubscription(ss *mcp.ServerSession, uri string, st *strea
 	s.next++
 	ctx, cancel := context.WithCancel(context.Background())
 	sub := &subscription{id: strconv.FormatUint(s.next, 10), ss: ss, uri: uri, st: st, cancel: cancel}
-	if closed(e.closed) {
-		cancel()
-	}
 	e.byURI[uri] = sub
 	s.byID[sub.id] = sub
 	s.wg.Add(1)
