@@ -85,8 +85,9 @@ type Config struct {
 	// Check says whether a token holding a session is still valid (its recheck, not a new
 	// request). Default Auth.Recheck.
 	Check func(ctx context.Context, p auth.Principal) error
-	// Clock times Run's rechecks and paces subscriptions' notifications. Default the real
-	// clock.
+	// Clock times Run's rechecks, the keep-alives of response streams and the shutdown's
+	// grace. Default the real clock. (Subscriptions' notifications are paced by their
+	// streams, on the registry's clock.)
 	Clock quartz.Clock
 	// Watches, when set, serves the watch resource hangar://sandboxes/<sandbox>/watch?path=<dir>.
 	Watches *watch.Service
@@ -235,7 +236,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 // serveHere serves a request on this replica.
 func (h *Handler) serveHere(w http.ResponseWriter, r *http.Request) {
 	id := strconv.FormatUint(h.nextID.Add(1), 10)
-	s := newSink(w, r.Context(), h.cfg.KeepAlive, h.cfg.WriteTimeout)
+	s := newSink(w, r.Context(), h.cfg.KeepAlive, h.cfg.WriteTimeout, h.cfg.Clock)
 	h.sinks.Store(id, s)
 	defer h.sinks.Delete(id)
 	defer s.close() // after the SDK returned: no write of the SDK's can follow

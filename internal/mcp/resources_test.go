@@ -241,7 +241,7 @@ func TestSubscriptionCoalesces(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	timers := clock.Trap().NewTimer("mcp", "subscription")
+	timers := clock.Trap().NewTimer("stream", "coalesce")
 	defer timers.Close()
 
 	e.turn(t, tok, "paced", `for i in 1 2 3; do until [ -e `+dir+`/go$i ]; do sleep 0.02; done; echo "{\"type\":\"step$i\"}"; done`)
@@ -274,7 +274,7 @@ func TestSubscriptionCoalesces(t *testing.T) {
 	}
 }
 
-// updateEvery is the subscriptions' window (mcp.updateEvery).
+// updateEvery is the subscriptions' window (stream.UpdateEvery).
 const updateEvery = 250 * time.Millisecond
 
 // TestSubscriptionIsolation: a caller who may not read a session or job cannot read or

@@ -9,14 +9,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coder/quartz"
+
 	"github.com/hangar-dev/hangar/internal/serving"
 )
 
 // sink is the http.ResponseWriter the SDK writes a request's response through. It adds what
 // the SDK leaves out on long streams: `X-Accel-Buffering: no`, headers sent as soon as a tool
 // call's stream starts, and an SSE comment whenever the response, an open event stream, has
-// been silent for keepAlive (so every keepAlive on a silent call, as on REST). Every write has
-// a deadline, so a client that stopped reading fails the write instead of holding it.
+// been silent for keepAlive (so every keepAlive on a silent call, as on REST), timed by the
+// Handler's clock. Every write has a deadline, so a client that stopped reading fails the
+// write instead of holding it (the connection's deadlines are the wall clock's: the network's).
 //
 // The SDK writes from its own goroutines and the keep-alive from the sink's: mu serialises
 // them, and each SDK event is a single Write, so a comment never lands inside an event.
@@ -41,9 +44,10 @@ type sink struct {
 	done chan struct{} // closed when the keep-alive goroutine has ended
 }
 
-func newSink(w http.ResponseWriter, ctx context.Context, keepAlive, writeTimeout time.Duration) *sink {
-	s := newQuietSink(w, ctx, keepAlive, writeTimeout, time.Now)
-	go s.keepAlives()
+// newSink is a sink whose keep-alives are timed by clock.
+func newSink(w http.ResponseWriter, ctx context.Context, keepAlive, writeTimeout time.Duration, clock quartz.Clock) *sink {
+	s := newQuietSink(w, ctx, keepAlive, writeTimeout, func() time.Time { return clock.Now("mcp", "keepalive") })
+	go s.keepAlives(clock)
 	return s
 }
 
@@ -178,9 +182,9 @@ func (s *sink) close() {
 	}
 }
 
-func (s *sink) keepAlives() {
+func (s *sink) keepAlives(clock quartz.Clock) {
 	defer close(s.done)
-	t := time.NewTimer(s.keepAlive)
+	t := clock.NewTimer(s.keepAlive, "mcp", "keepalive")
 	defer t.Stop()
 	for {
 		select {
@@ -189,7 +193,7 @@ func (s *sink) keepAlives() {
 		case <-s.reqDone:
 			return
 		case <-t.C:
-			t.Reset(s.tick())
+			t.Reset(s.tick(), "mcp", "keepalive")
 		}
 	}
 }

@@ -272,6 +272,11 @@ type Options struct {
 	// events while a turn is read on without the daemon), whose producer then decides when
 	// it ends. It must not block.
 	SandboxFailed func()
+	// Coalesce, when set, makes the stream tell its writer at most once per Coalesce that
+	// something new exists: for a stream whose every item supersedes the ones before (the
+	// newest position of a session's events, a watch's), rendered as "it changed" (MCP's
+	// resource updates). See coalesce.go. Zero: every item is handed to the writer.
+	Coalesce time.Duration
 }
 
 // Open admits a stream, or refuses it with a *LimitError or ErrShuttingDown. The caller must

@@ -91,7 +91,7 @@ func (s *Stream) writeThrough(it Item) (handled, ok bool) {
 func (s *Stream) takeThrough(it Item) Write {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.write == nil || s.reason != "" || s.capped || it.Final || len(it.Data) > s.chunk || s.q.Len() > 0 || s.q.Closed() ||
+	if s.write == nil || s.opts.Coalesce > 0 || s.reason != "" || s.capped || it.Final || len(it.Data) > s.chunk || s.q.Len() > 0 || s.q.Closed() ||
 		(s.limiter != nil && s.accepted+int64(len(it.Data)) > s.r.cfg.MaxBytes) ||
 		(s.limiter != nil && !s.limiter.AllowN(s.r.cfg.Clock.Now(), int(cost(it)))) {
 		return nil

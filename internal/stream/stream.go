@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -68,6 +69,9 @@ type Stream struct {
 	batchBuf  []Item
 	idleT     *quartz.Timer
 	rendering bool
+	// When Next last handed out a batch of a coalesced stream (the clock's UnixNano; 0:
+	// none yet): the writer sets it, Due reads it (coalesce.go).
+	lastBatch atomic.Int64
 
 	// wmu is held by whoever calls Render's write: Render itself, except while it waits with
 	// nothing taken, or a producer writing through. through is the batch a write-through
@@ -311,8 +315,17 @@ func (s *Stream) endLocked(reason Reason) {
 // and the pace allows it. It returns an empty batch and no error when idle passed with nothing
 // to send (idle <= 0: no such timeout), io.EOF after Finish once everything was taken, and
 // *Ended once the stream was ended. Only the writer goroutine calls it. The batch is the
-// writer's until its next call of Next, which reuses its array: render it, do not keep it.
+// writer's until its next call of Next, which reuses its array: render it, do not keep it. A
+// stream opened with Options.Coalesce hands out batches no closer than that (coalesce.go).
 func (s *Stream) Next(ctx context.Context, idle time.Duration) ([]Item, error) {
+	if s.opts.Coalesce > 0 {
+		return s.nextCoalesced(ctx, idle)
+	}
+	return s.next(ctx, idle)
+}
+
+// next is Next without coalescing.
+func (s *Stream) next(ctx context.Context, idle time.Duration) ([]Item, error) {
 	clear(s.batchBuf) // the last batch's items are rendered: let their bytes go
 	var idleC <-chan time.Time
 	for {
