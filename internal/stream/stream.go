@@ -135,7 +135,7 @@ func (s *Stream) Bytes() int64 {
 // longer takes items (ended or finished). Past the byte cap an item is counted and not queued;
 // past the queue's bound the stream ends: ReasonSlow when the writer stopped taking, else
 // ReasonLimit (output outran the pace). For producers that fan out to many streams.
-func (s *Stream) Send(it Item) bool { return s.send(nil, it) }
+func (s *Stream) Send(it Item) bool { return s.send(context.Background(), false, it) }
 
 // SendWait queues an item like Send, but when the queue is full it waits for the writer to
 // take some (backpressure: a producer that serves only this stream, such as a streamed
@@ -144,11 +144,11 @@ func (s *Stream) Send(it Item) bool { return s.send(nil, it) }
 // returns false when ctx ends first. While Render waits with nothing queued, SendWait writes an
 // item the pace allows at once itself, on the caller's goroutine (render.go), and returns once
 // it is written.
-func (s *Stream) SendWait(ctx context.Context, it Item) bool { return s.send(ctx, it) }
+func (s *Stream) SendWait(ctx context.Context, it Item) bool { return s.send(ctx, true, it) }
 
-// send is Send (ctx nil) and SendWait.
-func (s *Stream) send(ctx context.Context, it Item) bool {
-	if ctx != nil {
+// send is Send (wait false) and SendWait (wait true).
+func (s *Stream) send(ctx context.Context, wait bool, it Item) bool {
+	if wait {
 		if handled, ok := s.writeThrough(it); handled {
 			return ok
 		}
@@ -168,7 +168,7 @@ func (s *Stream) send(ctx context.Context, it Item) bool {
 			part.Data = it.Data[:n]
 		}
 		it.Data = it.Data[len(part.Data):]
-		if ctx != nil && !s.waitRoomLocked(ctx, cost(part)) {
+		if wait && !s.waitRoomLocked(ctx, cost(part)) {
 			return false
 		}
 		if !s.enqueueLocked(part) {
