@@ -9,6 +9,7 @@ import (
 // TestTimestampsHaveOnePrecision: every time is written with exactly milliseconds, in UTC,
 // whatever its own fraction (encoding/json's default trims trailing zeros).
 func TestTimestampsHaveOnePrecision(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		in   time.Time
 		want string
