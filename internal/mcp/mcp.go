@@ -192,7 +192,7 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.Turns != nil || cfg.Watches != nil {
 		h.server.AddSendingMiddleware(h.deliverUpdates)
-		h.server.AddReceivingMiddleware(h.endableListens)
+		h.server.AddReceivingMiddleware(h.endableListens, h.subscribed)
 	}
 	getServer := func(*http.Request) *mcp.Server { return h.server }
 	// Never JSONResponse: progress notifications travel on the call's response stream.

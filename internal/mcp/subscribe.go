@@ -70,6 +70,10 @@ type subscription struct {
 	uri    string
 	st     *stream.Stream
 	cancel context.CancelFunc // unsubscribes
+	// ready is closed once the SDK has recorded the subscription (subscribed), after the
+	// SubscribeHandler returned: an update sent before is dropped by the SDK, so run waits.
+	ready     chan struct{}
+	readyOnce sync.Once
 }
 
 func newSubscriptions() *subscriptions {
@@ -168,7 +172,7 @@ func (h *Handler) startSubscription(ss *mcp.ServerSession, uri string, st *strea
 	}
 	s.next++
 	ctx, cancel := context.WithCancel(context.Background())
-	sub := &subscription{id: strconv.FormatUint(s.next, 10), ss: ss, uri: uri, st: st, cancel: cancel}
+	sub := &subscription{id: strconv.FormatUint(s.next, 10), ss: ss, uri: uri, st: st, cancel: cancel, ready: make(chan struct{})}
 	e.byURI[uri] = sub
 	s.byID[sub.id] = sub
 	s.wg.Add(1)
@@ -203,6 +207,10 @@ func (s *subscriptions) holds(ss *mcp.ServerSession, uri, id string) bool {
 // subscriptions/listen too, so its client knows to listen again.
 func (h *Handler) run(ctx context.Context, sub *subscription, closed <-chan struct{}) {
 	defer sub.cancel()
+	select { // what comes meanwhile waits in the stream
+	case <-sub.ready:
+	case <-ctx.Done():
+	}
 	reason := sub.st.Render(ctx, 0, func(items []stream.Item) error {
 		if len(items) > 0 {
 			h.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: sub.uri, Meta: mcp.Meta{metaSubscription: sub.id}})
@@ -221,6 +229,35 @@ func (h *Handler) run(ctx context.Context, sub *subscription, closed <-chan stru
 	if reason != stream.ReasonClient {
 		if end := h.subs.listens[sub.ss]; end != nil {
 			end()
+		}
+	}
+}
+
+// subscribed is a receiving middleware that tells a 2025-era subscription's writer when the SDK
+// has recorded the subscription: the SDK calls the SubscribeHandler first, and drops the
+// updates sent before it records it (a lost notification, once in six runs of the tests in
+// parallel). A 2026-07-28 listen's are told by its acknowledgement (deliverUpdates).
+func (h *Handler) subscribed(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if sr, ok := req.(*mcp.SubscribeRequest); ok && method == "resources/subscribe" && sr.Params != nil {
+			h.subs.recorded(sr.Session, sr.Params.URI)
+		}
+		return res, err
+	}
+}
+
+// recorded says the SDK has recorded ss's subscription to uri ("" : all of ss's so far).
+func (s *subscriptions) recorded(ss *mcp.ServerSession, uri string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.bySession[ss]
+	if e == nil {
+		return
+	}
+	for u, sub := range e.byURI {
+		if uri == "" || u == uri {
+			sub.readyOnce.Do(func() { close(sub.ready) })
 		}
 	}
 }
@@ -276,6 +313,12 @@ func (s *subscriptions) endListens() {
 // only if it is for that session's own subscription (see above), without the mark.
 func (h *Handler) deliverUpdates(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "notifications/subscriptions/acknowledged" {
+			// A 2026-07-28 listen's subscriptions are recorded by the SDK before it says so.
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+				h.subs.recorded(ss, "")
+			}
+		}
 		if method != "notifications/resources/updated" {
 			return next(ctx, method, req)
 		}
