@@ -44,15 +44,7 @@ func TestFirstTokenShownOnATerminal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	authn, err := auth.New(ctx, auth.Config{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	authn := newAuthn(t, dir)
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		t.Fatal(err)
@@ -79,20 +71,12 @@ func TestFirstTokenNotMadeWhenItCannotBeKept(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	authn, err := auth.New(ctx, auth.Config{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
+	authn := newAuthn(t, dir)
 	if err := os.WriteFile(filepath.Join(dir, adminTokenFile), []byte("someone else's\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
-	err = bootstrapAdmin(ctx, authn, dir, &log)
+	err := bootstrapAdmin(ctx, authn, dir, &log)
 	if err == nil || !strings.Contains(err.Error(), "already exists; move it away") {
 		t.Errorf("bootstrapAdmin = %v, want an error saying the file is in the way", err)
 	}
@@ -102,4 +86,19 @@ func TestFirstTokenNotMadeWhenItCannotBeKept(t *testing.T) {
 	if needed, err := authn.NeedsBootstrap(ctx); err != nil || !needed {
 		t.Errorf("NeedsBootstrap after = %v, %v; want true: no token was made", needed, err)
 	}
+}
+
+// newAuthn is an authenticator on a new SQLite store in dir, with no tokens file.
+func newAuthn(t *testing.T, dir string) *auth.Authenticator {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	authn, err := auth.New(context.Background(), auth.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return authn
 }
