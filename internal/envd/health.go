@@ -14,6 +14,9 @@ type Wait struct {
 	Timeout time.Duration
 	// Every is the time between two asks. Required (> 0).
 	Every time.Duration
+	// Ask bounds each ask (0: only Timeout does), so that a daemon that took the connection
+	// and never answers is asked again.
+	Ask time.Duration
 	// Gone, when set, is asked after each failed ask whether the daemon can still come up
 	// (its container runs, its process lives); its error ends the wait.
 	Gone func(ctx context.Context) error
@@ -34,7 +37,7 @@ func (c *Client) WaitHealthy(ctx context.Context, w Wait) error {
 	deadline := clock.AfterFunc(w.Timeout, cancel, "envd", "health", "timeout")
 	defer deadline.Stop()
 	for {
-		err := c.Health(ctx)
+		err := c.ask(ctx, w.Ask)
 		if err == nil {
 			return nil
 		}
@@ -51,4 +54,14 @@ func (c *Client) WaitHealthy(ctx context.Context, w Wait) error {
 		case <-t.C:
 		}
 	}
+}
+
+// ask is one Health, bounded by d (0: not).
+func (c *Client) ask(ctx context.Context, d time.Duration) error {
+	if d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	return c.Health(ctx)
 }

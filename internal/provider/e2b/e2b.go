@@ -301,7 +301,7 @@ func (p *Provider) makeDir(ctx context.Context, sb provider.Sandbox, dir string)
 
 // waitHealthy waits for envd at url to answer /health, until StartTimeout passes.
 func (p *Provider) waitHealthy(ctx context.Context, url string) error {
-	return provider.WaitHealthy(ctx, p.http, url, envd.Wait{Timeout: p.cfg.StartTimeout, Every: 100 * time.Millisecond, Clock: p.cfg.Clock})
+	return provider.WaitHealthy(ctx, p.http, url, envd.Wait{Timeout: p.cfg.StartTimeout, Every: 100 * time.Millisecond, Ask: 5 * time.Second, Clock: p.cfg.Clock})
 }
 
 // healthy asks envd at url for /health once, for at most 5 s.
