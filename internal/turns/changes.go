@@ -55,7 +55,14 @@ func (s *Service) updates(ctx context.Context, p auth.Principal, sandbox, key st
 	if err != nil {
 		return nil, err
 	}
-	s.wg.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		st.End(stream.ReasonShutdown)
+		st.Close()
+		return nil, fmt.Errorf("follow updates: %w", stream.ErrShuttingDown)
+	}
+	s.wg.Add(1) // under mu, so Close's Wait never races it
 	go func() {
 		defer s.wg.Done()
 		s.feedUpdates(st, key, last, read)

@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -24,12 +25,9 @@ func (s *Service) Stream(ctx context.Context, p auth.Principal, ref, dir string,
 	if err != nil {
 		return nil, err
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer w.Close()
-		s.feed(st, w, since)
-	}()
+	if err := s.startFeed(st, w, func() { s.feed(st, w, since) }); err != nil {
+		return nil, err
+	}
 	return st, nil
 }
 
@@ -45,12 +43,9 @@ func (s *Service) Updates(ctx context.Context, p auth.Principal, ref, dir string
 		return nil, err
 	}
 	last := w.Last()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer w.Close()
-		s.feedUpdates(st, w, last)
-	}()
+	if err := s.startFeed(st, w, func() { s.feedUpdates(st, w, last) }); err != nil {
+		return nil, err
+	}
 	return st, nil
 }
 
@@ -139,4 +134,25 @@ func (s *Service) wait(st *stream.Stream, w *Watch, changed <-chan struct{}) boo
 		st.End(stream.ReasonShutdown)
 		return false
 	}
+}
+
+// startFeed starts a stream's feeder, which closes w when it returns; once the Service is closed
+// it starts none, and closes w and st. wg.Add is under mu, so Close's Wait never races it.
+func (s *Service) startFeed(st *stream.Stream, w *Watch, feed func()) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		w.Close() // takes mu
+		st.End(stream.ReasonShutdown)
+		st.Close()
+		return fmt.Errorf("watch: %w", stream.ErrShuttingDown)
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		defer w.Close()
+		feed()
+	}()
+	return nil
 }
