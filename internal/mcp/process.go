@@ -183,12 +183,7 @@ func attachResult(seen process.Seen, streamed bool, notes []string) attachOutput
 	out := attachOutput{ProcessID: seen.Info.ID, State: seen.Info.State, ExitCode: seen.Info.ExitCode, Status: seen.Info.Status,
 		TailFrom: seen.TailFrom, Next: seen.Next, Gap: seen.Gap, Streamed: streamed, Closed: string(seen.Closed), Capped: seen.Capped}
 	out.Tail, out.TailEncoding = text(seen.Tail)
-	if seen.Gap != nil {
-		notes = append(notes, seen.Gap.Note())
-	}
-	if seen.Capped {
-		notes = append(notes, fmt.Sprintf("This attach reached HANGAR_STREAM_MAX_BYTES and sent nothing more: attach again from next (%d).", seen.Next))
-	}
+	notes = append(notes, seen.Notes...) // each gap's and the cap's, as they came
 	if seen.Closed != "" {
 		notes = append(notes, fmt.Sprintf("The attachment ended early (%s); the process may still be running: attach again from next.", seen.Closed))
 	}

@@ -25,6 +25,7 @@ type Seen struct {
 	Gap      *Gap          // output after since that is no longer kept, if any
 	Capped   bool          // the stream reached HANGAR_STREAM_MAX_BYTES: nothing more came
 	Closed   stream.Reason // why the stream ended before the process did; "" if it did not
+	Notes    []string      // for a person: each gap's note and the cap's, in the order they came
 }
 
 // Follow renders the attachment's stream with write, in order, and keeps an account of what
@@ -86,6 +87,7 @@ func (f *seeing) take(it stream.Item) stream.Item {
 		}
 		f.Gap, f.Next = &g, g.To
 		f.tail, f.TailFrom = nil, g.To
+		f.Notes = append(f.Notes, g.Note())
 		return stream.Item{Event: EventGap, ID: strconv.FormatInt(g.To, 10), Data: []byte(g.Note())}
 	case EventOutput:
 		off, err := strconv.ParseInt(it.ID, 10, 64)
@@ -104,6 +106,7 @@ func (f *seeing) take(it stream.Item) stream.Item {
 		}
 	case stream.EventCapped:
 		f.Capped = true
+		f.Notes = append(f.Notes, fmt.Sprintf("This attach reached HANGAR_STREAM_MAX_BYTES and sent nothing more: attach again from next (%d).", f.Next))
 	}
 	return it
 }

@@ -3,6 +3,7 @@ package process
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +98,31 @@ func TestFollowWaitsOnTheClock(t *testing.T) {
 	res := <-done
 	if res.err != nil || res.seen.Next != 0 || res.seen.Closed != "" || len(r.items) != 0 {
 		t.Errorf("Follow = %+v, %v, rendered %v; want nothing seen, at the wait's end", res.seen, res.err, r.items)
+	}
+}
+
+// TestFollowNotesEveryGap: each gap an attach met has its note, in the order they came.
+func TestFollowNotesEveryGap(t *testing.T) {
+	t.Parallel()
+	a := attachment(t, quartz.NewReal(), Info{ID: "p_1", State: StateExited, OutputEnd: 200}, 10)
+	gaps := []Gap{{From: 10, To: 90}, {From: 95, To: 200, Lost: "hangar restarted"}}
+	for i, g := range gaps {
+		data, _ := json.Marshal(g)
+		a.Stream.Send(stream.Item{Event: EventGap, JSON: true, Data: data})
+		if i == 0 {
+			sendOutput(a.Stream, []byte("hello"), 90)
+		}
+	}
+	a.Stream.Send(endItem(Info{ID: "p_1", State: StateExited, OutputEnd: 200}))
+	a.Stream.Finish()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	var r rendered
+	seen, err := a.Follow(ctx, 0, r.write)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{gaps[0].Note(), gaps[1].Note()}; !slices.Equal(seen.Notes, want) {
+		t.Errorf("notes = %q, want %q", seen.Notes, want)
 	}
 }
