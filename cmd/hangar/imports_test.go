@@ -54,12 +54,37 @@ func TestTransportsImportNeitherStoreNorEnvd(t *testing.T) {
 }
 
 // TestCLIImportsNoServerPackage: the client verbs (internal/cli) talk to hangar over HTTP only,
-// with their own REST client: none of hangar's packages is among their dependencies.
+// with their own REST client: of hangar's packages they use only wire, the shapes of what
+// hangar answers.
 func TestCLIImportsNoServerPackage(t *testing.T) {
 	t.Parallel()
 	for _, dep := range goList(t, `{{join .Deps " "}}`, "internal/cli") {
-		if strings.HasPrefix(dep, module) {
+		if strings.HasPrefix(dep, module) && dep != module+"internal/wire" {
 			t.Errorf("internal/cli depends on %s", dep)
+		}
+	}
+}
+
+// TestWireImportsNoHangarPackage: wire (the JSON shapes) is not a server package, so the CLI
+// may use it; turning domain values into it is wire/from's.
+func TestWireImportsNoHangarPackage(t *testing.T) {
+	t.Parallel()
+	for _, dep := range goList(t, `{{join .Deps " "}}`, "internal/wire") {
+		if strings.HasPrefix(dep, module) {
+			t.Errorf("internal/wire depends on %s", dep)
+		}
+	}
+}
+
+// TestDomainImportsNoWire: the shapes a client sees are the transports' concern; the domain
+// does not know them.
+func TestDomainImportsNoWire(t *testing.T) {
+	t.Parallel()
+	for _, pkg := range []string{"internal/sandbox", "internal/process", "internal/turns", "internal/watch", "internal/fleet", "internal/stream"} {
+		for _, dep := range goList(t, `{{join .Deps " "}}`, pkg) {
+			if dep == module+"internal/wire" || strings.HasPrefix(dep, module+"internal/wire/") {
+				t.Errorf("%s depends on %s", pkg, dep)
+			}
 		}
 	}
 }

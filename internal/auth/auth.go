@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hangar-dev/hangar/internal/ids"
 	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/store"
 )
@@ -117,11 +118,7 @@ func newSecret() string {
 	return TokenPrefix + lowerBase32.EncodeToString(b)
 }
 
-func newTokenID() string {
-	b := make([]byte, 8)
-	rand.Read(b)
-	return "tok_" + hex.EncodeToString(b)
-}
+func newTokenID() string { return ids.Hex("tok_", 16) }
 
 // Authenticate returns the principal of a bearer token's secret.
 func (a *Authenticator) Authenticate(ctx context.Context, secret string) (Principal, error) {

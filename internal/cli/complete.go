@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 
+	"github.com/hangar-dev/hangar/internal/wire"
 	"github.com/spf13/cobra"
 )
 
@@ -23,7 +24,7 @@ func (a *app) completeSandboxes(cmd *cobra.Command, args []string, _ string) ([]
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	var out struct {
-		Sandboxes []sandboxJSON `json:"sandboxes"`
+		Sandboxes []wire.Sandbox `json:"sandboxes"`
 	}
 	if c.do(cmd.Context(), "GET", "/api/sandboxes", nil, &out) != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
@@ -46,7 +47,7 @@ func (a *app) completeProcess(cmd *cobra.Command, args []string, prefix string) 
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	var out struct {
-		Processes []procInfo `json:"processes"`
+		Processes []wire.Process `json:"processes"`
 	}
 	if c.do(cmd.Context(), "GET", procPath(args[0], ""), nil, &out) != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp

@@ -6,18 +6,9 @@ import (
 	"io"
 	"strings"
 	"time"
-)
 
-// agentEvent is a session's or job's event as hangar shows it.
-type agentEvent struct {
-	Seq     int64           `json:"seq"`
-	JobSeq  int64           `json:"job_seq"`
-	Turn    string          `json:"turn"`
-	TS      string          `json:"ts"`
-	Type    string          `json:"type"`
-	Data    json.RawMessage `json:"data"`
-	Invalid bool            `json:"invalid"`
-}
+	"github.com/hangar-dev/hangar/internal/wire"
+)
 
 // eventPrinter writes agent events for a person: what the agent said, the tools it called
 // (a shell command as "$ command"), their results, the turn's result and cost, and hangar's
@@ -28,9 +19,9 @@ type eventPrinter struct {
 	colour bool
 }
 
-func (p *eventPrinter) print(ev agentEvent) {
-	at := ev.TS
-	if t, err := time.Parse(time.RFC3339, ev.TS); err == nil {
+func (p *eventPrinter) print(ev wire.Event) {
+	at := ""
+	if t := time.Time(ev.TS); !t.IsZero() {
 		at = t.Local().Format("15:04:05")
 	}
 	for _, l := range p.lines(ev) {
@@ -39,7 +30,7 @@ func (p *eventPrinter) print(ev agentEvent) {
 }
 
 // lines is what one event says, a line per thing.
-func (p *eventPrinter) lines(ev agentEvent) []string {
+func (p *eventPrinter) lines(ev wire.Event) []string {
 	var d map[string]json.RawMessage
 	if ev.Invalid || json.Unmarshal(ev.Data, &d) != nil {
 		return []string{"? " + oneLine(string(ev.Data), 200)}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // TestEventLines: the lines a person needs read as one line each — a run's start, an API
@@ -34,7 +36,7 @@ func TestEventLines(t *testing.T) {
 	}
 	p := &eventPrinter{}
 	for _, c := range cases {
-		got := p.lines(agentEvent{Type: c.typ, Data: json.RawMessage(c.data)})
+		got := p.lines(wire.Event{Type: c.typ, Data: json.RawMessage(c.data)})
 		if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/wire"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -213,7 +214,7 @@ func (a *app) execProcess(ctx context.Context, c *client, sandbox, line string, 
 		restore = func() { term.Restore(int(in.Fd()), state) }
 		defer restore()
 	}
-	var p procInfo
+	var p wire.Process
 	if err := c.do(ctx, "POST", procPath(sandbox, ""), req, &p); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/wire"
 	"github.com/spf13/cobra"
 )
 
@@ -27,14 +28,14 @@ type fleetAgent struct {
 		Kind string `json:"kind"`
 		Text string `json:"text"`
 	} `json:"last"`
-	CostUSD   float64 `json:"cost_usd"`
-	UpdatedAt string  `json:"updated_at"`
+	CostUSD   float64   `json:"cost_usd"`
+	UpdatedAt wire.Time `json:"updated_at"`
 }
 
 type fleetInbox struct {
-	Kind string `json:"kind"`
-	Text string `json:"text"`
-	At   string `json:"at"`
+	Kind string    `json:"kind"`
+	Text string    `json:"text"`
+	At   wire.Time `json:"at"`
 }
 
 type fleetSummary struct {
@@ -108,7 +109,7 @@ func (v *fleetView) render(w io.Writer, col bool, now time.Time) {
 	for _, ag := range v.Agents {
 		agents = append(agents, ag)
 	}
-	sort.Slice(agents, func(i, j int) bool { return agents[i].UpdatedAt > agents[j].UpdatedAt })
+	sort.Slice(agents, func(i, j int) bool { return time.Time(agents[i].UpdatedAt).After(time.Time(agents[j].UpdatedAt)) })
 	t := newTable(w, "NAME", "KIND", "STATE", "SANDBOX", "COST", "UPDATED", "LAST")
 	for _, ag := range agents {
 		state := ag.State
@@ -119,13 +120,13 @@ func (v *fleetView) render(w io.Writer, col bool, now time.Time) {
 		if ag.Last != nil {
 			last = ag.Last.Kind + ": " + oneLine(ag.Last.Text, 60)
 		}
-		t.row(ag.Name, ag.Kind, paint(col, stateColour(state), state), ag.Sandbox, fmt.Sprintf("$%.2f", ag.CostUSD), ago(ag.UpdatedAt, now), last)
+		t.row(ag.Name, ag.Kind, paint(col, stateColour(state), state), ag.Sandbox, fmt.Sprintf("$%.2f", ag.CostUSD), ago(time.Time(ag.UpdatedAt), now), last)
 	}
 	t.flush()
 	if len(v.Inbox) > 0 {
 		fmt.Fprintln(w, "\nInbox:")
 		for _, it := range v.Inbox {
-			fmt.Fprintf(w, "  %s  %s  %s\n", ago(it.At, now), paint(col, "33", it.Kind), oneLine(it.Text, 100))
+			fmt.Fprintf(w, "  %s  %s  %s\n", ago(time.Time(it.At), now), paint(col, "33", it.Kind), oneLine(it.Text, 100))
 		}
 	}
 }

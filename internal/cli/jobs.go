@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/wire"
 	"github.com/spf13/cobra"
 )
 
@@ -34,14 +35,14 @@ it is recorded, until Ctrl-C. -o json prints the events as hangar gives them, on
 // events prints the events at base (a session's or a job's events route) after seq since: the
 // pages recorded or, with follow, the stream, until an event for which until says so (nil:
 // until Ctrl-C).
-func (a *app) events(ctx context.Context, base string, since int64, follow bool, until func(agentEvent) bool) error {
+func (a *app) events(ctx context.Context, base string, since int64, follow bool, until func(wire.Event) bool) error {
 	asJSON, c, err := a.jsonClient()
 	if err != nil {
 		return err
 	}
 	p := &eventPrinter{w: a.cfg.Stdout, colour: a.colour(a.cfg.Stdout)}
 	show := func(raw json.RawMessage) (last bool) {
-		var ev agentEvent
+		var ev wire.Event
 		json.Unmarshal(raw, &ev)
 		if asJSON {
 			var line bytes.Buffer
@@ -82,7 +83,7 @@ func (a *app) events(ctx context.Context, base string, since int64, follow bool,
 
 // followTurn prints the events at base after seq since until one for which until says the turn
 // ended, then exits 1 unless the turn (or job) at path ended done; Ctrl-C exits 130.
-func (a *app) followTurn(ctx context.Context, c *client, base string, since int64, until func(agentEvent) bool, path string) error {
+func (a *app) followTurn(ctx context.Context, c *client, base string, since int64, until func(wire.Event) bool, path string) error {
 	if err := a.events(ctx, base, since, true, until); err != nil {
 		return err
 	}
@@ -102,18 +103,7 @@ func (a *app) followTurn(ctx context.Context, c *client, base string, since int6
 }
 
 // turnFinished is the end of a job's events: its one turn's turn.finished.
-func turnFinished(ev agentEvent) bool { return ev.Type == "turn.finished" }
-
-type jobJSON struct {
-	ID        string `json:"id"`
-	Sandbox   string `json:"sandbox"`
-	Session   string `json:"session"`
-	State     string `json:"state"`
-	CreatedAt string `json:"created_at"`
-	Turn      *struct {
-		Prompt string `json:"prompt"`
-	} `json:"turn"`
-}
+func turnFinished(ev wire.Event) bool { return ev.Type == "turn.finished" }
 
 func (a *app) jobsCmd() *cobra.Command {
 	cmd := group(&cobra.Command{
@@ -160,7 +150,7 @@ did not end done.`,
 			if err := c.do(cmd.Context(), "POST", "/api/jobs", req, &raw); err != nil {
 				return err
 			}
-			var j jobJSON
+			var j wire.Job
 			json.Unmarshal(raw, &j)
 			switch {
 			case asJSON && !follow:
@@ -191,12 +181,12 @@ func (a *app) jobsLsCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			col, now := a.colour(a.cfg.Stdout), time.Now()
 			header := []string{"ID", "STATE", "SANDBOX", "CREATED", "PROMPT"}
-			return printList(cmd.Context(), a, "/api/jobs", "jobs", header, func(j jobJSON) []string {
+			return printList(cmd.Context(), a, "/api/jobs", "jobs", header, func(j wire.Job) []string {
 				prompt := ""
 				if j.Turn != nil {
 					prompt = oneLine(j.Turn.Prompt, 60)
 				}
-				return []string{j.ID, paint(col, stateColour(j.State), j.State), j.Sandbox, ago(j.CreatedAt, now), prompt}
+				return []string{j.ID, paint(col, stateColour(j.State), j.State), j.Sandbox, ago(j.CreatedAt.Time(), now), prompt}
 			})
 		},
 	}

@@ -129,11 +129,10 @@ func oneLine(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// ago says how long ago an RFC 3339 time was, roughly: "5s", "3m", "2h", "4d".
-func ago(ts string, now time.Time) string {
-	t, err := time.Parse(time.RFC3339, ts)
-	if err != nil {
-		return ts
+// ago says how long ago t was, roughly: "5s", "3m", "2h", "4d"; "" for the zero time.
+func ago(t time.Time, now time.Time) string {
+	if t.IsZero() {
+		return ""
 	}
 	d := now.Sub(t)
 	switch {

@@ -12,24 +12,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/wire"
 	"github.com/spf13/cobra"
 )
-
-// procInfo is a background process as hangar shows it.
-type procInfo struct {
-	ID          string `json:"process_id"`
-	Sandbox     string `json:"sandbox"`
-	User        string `json:"user"`
-	Command     string `json:"command"`
-	State       string `json:"state"`
-	ExitCode    *int   `json:"exit_code"`
-	Status      string `json:"status"`
-	Adopted     bool   `json:"adopted"`
-	PTY         bool   `json:"pty"`
-	StartedAt   string `json:"started_at"`
-	OutputStart int64  `json:"output_start"`
-	OutputEnd   int64  `json:"output_end"`
-}
 
 func procPath(sandbox, id string) string {
 	p := "/api/sandboxes/" + esc(sandbox) + "/processes"
@@ -48,7 +33,7 @@ func (a *app) psCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			col, now := a.colour(a.cfg.Stdout), time.Now()
 			header := []string{"ID", "STATE", "EXIT", "STARTED", "USER", "COMMAND"}
-			return printList(cmd.Context(), a, procPath(args[0], ""), "processes", header, func(p procInfo) []string {
+			return printList(cmd.Context(), a, procPath(args[0], ""), "processes", header, func(p wire.Process) []string {
 				exit := ""
 				if p.ExitCode != nil {
 					exit = strconv.Itoa(*p.ExitCode)
@@ -57,7 +42,7 @@ func (a *app) psCmd() *cobra.Command {
 				if p.State == "exited" && p.ExitCode != nil && *p.ExitCode != 0 {
 					state = "exited " + exit
 				}
-				return []string{p.ID, paint(col, stateColour(state), p.State), exit, ago(p.StartedAt, now), p.User, oneLine(p.Command, 60)}
+				return []string{p.ID, paint(col, stateColour(state), p.State), exit, ago(time.Time(p.StartedAt), now), p.User, oneLine(p.Command, 60)}
 			})
 		},
 	}
@@ -78,7 +63,7 @@ shell command line; several are quoted as they are, one word each.`,
 		ValidArgsFunction: a.completeSandboxes,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body := map[string]any{"command": commandLine(args[1:]), "cwd": cwd}
-			return printAnswer(cmd.Context(), a, "POST", procPath(args[0], ""), body, func(p procInfo) {
+			return printAnswer(cmd.Context(), a, "POST", procPath(args[0], ""), body, func(p wire.Process) {
 				fmt.Fprintln(a.cfg.Stdout, p.ID)
 			})
 		},
@@ -96,7 +81,7 @@ func (a *app) killCmd() *cobra.Command {
 		Args:              exactArgs(2, "a sandbox's name and a process id"),
 		ValidArgsFunction: a.completeProcess,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return printAnswer(cmd.Context(), a, "DELETE", procPath(args[0], args[1]), nil, func(p procInfo) {
+			return printAnswer(cmd.Context(), a, "DELETE", procPath(args[0], args[1]), nil, func(p wire.Process) {
 				if p.State == "running" {
 					fmt.Fprintf(a.cfg.Stdout, "Killing %s (SIGTERM, then SIGKILL 3 s later).\n", p.ID)
 				} else {
@@ -140,10 +125,10 @@ printed while hangar was down is lost, and attach says so. Ctrl-C detaches: the 
 // follow writes a process's output to w from offset since until it ends, and returns how it
 // ended. It reconnects after a broken stream or a restarted hangar, resuming at the offset it
 // reached (Last-Event-ID).
-func (a *app) follow(ctx context.Context, c *client, sandbox, id string, since int64, w io.Writer) (procInfo, error) {
-	var info procInfo
+func (a *app) follow(ctx context.Context, c *client, sandbox, id string, since int64, w io.Writer) (wire.Process, error) {
+	var info wire.Process
 	if err := c.do(ctx, "GET", procPath(sandbox, id), nil, &struct {
-		Process *procInfo `json:"process"`
+		Process *wire.Process `json:"process"`
 	}{&info}); err != nil {
 		return info, err
 	}
@@ -152,7 +137,7 @@ func (a *app) follow(ctx context.Context, c *client, sandbox, id string, since i
 	for {
 		sse, body, err := c.stream(ctx, "GET", procPath(sandbox, id)+"/stream", nil, strconv.FormatInt(next, 10))
 		if err == nil {
-			var end *procInfo
+			var end *wire.Process
 			end, err = a.pumpProcess(sse, w, &next)
 			body.Close()
 			if end != nil {
@@ -164,9 +149,9 @@ func (a *app) follow(ctx context.Context, c *client, sandbox, id string, since i
 			if again, err := r.wait(ctx, err); !again {
 				return info, cmp.Or(err, ctx.Err())
 			}
-			var now procInfo
+			var now wire.Process
 			err = c.do(ctx, "GET", procPath(sandbox, id), nil, &struct {
-				Process *procInfo `json:"process"`
+				Process *wire.Process `json:"process"`
 			}{&now})
 			if err != nil {
 				continue
@@ -235,7 +220,7 @@ func closeError(data []byte) error {
 
 // pumpProcess writes a process stream's output to w, moving *next past it, until the end
 // event (returned) or the stream's end (an error).
-func (a *app) pumpProcess(sse *sseReader, w io.Writer, next *int64) (*procInfo, error) {
+func (a *app) pumpProcess(sse *sseReader, w io.Writer, next *int64) (*wire.Process, error) {
 	for {
 		ev, err := sse.next()
 		if err != nil {
@@ -264,7 +249,7 @@ func (a *app) pumpProcess(sse *sseReader, w io.Writer, next *int64) (*procInfo, 
 			}
 			*next = g.To
 		case "end":
-			var end procInfo
+			var end wire.Process
 			if err := json.Unmarshal(ev.Data, &end); err != nil {
 				return nil, fmt.Errorf("read the process's end: %w", err)
 			}

@@ -5,19 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/wire"
 	"github.com/spf13/cobra"
 )
-
-// sandboxJSON is the part of a sandbox the tables show; -o json prints hangar's answer whole.
-type sandboxJSON struct {
-	Name      string `json:"name"`
-	Owner     string `json:"owner"`
-	Provider  string `json:"provider"`
-	State     string `json:"state"`
-	Reason    string `json:"reason"`
-	Workdir   string `json:"workdir"`
-	CreatedAt string `json:"created_at"`
-}
 
 func (a *app) sandboxCmd() *cobra.Command {
 	cmd := group(&cobra.Command{
@@ -149,11 +139,11 @@ func (a *app) printSandboxes(v map[string]any) error {
 	if asJSON {
 		return printJSON(a.cfg.Stdout, v)
 	}
-	var list []sandboxJSON
+	var list []wire.Sandbox
 	if raw, ok := v["sandboxes"]; ok {
 		remarshal(raw, &list)
 	} else {
-		var one sandboxJSON
+		var one wire.Sandbox
 		remarshal(v, &one)
 		list = append(list, one)
 	}
@@ -165,7 +155,7 @@ func (a *app) printSandboxes(v map[string]any) error {
 		if sb.Reason != "" {
 			state += " (" + oneLine(sb.Reason, 60) + ")"
 		}
-		t.row(sb.Name, state, sb.Provider, sb.Owner, ago(sb.CreatedAt, now), sb.Workdir)
+		t.row(sb.Name, state, sb.Provider, sb.Owner, ago(time.Time(sb.CreatedAt), now), sb.Workdir)
 	}
 	return t.flush()
 }

@@ -7,19 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/wire"
 	"github.com/spf13/cobra"
 )
-
-type sessionJSON struct {
-	ID        string `json:"id"`
-	Name      string `json:"name"`
-	Sandbox   string `json:"sandbox"`
-	Agent     string `json:"agent"`
-	Owner     string `json:"owner"`
-	Job       string `json:"job"`
-	LastSeq   int64  `json:"last_seq"`
-	CreatedAt string `json:"created_at"`
-}
 
 func (a *app) sessionsCmd() *cobra.Command {
 	cmd := group(&cobra.Command{
@@ -118,7 +108,7 @@ func (a *app) turn(ctx context.Context, session, prompt string, follow bool) err
 	if err != nil {
 		return err
 	}
-	var se sessionJSON
+	var se wire.Session
 	if err := a.call(ctx, "GET", "/api/sessions/"+esc(session), nil, &se); err != nil {
 		return err
 	}
@@ -141,7 +131,7 @@ func (a *app) turn(ctx context.Context, session, prompt string, follow bool) err
 	if err != nil {
 		return err
 	}
-	ours := func(ev agentEvent) bool { return ev.Type == "turn.finished" && ev.Turn == t.ID }
+	ours := func(ev wire.Event) bool { return ev.Type == "turn.finished" && ev.Turn == t.ID }
 	return a.followTurn(ctx, c, "/api/sessions/"+esc(se.ID)+"/events", se.LastSeq, ours, "/api/sessions/"+esc(se.ID)+"/turns/"+esc(t.ID))
 }
 
@@ -168,9 +158,9 @@ func (a *app) printSessions(list []json.RawMessage) error {
 	t := newTable(a.cfg.Stdout, "NAME", "ID", "AGENT", "SANDBOX", "OWNER", "EVENTS", "CREATED")
 	now := time.Now()
 	for _, raw := range list {
-		var se sessionJSON
+		var se wire.Session
 		json.Unmarshal(raw, &se)
-		t.row(se.Name, se.ID, se.Agent, se.Sandbox, se.Owner, strconv.FormatInt(se.LastSeq, 10), ago(se.CreatedAt, now))
+		t.row(se.Name, se.ID, se.Agent, se.Sandbox, se.Owner, strconv.FormatInt(se.LastSeq, 10), ago(se.CreatedAt.Time(), now))
 	}
 	return t.flush()
 }

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"time"
 
+	"github.com/hangar-dev/hangar/internal/wire"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 func (a *app) watchCmd() *cobra.Command {
@@ -44,14 +47,10 @@ resumed after the last change seen.`,
 					fmt.Fprintf(a.cfg.Stdout, "%s\n", ev.Data)
 					return nil
 				}
-				var ch struct {
-					TS   string `json:"ts"`
-					Name string `json:"name"`
-					Type string `json:"type"`
-				}
+				var ch wire.Change
 				json.Unmarshal(ev.Data, &ch)
-				ts := ch.TS
-				if t, err := time.Parse(time.RFC3339, ch.TS); err == nil {
+				ts := ""
+				if t := time.Time(ch.TS); !t.IsZero() {
 					ts = t.Local().Format("15:04:05.000")
 				}
 				fmt.Fprintf(a.cfg.Stdout, "%s  %-6s  %s\n", ts, paint(col, watchColour[ch.Type], ch.Type), ch.Name)
@@ -100,12 +99,14 @@ func (a *app) followEvents(ctx context.Context, c *client, path string, fn func(
 // writer, then waits 250 ms before each attempt, doubling up to 5 s, until reset.
 type reconnect struct {
 	w       io.Writer
-	backoff time.Duration
+	backoff wait.Backoff
 	warned  bool // the break was said and no stream has come back since
 }
 
 func newReconnect(w io.Writer) *reconnect {
-	return &reconnect{w: w, backoff: 250 * time.Millisecond}
+	r := &reconnect{w: w}
+	r.reset()
+	return r
 }
 
 // wait reports whether to try again after err, once the pause is over: not when ctx has ended
@@ -124,13 +125,13 @@ func (r *reconnect) wait(ctx context.Context, err error) (bool, error) {
 	select {
 	case <-ctx.Done():
 		return false, nil
-	case <-time.After(r.backoff):
+	case <-time.After(r.backoff.Step()):
 	}
-	r.backoff = min(2*r.backoff, 5*time.Second)
 	return true, nil
 }
 
 // reset starts the pacing afresh: the stream is back.
 func (r *reconnect) reset() {
-	r.warned, r.backoff = false, 250*time.Millisecond
+	r.warned = false
+	r.backoff = wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 5 * time.Second}
 }

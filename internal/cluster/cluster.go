@@ -8,18 +8,20 @@ package cluster
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/coder/quartz"
+	"github.com/hangar-dev/hangar/internal/ids"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Config configures a Cluster. Zero values are defaults.
@@ -106,7 +108,7 @@ func New(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, errors.New("cluster: the database URL and the advertised URL are required")
 	}
 	if cfg.ID == "" {
-		cfg.ID = "r_" + strings.ToLower(rand.Text()[:12])
+		cfg.ID = ids.New("r_", 12)
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 15 * time.Second
@@ -198,21 +200,21 @@ func (c *Cluster) Close() {
 // listen holds a connection that LISTENs on the channel, reconnecting (with a growing wait)
 // when it breaks, until ctx ends.
 func (c *Cluster) listen(ctx context.Context) {
-	wait := 100 * time.Millisecond
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 5 * time.Second}
 	for ctx.Err() == nil {
 		err := c.listenOnce(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		c.log.Warn("listening to the other replicas broke; reconnecting", "err", err, "in", wait)
-		t := c.cfg.Clock.NewTimer(wait, "cluster", "reconnect")
+		next := backoff.Step()
+		c.log.Warn("listening to the other replicas broke; reconnecting", "err", err, "in", next)
+		t := c.cfg.Clock.NewTimer(next, "cluster", "reconnect")
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		wait = min(2*wait, 5*time.Second)
 	}
 }
 

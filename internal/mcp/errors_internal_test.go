@@ -13,6 +13,7 @@ import (
 // TestClassifyDiedSandbox: a daemon or container that died under a tool call is the sandbox's
 // failure, said in a sentence that names the part, never "Something went wrong inside hangar".
 func TestClassifyDiedSandbox(t *testing.T) {
+	t.Parallel()
 	for _, part := range []string{sandbox.PartDaemon, sandbox.PartSandbox} {
 		died := &sandbox.DiedError{Sandbox: "box", Part: part, State: "failed", Reason: "the container is exited (exit code 137)"}
 		err := classify(slog.New(slog.NewTextHandler(io.Discard, nil)), "exec", fmt.Errorf("exec: %w", died))

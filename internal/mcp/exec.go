@@ -127,8 +127,8 @@ func (h *Handler) startCall(req *mcp.CallToolRequest) *sink {
 	}
 	sk := h.sinkOf(req.Extra.Header)
 	if sk != nil {
-		h.running.add()
-		sk.whenClosed(h.running.done)
+		h.running.Enter()
+		sk.whenClosed(h.running.Leave)
 		sk.startStream()
 	}
 	return sk
@@ -154,14 +154,7 @@ func watchClient(ctx context.Context, sk *sink) (context.Context, context.Cancel
 // (stream.Render's write-through).
 func (h *Handler) pump(ctx context.Context, req *mcp.CallToolRequest, st *stream.Stream, sk *sink, token any) stream.Reason {
 	p := &progress{req: req, token: token, sk: sk, st: st}
-	return st.Render(ctx, 0, func(items []stream.Item) error {
-		for _, it := range items {
-			if err := p.item(ctx, it); err != nil {
-				return err
-			}
-		}
-		return p.flush(ctx)
-	})
+	return st.Render(ctx, 0, p.write(ctx))
 }
 
 // text returns b as a string and its encoding: "" for UTF-8 text, "base64" otherwise.

@@ -13,6 +13,7 @@ import (
 )
 
 func TestExecStreamsProgress(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.sandbox(t, staticSecret, "box", "")
 	for _, era := range eras {
@@ -71,6 +72,7 @@ func TestExecStreamsProgress(t *testing.T) {
 }
 
 func TestExecWithoutStreaming(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.sandbox(t, staticSecret, "box", "")
 	for _, era := range eras {
@@ -95,6 +97,7 @@ func TestExecWithoutStreaming(t *testing.T) {
 }
 
 func TestExecNoDaemon(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.sandbox(t, staticSecret, "plain", `, "daemon": false`)
 	for _, era := range eras {
@@ -113,6 +116,7 @@ func TestExecNoDaemon(t *testing.T) {
 }
 
 func TestExecToolErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.sandbox(t, staticSecret, "box", "")
 	c := e.connect(t, staticSecret, eras[1])
@@ -145,6 +149,7 @@ func TestExecToolErrors(t *testing.T) {
 }
 
 func TestExecBoundTokenMayOmitSandbox(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.sandbox(t, e.admin, "box", "")
 	e.sandbox(t, e.admin, "other", "")
@@ -169,6 +174,7 @@ func TestExecBoundTokenMayOmitSandbox(t *testing.T) {
 // TestExecPerUserLimit: a streamed exec past HANGAR_STREAM_MAX_PER_USER, through another token
 // of the same user, is a tool error naming the limit; a resource subscription too.
 func TestExecPerUserLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{maxPerUser: 2, turns: true})
 	_, m1 := e.newToken(t, `{"user": "mallory", "scopes": ["user", "mcp"]}`)
 	_, m2 := e.newToken(t, `{"user": "mallory", "scopes": ["user", "mcp"]}`)
@@ -177,6 +183,8 @@ func TestExecPerUserLimit(t *testing.T) {
 	c1 := e.connect(t, m1, eras[1])
 	for i := 0; i < 2; i++ {
 		k := c1.start(long, true)
+		// Ended before the env's cleanup: else it waits for the call's timeout.
+		defer func() { k.cancel(); <-k.done }()
 		if p := c1.nextProgress(t, k); p.message != "started\n" {
 			t.Fatalf("stream %d: progress %+v", i+1, p)
 		}
@@ -196,6 +204,7 @@ func TestExecPerUserLimit(t *testing.T) {
 }
 
 func TestExecPerTokenLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{maxPerToken: 2})
 	_, ada := e.newToken(t, `{"user": "ada", "scopes": ["user", "mcp"]}`)
 	_, bob := e.newToken(t, `{"user": "bob", "scopes": ["user", "mcp"]}`)
@@ -234,6 +243,7 @@ func TestExecPerTokenLimit(t *testing.T) {
 }
 
 func TestExecCancelKillsCommand(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.sandbox(t, staticSecret, "box", "")
 	for _, era := range eras {
@@ -271,6 +281,7 @@ func waitStreams(t *testing.T, e *env, n int) {
 }
 
 func TestExecRevokedKillsCommand(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	for _, era := range eras {
 		t.Run(era, func(t *testing.T) {
@@ -302,6 +313,7 @@ func TestExecRevokedKillsCommand(t *testing.T) {
 }
 
 func TestExecEndTokenKillsCommand(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.sandbox(t, e.admin, "box", "")
 	id, tok := e.newToken(t, `{"user": "admin", "scopes": ["admin", "mcp"]}`)
@@ -321,6 +333,7 @@ func TestExecEndTokenKillsCommand(t *testing.T) {
 }
 
 func TestExecShutdownLeavesCommandRunning(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.sandbox(t, staticSecret, "box", "")
 	c := e.connect(t, staticSecret, eras[0])
@@ -362,6 +375,7 @@ func TestExecShutdownLeavesCommandRunning(t *testing.T) {
 // and is answered before the session closes: closing it first answered the call with an empty
 // stream (the replicas chaos test saw it as a replica rolled).
 func TestShutdownAnswersPlainExecInFlight(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.sandbox(t, staticSecret, "box", "")
 	c := e.connect(t, staticSecret, eras[0])
@@ -393,6 +407,7 @@ func TestShutdownAnswersPlainExecInFlight(t *testing.T) {
 }
 
 func TestExecDestroyedSandbox(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.sandbox(t, staticSecret, "box", "")
 	c := e.connect(t, staticSecret, eras[1])
@@ -412,6 +427,7 @@ func TestExecDestroyedSandbox(t *testing.T) {
 // 403, each with the WWW-Authenticate challenge RFC 6750 gives it (the scope needed, and the
 // error when a token was sent).
 func TestMCPNeedsTheMCPScope(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	_, userOnly := e.newToken(t, `{"user": "ada", "scopes": ["user"]}`)
 	for _, c := range []struct {
@@ -445,6 +461,7 @@ func TestMCPNeedsTheMCPScope(t *testing.T) {
 // TestKeepAliveAndHeaders reads a streamed call's response as raw SSE: X-Accel-Buffering is
 // set, and a quiet command's stream opens at once and gets keep-alive comments.
 func TestKeepAliveAndHeaders(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{keepAlive: 50 * time.Millisecond})
 	e.sandbox(t, staticSecret, "box", "")
 	flag := filepath.Join(t.TempDir(), "go-on")
@@ -510,6 +527,7 @@ func TestKeepAliveAndHeaders(t *testing.T) {
 }
 
 func TestExecByteCap(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{maxBytes: 1000})
 	e.sandbox(t, staticSecret, "box", "")
 	c := e.connect(t, staticSecret, eras[1])

@@ -27,6 +27,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/forward"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/serving"
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
 	"github.com/hangar-dev/hangar/internal/watch"
@@ -84,8 +85,9 @@ type Config struct {
 	// Check says whether a token holding a session is still valid (its recheck, not a new
 	// request). Default Auth.Recheck.
 	Check func(ctx context.Context, p auth.Principal) error
-	// Clock times Run's rechecks and paces subscriptions' notifications. Default the real
-	// clock.
+	// Clock times Run's rechecks, the keep-alives of response streams and the shutdown's
+	// grace. Default the real clock. (Subscriptions' notifications are paced by their
+	// streams, on the registry's clock.)
 	Clock quartz.Clock
 	// Watches, when set, serves the watch resource hangar://sandboxes/<sandbox>/watch?path=<dir>.
 	Watches *watch.Service
@@ -112,47 +114,10 @@ type Handler struct {
 
 	sinks    sync.Map // sink id (string) → *sink: the response streams being served
 	nextID   atomic.Uint64
-	running  inflight  // exec and attach calls and listens in flight, counted until their response is written
-	sessions *sessions // the 2025-era sessions of each token
-	calls    calls     // the 2025-era sessions' requests being served
+	running  serving.InFlight // exec and attach calls and listens in flight, counted until their response is written
+	sessions *sessions        // the 2025-era sessions of each token
+	calls    calls            // the 2025-era sessions' requests being served
 	subs     *subscriptions
-}
-
-// inflight counts calls in flight; idle's channel is closed when there are none.
-type inflight struct {
-	mu   sync.Mutex // guards n and zero
-	n    int
-	zero chan struct{} // closed when n drops to 0; nil while n is 0
-}
-
-func (f *inflight) add() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.n == 0 {
-		f.zero = make(chan struct{})
-	}
-	f.n++
-}
-
-func (f *inflight) done() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.n--; f.n == 0 {
-		close(f.zero)
-		f.zero = nil
-	}
-}
-
-// idle returns a channel closed once no call is in flight.
-func (f *inflight) idle() <-chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.n == 0 {
-		c := make(chan struct{})
-		close(c)
-		return c
-	}
-	return f.zero
 }
 
 // New returns the /mcp handler.
@@ -227,7 +192,7 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.Turns != nil || cfg.Watches != nil {
 		h.server.AddSendingMiddleware(h.deliverUpdates)
-		h.server.AddReceivingMiddleware(h.endableListens)
+		h.server.AddReceivingMiddleware(h.endableListens, h.subscribed)
 	}
 	getServer := func(*http.Request) *mcp.Server { return h.server }
 	// Never JSONResponse: progress notifications travel on the call's response stream.
@@ -271,7 +236,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 // serveHere serves a request on this replica.
 func (h *Handler) serveHere(w http.ResponseWriter, r *http.Request) {
 	id := strconv.FormatUint(h.nextID.Add(1), 10)
-	s := newSink(w, r.Context(), h.cfg.KeepAlive, h.cfg.WriteTimeout)
+	s := newSink(w, r.Context(), h.cfg.KeepAlive, h.cfg.WriteTimeout, h.cfg.Clock)
 	h.sinks.Store(id, s)
 	defer h.sinks.Delete(id)
 	defer s.close() // after the SDK returned: no write of the SDK's can follow
@@ -332,11 +297,11 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	h.subs.endListens()
 	var err error
 	select {
-	case <-h.running.idle():
+	case <-h.running.Idle():
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	if idle := h.calls.all.idle(); !closed(idle) {
+	if idle := h.calls.all.Idle(); !closed(idle) {
 		select {
 		case <-idle:
 			// Answered; the client reads each answer on the call's own stream while the

@@ -120,7 +120,13 @@ func newEnv(t *testing.T, o envOptions) *env {
 		o.maxPerToken = 4
 	}
 	reg := prometheus.NewRegistry()
-	e.streams = stream.New(stream.Config{MaxPerToken: o.maxPerToken, MaxPerUser: o.maxPerUser, MaxBytes: o.maxBytes, Check: a.Recheck, Recheck: 200 * time.Millisecond, Registerer: reg})
+	recheck := 200 * time.Millisecond
+	if o.clock != nil {
+		recheck = time.Hour // a test's clock moves only for what it tests
+	}
+	// The subscriptions' streams coalesce on the registry's clock: the test's, when it has one.
+	e.streams = stream.New(stream.Config{MaxPerToken: o.maxPerToken, MaxPerUser: o.maxPerUser, MaxBytes: o.maxBytes, Check: a.Recheck, Recheck: recheck, Registerer: reg,
+		Clock: o.clock})
 	rechecks, stopRechecks := context.WithCancel(context.Background())
 	recheckDone := make(chan struct{})
 	go func() { e.streams.Run(rechecks); close(recheckDone) }()
@@ -156,10 +162,6 @@ func newEnv(t *testing.T, o envOptions) *env {
 	if o.watches {
 		watches = watch.New(watch.Config{Sandboxes: sandboxes, Streams: e.streams, MaxPerToken: 2, Logger: quiet})
 		t.Cleanup(watches.Close)
-	}
-	recheck := 200 * time.Millisecond
-	if o.clock != nil {
-		recheck = time.Hour // a test's clock moves only for what it tests
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

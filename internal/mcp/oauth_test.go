@@ -98,6 +98,7 @@ func person(token, sandbox string) sdkauth.AuthorizationCodeFetcher {
 // consent, gets a token, and streams an exec with progress; revoking the grant through the
 // API ends the stream, and the token is refused from then on.
 func TestOAuthClientStreamsUntilGrantRevoked(t *testing.T) {
+	t.Parallel()
 	var docURL string
 	doc := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -249,6 +250,7 @@ func refresh(t *testing.T, e *env, clientID, refreshToken string) string {
 // each refresh) share one HANGAR_BACKGROUND_MAX_PER_TOKEN count: a refreshed token gets no
 // fresh allowance of background processes.
 func TestRefreshedGrantSharesProcessLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{maxProcsPerToken: 1, oauth: func(*oauth.Config) {}})
 	_, ada := e.newToken(t, `{"user": "ada", "scopes": ["user", "mcp"]}`)
 	e.sandbox(t, ada, "box", "")

@@ -3,19 +3,15 @@ package mcp
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/process"
-	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/wire/from"
 )
 
 // processArgs are the process tool's arguments; which ones apply depends on the action.
@@ -35,9 +31,6 @@ type processArgs struct {
 // maxWait bounds an attach's wait_seconds (the spec's 600): a longer wait is clamped, and the
 // result says so.
 const maxWait = 600 * time.Second
-
-// tailBytes is how much of what an attach saw its result carries: the last 64 KiB.
-const tailBytes = 64 << 10
 
 // attachOutput is the attach action's result. Output that is not valid UTF-8 is sent base64,
 // with tail_encoding "base64".
@@ -97,16 +90,13 @@ func (h *Handler) process(ctx context.Context, req *mcp.CallToolRequest, in proc
 		if err != nil {
 			return nil, nil, classify(h.log, op, err)
 		}
-		return nil, info, nil
+		return nil, from.Process(info), nil
 	case "list":
 		ps, err := h.cfg.Processes.List(ctx, p, ref)
 		if err != nil {
 			return nil, nil, classify(h.log, op, err)
 		}
-		if ps == nil {
-			ps = []process.Info{}
-		}
-		return nil, map[string]any{"processes": ps}, nil
+		return nil, map[string]any{"processes": from.Processes(ps)}, nil
 	case "attach":
 		out, err := h.attach(ctx, req, p, ref, in)
 		if err != nil {
@@ -133,7 +123,7 @@ func (h *Handler) process(ctx context.Context, req *mcp.CallToolRequest, in proc
 		if err != nil {
 			return nil, nil, classify(h.log, op, err)
 		}
-		return nil, info, nil
+		return nil, from.Process(info), nil
 	case "":
 		return nil, nil, errorf("Say what to do (the action argument): start, attach, input, kill or list.")
 	default:
@@ -141,10 +131,9 @@ func (h *Handler) process(ctx context.Context, req *mcp.CallToolRequest, in proc
 	}
 }
 
-// attach attaches to a process, renders its stream as progress notifications (this goroutine,
-// the tool handler's, is the call's one writer) and returns the tail. It reads the replay (the
-// kept output from since) whatever wait_seconds is, then waits for more until wait_seconds
-// passed or the process ended.
+// attach attaches to a process and renders what process.Attachment.Follow gives as progress
+// notifications (this goroutine, the tool handler's, is the call's one writer), then its
+// account as the result.
 func (h *Handler) attach(ctx context.Context, req *mcp.CallToolRequest, p auth.Principal, ref string, in processArgs) (attachOutput, error) {
 	wait, notes, err := attachWait(in)
 	if err != nil {
@@ -157,23 +146,21 @@ func (h *Handler) attach(ctx context.Context, req *mcp.CallToolRequest, p auth.P
 		return attachOutput{}, classify(h.log, "process attach", err)
 	}
 	defer att.Close()
-	info := att.Info
-	a := &attaching{out: attachOutput{ProcessID: info.ID, State: info.State, ExitCode: info.ExitCode, Status: info.Status,
-		Next: min(in.Since, info.OutputEnd), Streamed: token != nil}, notes: notes}
-	a.out.TailFrom = a.out.Next
-	if in.Since > info.OutputEnd {
-		a.notes = append(a.notes, fmt.Sprintf("since %d is past the end of the output (%d so far): nothing was there to read, and next is the end.", in.Since, info.OutputEnd))
+	if in.Since > att.Info.OutputEnd {
+		notes = append(notes, fmt.Sprintf("since %d is past the end of the output (%d so far): nothing was there to read, and next is the end.", in.Since, att.Info.OutputEnd))
 	}
 	// A 2025-era call's context does not end when its HTTP request does: watch the request too.
 	ctx, cancel := watchClient(ctx, sk)
 	defer cancel()
-	// The replay ends at the output's end when attached; the stream of a process that exited
-	// or is lost ends after it, with its end item.
 	pr := &progress{req: req, token: token, sk: sk, st: att.Stream}
-	if err := a.follow(ctx, pr, info.OutputEnd, info.State != process.StateRunning, time.Now().Add(wait)); err != nil {
+	seen, err := att.Follow(ctx, wait, pr.write(ctx))
+	switch {
+	case errors.Is(err, errGone):
 		return attachOutput{}, err
+	case err != nil:
+		return attachOutput{}, errorf("The call was cancelled.")
 	}
-	return a.result(), nil
+	return attachResult(seen, token != nil, notes), nil
 }
 
 // attachWait checks an attach's since and wait_seconds, and returns how long to wait and the
@@ -191,101 +178,15 @@ func attachWait(in processArgs) (time.Duration, []string, error) {
 	return time.Duration(in.WaitSeconds * float64(time.Second)), nil, nil
 }
 
-// attaching is one attach's account of what it saw: the result so far and the last 64 KiB.
-type attaching struct {
-	out   attachOutput
-	notes []string
-	tail  []byte
-}
-
-// follow takes the stream's items until the replay was read and then until deadline passed,
-// the process ended or the stream ended, rendering each and keeping its account.
-func (a *attaching) follow(ctx context.Context, pr *progress, replayEnd int64, exited bool, deadline time.Time) error {
-	st := pr.st
-	for {
-		var idle time.Duration // 0: wait for the next item however long (the replay, an exited process's end)
-		if a.out.Next >= replayEnd && !exited {
-			if idle = time.Until(deadline); idle <= 0 {
-				return nil
-			}
-		}
-		items, err := st.Next(ctx, idle)
-		var ended *stream.Ended
-		switch {
-		case errors.Is(err, io.EOF):
-			return nil
-		case errors.As(err, &ended):
-			a.out.Closed = string(ended.Reason)
-			return nil
-		case err != nil:
-			st.End(stream.ReasonClient)
-			return errorf("The call was cancelled.")
-		}
-		for _, it := range items {
-			if err := a.take(ctx, pr, it); err != nil {
-				return err
-			}
-		}
-		if err := pr.flush(ctx); err != nil {
-			return err
-		}
+// attachResult is the attach's answer: what it saw, and notes on what a reader should know.
+func attachResult(seen process.Seen, streamed bool, notes []string) attachOutput {
+	out := attachOutput{ProcessID: seen.Info.ID, State: seen.Info.State, ExitCode: seen.Info.ExitCode, Status: seen.Info.Status,
+		TailFrom: seen.TailFrom, Next: seen.Next, Gap: seen.Gap, Streamed: streamed, Closed: string(seen.Closed), Capped: seen.Capped}
+	out.Tail, out.TailEncoding = text(seen.Tail)
+	notes = append(notes, seen.Notes...) // each gap's and the cap's, as they came
+	if seen.Closed != "" {
+		notes = append(notes, fmt.Sprintf("The attachment ended early (%s); the process may still be running: attach again from next.", seen.Closed))
 	}
-}
-
-// take accounts for one item and renders it.
-func (a *attaching) take(ctx context.Context, pr *progress, it stream.Item) error {
-	switch it.Event {
-	case process.EventGap:
-		var g process.Gap
-		if json.Unmarshal(it.Data, &g) != nil {
-			return nil
-		}
-		a.out.Gap, a.out.Next = &g, g.To
-		a.tail, a.out.TailFrom = nil, g.To
-		msg := gapNote(g)
-		a.notes = append(a.notes, msg)
-		return pr.note(ctx, process.EventGap, msg, float64(g.To))
-	case process.EventOutput:
-		off, err := strconv.ParseInt(it.ID, 10, 64)
-		if err != nil {
-			return nil
-		}
-		a.tail = append(a.tail, it.Data...)
-		if cut := len(a.tail) - tailBytes; cut > 0 {
-			a.tail = append(a.tail[:0:0], a.tail[cut:]...)
-		}
-		a.out.Next, a.out.TailFrom = off, off-int64(len(a.tail))
-	case process.EventEnd:
-		var end process.Info
-		if json.Unmarshal(it.Data, &end) == nil {
-			a.out.State, a.out.ExitCode, a.out.Status = end.State, end.ExitCode, end.Status
-		}
-	case stream.EventCapped:
-		a.out.Capped = true
-		a.notes = append(a.notes, fmt.Sprintf("This attach reached HANGAR_STREAM_MAX_BYTES and sent nothing more: attach again from next (%d).", a.out.Next))
-	}
-	return pr.item(ctx, it)
-}
-
-// result is the attach's answer: the tail, cut to start on a whole character, and the notes.
-func (a *attaching) result() attachOutput {
-	out, tail := a.out, a.tail
-	// A tail cut at 64 KiB may start inside a character: start it at the next one.
-	for i := 0; i < utf8.UTFMax-1 && out.TailFrom > 0 && len(tail) == tailBytes && len(tail) > 0 && !utf8.RuneStart(tail[0]); i++ {
-		tail, out.TailFrom = tail[1:], out.TailFrom+1
-	}
-	out.Tail, out.TailEncoding = text(tail)
-	if out.Closed != "" {
-		a.notes = append(a.notes, fmt.Sprintf("The attachment ended early (%s); the process may still be running: attach again from next.", out.Closed))
-	}
-	out.Notes = a.notes
+	out.Notes = notes
 	return out
-}
-
-// gapNote says that output is gone, and why when it was not just dropped from the ring.
-func gapNote(g process.Gap) string {
-	if g.Lost != "" {
-		return fmt.Sprintf("[hangar: output from byte %d to %d is gone: %s; what follows starts at %d]", g.From, g.To, g.Lost, g.To)
-	}
-	return fmt.Sprintf("[hangar: output from byte %d to %d is no longer kept (hangar keeps the last 256 KiB); what follows starts at %d]", g.From, g.To, g.To)
 }

@@ -107,6 +107,7 @@ func (c *client) progressUntil(t *testing.T, value float64) []progress {
 }
 
 func TestProcessAttachResumes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	_, ada := e.newToken(t, `{"user": "ada", "scopes": ["user", "mcp"]}`)
 	e.sandbox(t, ada, "box", "")
@@ -174,6 +175,7 @@ func notes(out map[string]any) []string {
 }
 
 func TestProcessAttachExited(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.sandbox(t, staticSecret, "box", "")
 	for _, era := range eras {
@@ -198,6 +200,7 @@ func TestProcessAttachExited(t *testing.T) {
 }
 
 func TestProcessOwnership(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	_, ada := e.newToken(t, `{"user": "ada", "scopes": ["user", "mcp"]}`)
 	e.sandbox(t, ada, "box", "")
@@ -234,6 +237,7 @@ func TestProcessOwnership(t *testing.T) {
 }
 
 func TestProcessBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.sandbox(t, staticSecret, "box", "")
 	c := e.connect(t, staticSecret, eras[1])
@@ -267,6 +271,7 @@ func TestProcessBadInput(t *testing.T) {
 }
 
 func TestProcessInputAndKill(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.sandbox(t, staticSecret, "box", "")
 	for _, era := range eras {
@@ -292,6 +297,7 @@ func TestProcessInputAndKill(t *testing.T) {
 }
 
 func TestProcessAttachLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{maxPerToken: 1})
 	e.sandbox(t, staticSecret, "box", "")
 	c := e.connect(t, staticSecret, eras[1])
@@ -310,6 +316,7 @@ func TestProcessAttachLimit(t *testing.T) {
 }
 
 func TestTerminal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	_, ada := e.newToken(t, `{"user": "ada", "scopes": ["user", "mcp"]}`)
 	_, bob := e.newToken(t, `{"user": "ada", "scopes": ["user", "mcp"]}`)
@@ -365,6 +372,7 @@ func TestTerminal(t *testing.T) {
 }
 
 func TestProcessGap(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.sandbox(t, staticSecret, "box", "")
 	var want strings.Builder
@@ -401,6 +409,7 @@ func TestProcessGap(t *testing.T) {
 // TestProcessPerUserLimit: a background process past HANGAR_BACKGROUND_MAX_PER_USER, through
 // another token of the same user, is a tool error naming the limit and the user.
 func TestProcessPerUserLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{maxProcsPerUser: 2})
 	_, m1 := e.newToken(t, `{"user": "mallory", "scopes": ["user", "mcp"]}`)
 	_, m2 := e.newToken(t, `{"user": "mallory", "scopes": ["user", "mcp"]}`)

@@ -40,12 +40,25 @@ type progress struct {
 	spare    []byte // the last merged run's buffer, for the next
 }
 
+// write is the renderer as a stream's writer: it renders a batch's items, then flushes.
+func (p *progress) write(ctx context.Context) stream.Write {
+	return func(items []stream.Item) error {
+		for _, it := range items {
+			if err := p.item(ctx, it); err != nil {
+				return err
+			}
+		}
+		return p.flush(ctx)
+	}
+}
+
 // errGone is what progress's methods return once a notification could not be written: the
 // stream was ended (ReasonSlow or ReasonClient).
 var errGone = errorf("The client went away.")
 
-// item renders one item of the stream: output, or the capped notice. A JSON event is the
-// caller's to say (note).
+// item renders one item of the stream: text (output, or a sentence such as a process's gap
+// note: process.Attachment.Follow turns one into the other), or the capped notice. A JSON
+// item is not shown: the call's result says what it meant.
 func (p *progress) item(ctx context.Context, it stream.Item) error {
 	if it.JSON {
 		return nil
@@ -114,28 +127,19 @@ func (p *progress) flush(ctx context.Context) error {
 // maxKeptRun is the largest merged buffer kept for the next run.
 const maxKeptRun = 64 << 10
 
-// note sends a sentence about the stream (a gap in a process's output) at progress at, after
-// the output before it.
-func (p *progress) note(ctx context.Context, event, message string, at float64) error {
-	if err := p.flush(ctx); err != nil {
-		return err
-	}
-	return p.notify(ctx, &mcp.ProgressNotificationParams{Progress: at, Message: message, Meta: mcp.Meta{metaStream: event}})
-}
-
 func (p *progress) notify(ctx context.Context, params *mcp.ProgressNotificationParams) error {
 	if p.token == nil {
 		return nil
 	}
 	params.ProgressToken = p.token
 	if err := p.req.Session.NotifyProgress(ctx, params); err != nil {
-		reason := stream.ReasonClient
 		if p.sk != nil {
 			if _, slow := p.sk.failed(); slow {
-				reason = stream.ReasonSlow
+				p.st.EndSlow(stream.SlowWriteTimeout)
+				return errGone
 			}
 		}
-		p.st.End(reason)
+		p.st.End(stream.ReasonClient)
 		return errGone
 	}
 	p.last = params.Progress

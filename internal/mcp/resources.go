@@ -17,6 +17,8 @@ import (
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/turns"
+	"github.com/hangar-dev/hangar/internal/wire"
+	"github.com/hangar-dev/hangar/internal/wire/from"
 )
 
 // The event resources: a session's events (hangar://sessions/<name>/events, the name or the
@@ -71,10 +73,6 @@ func parseEventsURI(raw string) (eventsTarget, error) {
 	return t, nil
 }
 
-// sessionURI and jobURI are the resources' URIs.
-func sessionURI(ref string) string { return "hangar://sessions/" + ref + "/events" }
-func jobURI(id string) string      { return "hangar://jobs/" + id + "/events" }
-
 // addResources declares the event resources: their templates, their reads, and resources/list.
 func (h *Handler) addResources() {
 	h.server.AddResourceTemplate(&mcp.ResourceTemplate{
@@ -125,12 +123,6 @@ func callerOf(ctx context.Context, extra *mcp.RequestExtra) (auth.Principal, boo
 	return principalFromTokenInfo(info)
 }
 
-// eventsPage is a read's answer.
-type eventsPage struct {
-	Events []turns.Event `json:"events"`
-	Next   int64         `json:"next"`
-}
-
 func (h *Handler) readEvents(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
 	p, ok := callerOf(ctx, req.Extra)
@@ -156,7 +148,7 @@ func (h *Handler) readEvents(ctx context.Context, req *mcp.ReadResourceRequest) 
 }
 
 // eventsAfter is a page of a session's or job's events after since, and the next since.
-func (h *Handler) eventsAfter(ctx context.Context, p auth.Principal, job bool, ref string, since int64, limit int) (eventsPage, error) {
+func (h *Handler) eventsAfter(ctx context.Context, p auth.Principal, job bool, ref string, since int64, limit int) (wire.Events, error) {
 	var (
 		evs []turns.Event
 		err error
@@ -167,19 +159,9 @@ func (h *Handler) eventsAfter(ctx context.Context, p auth.Principal, job bool, r
 		evs, err = h.cfg.Turns.ListEvents(ctx, p, ref, since, limit)
 	}
 	if err != nil {
-		return eventsPage{}, err
+		return wire.Events{}, err
 	}
-	page := eventsPage{Events: evs, Next: since}
-	if page.Events == nil {
-		page.Events = []turns.Event{}
-	}
-	for _, e := range evs {
-		page.Next = e.Seq
-		if job {
-			page.Next = e.JobSeq
-		}
-	}
-	return page, nil
+	return from.Events(evs, since, job), nil
 }
 
 // Resource errors in JSON-RPC's range for servers, one per problem the client can act on; the
@@ -252,11 +234,11 @@ func (h *Handler) listResources(next mcp.MethodHandler) mcp.MethodHandler {
 			if se.Owner != p.User {
 				ref = se.ID
 			}
-			out.Resources = append(out.Resources, &mcp.Resource{URI: sessionURI(ref), Name: "session " + ref + " events",
+			out.Resources = append(out.Resources, &mcp.Resource{URI: wire.SessionEventsURI(ref), Name: "session " + ref + " events",
 				MIMEType: eventsMIME, Description: fmt.Sprintf("Session %s's events (id %s, agent %s, sandbox %s, %d so far).", se.Name, se.ID, se.Agent, se.Sandbox, se.LastSeq)})
 		}
 		for _, j := range js {
-			out.Resources = append(out.Resources, &mcp.Resource{URI: jobURI(j.ID), Name: "job " + j.ID + " events",
+			out.Resources = append(out.Resources, &mcp.Resource{URI: wire.JobEventsURI(j.ID), Name: "job " + j.ID + " events",
 				MIMEType: eventsMIME, Description: fmt.Sprintf("Job %s's events (sandbox %s, %d so far).", j.ID, j.Sandbox, j.LastSeq)})
 		}
 		return out, nil

@@ -155,6 +155,7 @@ func (e *env) turn(t *testing.T, token, session, command string) string {
 // ones as a turn records them, and reads them with since until the turn's end; notifications
 // carry a 2026-07-28 listen's id and never hangar's own mark.
 func TestSubscriptionEras(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{turns: true})
 	tokID, tok := e.userToken(t, "ada", "user", "mcp")
 	e.sandbox(t, tok, "box", "")
@@ -217,6 +218,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // 250 ms after it waits for the window's end, and one notification then covers everything
 // recorded meanwhile; once the window has passed, the next is sent at once again.
 func TestSubscriptionCoalesces(t *testing.T) {
+	t.Parallel()
 	clock := quartz.NewMock(t)
 	e := newEnv(t, envOptions{turns: true, clock: clock})
 	tokID, tok := e.userToken(t, "ada", "user", "mcp")
@@ -241,7 +243,7 @@ func TestSubscriptionCoalesces(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	timers := clock.Trap().NewTimer("mcp", "subscription")
+	timers := clock.Trap().NewTimer("stream", "coalesce")
 	defer timers.Close()
 
 	e.turn(t, tok, "paced", `for i in 1 2 3; do until [ -e `+dir+`/go$i ]; do sleep 0.02; done; echo "{\"type\":\"step$i\"}"; done`)
@@ -274,13 +276,14 @@ func TestSubscriptionCoalesces(t *testing.T) {
 	}
 }
 
-// updateEvery is the subscriptions' window (mcp.updateEvery).
+// updateEvery is the subscriptions' window (stream.UpdateEvery).
 const updateEvery = 250 * time.Millisecond
 
 // TestSubscriptionIsolation: a caller who may not read a session or job cannot read or
 // subscribe to it, gets the very error a URI of nothing gets, does not see it listed, and is
 // never told of its updates, even through a URI string that once meant their own session.
 func TestSubscriptionIsolation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{turns: true})
 	adaID, ada := e.userToken(t, "ada", "user", "mcp")
 	bobID, bob := e.userToken(t, "bob", "user", "mcp")
@@ -297,7 +300,7 @@ func TestSubscriptionIsolation(t *testing.T) {
 			}
 			codeSecret, msgSecret := b.refusal(t, e, bob, "hangar://sessions/secret/events")
 			codeNothing, msgNothing := b.refusal(t, e, bob, "hangar://sessions/nothing/events")
-			if codeSecret != int(mcp.CodeResourceNotFound) || codeSecret != codeNothing || msgSecret != msgNothing {
+			if codeSecret != jsonrpc.CodeInvalidParams || codeSecret != codeNothing || msgSecret != msgNothing {
 				t.Errorf("bob subscribing to ada's session: %d %q; to nothing: %d %q; want the same not found", codeSecret, msgSecret, codeNothing, msgNothing)
 			}
 			if _, n := e.streams.Count(bobID); n != 0 {
@@ -349,6 +352,7 @@ func TestSubscriptionIsolation(t *testing.T) {
 // the same user sees them: at /mcp, the mcp scope reaches its user's jobs, and jobs beside it
 // restricts nothing; TestScopesAddUp.)
 func TestJobsTokenSubscriptions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{turns: true})
 	_, user := e.userToken(t, "ada", "user", "mcp")
 	e.sandbox(t, user, "box", "")
@@ -374,7 +378,7 @@ func TestJobsTokenSubscriptions(t *testing.T) {
 			if _, _, err := x.read(t, uri); err == nil || !strings.Contains(err.Error(), "not found") {
 				t.Errorf("another jobs token reads the job: %v", err)
 			}
-			if code, msg := x.refusal(t, e, other, uri); code != int(mcp.CodeResourceNotFound) {
+			if code, msg := x.refusal(t, e, other, uri); code != jsonrpc.CodeInvalidParams {
 				t.Errorf("another jobs token subscribing to the job: %d %q, want not found", code, msg)
 			}
 			if _, n := e.streams.Count(otherID); n != 0 {
@@ -395,6 +399,7 @@ func TestJobsTokenSubscriptions(t *testing.T) {
 // TestReadSince: reads page by the since given, with next to go on; a bad since or a URI that
 // is no event resource is invalid params, with a sentence.
 func TestReadSince(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{turns: true})
 	_, tok := e.userToken(t, "ada", "user", "mcp")
 	e.sandbox(t, tok, "box", "")
@@ -461,6 +466,7 @@ func TestReadSince(t *testing.T) {
 // TestListenWire reads a 2026-07-28 subscriptions/listen as raw SSE: the acknowledgement
 // first, then updates tagged with the listen's id, and the final result when hangar shuts down.
 func TestListenWire(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{turns: true})
 	_, tok := e.userToken(t, "ada", "user", "mcp")
 	e.sandbox(t, tok, "box", "")
@@ -488,6 +494,7 @@ func TestListenWire(t *testing.T) {
 // TestRevokedTokenEndsSubscriptions: a revoked token's subscriptions end: a 2026-07-28 listen
 // with its final result, and in both eras the subscription's place in the registry is freed.
 func TestRevokedTokenEndsSubscriptions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{turns: true})
 	tokID, tok := e.userToken(t, "ada", "user", "mcp")
 	e.sandbox(t, tok, "box", "")

@@ -2,13 +2,13 @@ package mcp
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/serving"
 )
 
 // sessions tracks the 2025-era sessions (initialize, Mcp-Session-Id) of each token, so that a
@@ -129,32 +129,14 @@ func (h *Handler) Sessions(tokenID string) int {
 // sessions of those that are not (revoked, expired, deleted): their GET streams end with them.
 // It returns when ctx ends.
 func (h *Handler) Run(ctx context.Context) {
-	t := h.cfg.Clock.NewTicker(h.cfg.Recheck, "mcp", "recheck")
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			h.recheck(ctx)
-		}
-	}
+	rechecks := auth.Rechecks{Every: h.cfg.Recheck, Check: h.cfg.Check, Clock: h.cfg.Clock,
+		Tags: []string{"mcp", "recheck"}, Logger: h.log}
+	rechecks.Run(ctx, h.sessions.tokens, h.revoked)
 }
 
-// recheck checks each token holding sessions once.
-func (h *Handler) recheck(ctx context.Context) {
-	for _, p := range h.sessions.tokens() {
-		err := h.cfg.Check(ctx, p)
-		if err == nil {
-			continue
-		}
-		if !errors.Is(err, auth.ErrRevoked) && !errors.Is(err, auth.ErrExpired) && !errors.Is(err, auth.ErrUnknownToken) {
-			// The store did not answer: that says nothing about the token.
-			h.log.Warn("recheck mcp session token", "token", p.TokenID, "err", err)
-			continue
-		}
-		h.closeSessions(ctx, h.sessions.drop(p.TokenID))
-	}
+// revoked closes the sessions of a token a recheck found dead.
+func (h *Handler) revoked(ctx context.Context, tokenID string) {
+	h.closeSessions(ctx, h.sessions.drop(tokenID))
 }
 
 // closeWait bounds how long closing a revoked token's session waits for its calls in flight.
@@ -201,7 +183,7 @@ const closeGrace = time.Second
 // calls counts each 2025-era session's requests being served (its POSTs), so that a session
 // is closed only once they are answered.
 type calls struct {
-	all  inflight // every session's requests being served
+	all  serving.InFlight // every session's requests being served
 	mu   sync.Mutex
 	n    map[string]int             // session id → requests being served
 	zero map[string][]chan struct{} // session id → closed when its count falls to 0
@@ -215,9 +197,9 @@ func (c *calls) begin(id string) func() {
 		c.n, c.zero = map[string]int{}, map[string][]chan struct{}{}
 	}
 	c.n[id]++
-	c.all.add()
+	c.all.Enter()
 	return func() {
-		c.all.done()
+		c.all.Leave()
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.n[id]--; c.n[id] > 0 {

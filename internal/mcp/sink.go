@@ -8,13 +8,18 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/coder/quartz"
+
+	"github.com/hangar-dev/hangar/internal/serving"
 )
 
 // sink is the http.ResponseWriter the SDK writes a request's response through. It adds what
 // the SDK leaves out on long streams: `X-Accel-Buffering: no`, headers sent as soon as a tool
 // call's stream starts, and an SSE comment whenever the response, an open event stream, has
-// been silent for keepAlive (so every keepAlive on a silent call, as on REST). Every write has
-// a deadline, so a client that stopped reading fails the write instead of holding it.
+// been silent for keepAlive (so every keepAlive on a silent call, as on REST), timed by the
+// Handler's clock. Every write has a deadline, so a client that stopped reading fails the
+// write instead of holding it (the connection's deadlines are the wall clock's: the network's).
 //
 // The SDK writes from its own goroutines and the keep-alive from the sink's: mu serialises
 // them, and each SDK event is a single Write, so a comment never lands inside an event.
@@ -33,23 +38,26 @@ type sink struct {
 	err         error     // the first failed write
 	closed      bool
 	onClose     []func()
-	deadline    time.Time // the connection's write deadline, as armLocked last set it
+	deadline    serving.WriteDeadline
 
 	stop chan struct{} // closed by close: the keep-alive goroutine ends
 	done chan struct{} // closed when the keep-alive goroutine has ended
 }
 
-func newSink(w http.ResponseWriter, ctx context.Context, keepAlive, writeTimeout time.Duration) *sink {
-	s := newQuietSink(w, ctx, keepAlive, writeTimeout, time.Now)
-	go s.keepAlives()
+// newSink is a sink whose keep-alives are timed by clock.
+func newSink(w http.ResponseWriter, ctx context.Context, keepAlive, writeTimeout time.Duration, clock quartz.Clock) *sink {
+	s := newQuietSink(w, ctx, keepAlive, writeTimeout, func() time.Time { return clock.Now("mcp", "keepalive") })
+	go s.keepAlives(clock)
 	return s
 }
 
 // newQuietSink is a sink whose keep-alives nobody sends yet: newSink starts them; tests call
 // tick themselves, with their own clock.
 func newQuietSink(w http.ResponseWriter, ctx context.Context, keepAlive, writeTimeout time.Duration, now func() time.Time) *sink {
-	return &sink{w: w, rc: http.NewResponseController(w), reqDone: ctx.Done(), keepAlive: keepAlive, writeTimeout: writeTimeout,
-		now: now, last: now(), stop: make(chan struct{}), done: make(chan struct{})}
+	rc := http.NewResponseController(w)
+	return &sink{w: w, rc: rc, reqDone: ctx.Done(), keepAlive: keepAlive, writeTimeout: writeTimeout,
+		now: now, last: now(), stop: make(chan struct{}), done: make(chan struct{}),
+		deadline: serving.WriteDeadline{RC: rc, Timeout: writeTimeout}}
 }
 
 // Header is the response's header. Only the SDK's goroutine serving the request touches it,
@@ -107,17 +115,8 @@ func (s *sink) flushLocked() error {
 	return err
 }
 
-// armLocked gives the next write a deadline writeTimeout from now, give or take a thirtieth of
-// it: the deadline is moved on only once that much of it has passed, so that a stream of small
-// writes (an event's Write and Flush, many times a second) does not reset the connection's
-// timer at each.
-func (s *sink) armLocked() {
-	d := time.Now().Add(s.writeTimeout)
-	if d.Sub(s.deadline) > s.writeTimeout/30 {
-		s.rc.SetWriteDeadline(d)
-		s.deadline = d
-	}
-}
+// armLocked gives the next write a deadline writeTimeout from now (serving.WriteDeadline).
+func (s *sink) armLocked() { s.deadline.Arm(time.Now()) }
 
 func (s *sink) noteLocked(err error) {
 	s.last = s.now()
@@ -183,9 +182,9 @@ func (s *sink) close() {
 	}
 }
 
-func (s *sink) keepAlives() {
+func (s *sink) keepAlives(clock quartz.Clock) {
 	defer close(s.done)
-	t := time.NewTimer(s.keepAlive)
+	t := clock.NewTimer(s.keepAlive, "mcp", "keepalive")
 	defer t.Stop()
 	for {
 		select {
@@ -194,7 +193,7 @@ func (s *sink) keepAlives() {
 		case <-s.reqDone:
 			return
 		case <-t.C:
-			t.Reset(s.tick())
+			t.Reset(s.tick(), "mcp", "keepalive")
 		}
 	}
 }

@@ -2,43 +2,42 @@ package mcp
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/stream"
-	"github.com/hangar-dev/hangar/internal/turns"
 )
 
-// Subscriptions to the event resources, in both eras: resources/subscribe (2025-era sessions)
-// and subscriptions/listen (2026-07-28; the SDK turns each URI of a listen into a subscribe
-// and an unsubscribe when the listen ends). New events send notifications/resources/updated:
-// the first at once, then at most one per updateEvery for each subscription, covering all
-// that was recorded meanwhile.
+// Subscriptions to the event and watch resources, in both eras: resources/subscribe (2025-era
+// sessions) and subscriptions/listen (2026-07-28; the SDK turns each URI of a listen into a
+// subscribe and an unsubscribe when the listen ends). New events send
+// notifications/resources/updated: the first at once, then at most one per 250 ms for each
+// subscription, covering all that was recorded meanwhile.
+//
+// Each subscription is a domain stream that says "something new exists" (turns'
+// SessionUpdates and JobUpdates, watch's Updates), coalesced by the stream itself
+// (stream.UpdateEvery); its one writer, run, renders each batch as one
+// notifications/resources/updated. It counts against the token's HANGAR_STREAM_MAX_PER_TOKEN
+// like an SSE stream, and ends when its token is revoked, its sandbox is destroyed or paused,
+// it is open HANGAR_STREAM_MAX_HOURS, what it follows is no longer the subscriber's, or hangar
+// shuts down.
 //
 // Who hears what. The SDK's Server.ResourceUpdated notifies every session subscribed to a URI
 // string, but a URI string is not a session: a session's name may mean another session for
-// another person. So each subscription is resolved once, for its subscriber, to one session
-// or job id (turns.Changes), which rechecks the subscriber may still see it before every
-// notification; its notifications carry the subscription's id in _meta (metaSubscription), and
-// deliverUpdates, a sending middleware, passes a notification only to the session that holds
-// that subscription, with the mark removed. A notification without a mark goes to no one.
+// another person. So each subscription's stream is resolved once, for its subscriber, to one
+// session, job or watch; its notifications carry the subscription's id in _meta
+// (metaSubscription), and deliverUpdates, a sending middleware, passes a notification only to
+// the session that holds that subscription, with the mark removed. A notification without a
+// mark goes to no one.
 //
-// Each subscription is a stream in the registry (kind events): it counts against the token's
-// HANGAR_STREAM_MAX_PER_TOKEN like an SSE event stream, and ends when its token is revoked,
-// its sandbox is destroyed or paused, it is open HANGAR_STREAM_MAX_HOURS, or hangar shuts down.
 // A subscriptions/listen whose subscription ends that way is ended (its final result), so its
 // client knows to listen again; a 2025-era subscription just stops (a revoked token's sessions
 // are closed by Run).
-
-// updateEvery is the least time between two notifications of one subscription (the spec's
-// "at most every 250 ms per URI").
-const updateEvery = 250 * time.Millisecond
 
 // metaSubscription is the _meta key that says which subscription a notification is for. It
 // never leaves hangar: deliverUpdates removes it.
@@ -63,30 +62,18 @@ type sessionSubs struct {
 	byURI  map[string]*subscription
 }
 
-// source is what a subscription follows: a session's or job's events, or a watched directory.
-type source interface {
-	// Start is the position when the subscription began: what came before is not news.
-	Start() int64
-	// Wait returns the newest position once it is past after.
-	Wait(ctx context.Context, after int64) (int64, error)
-	// Close releases what the source holds.
-	Close()
-}
-
-// eventsSource is a session's or job's events as a source.
-type eventsSource struct{ *turns.Changes }
-
-func (e eventsSource) Start() int64 { return e.Last }
-func (eventsSource) Close()         {}
-
-// subscription is one session's subscription to one URI. Its goroutine (run) owns it.
+// subscription is one session's subscription to one URI. Its goroutine (run) is its stream's
+// one writer.
 type subscription struct {
 	id     string
 	ss     *mcp.ServerSession
 	uri    string
-	src    source
-	st     *stream.Stream     // its place in the registry; it carries nothing
+	st     *stream.Stream
 	cancel context.CancelFunc // unsubscribes
+	// ready is closed once the SDK has recorded the subscription (subscribed), after the
+	// SubscribeHandler returned: an update sent before is dropped by the SDK, so run waits.
+	ready     chan struct{}
+	readyOnce sync.Once
 }
 
 func newSubscriptions() *subscriptions {
@@ -94,43 +81,51 @@ func newSubscriptions() *subscriptions {
 		listens: map[*mcp.ServerSession]context.CancelFunc{}}
 }
 
-// subscribe is the SDK's SubscribeHandler: it resolves the URI for the caller and starts the
-// subscription. Anything the caller may not read is "Resource not found".
+// subscribe is the SDK's SubscribeHandler: it opens the URI's stream for the caller and
+// starts the subscription. Anything the caller may not read is "Resource not found".
 func (h *Handler) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	uri := req.Params.URI
 	p, ok := callerOf(ctx, req.Extra)
 	if !ok {
 		return mcp.ResourceNotFoundError(uri)
 	}
+	var st *stream.Stream
+	var err error
 	if isWatchURI(uri) {
-		return h.subscribeWatch(ctx, req.Session, p, uri)
+		st, err = h.watchUpdates(ctx, p, uri)
+	} else {
+		st, err = h.eventUpdates(ctx, p, uri)
 	}
+	if err != nil {
+		return err
+	}
+	h.startSubscription(req.Session, uri, st)
+	return nil
+}
+
+// eventUpdates opens the updates of an event resource's session or job for p.
+func (h *Handler) eventUpdates(ctx context.Context, p auth.Principal, uri string) (*stream.Stream, error) {
 	if h.cfg.Turns == nil {
-		return mcp.ResourceNotFoundError(uri)
+		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	t, err := parseEventsURI(uri)
 	if err != nil {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
 	if t.query {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Subscribe to the resource without ?since (" +
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Subscribe to the resource without ?since (" +
 			"hangar://sessions/<name>/events or hangar://jobs/<id>/events); read it with ?since= when told it changed."}
 	}
-	var ch *turns.Changes
+	var st *stream.Stream
 	if t.job {
-		ch, err = h.cfg.Turns.JobChanges(ctx, p, t.ref)
+		st, err = h.cfg.Turns.JobUpdates(ctx, p, t.ref)
 	} else {
-		ch, err = h.cfg.Turns.SessionChanges(ctx, p, t.ref)
+		st, err = h.cfg.Turns.SessionUpdates(ctx, p, t.ref)
 	}
 	if err != nil {
-		return h.resourceError(uri, "subscribe "+uri, err)
+		return nil, h.resourceError(uri, "subscribe "+uri, err)
 	}
-	st, err := h.cfg.Streams.Open(ctx, stream.Options{Kind: stream.KindEvents, Principal: p, Sandbox: ch.Sandbox, Lifetime: true, Unpaced: true})
-	if err != nil {
-		return h.resourceError(uri, "subscribe "+uri, err)
-	}
-	h.startSubscription(req.Session, uri, eventsSource{ch}, st)
-	return nil
+	return st, nil
 }
 
 // unsubscribe is the SDK's UnsubscribeHandler. Unsubscribing from what one is not subscribed
@@ -148,9 +143,9 @@ func (h *Handler) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) er
 	return nil
 }
 
-// startSubscription records the subscription and starts its goroutine; a second subscription
+// startSubscription records the subscription and starts its writer; a second subscription
 // of a session to one URI is the first one.
-func (h *Handler) startSubscription(ss *mcp.ServerSession, uri string, src source, st *stream.Stream) {
+func (h *Handler) startSubscription(ss *mcp.ServerSession, uri string, st *stream.Stream) {
 	s := h.subs
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -164,18 +159,20 @@ func (h *Handler) startSubscription(ss *mcp.ServerSession, uri string, src sourc
 			ss.Wait() // returns once the session is closed, by its client, an idle timeout or Shutdown
 			close(e.closed)
 			s.mu.Lock()
+			for _, sub := range e.byURI {
+				sub.cancel()
+			}
 			delete(s.bySession, ss)
 			s.mu.Unlock()
 		}()
 	}
 	if _, ok := e.byURI[uri]; ok {
 		st.Close()
-		src.Close()
 		return
 	}
 	s.next++
 	ctx, cancel := context.WithCancel(context.Background())
-	sub := &subscription{id: strconv.FormatUint(s.next, 10), ss: ss, uri: uri, src: src, st: st, cancel: cancel}
+	sub := &subscription{id: strconv.FormatUint(s.next, 10), ss: ss, uri: uri, st: st, cancel: cancel, ready: make(chan struct{})}
 	e.byURI[uri] = sub
 	s.byID[sub.id] = sub
 	s.wg.Add(1)
@@ -204,55 +201,64 @@ func (s *subscriptions) holds(ss *mcp.ServerSession, uri, id string) bool {
 	return sub != nil && sub.ss == ss && sub.uri == uri
 }
 
-// run notifies the subscriber of new events until the subscription ends: unsubscribed (ctx),
-// its session closed, its registry stream ended, or the session or job no longer visible to
-// the subscriber.
+// run is the subscription's one writer: it renders each batch of its stream as one
+// notifications/resources/updated until the subscription ends, unsubscribed or its session
+// closed (ctx), or its stream ended. A stream that ended on hangar's side ends the session's
+// subscriptions/listen too, so its client knows to listen again.
 func (h *Handler) run(ctx context.Context, sub *subscription, closed <-chan struct{}) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-sub.st.Done():
-		case <-closed:
-		case <-ctx.Done():
-		}
-		cancel()
-	}()
-	err := h.notifyLoop(ctx, sub)
-	reason := stream.ReasonClient // unsubscribed, or its session closed
-	switch {
-	case sub.st.Reason() != "":
-		reason = sub.st.Reason()
-	case errors.Is(err, turns.ErrNotFound):
-		reason = stream.ReasonDone // deleted, or no longer the subscriber's
-	case errors.Is(err, turns.ErrClosed):
-		reason = stream.ReasonShutdown
-	case errors.Is(err, errWatchEnded) && ctx.Err() == nil:
-		h.log.Info("a watched directory's watch ended", "uri", sub.uri, "err", err)
-		reason = stream.ReasonError
-	case err != nil && ctx.Err() == nil:
-		h.log.Error("mcp subscription", "uri", sub.uri, "err", err)
-		reason = stream.ReasonError
+	defer sub.cancel()
+	select { // what comes meanwhile waits in the stream
+	case <-sub.ready:
+	case <-ctx.Done():
 	}
-	sub.st.End(reason)
+	reason := sub.st.Render(ctx, 0, func(items []stream.Item) error {
+		if len(items) > 0 {
+			h.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: sub.uri, Meta: mcp.Meta{metaSubscription: sub.id}})
+		}
+		return nil
+	})
 	sub.st.Close()
-	sub.src.Close()
 	h.subs.mu.Lock()
+	defer h.subs.mu.Unlock()
 	h.subs.forgetLocked(sub)
-	h.subs.mu.Unlock()
 	select {
 	case <-closed:
 		return
 	default:
 	}
 	if reason != stream.ReasonClient {
-		// A subscriptions/listen's subscription ended on hangar's side: end the listen (its
-		// final result), so the client knows to listen again.
-		h.subs.mu.Lock()
 		if end := h.subs.listens[sub.ss]; end != nil {
 			end()
 		}
-		h.subs.mu.Unlock()
+	}
+}
+
+// subscribed is a receiving middleware that tells a 2025-era subscription's writer when the SDK
+// has recorded the subscription: the SDK calls the SubscribeHandler first, and drops the
+// updates sent before it records it (a lost notification, once in six runs of the tests in
+// parallel). A 2026-07-28 listen's are told by its acknowledgement (deliverUpdates).
+func (h *Handler) subscribed(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if sr, ok := req.(*mcp.SubscribeRequest); ok && method == "resources/subscribe" && sr.Params != nil {
+			h.subs.recorded(sr.Session, sr.Params.URI)
+		}
+		return res, err
+	}
+}
+
+// recorded says the SDK has recorded ss's subscription to uri ("" : all of ss's so far).
+func (s *subscriptions) recorded(ss *mcp.ServerSession, uri string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.bySession[ss]
+	if e == nil {
+		return
+	}
+	for u, sub := range e.byURI {
+		if uri == "" || u == uri {
+			sub.readyOnce.Do(func() { close(sub.ready) })
+		}
 	}
 }
 
@@ -270,8 +276,8 @@ func (h *Handler) endableListens(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		if extra := req.GetExtra(); extra != nil {
 			if sk := h.sinkOf(extra.Header); sk != nil {
-				h.running.add()
-				sk.whenClosed(h.running.done)
+				h.running.Enter()
+				sk.whenClosed(h.running.Leave)
 			}
 		}
 		ctx, cancel := context.WithCancel(ctx)
@@ -303,42 +309,16 @@ func (s *subscriptions) endListens() {
 	}
 }
 
-// notifyLoop waits for events past the last notified and notifies, at most once per
-// updateEvery: an update that comes sooner waits for the rest of the window, and the one
-// notification then covers everything recorded meanwhile. It returns Wait's error.
-func (h *Handler) notifyLoop(ctx context.Context, sub *subscription) error {
-	last := sub.src.Start()
-	var sent time.Time // zero: nothing sent yet
-	for {
-		seq, err := sub.src.Wait(ctx, last)
-		if err != nil {
-			return err
-		}
-		if !sent.IsZero() {
-			if d := sent.Add(updateEvery).Sub(h.cfg.Clock.Now()); d > 0 {
-				t := h.cfg.Clock.NewTimer(d, "mcp", "subscription")
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-					t.Stop()
-					return ctx.Err()
-				}
-				// Read again, as the subscriber may be able to see it no longer, and what came
-				// during the pause is in this notification.
-				if seq, err = sub.src.Wait(ctx, last); err != nil {
-					return err
-				}
-			}
-		}
-		h.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: sub.uri, Meta: mcp.Meta{metaSubscription: sub.id}})
-		sent, last = h.cfg.Clock.Now(), seq
-	}
-}
-
 // deliverUpdates is a sending middleware: a notifications/resources/updated reaches a session
 // only if it is for that session's own subscription (see above), without the mark.
 func (h *Handler) deliverUpdates(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "notifications/subscriptions/acknowledged" {
+			// A 2026-07-28 listen's subscriptions are recorded by the SDK before it says so.
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+				h.subs.recorded(ss, "")
+			}
+		}
 		if method != "notifications/resources/updated" {
 			return next(ctx, method, req)
 		}

@@ -2,12 +2,12 @@ package mcp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/process"
 )
 
@@ -222,13 +222,7 @@ func (h *Handler) terminal(ctx context.Context, req *mcp.CallToolRequest, id, sa
 	return p, sandbox, nil
 }
 
-// terminalError is a terminal tool's failure.
+// terminalError is a terminal tool's failure, in the problem table's words for a terminal.
 func (h *Handler) terminalError(id, op string, err error) error {
-	switch {
-	case errors.Is(err, process.ErrNotFound):
-		return errorf(fmt.Sprintf("There is no terminal %s of this token (it was closed more than 10 minutes ago, or never was).", id))
-	case errors.Is(err, process.ErrExited):
-		return errorf(fmt.Sprintf("The terminal %s has exited: terminal_read shows how, terminal_open starts another.", id))
-	}
-	return classify(h.log, op, err)
+	return classify(h.log, op, &problem.TerminalError{ID: id, Err: err})
 }

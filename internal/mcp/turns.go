@@ -2,15 +2,15 @@ package mcp
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/turns"
+	"github.com/hangar-dev/hangar/internal/wire"
+	"github.com/hangar-dev/hangar/internal/wire/from"
 )
 
 // The session, turn and job tools let an agent drive another agent: make a session in a
@@ -119,15 +119,15 @@ func (h *Handler) session(ctx context.Context, req *mcp.CallToolRequest, in sess
 		if err != nil {
 			return nil, nil, classify(h.log, op, err)
 		}
-		return nil, toSessionOut(p, se), nil
+		return nil, from.Session(se, p.User), nil
 	case "list":
 		ss, err := h.cfg.Turns.ListSessions(ctx, p)
 		if err != nil {
 			return nil, nil, classify(h.log, op, err)
 		}
-		out := []sessionOut{}
+		out := []wire.Session{}
 		for _, se := range ss {
-			out = append(out, toSessionOut(p, se))
+			out = append(out, from.Session(se, p.User))
 		}
 		return nil, map[string]any{"sessions": out}, nil
 	case "get":
@@ -135,7 +135,7 @@ func (h *Handler) session(ctx context.Context, req *mcp.CallToolRequest, in sess
 		if err != nil {
 			return nil, nil, classify(h.log, op, err)
 		}
-		return nil, toSessionOut(p, se), nil
+		return nil, from.Session(se, p.User), nil
 	case "events":
 		return h.toolEvents(ctx, p, op, false, in.Session, in.Since, in.Limit)
 	case "":
@@ -173,9 +173,9 @@ func (h *Handler) turn(ctx context.Context, req *mcp.CallToolRequest, in turnArg
 		if err != nil {
 			return nil, nil, classify(h.log, op, err)
 		}
-		out := []turnOut{}
+		out := []wire.Turn{}
 		for _, t := range ts {
-			out = append(out, toTurnOut(t))
+			out = append(out, from.Turn(t))
 		}
 		return nil, map[string]any{"turns": out}, nil
 	case "":
@@ -186,7 +186,7 @@ func (h *Handler) turn(ctx context.Context, req *mcp.CallToolRequest, in turnArg
 	if err != nil {
 		return nil, nil, classify(h.log, op, err)
 	}
-	return nil, toTurnOut(t), nil
+	return nil, from.Turn(t), nil
 }
 
 func (h *Handler) job(ctx context.Context, req *mcp.CallToolRequest, in jobArgs) (*mcp.CallToolResult, any, error) {
@@ -225,9 +225,9 @@ func (h *Handler) job(ctx context.Context, req *mcp.CallToolRequest, in jobArgs)
 		if err != nil {
 			return nil, nil, classify(h.log, op, err)
 		}
-		out := []jobOut{}
+		out := []wire.Job{}
 		for _, j := range js {
-			out = append(out, h.toJobOut(ctx, j))
+			out = append(out, h.toJob(ctx, j))
 		}
 		return nil, map[string]any{"jobs": out}, nil
 	case "events":
@@ -240,7 +240,7 @@ func (h *Handler) job(ctx context.Context, req *mcp.CallToolRequest, in jobArgs)
 	if err != nil {
 		return nil, nil, classify(h.log, op, err)
 	}
-	return nil, h.toJobOut(ctx, j), nil
+	return nil, h.toJob(ctx, j), nil
 }
 
 // toolEvents is the events action: a page of events and next, as reading the resource gives.
@@ -261,86 +261,10 @@ func (h *Handler) toolEvents(ctx context.Context, p auth.Principal, op string, j
 	return nil, page, nil
 }
 
-// timeLayout writes times as the REST API does: RFC 3339 in UTC with milliseconds.
-const timeLayout = "2006-01-02T15:04:05.000Z"
-
-func stamp(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(timeLayout)
-}
-
-// sessionOut is a session as the tools show it (as the REST API does), with its events' URI.
-type sessionOut struct {
-	ID        string   `json:"id"`
-	Name      string   `json:"name"`
-	Sandbox   string   `json:"sandbox"`
-	Agent     string   `json:"agent"`
-	Owner     string   `json:"owner"`
-	Job       string   `json:"job,omitempty"`
-	EnvKeys   []string `json:"env_keys"` // the names only: the values are secrets
-	LastSeq   int64    `json:"last_seq"`
-	CreatedAt string   `json:"created_at"`
-	Events    string   `json:"events"` // the event resource's URI
-}
-
-func toSessionOut(p auth.Principal, se turns.Session) sessionOut {
-	keys := se.EnvKeys
-	if keys == nil {
-		keys = []string{}
-	}
-	ref := se.Name
-	if se.Owner != p.User {
-		ref = se.ID
-	}
-	return sessionOut{ID: se.ID, Name: se.Name, Sandbox: se.Sandbox, Agent: se.Agent, Owner: se.Owner, Job: se.JobID,
-		EnvKeys: keys, LastSeq: se.LastSeq, CreatedAt: stamp(se.CreatedAt), Events: sessionURI(ref)}
-}
-
-// turnOut is a turn as the tools show it.
-type turnOut struct {
-	ID        string          `json:"id"`
-	Session   string          `json:"session"`
-	Job       string          `json:"job,omitempty"`
-	State     string          `json:"state"`
-	Prompt    string          `json:"prompt"`
-	ExitCode  *int            `json:"exit_code"`
-	Signal    string          `json:"signal,omitempty"`
-	Summary   json.RawMessage `json:"summary,omitempty"`
-	Reason    string          `json:"reason,omitempty"`
-	CreatedAt string          `json:"created_at"`
-	StartedAt string          `json:"started_at,omitempty"`
-	EndedAt   string          `json:"ended_at,omitempty"`
-}
-
-func toTurnOut(t turns.Turn) turnOut {
-	out := turnOut{ID: t.ID, Session: t.SessionID, Job: t.JobID, State: string(t.State), Prompt: t.Prompt, ExitCode: t.ExitCode,
-		Signal: t.Signal, Reason: t.Reason, CreatedAt: stamp(t.CreatedAt), StartedAt: stamp(t.StartedAt), EndedAt: stamp(t.EndedAt)}
-	if t.Summary != "" && json.Valid([]byte(t.Summary)) {
-		out.Summary = json.RawMessage(t.Summary)
-	}
-	return out
-}
-
-// jobOut is a job as the tools show it: its state is its turn's.
-type jobOut struct {
-	ID             string   `json:"id"`
-	Sandbox        string   `json:"sandbox"`
-	SandboxCreated bool     `json:"sandbox_created"`
-	Session        string   `json:"session"`
-	State          string   `json:"state"`
-	Turn           *turnOut `json:"turn,omitempty"`
-	CreatedAt      string   `json:"created_at"`
-	Events         string   `json:"events"`
-}
-
-func (h *Handler) toJobOut(ctx context.Context, j turns.Job) jobOut {
-	out := jobOut{ID: j.ID, Sandbox: j.Sandbox, SandboxCreated: j.SandboxCreated, Session: j.SessionID, State: string(turns.TurnQueued),
-		CreatedAt: stamp(j.CreatedAt), Events: jobURI(j.ID)}
+// toJob is j on the wire with its turn, if it has one yet.
+func (h *Handler) toJob(ctx context.Context, j turns.Job) wire.Job {
 	if t, err := h.cfg.Turns.JobTurn(ctx, j); err == nil {
-		to := toTurnOut(t)
-		out.Turn, out.State = &to, to.State
+		return from.Job(j, &t)
 	}
-	return out
+	return from.Job(j, nil)
 }

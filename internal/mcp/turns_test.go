@@ -31,6 +31,7 @@ func (s *subscriber) tool(t *testing.T, name string, args map[string]any) (map[s
 // to its end, a turn refused while another runs, a running turn cancelled, a job run and read;
 // and bad input refused with a sentence.
 func TestTurnTools(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{turns: true})
 	_, tok := e.userToken(t, "ada", "user", "mcp")
 	e.sandbox(t, tok, "box", "")
@@ -100,6 +101,7 @@ func TestTurnTools(t *testing.T) {
 
 // TestTurnToolsBadInput: each mistake gets a tool error that says what is wrong.
 func TestTurnToolsBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{turns: true})
 	_, tok := e.userToken(t, "ada", "user", "mcp")
 	e.sandbox(t, tok, "box", "")
@@ -140,6 +142,7 @@ func TestTurnToolsBadInput(t *testing.T) {
 // over MCP as an mcp token does, since jobs adds nothing at /mcp: it lists its user's sessions,
 // makes one, and sees its user's jobs, not only its own.
 func TestScopesAddUp(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{turns: true})
 	_, user := e.userToken(t, "ada", "user", "mcp")
 	e.sandbox(t, user, "box", "")

@@ -26,8 +26,7 @@ func verifier(a *auth.Authenticator, resource string, checking *sync.Map) sdkaut
 	return func(ctx context.Context, token string, r *http.Request) (*sdkauth.TokenInfo, error) {
 		p, err := a.Authenticate(ctx, token)
 		if err != nil {
-			if errors.Is(err, auth.ErrNoToken) || errors.Is(err, auth.ErrUnknownToken) ||
-				errors.Is(err, auth.ErrRevoked) || errors.Is(err, auth.ErrExpired) {
+			if errors.Is(err, auth.ErrNoToken) || auth.Dead(err) {
 				return nil, fmt.Errorf("%w: %v", sdkauth.ErrInvalidToken, err)
 			}
 			// Not the token's fault (the store did not answer): the SDK answers it 500 in

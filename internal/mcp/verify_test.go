@@ -17,6 +17,7 @@ import (
 // has no mcp in its scopes (a 403 insufficient_scope from the SDK's middleware); an unknown
 // one and one issued for another resource are ErrInvalidToken (a 401).
 func TestVerifier(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, t.TempDir())
 	if err != nil {

@@ -3,7 +3,6 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -14,7 +13,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/stream"
-	"github.com/hangar-dev/hangar/internal/watch"
+	"github.com/hangar-dev/hangar/internal/wire/from"
 )
 
 // The watch resource: hangar://sandboxes/<sandbox>/watch?path=<dir>[&recursive=true]. While at
@@ -30,10 +29,6 @@ const (
 // watchInstructions tell agents about the watch resource.
 const watchInstructions = " To see what changes in a sandbox's directory as it happens, subscribe to the resource " +
 	"hangar://sandboxes/<sandbox>/watch?path=<dir> and read it with &since=<next> when told it changed."
-
-// errWatchEnded is a subscription's end because its daemon watch ended (its stream broke: the
-// daemon died, say).
-var errWatchEnded = errors.New("the watch ended")
 
 // watchTarget is what a watch resource's URI names.
 type watchTarget struct {
@@ -96,15 +91,6 @@ func (h *Handler) addWatchResource() {
 	h.server.AddReceivingMiddleware(readsOf(h.readWatch, "hangar://sandboxes/"))
 }
 
-// watchPage is a read's answer. Watching is false when no one watches the directory (nothing
-// to read: subscribe first); Gap says which changes after since are no longer kept.
-type watchPage struct {
-	Events   []watch.Event `json:"events"`
-	Next     int64         `json:"next"`
-	Gap      *watch.Gap    `json:"gap,omitempty"`
-	Watching bool          `json:"watching"`
-}
-
 func (h *Handler) readWatch(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
 	p, ok := callerOf(ctx, req.Extra)
@@ -119,10 +105,7 @@ func (h *Handler) readWatch(ctx context.Context, req *mcp.ReadResourceRequest) (
 	if err != nil {
 		return nil, h.resourceError(uri, "read "+uri, err)
 	}
-	if evs == nil {
-		evs = []watch.Event{}
-	}
-	data, err := json.Marshal(watchPage{Events: evs, Next: next, Gap: gap, Watching: watching})
+	data, err := json.Marshal(from.Changes(evs, next, gap, watching))
 	if err != nil {
 		return nil, h.resourceError(uri, "read "+uri, err)
 	}
@@ -132,54 +115,22 @@ func (h *Handler) readWatch(ctx context.Context, req *mcp.ReadResourceRequest) (
 	}, nil
 }
 
-// subscribeWatch starts watching for p: one of p's watches and one of its streams (kind
-// watch), ended like any (revocation, the sandbox destroyed or paused, its lifetime, shutdown).
-func (h *Handler) subscribeWatch(ctx context.Context, ss *mcp.ServerSession, p auth.Principal, uri string) error {
+// watchUpdates opens p's watch of a watch resource's directory, as a stream (kind watch) of
+// its updates.
+func (h *Handler) watchUpdates(ctx context.Context, p auth.Principal, uri string) (*stream.Stream, error) {
 	if h.cfg.Watches == nil {
-		return mcp.ResourceNotFoundError(uri)
+		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	t, err := parseWatchURI(uri)
 	if err != nil {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
 	if t.hasSince {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Subscribe to the watch without since; read it with &since= when told it changed."}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Subscribe to the watch without since; read it with &since= when told it changed."}
 	}
-	w, err := h.cfg.Watches.Open(ctx, p, t.sandbox, t.path, t.recursive)
+	st, err := h.cfg.Watches.Updates(ctx, p, t.sandbox, t.path, t.recursive)
 	if err != nil {
-		return h.resourceError(uri, "subscribe "+uri, err)
+		return nil, h.resourceError(uri, "subscribe "+uri, err)
 	}
-	st, err := h.cfg.Streams.Open(ctx, stream.Options{Kind: stream.KindWatch, Principal: p, Sandbox: w.Sandbox, Lifetime: true, Unpaced: true})
-	if err != nil {
-		w.Close()
-		return h.resourceError(uri, "subscribe "+uri, err)
-	}
-	h.startSubscription(ss, uri, &watchSource{w: w, start: w.Last()}, st)
-	return nil
-}
-
-// watchSource is a held watch as a subscription's source.
-type watchSource struct {
-	w     *watch.Watch
-	start int64
-}
-
-func (s *watchSource) Start() int64 { return s.start }
-func (s *watchSource) Close()       { s.w.Close() }
-
-func (s *watchSource) Wait(ctx context.Context, after int64) (int64, error) {
-	for {
-		changed := s.w.Changed()
-		if last := s.w.Last(); last > after {
-			return last, nil
-		}
-		if err := s.w.Err(); err != nil {
-			return 0, fmt.Errorf("%w: %v", errWatchEnded, err)
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
+	return st, nil
 }

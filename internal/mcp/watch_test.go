@@ -33,6 +33,7 @@ func (s *subscriber) readWatch(t *testing.T, uri string) (page struct {
 // change made by a command in the sandbox, and reads exactly the new changes with since; a
 // client of another user may neither subscribe nor read.
 func TestWatchSubscription(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{watches: true})
 	adaID, ada := e.userToken(t, "ada", "user", "mcp")
 	_, bob := e.userToken(t, "bob", "user", "mcp")
@@ -85,6 +86,7 @@ func TestWatchSubscription(t *testing.T) {
 
 // TestWatchResourceBadInput: what cannot be watched says why.
 func TestWatchResourceBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{watches: true})
 	_, ada := e.userToken(t, "ada", "user", "mcp")
 	e.sandbox(t, ada, "box", "")
@@ -107,6 +109,7 @@ func TestWatchResourceBadInput(t *testing.T) {
 // TestWatchAbsolutePath: a watch resource with an absolute path, as its description allows, can
 // be read (the SDK's template matching alone did not find it) and subscribed to.
 func TestWatchAbsolutePath(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{watches: true})
 	adaID, ada := e.userToken(t, "ada", "user", "mcp")
 	e.sandbox(t, ada, "box", "")
@@ -131,6 +134,7 @@ func TestWatchAbsolutePath(t *testing.T) {
 // TestWatchResourceStateRefused: a sandbox whose state does not allow a watch is refused with
 // hangar's conflict code and a sentence naming the state, not an internal error.
 func TestWatchResourceStateRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envOptions{watches: true})
 	_, ada := e.userToken(t, "ada", "user", "mcp")
 	e.sandbox(t, ada, "napping", "")

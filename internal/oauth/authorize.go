@@ -270,7 +270,7 @@ const somethingWrong = "Something went wrong inside hangar; the server log has t
 func (s *Server) decide(ctx context.Context, ar authRequest, token string, form consentForm) (store.OAuthGrant, string) {
 	p, err := s.cfg.Auth.Authenticate(ctx, strings.TrimSpace(token))
 	switch {
-	case errors.Is(err, auth.ErrNoToken) || errors.Is(err, auth.ErrUnknownToken) || errors.Is(err, auth.ErrRevoked) || errors.Is(err, auth.ErrExpired):
+	case errors.Is(err, auth.ErrNoToken) || auth.Dead(err):
 		return store.OAuthGrant{}, "That token is not valid (" + err.Error() + "). Paste a hangar token of yours with the user scope."
 	case err != nil:
 		s.log.Error("sign in on the consent page", "err", err)

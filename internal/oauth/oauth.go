@@ -38,6 +38,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/addrlimit"
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/ids"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -294,12 +295,8 @@ func newSecret(prefix string) string {
 	return prefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
-// newID returns a random id with prefix.
-func newID(prefix string) string {
-	b := make([]byte, 12)
-	rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
+// newID returns a random id with prefix: 24 hex digits.
+func newID(prefix string) string { return ids.Hex(prefix, 24) }
 
 // hash is how codes and refresh tokens are kept: hex SHA-256.
 func hash(secret string) string {

@@ -225,7 +225,7 @@ func (s *Server) refresh(ctx context.Context, clientID string, form url.Values) 
 // is revoked or expired, the grant is revoked too.
 func (s *Server) issue(ctx context.Context, g store.OAuthGrant) (tokenResponse, error) {
 	by, err := s.cfg.Auth.Principal(ctx, g.ConsentToken)
-	if errors.Is(err, auth.ErrRevoked) || errors.Is(err, auth.ErrExpired) || errors.Is(err, auth.ErrUnknownToken) {
+	if auth.Dead(err) {
 		s.revokeGrant(ctx, g.ID)
 		return tokenResponse{}, invalidGrant("The token the person signed in with to consent is no longer valid (%v), so the grant is revoked; authorize again.", err)
 	}

@@ -136,6 +136,12 @@ var table = []entry{
 	{match: as[*stream.LimitError](), say: streamLimit},
 	{match: is(stream.ErrShuttingDown), code: CodeUnavailable, message: "hangar is shutting down; try again in a moment."},
 	{match: as[*process.LimitError](), say: backgroundLimit},
+	{match: terminal(process.ErrNotFound), say: func(err error) *Problem {
+		return &Problem{Code: CodeNotFound, Message: fmt.Sprintf("There is no terminal %s of this token (it was closed more than 10 minutes ago, or never was).", terminalID(err))}
+	}},
+	{match: terminal(process.ErrExited), say: func(err error) *Problem {
+		return &Problem{Code: CodeConflict, Message: fmt.Sprintf("The terminal %s has exited: terminal_read shows how, terminal_open starts another.", terminalID(err))}
+	}},
 	{match: is(process.ErrNotFound), code: CodeNotFound, message: "There is no such process in that sandbox, or it was not started by this token."},
 	{match: is(process.ErrExited), code: CodeConflict, message: "The process has exited."},
 	{match: is(process.ErrNeedsDaemon), code: CodeConflict, message: "This needs the sandbox's daemon, which it does not have."},
@@ -170,6 +176,29 @@ var table = []entry{
 	{match: as[*sandbox.DiedError](), say: died},
 	{match: as[*sandbox.ExhaustedError](), say: exhausted},
 	{match: is(sandbox.ErrUnavailable), code: CodeUnavailable, message: "The sandbox's provider or daemon does not answer."},
+}
+
+// TerminalError is Err from an operation on the terminal ID (MCP's terminal tools): the table
+// says what it means in a terminal's words.
+type TerminalError struct {
+	ID  string
+	Err error
+}
+
+func (e *TerminalError) Error() string { return "terminal " + e.ID + ": " + e.Err.Error() }
+
+// Unwrap gives Err.
+func (e *TerminalError) Unwrap() error { return e.Err }
+
+// terminal matches target on a terminal.
+func terminal(target error) func(error) bool {
+	return func(err error) bool { var t *TerminalError; return errors.As(err, &t) && errors.Is(err, target) }
+}
+
+func terminalID(err error) string {
+	var t *TerminalError
+	errors.As(err, &t)
+	return t.ID
 }
 
 // Of is what err means to a client. A *Problem is itself. Errors the table does not know are

@@ -74,3 +74,26 @@ func TestOfProblem(t *testing.T) {
 		t.Errorf("Of = %+v, want %+v", got, want)
 	}
 }
+
+// TestOfTerminal: a terminal tool's failure is said in a terminal's words, with its id and no
+// detail; a terminal's other failures are the table's as for any process.
+func TestOfTerminal(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		code problem.Code
+		says string
+	}{
+		{process.ErrNotFound, problem.CodeNotFound, "There is no terminal p_1 of this token (it was closed more than 10 minutes ago, or never was)."},
+		{process.ErrExited, problem.CodeConflict, "The terminal p_1 has exited: terminal_read shows how, terminal_open starts another."},
+		{sandbox.ErrUnavailable, problem.CodeUnavailable, "The sandbox's provider or daemon does not answer."},
+	} {
+		p := problem.Of(&problem.TerminalError{ID: "p_1", Err: fmt.Errorf("read: %w", tc.err)})
+		if p.Code != tc.code || p.Message != tc.says {
+			t.Errorf("%v: %s %q, want %s %q", tc.err, p.Code, p.Message, tc.code, tc.says)
+		}
+		if tc.code != problem.CodeUnavailable && p.Detail != "" {
+			t.Errorf("%v: detail %q, want none", tc.err, p.Detail)
+		}
+	}
+}

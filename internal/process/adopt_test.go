@@ -37,6 +37,7 @@ func waitOutput(ctx context.Context, t *testing.T, m *Manager, id string, end in
 // too), and a resume from an offset before the adoption gets a gap saying output was lost
 // first, never other output under the same ids.
 func TestAdoptKeepsOffsets(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{OffsetReserve: 16})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -117,6 +118,7 @@ func TestAdoptKeepsOffsets(t *testing.T) {
 // for Retention from when hangar learns it (or from its end), with how it ended; attaching to
 // one ends at once.
 func TestEndedWhileDownStaysListed(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		// down does what happens while no Manager runs, to the process id of h.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/coder/quartz"
+
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -115,6 +117,8 @@ type Attachment struct {
 	Stream *stream.Stream
 	Info   Info // the process as it was when attached
 	pr     *proc
+	since  int64
+	clock  quartz.Clock
 }
 
 // Close detaches and closes the stream.
@@ -126,7 +130,8 @@ func (a *Attachment) Close() {
 }
 
 // Attach attaches to the caller's process id from offset since. The stream counts against the
-// registry's limits (kind process). The caller pumps Stream.Next and must Close.
+// registry's limits (kind process). The caller renders Stream (or Follows the attachment) and
+// must Close it.
 func (m *Manager) Attach(ctx context.Context, p auth.Principal, ref, id string, since int64) (*Attachment, error) {
 	if err := checkSince(since); err != nil {
 		return nil, err
@@ -157,7 +162,7 @@ func (m *Manager) Attach(ctx context.Context, p auth.Principal, ref, id string, 
 	}
 	pr.mu.Unlock()
 	pr.f.attached()
-	return &Attachment{Stream: st, Info: info, pr: pr}, nil
+	return &Attachment{Stream: st, Info: info, pr: pr, since: since, clock: m.cfg.Clock}, nil
 }
 
 // Input writes to the process's standard input; eof closes it after.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // daemonFollower follows a process through its sandbox's daemon: it drains the daemon's stream
@@ -160,8 +162,8 @@ func drain(st *envd.ProcessStream, out func(name string, data []byte)) (*envd.Ex
 // answer in a sandbox its provider says runs, or a paused sandbox, is waited for: the process
 // may still run.
 func (f *daemonFollower) reconnect(ctx context.Context) (*envd.ProcessStream, context.CancelFunc) {
-	wait := f.reconnectMin
-	t := f.clock.NewTimer(wait, "process", "reconnect")
+	backoff := wait.Backoff{Duration: f.reconnectMin, Factor: 2, Steps: math.MaxInt32, Cap: f.reconnectMax}
+	t := f.clock.NewTimer(backoff.Step(), "process", "reconnect")
 	defer t.Stop()
 	for {
 		select {
@@ -186,9 +188,9 @@ func (f *daemonFollower) reconnect(ctx context.Context) (*envd.ProcessStream, co
 			return nil, nil
 		}
 		cancel()
-		f.log.Debug("process not reached yet", "process", f.pr.id, "err", err, "retry_in", wait)
-		wait = min(wait*2, f.reconnectMax)
-		t.Reset(wait, "process", "reconnect")
+		next := backoff.Step()
+		f.log.Debug("process not reached yet", "process", f.pr.id, "err", err, "retry_in", next)
+		t.Reset(next, "process", "reconnect")
 	}
 }
 

@@ -34,6 +34,7 @@ func (e *endRecorder) end(state State, exit *envd.Exit) {
 // reaches the ring and an attachment, a character split across two of the daemon's chunks
 // arrives whole, and the exit is passed on once.
 func TestDaemonFollower(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -75,6 +76,7 @@ func TestDaemonFollower(t *testing.T) {
 // TestDaemonFollowerStopsWithContext: a follower whose context ends (the Manager closed)
 // returns without ending the process, which runs on.
 func TestDaemonFollowerStopsWithContext(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -109,6 +111,7 @@ func TestDaemonFollowerStopsWithContext(t *testing.T) {
 // The process stays running (it is not marked exited), the follower reaches it again by its tag,
 // and its output after the break arrives.
 func TestFollowerReconnectsByTag(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{ReconnectMin: time.Millisecond, ReconnectMax: 10 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()

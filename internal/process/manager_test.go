@@ -15,6 +15,7 @@ import (
 )
 
 func TestStartAttachEnd(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -54,6 +55,7 @@ func TestStartAttachEnd(t *testing.T) {
 // TestOwnership: another token of the same user neither sees nor touches a process; an
 // admin sees and kills it.
 func TestOwnership(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -88,6 +90,7 @@ func TestOwnership(t *testing.T) {
 }
 
 func TestLimitPerToken(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{MaxPerToken: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -117,6 +120,7 @@ func TestLimitPerToken(t *testing.T) {
 // TestLimitPerUser: HANGAR_BACKGROUND_MAX_PER_USER counts a user's processes through all its
 // tokens, so more tokens do not make room for more.
 func TestLimitPerUser(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{MaxPerToken: 16, MaxPerUser: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -150,6 +154,7 @@ func TestLimitPerUser(t *testing.T) {
 // TestLimitPerGrant: the access tokens one OAuth grant issued (a new one at each refresh)
 // share one HANGAR_BACKGROUND_MAX_PER_TOKEN count.
 func TestLimitPerGrant(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{MaxPerToken: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -173,6 +178,7 @@ func TestLimitPerGrant(t *testing.T) {
 
 // TestRetention: an ended process stays listed for Retention after its end, by the clock.
 func TestRetention(t *testing.T) {
+	t.Parallel()
 	clock := quartz.NewMock(t)
 	clock.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	h := newHarness(t, Config{Retention: time.Minute, Clock: clock})
@@ -202,6 +208,7 @@ func TestRetention(t *testing.T) {
 // TestTimesHaveMilliseconds: started_at and ended_at are written with exactly milliseconds,
 // in UTC, like every time hangar answers with.
 func TestTimesHaveMilliseconds(t *testing.T) {
+	t.Parallel()
 	clock := quartz.NewMock(t)
 	clock.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)))
 	h := newHarness(t, Config{Clock: clock})
@@ -229,6 +236,7 @@ func TestTimesHaveMilliseconds(t *testing.T) {
 // TestStartBadCwd: a cwd that is not there is the caller's mistake, said in the daemon's words,
 // without the shell hangar runs commands with.
 func TestStartBadCwd(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -241,6 +249,7 @@ func TestStartBadCwd(t *testing.T) {
 // TestReadNext: each token reads a terminal's output once, from its own position; a token
 // that closed the terminal no longer reads it.
 func TestReadNext(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -299,6 +308,7 @@ func TestReadNext(t *testing.T) {
 // TestCloseStopsKillTimers: Close returns while a kill waits out its grace for a process that
 // ignores SIGTERM: the kill timer derives from the Manager's root context.
 func TestCloseStopsKillTimers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{KillGrace: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -322,6 +332,7 @@ func TestCloseStopsKillTimers(t *testing.T) {
 // TestRevokedTokenKills: when the stream registry revokes the token that started a process,
 // its follower kills the process and ends it saying why.
 func TestRevokedTokenKills(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -355,6 +366,7 @@ func TestRevokedTokenKills(t *testing.T) {
 // TestAdoptAfterRestart: a Manager over the same records and daemon follows again a process
 // the previous one started (and stopped following when it closed), and sees it end.
 func TestAdoptAfterRestart(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -401,6 +413,7 @@ func TestAdoptAfterRestart(t *testing.T) {
 // TestPolledThroughManager: in a sandbox without a daemon the Manager follows a process by
 // polling, refuses input and terminals, and kills the process of a revoked token.
 func TestPolledThroughManager(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{PollAttached: time.Millisecond, PollIdle: time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -438,6 +451,7 @@ func TestPolledThroughManager(t *testing.T) {
 // TestKillGraceByClock: kill sends SIGTERM, and SIGKILL once KillGrace has passed on the
 // manager's clock; a process that ignores SIGTERM runs until the clock gets there.
 func TestKillGraceByClock(t *testing.T) {
+	t.Parallel()
 	clock := quartz.NewMock(t)
 	kills := clock.Trap().NewTimer("process", "kill")
 	defer kills.Close()

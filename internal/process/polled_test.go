@@ -50,6 +50,7 @@ func newPolled(exec execFunc, cmd string) (*polledFollower, *endRecorder) {
 // TestPolledFollower runs a process through a real shell as a provider's exec would, and
 // follows its output file to its exit status.
 func TestPolledFollower(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	f, rec := newPolled(localExec(t.TempDir()), "echo hello; echo oops >&2; exit 3")
@@ -73,6 +74,7 @@ func TestPolledFollower(t *testing.T) {
 
 // TestPolledFollowerKill: SIGTERM to a polled process's group ends it, without an exit status.
 func TestPolledFollowerKill(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	f, rec := newPolled(localExec(t.TempDir()), "echo up; sleep 100")
@@ -99,6 +101,7 @@ func TestPolledFollowerKill(t *testing.T) {
 
 // TestPolledFollowerStartFails: a start the shell refuses (a cwd that is not there) says so.
 func TestPolledFollowerStartFails(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	f, _ := newPolled(localExec(t.TempDir()), "true")
@@ -143,6 +146,7 @@ func (s *scriptedExec) exec(_ context.Context, script string) (sandbox.ExecResul
 // TestPolledFollowerWholeRunes: a character the file's reads cut in two reaches attachments
 // whole, and the next read starts after what was read (not after what was passed on).
 func TestPolledFollowerWholeRunes(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	s := &scriptedExec{t: t, polls: []scriptedPoll{
@@ -178,6 +182,7 @@ func TestPolledFollowerWholeRunes(t *testing.T) {
 // TestPolledFollowerPollsByClock: after its first read a polled follower reads again every
 // pollIdle by its clock, and not before: the process's end is seen only once the clock moves.
 func TestPolledFollowerPollsByClock(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	clock := quartz.NewMock(t)

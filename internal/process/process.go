@@ -11,7 +11,6 @@ package process
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -27,6 +26,7 @@ import (
 	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
+	"github.com/hangar-dev/hangar/internal/ids"
 	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -387,12 +387,6 @@ func endItem(i Info) stream.Item {
 	return stream.Item{Event: EventEnd, ID: strconv.FormatInt(i.OutputEnd, 10), Data: b, JSON: true, Final: true}
 }
 
-func newID() string {
-	b := make([]byte, 6)
-	rand.Read(b)
-	return "p_" + hex.EncodeToString(b)
-}
-
 // tagPrefix starts the daemon tag of every process hangar starts: hangar:<id>:<MAC>.
 const tagPrefix = "hangar:"
 
@@ -560,7 +554,7 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 		return Info{}, err
 	}
 	defer release()
-	id := newID()
+	id := ids.Hex("p_", 12)
 	pr := newProc(m.cfg.RingBytes)
 	pr.id, pr.owner, pr.user, pr.grant, pr.sandbox, pr.tag = id, p.TokenID, p.User, p.Grant, sb.Name, m.tag(p.TokenID, sb.Name, id)
 	pr.command, pr.cwd, pr.started, pr.daemon, pr.pty = req.Command, req.Cwd, m.cfg.Clock.Now(), sb.DaemonURL != "", req.PTY != nil

@@ -42,6 +42,7 @@ func (o *owners) set(sandbox, url string) {
 // TestElsewhere: the processes of a sandbox another replica owns are neither started, listed
 // nor read here; the error says where they are.
 func TestElsewhere(t *testing.T) {
+	t.Parallel()
 	own := &owners{elsewhere: map[string]string{"box": "http://b:8080"}}
 	h := newHarness(t, Config{Owners: own})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -68,6 +69,7 @@ func TestElsewhere(t *testing.T) {
 // its processes and ends the attachments here, but leaves their records running, so the
 // replica that gains the sandbox adopts them.
 func TestReleaseThenAdopt(t *testing.T) {
+	t.Parallel()
 	own := &owners{elsewhere: map[string]string{}}
 	h := newHarness(t, Config{Owners: own})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -118,6 +120,7 @@ func TestReleaseThenAdopt(t *testing.T) {
 // TestLimitCountsOtherReplicas: HANGAR_BACKGROUND_MAX_PER_TOKEN counts the token's processes
 // that other replicas follow (their records say they run).
 func TestLimitCountsOtherReplicas(t *testing.T) {
+	t.Parallel()
 	own := &owners{elsewhere: map[string]string{}}
 	h := newHarness(t, Config{Owners: own, MaxPerToken: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -146,6 +149,7 @@ func TestLimitCountsOtherReplicas(t *testing.T) {
 // HANGAR_BACKGROUND_MAX_PER_TOKEN counts a grant's processes there whichever of its tokens
 // started them.
 func TestUserAndGrantLimitsCountOtherReplicas(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		cfg     Config
@@ -159,6 +163,7 @@ func TestUserAndGrantLimitsCountOtherReplicas(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			c.cfg.Owners = &owners{elsewhere: map[string]string{}}
 			h := newHarness(t, c.cfg)
 			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -188,6 +193,7 @@ func TestUserAndGrantLimitsCountOtherReplicas(t *testing.T) {
 // TestOfUserCountsOtherReplicas: a person's processes include those other replicas follow, as
 // their records say (what the fleet's inbox shows of them).
 func TestOfUserCountsOtherReplicas(t *testing.T) {
+	t.Parallel()
 	own := &owners{elsewhere: map[string]string{}}
 	h := newHarness(t, Config{Owners: own})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
@@ -209,6 +215,7 @@ func TestOfUserCountsOtherReplicas(t *testing.T) {
 // back (its record ended, say by the replica that followed it) is listed again as it ended,
 // until Retention after its end.
 func TestReleaseThenAdoptEnded(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, Config{Owners: &owners{elsewhere: map[string]string{}}})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -231,6 +238,7 @@ func TestReleaseThenAdoptEnded(t *testing.T) {
 // nothing here: the new owner may have adopted the sandbox's processes already, and a record
 // written after that would be followed by nobody. The start asks again, and says where.
 func TestReleaseAfterOwnershipCheck(t *testing.T) {
+	t.Parallel()
 	own := &owners{elsewhere: map[string]string{}}
 	h := newHarness(t, Config{Owners: own})
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)

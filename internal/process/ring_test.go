@@ -37,6 +37,7 @@ func checkRing(t *testing.T, r *ring, all []byte, since int64) {
 }
 
 func TestRing(t *testing.T) {
+	t.Parallel()
 	r := newRing(10)
 	var all []byte
 	for i, chunk := range []string{"abc", "defg", "hijklmn", "", "o", "0123456789abcdef", "xyz"} {

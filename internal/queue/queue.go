@@ -6,9 +6,10 @@
 // (with an error, dropping what waits). What to do when the queue is full (fail at once, wait,
 // cap, split) is each user's policy.
 //
-// A Queue's methods, except Lock, Unlock, Ready and Dead, must be called with its lock held,
-// as sync.Cond's Wait is: a user keeps its own state under the same lock, so that deciding and
-// pushing are one step. WaitRoom releases the lock while it waits.
+// A Queue locks itself: every method is safe for concurrent use, and each is one step (Push
+// decides whether an item fits and appends it under one lock; PushWait waits for room and
+// pushes). A user that keeps state of its own beside the queue guards it with its own lock,
+// taken before any of the queue's methods is called (the queue calls nothing of its user's).
 package queue
 
 import (
@@ -20,10 +21,14 @@ import (
 	"github.com/coder/quartz"
 )
 
-// ErrStalled is WaitRoom's answer when the taker has taken nothing for the stall it was given.
+// ErrFull is Push's answer when the item does not fit under the bound.
+var ErrFull = errors.New("the queue is full")
+
+// ErrStalled is WaitRoom's and PushWait's answer when the taker has taken nothing for the
+// stall it was given.
 var ErrStalled = errors.New("the taker took nothing")
 
-// ErrClosed is WaitRoom's answer when the queue was closed while it waited.
+// ErrClosed is the answer of a push to, or a wait on, a queue that was closed.
 var ErrClosed = errors.New("the queue is closed")
 
 type entry[T any] struct {
@@ -32,13 +37,13 @@ type entry[T any] struct {
 }
 
 // Queue is a FIFO of T bounded in bytes (each item's size is the caller's measure). It is
-// empty-friendly: an item larger than the bound is still taken when the queue is empty.
+// empty-friendly: an item larger than the bound is still taken when the queue is empty. It is
+// safe for concurrent use by many producers and one taker.
 type Queue[T any] struct {
-	mu    sync.Mutex
 	limit int64
 	clock quartz.Clock
 
-	// Guarded by mu.
+	mu       sync.Mutex // guards the fields below
 	items    []entry[T]
 	bytes    int64
 	closed   bool
@@ -59,61 +64,128 @@ func New[T any](limit int64, clock quartz.Clock) *Queue[T] {
 	return &Queue[T]{limit: limit, clock: clock, lastTake: clock.Now(), ready: make(chan struct{}, 1), room: make(chan struct{}, 1), dead: make(chan struct{})}
 }
 
-// Lock locks the queue.
-func (q *Queue[T]) Lock() { q.mu.Lock() }
-
-// Unlock unlocks the queue.
-func (q *Queue[T]) Unlock() { q.mu.Unlock() }
-
 // Ready receives a value when items, Close or Fail changed since the taker last looked. It
-// coalesces: after a receive the taker must look at everything (the lock needs not be held).
+// coalesces: after a receive the taker must look at everything.
 func (q *Queue[T]) Ready() <-chan struct{} { return q.ready }
 
-// Dead is closed when the queue fails (the lock needs not be held).
+// Dead is closed when the queue fails.
 func (q *Queue[T]) Dead() <-chan struct{} { return q.dead }
 
 // Len is how many items wait.
-func (q *Queue[T]) Len() int { return len(q.items) }
+func (q *Queue[T]) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items)
+}
 
 // Bytes is the size of the items waiting.
-func (q *Queue[T]) Bytes() int64 { return q.bytes }
+func (q *Queue[T]) Bytes() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.bytes
+}
 
 // Limit is the bound in bytes.
 func (q *Queue[T]) Limit() int64 { return q.limit }
 
 // Closed reports whether Close was called.
-func (q *Queue[T]) Closed() bool { return q.closed }
+func (q *Queue[T]) Closed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed
+}
 
 // Err is why the queue failed, or nil.
-func (q *Queue[T]) Err() error { return q.err }
+func (q *Queue[T]) Err() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.err
+}
 
 // Idle is how long ago the taker last took an item (or the queue was made).
-func (q *Queue[T]) Idle() time.Duration { return q.clock.Since(q.lastTake) }
+func (q *Queue[T]) Idle() time.Duration {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.clock.Since(q.lastTake)
+}
 
-// Fits reports whether an item of size may be pushed without passing the bound: it fits under
+// fits reports whether an item of size may be pushed without passing the bound: it fits under
 // it, or the queue is empty (so an item larger than the bound is not refused forever).
-func (q *Queue[T]) Fits(size int64) bool {
+func (q *Queue[T]) fits(size int64) bool {
 	return len(q.items) == 0 || q.bytes+size <= q.limit
 }
 
-// Push appends v, of size bytes, whether or not it fits: the caller decided (see Fits). It
-// reports false, and appends nothing, once the queue is closed or failed.
-func (q *Queue[T]) Push(v T, size int64) bool {
-	if q.closed || q.err != nil {
-		return false
+// Push appends v, of size bytes, if it fits under the bound (or the queue is empty). It
+// returns ErrFull when it does not, ErrClosed once the queue is closed and the queue's error
+// once it failed; then it appends nothing.
+func (q *Queue[T]) Push(v T, size int64) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.refusal(); err != nil {
+		return err
 	}
+	if !q.fits(size) {
+		return ErrFull
+	}
+	q.append(v, size)
+	return nil
+}
+
+// PushOver appends v, of size bytes, whether or not it fits: for the few items a user lets
+// pass the bound (a stream's last word on how it ended). It returns ErrClosed or the queue's
+// error, appending nothing, once the queue is closed or failed.
+func (q *Queue[T]) PushOver(v T, size int64) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.refusal(); err != nil {
+		return err
+	}
+	q.append(v, size)
+	return nil
+}
+
+// PushWait appends v, of size bytes, waiting for room first if it does not fit (WaitRoom),
+// and pushing in the same step as the wait ends, so no other push takes the room meanwhile.
+// It returns WaitRoom's errors; then it appended nothing.
+func (q *Queue[T]) PushWait(ctx context.Context, v T, size int64, stall time.Duration) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.waitRoomLocked(ctx, size, stall); err != nil {
+		return err
+	}
+	q.append(v, size)
+	return nil
+}
+
+func (q *Queue[T]) refusal() error {
+	switch {
+	case q.err != nil:
+		return q.err
+	case q.closed:
+		return ErrClosed
+	}
+	return nil
+}
+
+func (q *Queue[T]) append(v T, size int64) {
 	q.items = append(q.items, entry[T]{v, size})
 	q.bytes += size
 	q.signal()
-	return true
 }
 
-// WaitRoom waits, releasing the lock, until an item of size fits. It returns nil once it
-// does (with the lock held, so a Push right after cannot pass the bound), the queue's error
+// WaitRoom waits until an item of size fits. It returns nil once it does, the queue's error
 // once it failed, ErrClosed once it was closed, ctx's error once ctx ended, and ErrStalled
 // once the taker has taken nothing for stall. It does not fail the queue: that is the
-// caller's policy.
+// caller's policy. Another producer may take the room before the caller's Push (which then
+// says ErrFull, and the caller waits again); PushWait waits and pushes in one step.
 func (q *Queue[T]) WaitRoom(ctx context.Context, size int64, stall time.Duration) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.waitRoomLocked(ctx, size, stall)
+}
+
+// waitRoomLocked is WaitRoom with q.mu held; it releases the lock while it waits.
+func (q *Queue[T]) waitRoomLocked(ctx context.Context, size int64, stall time.Duration) error {
 	for waited := false; ; waited = true {
 		if done, err := q.roomOrEnd(ctx, size); done {
 			if waited {
@@ -140,21 +212,23 @@ func (q *Queue[T]) WaitRoom(ctx context.Context, size int64, stall time.Duration
 
 // roomOrEnd is WaitRoom's test: done when the wait is over, with its answer.
 func (q *Queue[T]) roomOrEnd(ctx context.Context, size int64) (done bool, err error) {
+	if err := q.refusal(); err != nil {
+		return true, err
+	}
 	switch {
-	case q.err != nil:
-		return true, q.err
-	case q.closed:
-		return true, ErrClosed
 	case ctx.Err() != nil:
 		return true, ctx.Err()
-	case q.Fits(size):
+	case q.fits(size):
 		return true, nil
 	}
 	return false, nil
 }
 
-// Peek returns the first item and its size without taking it.
+// Peek returns the first item and its size without taking it. With one taker, a Take after it
+// returns the same item.
 func (q *Queue[T]) Peek() (v T, size int64, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	if len(q.items) == 0 {
 		return v, 0, false
 	}
@@ -163,6 +237,8 @@ func (q *Queue[T]) Peek() (v T, size int64, ok bool) {
 
 // Take removes and returns the first item and its size.
 func (q *Queue[T]) Take() (v T, size int64, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	if len(q.items) == 0 {
 		return v, 0, false
 	}
@@ -177,23 +253,32 @@ func (q *Queue[T]) Take() (v T, size int64, ok bool) {
 	return e.v, e.size, true
 }
 
-// TakeAll removes and returns every item waiting (nil when none).
-func (q *Queue[T]) TakeAll() []T {
-	if len(q.items) == 0 {
-		return nil
+// TakeAll removes and returns every item waiting (nil when none), in one step with whether
+// the queue is closed (then these are the last items) and its error (then there are none).
+func (q *Queue[T]) TakeAll() (items []T, closed bool, err error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.err != nil {
+		return nil, q.closed, q.err
 	}
-	out := make([]T, len(q.items))
-	for i, e := range q.items {
-		out[i] = e.v
+	if len(q.items) > 0 {
+		items = make([]T, len(q.items))
+		for i, e := range q.items {
+			items[i] = e.v
+		}
+		q.items, q.bytes = nil, 0
+		q.took()
 	}
-	q.items, q.bytes = nil, 0
-	q.took()
-	return out
+	return items, q.closed, nil
 }
 
 // Touch says the taker took an item that went around the queue (a stream's write-through):
 // for the stall, it counts as a take.
-func (q *Queue[T]) Touch() { q.lastTake = q.clock.Now() }
+func (q *Queue[T]) Touch() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.lastTake = q.clock.Now()
+}
 
 func (q *Queue[T]) took() {
 	q.lastTake = q.clock.Now()
@@ -210,6 +295,8 @@ func (q *Queue[T]) wakeRoom() {
 // Close says nothing more will be pushed; what waits is still taken, and producers waiting for
 // room return.
 func (q *Queue[T]) Close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.closed = true
 	q.signal()
 	q.wakeRoom() // a producer waiting for room returns ErrClosed
@@ -218,6 +305,8 @@ func (q *Queue[T]) Close() {
 // Fail fails the queue with err: what waits is dropped, pushes are refused, Dead is closed
 // and every WaitRoom returns. The first error wins: Fail reports whether this call set it.
 func (q *Queue[T]) Fail(err error) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	if q.err != nil {
 		return false
 	}

@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,18 +28,16 @@ func testCtx(t *testing.T) context.Context {
 func TestOrderAndAccounting(t *testing.T) {
 	t.Parallel()
 	q := New[int](100, newClock(t))
-	q.Lock()
-	defer q.Unlock()
 	for i, size := range []int64{10, 20, 30} {
-		if !q.Push(i, size) {
-			t.Fatal("Push refused on an open queue")
+		if err := q.Push(i, size); err != nil {
+			t.Fatalf("Push on an open queue = %v", err)
 		}
 	}
 	if q.Len() != 3 || q.Bytes() != 60 {
 		t.Fatalf("Len, Bytes = %d, %d; want 3, 60", q.Len(), q.Bytes())
 	}
-	if !q.Fits(40) || q.Fits(41) {
-		t.Error("Fits does not follow the bound")
+	if err := q.Push(-1, 41); !errors.Is(err, ErrFull) || q.Len() != 3 {
+		t.Errorf("Push past the bound = %v, Len %d; want ErrFull and nothing pushed", err, q.Len())
 	}
 	if v, size, ok := q.Peek(); !ok || v != 0 || size != 10 || q.Len() != 3 {
 		t.Fatalf("Peek = %v, %d, %v", v, size, ok)
@@ -45,8 +45,8 @@ func TestOrderAndAccounting(t *testing.T) {
 	if v, size, ok := q.Take(); !ok || v != 0 || size != 10 || q.Bytes() != 50 {
 		t.Fatalf("Take = %v, %d, %v; Bytes %d", v, size, ok, q.Bytes())
 	}
-	if all := q.TakeAll(); len(all) != 2 || all[0] != 1 || all[1] != 2 || q.Bytes() != 0 {
-		t.Fatalf("TakeAll = %v, Bytes %d", all, q.Bytes())
+	if all, closed, err := q.TakeAll(); len(all) != 2 || all[0] != 1 || all[1] != 2 || q.Bytes() != 0 || closed || err != nil {
+		t.Fatalf("TakeAll = %v, %v, %v; Bytes %d", all, closed, err, q.Bytes())
 	}
 	if _, _, ok := q.Take(); ok {
 		t.Fatal("Take on an empty queue")
@@ -58,26 +58,24 @@ func TestOrderAndAccounting(t *testing.T) {
 func TestEmptyQueueTakesAnyItem(t *testing.T) {
 	t.Parallel()
 	q := New[string](10, newClock(t))
-	q.Lock()
-	defer q.Unlock()
-	if !q.Fits(1000) {
-		t.Fatal("an empty queue refuses a big item")
+	if err := q.Push("big", 1000); err != nil {
+		t.Fatalf("an empty queue refuses a big item: %v", err)
 	}
-	q.Push("big", 1000)
-	if q.Fits(1) {
-		t.Fatal("a queue past its bound takes more")
+	if err := q.Push("small", 1); !errors.Is(err, ErrFull) {
+		t.Fatalf("a queue past its bound takes more: %v", err)
+	}
+	if err := q.PushOver("over", 1); err != nil || q.Len() != 2 {
+		t.Fatalf("PushOver = %v, Len %d; want it pushed past the bound", err, q.Len())
 	}
 }
 
 func TestCloseKeepsWhatWaits(t *testing.T) {
 	t.Parallel()
 	q := New[int](100, newClock(t))
-	q.Lock()
-	defer q.Unlock()
 	q.Push(1, 1)
 	q.Close()
-	if q.Push(2, 1) {
-		t.Error("Push after Close was taken")
+	if err := q.Push(2, 1); !errors.Is(err, ErrClosed) {
+		t.Errorf("Push after Close = %v, want ErrClosed", err)
 	}
 	if v, _, ok := q.Take(); !ok || v != 1 || !q.Closed() {
 		t.Errorf("after Close: Take = %v, %v; Closed %v", v, ok, q.Closed())
@@ -92,8 +90,6 @@ func TestCloseKeepsWhatWaits(t *testing.T) {
 func TestFailDropsAndFirstWins(t *testing.T) {
 	t.Parallel()
 	q := New[int](100, newClock(t))
-	q.Lock()
-	defer q.Unlock()
 	q.Push(1, 50)
 	first, second := errors.New("first"), errors.New("second")
 	if !q.Fail(first) || q.Fail(second) {
@@ -102,8 +98,8 @@ func TestFailDropsAndFirstWins(t *testing.T) {
 	if !errors.Is(q.Err(), first) || q.Len() != 0 || q.Bytes() != 0 {
 		t.Fatalf("after Fail: Err %v, Len %d, Bytes %d", q.Err(), q.Len(), q.Bytes())
 	}
-	if q.Push(2, 1) {
-		t.Error("Push after Fail was taken")
+	if err := q.Push(2, 1); !errors.Is(err, first) {
+		t.Errorf("Push after Fail = %v, want the queue's error", err)
 	}
 	select {
 	case <-q.Dead():
@@ -115,26 +111,16 @@ func TestFailDropsAndFirstWins(t *testing.T) {
 	}
 }
 
-// waitRoom runs WaitRoom in a goroutine, as a producer would, and reports its answer.
+// waitRoom runs PushWait in a goroutine, as a producer would, and reports its answer.
 func waitRoom(q *Queue[int], ctx context.Context, size int64, stall time.Duration) <-chan error {
 	out := make(chan error, 1)
-	go func() {
-		q.Lock()
-		err := q.WaitRoom(ctx, size, stall)
-		if err == nil {
-			q.Push(0, size)
-		}
-		q.Unlock()
-		out <- err
-	}()
+	go func() { out <- q.PushWait(ctx, 0, size, stall) }()
 	return out
 }
 
 func full(t *testing.T, clk quartz.Clock) *Queue[int] {
 	q := New[int](100, clk)
-	q.Lock()
 	q.Push(1, 100)
-	q.Unlock()
 	return q
 }
 
@@ -156,9 +142,7 @@ func TestWaitRoomWakesEveryWaiter(t *testing.T) {
 		}
 		call.MustRelease(ctx)
 	}
-	q.Lock()
 	q.TakeAll()
-	q.Unlock()
 	for _, c := range []<-chan error{a, b} {
 		select {
 		case err := <-c:
@@ -169,8 +153,6 @@ func TestWaitRoomWakesEveryWaiter(t *testing.T) {
 			t.Fatal("a producer still waits after a take made room for it")
 		}
 	}
-	q.Lock()
-	defer q.Unlock()
 	if q.Len() != 2 || q.Bytes() != 20 {
 		t.Errorf("Len, Bytes = %d, %d; want both pushes", q.Len(), q.Bytes())
 	}
@@ -196,8 +178,6 @@ func TestWaitRoomStall(t *testing.T) {
 	if err := <-got; !errors.Is(err, ErrStalled) {
 		t.Fatalf("WaitRoom = %v, want ErrStalled", err)
 	}
-	q.Lock()
-	defer q.Unlock()
 	if q.Err() != nil || q.Len() != 1 {
 		t.Errorf("a stall changed the queue: Err %v, Len %d", q.Err(), q.Len())
 	}
@@ -212,8 +192,8 @@ func TestWaitRoomReleasedByFailCloseAndContext(t *testing.T) {
 		end  func(q *Queue[int], cancel context.CancelFunc)
 		want error
 	}{
-		"fail":    {func(q *Queue[int], _ context.CancelFunc) { q.Lock(); q.Fail(gone); q.Unlock() }, gone},
-		"close":   {func(q *Queue[int], _ context.CancelFunc) { q.Lock(); q.Close(); q.Unlock() }, ErrClosed},
+		"fail":    {func(q *Queue[int], _ context.CancelFunc) { q.Fail(gone) }, gone},
+		"close":   {func(q *Queue[int], _ context.CancelFunc) { q.Close() }, ErrClosed},
 		"context": {func(_ *Queue[int], cancel context.CancelFunc) { cancel() }, context.Canceled},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -244,8 +224,6 @@ func TestIdleCountsFromTheLastTake(t *testing.T) {
 	t.Parallel()
 	clk := newClock(t)
 	q := New[int](100, clk)
-	q.Lock()
-	defer q.Unlock()
 	clk.Advance(3 * time.Second)
 	if q.Idle() != 3*time.Second {
 		t.Fatalf("Idle = %s, want 3s since the queue was made", q.Idle())
@@ -259,7 +237,7 @@ func TestIdleCountsFromTheLastTake(t *testing.T) {
 }
 
 // FuzzAccounting runs a sequence of operations against a model (a slice) and checks after each
-// that the queue holds the same items in the same order, and that Len, Bytes and Fits agree.
+// that the queue holds the same items in the same order, and that Len and Bytes agree and Push refuses what does not fit.
 func FuzzAccounting(f *testing.F) {
 	f.Add([]byte{0, 10, 0, 200, 1, 2, 0, 5, 3, 0, 1, 4, 0})
 	f.Add([]byte{0, 255, 0, 255, 0, 1, 2, 5, 0, 3})
@@ -267,8 +245,6 @@ func FuzzAccounting(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		const limit = 300
 		q := New[int](limit, quartz.NewReal())
-		q.Lock()
-		defer q.Unlock()
 		type item struct {
 			v    int
 			size int64
@@ -289,17 +265,20 @@ func FuzzAccounting(f *testing.F) {
 					sum += m.size
 				}
 				fits := len(model) == 0 || sum+size <= limit
-				if q.Fits(size) != fits {
-					t.Fatalf("Fits(%d) = %v with %d bytes waiting", size, !fits, sum)
+				err := q.Push(next, size)
+				switch {
+				case failed || closed:
+					if err == nil {
+						t.Fatalf("Push on a queue closed %v, failed %v was taken", closed, failed)
+					}
+				case !fits:
+					if !errors.Is(err, ErrFull) {
+						t.Fatalf("Push(%d) = %v with %d bytes waiting; want ErrFull", size, err, sum)
+					}
+				case err != nil:
+					t.Fatalf("Push(%d) = %v with %d bytes waiting", size, err, sum)
 				}
-				if !fits {
-					break
-				}
-				ok := q.Push(next, size)
-				if ok != (!closed && !failed) {
-					t.Fatalf("Push = %v on a queue closed %v, failed %v", ok, closed, failed)
-				}
-				if ok {
+				if err == nil {
 					model = append(model, item{next, size})
 					next++
 				}
@@ -312,7 +291,7 @@ func FuzzAccounting(f *testing.F) {
 					model = model[1:]
 				}
 			case 2: // take all
-				all := q.TakeAll()
+				all, _, _ := q.TakeAll()
 				if len(all) != len(model) {
 					t.Fatalf("TakeAll = %v; want %v", all, model)
 				}
@@ -345,4 +324,66 @@ func FuzzAccounting(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPushIsOneStep: producers pushing at once never pass the bound between them, without
+// holding any lock of their own: Push decides and appends in one step.
+func TestPushIsOneStep(t *testing.T) {
+	t.Parallel()
+	q := New[int](100, newClock(t))
+	var wg sync.WaitGroup
+	var pushed atomic.Int64
+	for i := range 50 {
+		wg.Go(func() {
+			if q.Push(i, 10) == nil {
+				pushed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if pushed.Load() != 10 || q.Bytes() != 100 {
+		t.Fatalf("%d pushes of 10 bytes were taken, Bytes %d; want 10 and 100, the bound", pushed.Load(), q.Bytes())
+	}
+}
+
+// TestPushWaitTakesTheRoomItWaitedFor: of two producers waiting for room that one take makes
+// for only one of them, one pushes and the other waits on; the bound holds.
+func TestPushWaitTakesTheRoomItWaitedFor(t *testing.T) {
+	t.Parallel()
+	clk := newClock(t)
+	trap := clk.Trap().NewTimer("queue", "stall")
+	defer trap.Close()
+	ctx := testCtx(t)
+	q := full(t, clk)
+	pctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := waitRoom(q, pctx, 60, time.Minute)
+	b := waitRoom(q, pctx, 60, time.Minute)
+	for range 2 {
+		trap.MustWait(ctx).MustRelease(ctx)
+	}
+	q.TakeAll()
+	var loser <-chan error
+	select {
+	case err := <-a:
+		loser = b
+		if err != nil {
+			t.Fatalf("PushWait = %v after a take made room", err)
+		}
+	case err := <-b:
+		loser = a
+		if err != nil {
+			t.Fatalf("PushWait = %v after a take made room", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("no producer pushed after a take made room")
+	}
+	trap.MustWait(ctx).MustRelease(ctx) // the other waits again
+	if q.Len() != 1 || q.Bytes() != 60 {
+		t.Fatalf("Len, Bytes = %d, %d; want one push of 60", q.Len(), q.Bytes())
+	}
+	cancel()
+	if err := <-loser; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiting producer's PushWait = %v, want context.Canceled", err)
+	}
 }

@@ -48,6 +48,7 @@ func (s *sseStream) events(t *testing.T, n int, untilType, idKey string) []sseEv
 // follows: the stored events first, then the live ones; a reconnect with Last-Event-ID (which
 // wins over since) goes on exactly after the last event seen.
 func TestSessionEventStream(t *testing.T) {
+	t.Parallel()
 	log := runlogtest.Path(t, "codex_exec_edit_file-change_failed-command.jsonl")
 	e := newEnv(t)
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
@@ -111,6 +112,7 @@ func TestSessionEventStream(t *testing.T) {
 // TestJobEventStream: a jobs token follows its own job (ids are job seqs); another jobs
 // token's request is 404, as for a job that does not exist.
 func TestJobEventStream(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, jobs := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["jobs"]}`)
 	_, jobs2 := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["jobs"]}`)
@@ -138,6 +140,7 @@ func TestJobEventStream(t *testing.T) {
 // TestEventStreamLimitAndRevocation: event streams count against the per-token limit (429
 // past it), and revoking the token ends them with a close event saying so.
 func TestEventStreamLimitAndRevocation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t) // 4 per token
 	id, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	e.sandbox(t, ada, "box", "")
@@ -171,6 +174,7 @@ func TestEventStreamLimitAndRevocation(t *testing.T) {
 // TestEventStreamBigEvent: a run-log line over 1 MiB, cut to its first MiB, reaches the
 // client as one message whose data is the whole event.
 func TestEventStreamBigEvent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	e.sandbox(t, ada, "box", "")
@@ -197,6 +201,7 @@ func TestEventStreamBigEvent(t *testing.T) {
 // TestEventStreamShutdown: shutting the streams down ends an event stream with a close event
 // saying so.
 func TestEventStreamShutdown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	e.sandbox(t, ada, "box", "")

@@ -102,11 +102,11 @@ func (a *api) pump(ctx context.Context, st *stream.Stream, sse *sseWriter) strea
 // clientFailed ends a stream whose client write failed: slow when the write timed out, else
 // the client is gone.
 func (a *api) clientFailed(st *stream.Stream, err error) stream.Reason {
-	reason := stream.ReasonClient
 	if timedOut(err) {
-		reason = stream.ReasonSlow
+		st.EndSlow(stream.SlowWriteTimeout)
+	} else {
+		st.End(stream.ReasonClient)
 	}
-	st.End(reason)
 	return st.Reason()
 }
 

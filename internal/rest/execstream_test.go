@@ -156,6 +156,7 @@ func execBody(cmd string) string {
 }
 
 func TestExecStreamAsItPrints(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	s, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", execBody("echo one; sleep 0.5; echo two >&2; sleep 0.5; printf '\\377end'; exit 2"))
@@ -198,6 +199,7 @@ func TestExecStreamAsItPrints(t *testing.T) {
 // stops in the middle of "€" until the test has seen what came before it) does not turn valid
 // UTF-8 into a base64 event: the partial character waits for the rest.
 func TestExecStreamCarriesSplitCharacter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	goOn := filepath.Join(t.TempDir(), "go")
@@ -230,6 +232,7 @@ func TestExecStreamCarriesSplitCharacter(t *testing.T) {
 }
 
 func TestExecStreamBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	for _, c := range []struct {
@@ -266,6 +269,7 @@ func TestExecStreamBadInput(t *testing.T) {
 }
 
 func TestExecStreamNoDaemon(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "plain", `, "daemon": false`)
 	s, r := e.openStream(t, e.admin, "/api/sandboxes/plain/exec/stream", execBody("echo hi"))
@@ -315,6 +319,7 @@ func sleeper(pidFile string) string {
 }
 
 func TestExecStreamClientGoneKillsCommand(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -329,6 +334,7 @@ func TestExecStreamClientGoneKillsCommand(t *testing.T) {
 }
 
 func TestExecStreamRevokedKillsCommand(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id, tok := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	e.sandbox(t, tok, "box", "")
@@ -350,6 +356,7 @@ func TestExecStreamRevokedKillsCommand(t *testing.T) {
 }
 
 func TestExecStreamRecheckEndsExpiredToken(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	expires := time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano)
 	_, tok := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"], "expires_at": "`+expires+`"}`)
@@ -372,6 +379,7 @@ func TestExecStreamRecheckEndsExpiredToken(t *testing.T) {
 }
 
 func TestExecStreamShutdownLeavesCommandRunning(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -397,6 +405,7 @@ func TestExecStreamShutdownLeavesCommandRunning(t *testing.T) {
 }
 
 func TestExecStreamDestroyedSandbox(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	s, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", execBody("echo started; sleep 300"))
@@ -417,6 +426,7 @@ func TestExecStreamDestroyedSandbox(t *testing.T) {
 // HANGAR_STREAM_MAX_PER_USER with a 429 naming it and the user, with Retry-After; another
 // user still gets streams.
 func TestExecStreamPerUserLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(e *env) { e.maxPerUser = 3 }) // 4 per token, 6 in all
 	_, m1 := e.newToken(t, e.admin, `{"user": "mallory", "scopes": ["user"]}`)
 	_, m2 := e.newToken(t, e.admin, `{"user": "mallory", "scopes": ["user"]}`)
@@ -445,6 +455,7 @@ func TestExecStreamPerUserLimit(t *testing.T) {
 }
 
 func TestExecStreamLimits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t) // 4 per token, 6 in all
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	_, bob := e.newToken(t, e.admin, `{"user": "bob", "scopes": ["user"]}`)
@@ -482,6 +493,7 @@ func TestExecStreamLimits(t *testing.T) {
 }
 
 func TestExecStreamByteCap(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(e *env) { e.maxBytes = 1000 })
 	e.sandbox(t, e.admin, "box", "")
 	s, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", execBody("for i in $(seq 40); do echo line-$i-padding-padding-padding-padding-padding-padding-padding-padding-padding; done; echo THE-END"))
@@ -508,6 +520,7 @@ func TestExecStreamByteCap(t *testing.T) {
 // TestStalledClientDelaysNoOne: a client that stops reading a fast stream does not hold up
 // another client's stream.
 func TestStalledClientDelaysNoOne(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	stalled, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", execBody("while :; do echo flood-flood-flood-flood-flood-flood-flood-flood; done"))
@@ -529,6 +542,7 @@ func TestStalledClientDelaysNoOne(t *testing.T) {
 }
 
 func TestStreamMetrics(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	s, _ := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream", execBody("echo hello"))
@@ -553,6 +567,7 @@ func TestStreamMetrics(t *testing.T) {
 
 // TestExecStreamShutdownNoDaemon: without a daemon too, a shutdown lets the command run on.
 func TestExecStreamShutdownNoDaemon(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "plain", `, "daemon": false`)
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -592,6 +607,7 @@ func localDaemonPID(t *testing.T, e *env, name string) int {
 // The stream ends with an error event that blames the sandbox's daemon (unavailable, not
 // hangar's internal error), and the sandbox is checked again: failed, with the reason.
 func TestExecStreamDaemonDies(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	// The command says its pid: with its daemon gone nothing else would end it.
@@ -623,6 +639,7 @@ func TestExecStreamDaemonDies(t *testing.T) {
 // The stream ends with an unavailable error that says the sandbox stopped, and the sandbox is
 // checked again: no longer running.
 func TestExecStreamContainerDies(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
 	cli := dockertest.Client(t)
 	image, err := dockertest.EnsureImage(context.Background(), cli)
@@ -655,6 +672,7 @@ func TestExecStreamContainerDies(t *testing.T) {
 // TestExecAfterDaemonDied: the daemon of a local sandbox died while nothing ran; the next exec
 // says so (unavailable, naming the daemon) and the sandbox is failed, not left running.
 func TestExecAfterDaemonDied(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	pid := localDaemonPID(t, e, "box")

@@ -12,6 +12,7 @@ import (
 // one-time ticket, no Authorization header): a session appears, its turn runs and ends; a
 // ticket works once; another person's ticket never shows it; revoking the token ends the stream.
 func TestFleetOverHTTP(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adaID, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	_, bob := e.newToken(t, e.admin, `{"user": "bob", "scopes": ["user"]}`)
@@ -136,6 +137,7 @@ func (e *env) failedProcess(t *testing.T, tok, sandbox string) string {
 // TestDismissOverHTTP: DELETE /api/fleet/inbox/{item} takes the item out of the person's inbox
 // for good; a second time, or an item that is not there, is a 404 that says why.
 func TestDismissOverHTTP(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	e.sandbox(t, ada, "box", "")

@@ -533,6 +533,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // TestIsolationMatrix calls every row of matrix as every caller and checks the outcome.
 func TestIsolationMatrix(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t)
 	for _, r := range matrix {
 		t.Run(r.name, func(t *testing.T) {
@@ -606,6 +607,7 @@ func TestSecurityDocTable(t *testing.T) {
 // bound to ada's sandbox (or to a name she has not made yet) and uses it. Every step is refused,
 // with the answer a name nobody has gets.
 func TestBoundTokenTakeover(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user", "mcp"]}`)
 	_, bob := e.newToken(t, e.admin, `{"user": "bob", "scopes": ["user", "mcp"]}`)
@@ -624,6 +626,7 @@ func TestBoundTokenTakeover(t *testing.T) {
 // TestBoundTokenDoesNotFollowName: a bound token whose sandbox was destroyed does not reach the
 // sandbox another user then makes under the same name.
 func TestBoundTokenDoesNotFollowName(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user", "mcp"]}`)
 	_, bob := e.newToken(t, e.admin, `{"user": "bob", "scopes": ["user", "mcp"]}`)

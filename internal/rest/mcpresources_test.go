@@ -48,7 +48,7 @@ func (w *world) onResource(t *testing.T, era string, col int, token, op, uri, li
 	switch {
 	case err == nil:
 		return "ok"
-	case errors.As(err, &we) && we.Code == mcp.CodeResourceNotFound && we.Message == "Resource not found":
+	case errors.As(err, &we) && we.Code == jsonrpc.CodeInvalidParams && we.Message == "Resource not found":
 		return "not found"
 	default:
 		return "error: " + err.Error()
@@ -95,7 +95,7 @@ func (w *world) listenOutcome(t *testing.T, ctx context.Context, token, uri stri
 		switch {
 		case m.Method == "notifications/subscriptions/acknowledged":
 			return "ok"
-		case m.Error != nil && m.Error.Code == mcp.CodeResourceNotFound && m.Error.Message == "Resource not found":
+		case m.Error != nil && m.Error.Code == jsonrpc.CodeInvalidParams && m.Error.Message == "Resource not found":
 			return "not found"
 		default:
 			return "error: " + line

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // grantJSON is an OAuth grant as the API shows it.
@@ -14,7 +15,7 @@ type grantJSON struct {
 	User       string     `json:"user"`
 	Scopes     []string   `json:"scopes"`
 	Sandbox    string     `json:"sandbox,omitempty"`
-	CreatedAt  *timestamp `json:"created_at"`
+	CreatedAt  *wire.Time `json:"created_at"`
 }
 
 func (a *api) listGrants(w http.ResponseWriter, r *http.Request) {
@@ -25,7 +26,7 @@ func (a *api) listGrants(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]grantJSON, 0, len(gs))
 	for _, g := range gs {
-		out = append(out, grantJSON{ID: g.ID, ClientID: g.ClientID, ClientName: g.ClientName, User: g.User, Scopes: g.Scopes, Sandbox: g.Sandbox, CreatedAt: stamp(g.CreatedAt)})
+		out = append(out, grantJSON{ID: g.ID, ClientID: g.ClientID, ClientName: g.ClientName, User: g.User, Scopes: g.Scopes, Sandbox: g.Sandbox, CreatedAt: wire.Stamp(g.CreatedAt)})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"grants": out})
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/wire"
+	"github.com/hangar-dev/hangar/internal/wire/from"
 )
 
 func (a *api) processRoutes(r chi.Router) {
@@ -66,7 +68,7 @@ func (a *api) startProcess(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, info)
+	writeJSON(w, http.StatusCreated, from.Process(info))
 }
 
 func (a *api) listProcesses(w http.ResponseWriter, r *http.Request) {
@@ -75,10 +77,7 @@ func (a *api) listProcesses(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	if ps == nil {
-		ps = []process.Info{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"processes": ps})
+	writeJSON(w, http.StatusOK, map[string]any{"processes": from.Processes(ps)})
 }
 
 // since reads the position to resume from: Last-Event-ID (an SSE client reconnecting) wins over
@@ -105,27 +104,19 @@ const (
 	eventSeq   = "an event's seq"
 )
 
-// processOutputJSON is GET .../processes/{id}: the process and its kept output from since.
-type processOutputJSON struct {
-	Process  process.Info `json:"process"`
-	Output   string       `json:"output"`
-	Encoding string       `json:"encoding,omitempty"` // "base64" when the output is not valid UTF-8
-	Gap      *process.Gap `json:"gap,omitempty"`      // output since..gap.to is no longer kept
-	Next     int64        `json:"next"`               // pass as since next time
-}
-
+// readProcess is GET .../processes/{id}: the process and its kept output from since.
 func (a *api) readProcess(w http.ResponseWriter, r *http.Request) {
-	from, err := since(r, byteOffset)
+	pos, err := since(r, byteOffset)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	out, info, err := a.Processes.Read(r.Context(), principal(r), chi.URLParam(r, "ref"), chi.URLParam(r, "id"), from)
+	out, info, err := a.Processes.Read(r.Context(), principal(r), chi.URLParam(r, "ref"), chi.URLParam(r, "id"), pos)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	res := processOutputJSON{Process: info, Gap: out.Gap, Next: out.Next}
+	res := wire.ProcessOutput{Process: from.Process(info), Gap: from.ProcessGap(out.Gap), Next: out.Next}
 	res.Output, res.Encoding = text(out.Data)
 	writeJSON(w, http.StatusOK, res)
 }
@@ -207,5 +198,5 @@ func (a *api) killProcess(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, info)
+	writeJSON(w, http.StatusAccepted, from.Process(info))
 }

@@ -69,6 +69,7 @@ func seqOutput(n int) string {
 // comes back several times with Last-Event-ID; what it got is exactly the output, with no gap
 // and no byte twice.
 func TestProcessReattachByteExact(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	const n = 30000 // about 170 KB: all of it stays in the 256 KiB ring
@@ -117,6 +118,7 @@ func TestProcessReattachByteExact(t *testing.T) {
 }
 
 func TestProcessGapAndPolling(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	// 300 KiB, then quiet: the first 44 KiB are no longer kept.
@@ -161,6 +163,7 @@ func TestProcessGapAndPolling(t *testing.T) {
 }
 
 func TestProcessInputAndEnd(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	id := e.startProcess(t, e.admin, "box", "while read line; do echo got: $line; done; echo bye; exit 7")
@@ -185,6 +188,7 @@ func TestProcessInputAndEnd(t *testing.T) {
 }
 
 func TestProcessKillTrappedAndChildren(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	pidFile := filepath.Join(t.TempDir(), "child")
@@ -213,6 +217,7 @@ func TestProcessKillTrappedAndChildren(t *testing.T) {
 }
 
 func TestProcessOwnershipAndRetention(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	_, ada2 := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
@@ -245,6 +250,7 @@ func TestProcessOwnershipAndRetention(t *testing.T) {
 }
 
 func TestProcessLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t) // 3 per token
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	e.sandbox(t, ada, "box", "")
@@ -270,6 +276,7 @@ func TestProcessLimit(t *testing.T) {
 // TestProcessLimitPerUser: one user's tokens together may run HANGAR_BACKGROUND_MAX_PER_USER
 // background processes, however many tokens it mints; another user is not affected.
 func TestProcessLimitPerUser(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(e *env) { e.maxUserProcs = 4 }) // 3 per token
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	_, ada2 := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
@@ -291,6 +298,7 @@ func TestProcessLimitPerUser(t *testing.T) {
 // TestStalledAttachDelaysNoOne: one client attached to a fast process stops reading; the
 // process runs to its end and another attached client gets everything.
 func TestStalledAttachDelaysNoOne(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	id := e.startProcess(t, e.admin, "box", "read go; for i in $(seq 1 200000); do echo line-$i; done; echo finished")
@@ -305,6 +313,7 @@ func TestStalledAttachDelaysNoOne(t *testing.T) {
 }
 
 func TestProcessWithoutDaemonOnDocker(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
 	image, err := dockertest.EnsureImage(context.Background(), dockertest.Client(t))
 	if err != nil {
@@ -340,6 +349,7 @@ func TestProcessWithoutDaemonOnDocker(t *testing.T) {
 // TestProcessFollowedAcrossPause: pausing the sandbox ends attachments (paused) but not the
 // follower, so after resume the process's output is kept and attachable again.
 func TestProcessFollowedAcrossPause(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	id := e.startProcess(t, e.admin, "box", "i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.05; done")
@@ -380,6 +390,7 @@ func TestProcessFollowedAcrossPause(t *testing.T) {
 // not reported exited with -1: the attachment ends with the process lost (no exit code) and
 // why, and the sandbox is failed with the reason.
 func TestProcessLostWithItsDaemon(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	id := e.startProcess(t, e.admin, "box", "while :; do echo tick; sleep 0.1; done")
@@ -401,6 +412,7 @@ func TestProcessLostWithItsDaemon(t *testing.T) {
 // TestProcessStartAfterDaemonDied: starting a background process in a sandbox whose daemon
 // died is the sandbox's failure (503, naming the daemon), not hangar's, and fails the sandbox.
 func TestProcessStartAfterDaemonDied(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	pid := localDaemonPID(t, e, "box")
@@ -420,6 +432,7 @@ func TestProcessStartAfterDaemonDied(t *testing.T) {
 // TestProcessOnTerminal: a process started with a pty size runs on a terminal of that size,
 // and resize changes it; a bad size, or resizing a process without a terminal, is 400.
 func TestProcessOnTerminal(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	r := e.do(t, "POST", "/api/sandboxes/box/processes", e.admin, `{"command": "stty size; read x; stty size", "pty": {"cols": 91, "rows": 17}}`)

@@ -3,6 +3,7 @@ package rest_test
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -143,7 +144,9 @@ func newEnv(t *testing.T, opts ...option) *env {
 	}
 	providers := map[string]provider.Provider{"local": loc}
 	if dockerEngineUp() {
-		dock, err := docker.New(docker.Config{EnvdBinary: hangarBin, Instance: "rest-test"})
+		// An instance of its own: tests run in parallel, and the provider names its containers
+		// after the instance and the sandbox ("dock" in several tests).
+		dock, err := docker.New(docker.Config{EnvdBinary: hangarBin, Instance: "rest-test-" + strings.ToLower(rand.Text()[:8])})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,6 +301,7 @@ func (e *env) newToken(t *testing.T, by, body string) (id, secret string) {
 }
 
 func TestUnauthenticated(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, expiring := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"], "expires_in": "1h"}`)
 	revokedID, revoked := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
@@ -329,6 +333,7 @@ func TestUnauthenticated(t *testing.T) {
 }
 
 func TestTokensAPI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adaID, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user", "mcp"], "description": "laptop"}`)
 	bobID, bob := e.newToken(t, e.admin, `{"user": "bob", "scopes": ["user"]}`)
@@ -396,6 +401,7 @@ func TestTokensAPI(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cases := []struct {
 		name, method, path, body string
@@ -430,6 +436,7 @@ func TestBadRequests(t *testing.T) {
 // TestMethodNotAllowedSaysAllow: a 405 names the methods the path takes, in Allow (RFC 9110)
 // and in its sentence.
 func TestMethodNotAllowedSaysAllow(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for path, want := range map[string]string{"/api/tokens": "GET, POST", "/api/sandboxes/x/exec": "POST"} {
 		r := e.do(t, "PUT", path, e.admin, "")
@@ -443,6 +450,7 @@ func TestMethodNotAllowedSaysAllow(t *testing.T) {
 // TestStrictBodyAcceptsWhiteSpace: what decodeJSON refuses is data after the value, not the
 // newline that curl and most encoders end a body with; valid UTF-8 of any plane is kept as is.
 func TestStrictBodyAcceptsWhiteSpace(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.do(t, "POST", "/api/tokens", e.admin, "{\"user\": \"ada\", \"scopes\": [\"user\"], \"description\": \"café ☕ 🚀\"}\r\n\t ")
 	if r.status != http.StatusCreated {
@@ -456,6 +464,7 @@ func TestStrictBodyAcceptsWhiteSpace(t *testing.T) {
 // TestShutdownTwice: a second Shutdown (a second signal, a deferred one after an explicit one)
 // waits for the same drain instead of panicking.
 func TestShutdownTwice(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -469,6 +478,7 @@ func TestShutdownTwice(t *testing.T) {
 // TestClientGoneIsNotAnError: a client that leaves while its command runs is no fault of
 // hangar's: the log says so below ERROR.
 func TestClientGoneIsNotAnError(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -503,6 +513,7 @@ func TestClientGoneIsNotAnError(t *testing.T) {
 }
 
 func TestTooLargeWithoutContentLength(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	pr, pw := io.Pipe()
 	go func() {
@@ -527,6 +538,7 @@ func TestTooLargeWithoutContentLength(t *testing.T) {
 // names the bound and how to make room (no Retry-After: waiting frees nothing); revoking one
 // makes room.
 func TestTokensPerUser(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(e *env) { e.maxTokens = 2 })
 	id, mallory := e.newToken(t, e.admin, `{"user": "mallory", "scopes": ["user"]}`)
 	e.newToken(t, mallory, `{"scopes": ["user"]}`)
@@ -542,6 +554,7 @@ func TestTokensPerUser(t *testing.T) {
 }
 
 func TestTokensNeedUserScope(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, mcpOnly := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["mcp"]}`)
 	id, _ := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
@@ -554,6 +567,7 @@ func TestTokensNeedUserScope(t *testing.T) {
 // replica sends it to the sandbox's new owner instead of passing the 503 on to its client (a
 // rolling update's handover); a client's own is not.
 func TestShutdownRefusalSaysNotOwner(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.srv.Drain()
 	for _, forwarded := range []bool{false, true} {

@@ -8,31 +8,9 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/wire"
+	"github.com/hangar-dev/hangar/internal/wire/from"
 )
-
-// sandboxJSON is a sandbox as the API shows it. The daemon's address and access token stay
-// inside hangar.
-type sandboxJSON struct {
-	Name       string            `json:"name"`
-	Owner      string            `json:"owner"`
-	Provider   string            `json:"provider"`
-	ProviderID string            `json:"provider_id,omitempty"`
-	State      string            `json:"state"`
-	Reason     string            `json:"reason,omitempty"`
-	Image      string            `json:"image,omitempty"`
-	Template   string            `json:"template,omitempty"`
-	Workdir    string            `json:"workdir,omitempty"`
-	Env        map[string]string `json:"env,omitempty"`
-	Daemon     bool              `json:"daemon"` // it has a daemon that answers exec
-	CreatedAt  timestamp         `json:"created_at"`
-	UpdatedAt  timestamp         `json:"updated_at"`
-}
-
-func toSandboxJSON(sb sandbox.Sandbox) sandboxJSON {
-	return sandboxJSON{Name: sb.Name, Owner: sb.Owner, Provider: sb.Provider, ProviderID: sb.ProviderID, State: sb.State,
-		Reason: sb.Reason, Image: sb.Image, Template: sb.Template, Workdir: sb.Workdir, Env: sb.Env, Daemon: sb.HasDaemon,
-		CreatedAt: timestamp(sb.CreatedAt), UpdatedAt: timestamp(sb.UpdatedAt)}
-}
 
 // requireScope refuses tokens without the scope (admins have every scope).
 func (a *api) requireScope(s auth.Scope) func(http.Handler) http.Handler {
@@ -86,7 +64,7 @@ func (a *api) createSandbox(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, toSandboxJSON(sb))
+	writeJSON(w, http.StatusCreated, from.Sandbox(sb))
 }
 
 func (a *api) listSandboxes(w http.ResponseWriter, r *http.Request) {
@@ -95,9 +73,9 @@ func (a *api) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	out := make([]sandboxJSON, 0, len(sbs))
+	out := make([]wire.Sandbox, 0, len(sbs))
 	for _, sb := range sbs {
-		out = append(out, toSandboxJSON(sb))
+		out = append(out, from.Sandbox(sb))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"sandboxes": out})
 }
@@ -108,7 +86,7 @@ func (a *api) getSandbox(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toSandboxJSON(sb))
+	writeJSON(w, http.StatusOK, from.Sandbox(sb))
 }
 
 func (a *api) destroySandbox(w http.ResponseWriter, r *http.Request) {
@@ -125,7 +103,7 @@ func (a *api) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toSandboxJSON(sb))
+	writeJSON(w, http.StatusOK, from.Sandbox(sb))
 }
 
 func (a *api) resumeSandbox(w http.ResponseWriter, r *http.Request) {
@@ -134,7 +112,7 @@ func (a *api) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toSandboxJSON(sb))
+	writeJSON(w, http.StatusOK, from.Sandbox(sb))
 }
 
 type execRequest struct {

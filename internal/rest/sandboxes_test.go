@@ -48,6 +48,7 @@ func (e *env) exec(t *testing.T, tok, name, body string) response {
 }
 
 func TestSandboxesTwoUsers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	_, bob := e.newToken(t, e.admin, `{"user": "bob", "scopes": ["user"]}`)
@@ -105,6 +106,7 @@ func TestSandboxesTwoUsers(t *testing.T) {
 }
 
 func TestSandboxBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.do(t, "POST", "/api/sandboxes", e.admin, `{"name": "taken"}`); r.status != http.StatusCreated {
 		t.Fatalf("create = %d %s", r.status, r.raw)
@@ -144,6 +146,7 @@ func TestSandboxBadInput(t *testing.T) {
 // TestLocalWorkdirIsTheFolder: a local sandbox's workdir that names its folder itself is bad
 // input (400, saying so), for a sandbox and a job's sandbox alike, and leaves no sandbox behind.
 func TestLocalWorkdirIsTheFolder(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, jobs := e.newToken(t, e.admin, `{"user": "admin", "scopes": ["jobs"]}`)
 	for i, workdir := range []string{"/", ".", "..", "/../..", "./"} {
@@ -171,6 +174,7 @@ func TestLocalWorkdirIsTheFolder(t *testing.T) {
 }
 
 func TestExecThroughDaemonAndFallback(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, daemon := range []bool{true, false} {
 		name, via := "with-daemon", "daemon"
@@ -216,6 +220,7 @@ func TestExecThroughDaemonAndFallback(t *testing.T) {
 }
 
 func TestSandboxLifecycle(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if r := e.do(t, "POST", "/api/sandboxes", e.admin, `{"name": "life"}`); r.status != http.StatusCreated {
 		t.Fatalf("create = %d %s", r.status, r.raw)
@@ -255,6 +260,7 @@ func TestSandboxLifecycle(t *testing.T) {
 }
 
 func TestDockerSandboxes(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
 	ctx := context.Background()
 	cli := dockertest.Client(t)
@@ -290,6 +296,7 @@ func TestDockerSandboxes(t *testing.T) {
 // TestMissingImageSaysWhich: a docker sandbox whose image the engine lacks is a 400 whose
 // message names the image and how to get it, with "create sandbox" said once.
 func TestMissingImageSaysWhich(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
 	e := newEnv(t)
 	r := e.do(t, "POST", "/api/sandboxes", e.admin, `{"name": "dock", "provider": "docker", "image": "hangar-test-missing:nope"}`)

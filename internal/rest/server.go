@@ -24,6 +24,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/serving"
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
 	"github.com/hangar-dev/hangar/internal/watch"
@@ -83,10 +84,10 @@ type Server struct {
 	log *slog.Logger
 
 	mu       sync.Mutex
-	draining bool          // set by Shutdown: requests that start from then on get 503
-	inFlight int           // requests past the gate and not yet answered
-	drained  chan struct{} // closed when draining and inFlight is 0
+	draining bool // set by Drain: no listener is served from then on
 	lns      []net.Listener
+
+	requests serving.InFlight // requests past the gate and not yet answered; closed by Drain
 }
 
 // api holds what handlers share.
@@ -116,7 +117,7 @@ func New(cfg Config) *Server {
 		cfg.BodyMinRate = 64 << 10
 	}
 	a := &api{Config: cfg, log: cfg.Logger}
-	s := &Server{log: cfg.Logger, drained: make(chan struct{})}
+	s := &Server{log: cfg.Logger}
 
 	r := chi.NewRouter()
 	// bodyDeadline first: it needs net/http's own ResponseWriter to set read deadlines.
@@ -209,12 +210,8 @@ func (s *Server) Serve(ln net.Listener) error {
 // handler's Shutdown) while no new one may begin.
 func (s *Server) Drain() {
 	s.mu.Lock()
-	if !s.draining {
-		s.draining = true
-		if s.inFlight == 0 {
-			close(s.drained)
-		}
-	}
+	s.draining = true
+	s.requests.Close()
 	lns := s.lns
 	s.mu.Unlock()
 	for _, ln := range lns {
@@ -228,7 +225,7 @@ func (s *Server) Drain() {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.Drain()
 	select {
-	case <-s.drained:
+	case <-s.requests.Idle():
 	case <-ctx.Done():
 		s.log.Warn("shutdown grace period over; closing the requests still running")
 		return s.srv.Close()
@@ -242,9 +239,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // gate counts requests in flight and refuses those that start after Shutdown began.
 func (s *Server) gate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		if s.draining {
-			s.mu.Unlock()
+		if !s.requests.Enter() {
 			w.Header().Set("Connection", "close")
 			w.Header().Set("Retry-After", "1")
 			if forward.Forwarded(r) {
@@ -257,16 +252,7 @@ func (s *Server) gate(next http.Handler) http.Handler {
 			writeJSON(w, http.StatusServiceUnavailable, body)
 			return
 		}
-		s.inFlight++
-		s.mu.Unlock()
-		defer func() {
-			s.mu.Lock()
-			s.inFlight--
-			if s.draining && s.inFlight == 0 {
-				close(s.drained)
-			}
-			s.mu.Unlock()
-		}()
+		defer s.requests.Leave()
 		next.ServeHTTP(w, r)
 	})
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
+	"github.com/hangar-dev/hangar/internal/wire"
+	"github.com/hangar-dev/hangar/internal/wire/from"
 )
 
 // turnsRoutes mounts /api/sessions (user scope) and /api/jobs (user or jobs scope).
@@ -56,59 +58,6 @@ func (a *api) requireAnyScope(scopes ...auth.Scope) func(http.Handler) http.Hand
 			next.ServeHTTP(w, r)
 		})
 	}
-}
-
-type sessionJSON struct {
-	ID        string     `json:"id"`
-	Name      string     `json:"name"`
-	Sandbox   string     `json:"sandbox"`
-	Agent     string     `json:"agent"`
-	Owner     string     `json:"owner"`
-	Job       string     `json:"job,omitempty"`
-	EnvKeys   []string   `json:"env_keys"` // the names only: the values are secrets
-	LastSeq   int64      `json:"last_seq"`
-	CreatedAt *timestamp `json:"created_at"`
-	Split     bool       `json:"split"`
-	SplitUID  uint32     `json:"split_uid,omitempty"`
-}
-
-func toSession(se turns.Session) sessionJSON {
-	keys := se.EnvKeys
-	if keys == nil {
-		keys = []string{}
-	}
-	return sessionJSON{ID: se.ID, Name: se.Name, Sandbox: se.Sandbox, Agent: se.Agent, Owner: se.Owner, Job: se.JobID,
-		EnvKeys: keys, LastSeq: se.LastSeq, CreatedAt: stamp(se.CreatedAt), Split: se.Split, SplitUID: se.SplitUID}
-}
-
-type turnJSON struct {
-	ID        string          `json:"id"`
-	Session   string          `json:"session"`
-	Job       string          `json:"job,omitempty"`
-	State     string          `json:"state"`
-	Prompt    string          `json:"prompt"`
-	ExitCode  *int            `json:"exit_code"`
-	Signal    string          `json:"signal,omitempty"`
-	Summary   json.RawMessage `json:"summary,omitempty"`
-	Reason    string          `json:"reason,omitempty"`
-	CreatedAt *timestamp      `json:"created_at"`
-	StartedAt *timestamp      `json:"started_at,omitempty"`
-	EndedAt   *timestamp      `json:"ended_at,omitempty"`
-}
-
-func toTurn(t turns.Turn) turnJSON {
-	out := turnJSON{ID: t.ID, Session: t.SessionID, Job: t.JobID, State: string(t.State), Prompt: t.Prompt, ExitCode: t.ExitCode,
-		Signal: t.Signal, Reason: t.Reason, CreatedAt: stamp(t.CreatedAt)}
-	if t.Summary != "" && json.Valid([]byte(t.Summary)) {
-		out.Summary = json.RawMessage(t.Summary)
-	}
-	if !t.StartedAt.IsZero() {
-		out.StartedAt = stamp(t.StartedAt)
-	}
-	if !t.EndedAt.IsZero() {
-		out.EndedAt = stamp(t.EndedAt)
-	}
-	return out
 }
 
 type createSessionRequest struct {
@@ -156,7 +105,7 @@ func (a *api) createSession(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, toSession(se))
+	writeJSON(w, http.StatusCreated, from.Session(se, principal(r).User))
 }
 
 func (a *api) listSessions(w http.ResponseWriter, r *http.Request) {
@@ -165,9 +114,9 @@ func (a *api) listSessions(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	out := []sessionJSON{}
+	out := []wire.Session{}
 	for _, se := range ss {
-		out = append(out, toSession(se))
+		out = append(out, from.Session(se, principal(r).User))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"sessions": out})
 }
@@ -178,7 +127,7 @@ func (a *api) getSession(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toSession(se))
+	writeJSON(w, http.StatusOK, from.Session(se, principal(r).User))
 }
 
 func (a *api) deleteSession(w http.ResponseWriter, r *http.Request) {
@@ -205,7 +154,7 @@ func (a *api) startTurn(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, toTurn(t))
+	writeJSON(w, http.StatusAccepted, from.Turn(t))
 }
 
 func (a *api) listTurns(w http.ResponseWriter, r *http.Request) {
@@ -214,9 +163,9 @@ func (a *api) listTurns(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	out := []turnJSON{}
+	out := []wire.Turn{}
 	for _, t := range ts {
-		out = append(out, toTurn(t))
+		out = append(out, from.Turn(t))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"turns": out})
 }
@@ -227,7 +176,7 @@ func (a *api) getTurn(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toTurn(t))
+	writeJSON(w, http.StatusOK, from.Turn(t))
 }
 
 func (a *api) cancelTurn(w http.ResponseWriter, r *http.Request) {
@@ -236,7 +185,7 @@ func (a *api) cancelTurn(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, toTurn(t))
+	writeJSON(w, http.StatusAccepted, from.Turn(t))
 }
 
 // defaultEventsPage is how many events a page holds without ?limit=.
@@ -267,16 +216,7 @@ func eventsPage(r *http.Request) (int64, int, error) {
 
 // writeEvents writes a page: the events and next, the since of the next page.
 func writeEvents(w http.ResponseWriter, evs []turns.Event, since int64, jobSeq bool) {
-	out := []turns.Event{} // written as turns.Event.MarshalJSON says
-	next := since
-	for _, e := range evs {
-		out = append(out, e)
-		next = e.Seq
-		if jobSeq {
-			next = e.JobSeq
-		}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"events": out, "next": next})
+	writeJSON(w, http.StatusOK, from.Events(evs, since, jobSeq))
 }
 
 func (a *api) sessionEvents(w http.ResponseWriter, r *http.Request) {
@@ -293,23 +233,12 @@ func (a *api) sessionEvents(w http.ResponseWriter, r *http.Request) {
 	writeEvents(w, evs, since, false)
 }
 
-type jobJSON struct {
-	ID             string     `json:"id"`
-	Sandbox        string     `json:"sandbox"`
-	SandboxCreated bool       `json:"sandbox_created"`
-	Session        string     `json:"session"`
-	State          string     `json:"state"`
-	Turn           *turnJSON  `json:"turn,omitempty"`
-	CreatedAt      *timestamp `json:"created_at"`
-}
-
-func (a *api) toJob(r *http.Request, j turns.Job) jobJSON {
-	out := jobJSON{ID: j.ID, Sandbox: j.Sandbox, SandboxCreated: j.SandboxCreated, Session: j.SessionID, State: string(turns.TurnQueued), CreatedAt: stamp(j.CreatedAt)}
+// toJob is j on the wire with its turn, if it has one yet.
+func (a *api) toJob(r *http.Request, j turns.Job) wire.Job {
 	if t, err := a.Turns.JobTurn(r.Context(), j); err == nil {
-		tj := toTurn(t)
-		out.Turn, out.State = &tj, tj.State
+		return from.Job(j, &t)
 	}
-	return out
+	return from.Job(j, nil)
 }
 
 // createJobRequest is POST /api/jobs: sandbox is a name, or an object (a sandbox spec, as
@@ -359,7 +288,7 @@ func (a *api) listJobs(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	out := []jobJSON{}
+	out := []wire.Job{}
 	for _, j := range js {
 		out = append(out, a.toJob(r, j))
 	}

@@ -64,6 +64,7 @@ func (e *env) allEvents(t *testing.T, path, tok string, limit int) []map[string]
 }
 
 func TestSessionTurnEventsOverREST(t *testing.T) {
+	t.Parallel()
 	log := runlogtest.Path(t, "codex_exec_edit_file-change_failed-command.jsonl")
 	e := newEnv(t)
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
@@ -138,6 +139,7 @@ func TestSessionTurnEventsOverREST(t *testing.T) {
 }
 
 func TestJobsOverREST(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	_, jobs := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["jobs"]}`)
@@ -231,6 +233,7 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // run log followed through the container's daemon): a fixture log replayed line by line is
 // recorded once and in order.
 func TestTurnInDocker(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
 	log := runlogtest.Path(t, "codex_exec_one-command_completed.jsonl")
 	image, err := dockertest.EnsureImage(context.Background(), dockertest.Client(t))
@@ -272,6 +275,7 @@ func TestTurnInDocker(t *testing.T) {
 // TestTurnWithoutDaemon: a sandbox without a daemon runs the harness through the provider's
 // exec and its run log is polled (following needs a daemon).
 func TestTurnWithoutDaemon(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "plain", `, "daemon": false`)
 	if r := e.do(t, "POST", "/api/sessions", e.admin, `{"name": "p1", "sandbox": "plain", "agent": "command"}`); r.status != http.StatusCreated {
@@ -295,6 +299,7 @@ func TestTurnWithoutDaemon(t *testing.T) {
 // name reaches the caller's own; an admin reaches either by its id, and by the name only its
 // own (it has none: 404).
 func TestSessionNamesPerOwnerOverREST(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	_, bob := e.newToken(t, e.admin, `{"user": "bob", "scopes": ["user"]}`)
@@ -334,6 +339,7 @@ func TestSessionNamesPerOwnerOverREST(t *testing.T) {
 
 // TestSplitBadInput: split_uid without split, or 0 (root), is refused with a reason.
 func TestSplitBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	for _, body := range []string{
@@ -354,6 +360,7 @@ func TestSplitBadInput(t *testing.T) {
 // its agent as uid 65534: its attempts to write the turn's status file and run log are refused,
 // and the turn ends as the harness says (failed, exit code 3), whatever the agent printed.
 func TestSplitTurnInDocker(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
 	image, err := dockertest.EnsureImage(context.Background(), dockertest.Client(t))
 	if err != nil {
@@ -402,6 +409,7 @@ exit 3`
 // TestSessionsBadInput: each bad request the issue lists, on every route it can reach, gets its
 // status (the session's own ones are in TestSessionTurnEventsOverREST, with a turn running).
 func TestSessionsBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
 	if r := e.do(t, "POST", "/api/sessions", e.admin, `{"name": "s1", "sandbox": "box", "agent": "command"}`); r.status != http.StatusCreated {

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hangar-dev/hangar/internal/serving"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
@@ -26,8 +27,8 @@ const writeTimeout = 30 * time.Second
 type sseWriter struct {
 	w        http.ResponseWriter
 	rc       *http.ResponseController
-	buf      *[]byte   // from bufs; nil once released
-	deadline time.Time // the connection's write deadline, as send last set it
+	buf      *[]byte // from bufs; nil once released
+	deadline serving.WriteDeadline
 }
 
 // bufs keeps batch buffers between responses, so a stream's events cost no allocation once its
@@ -45,7 +46,8 @@ func startSSE(w http.ResponseWriter) (*sseWriter, error) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx and friends: do not buffer this response
 	w.WriteHeader(http.StatusOK)
-	s := &sseWriter{w: w, rc: http.NewResponseController(w), buf: bufs.Get().(*[]byte)}
+	rc := http.NewResponseController(w)
+	s := &sseWriter{w: w, rc: rc, buf: bufs.Get().(*[]byte), deadline: serving.WriteDeadline{RC: rc, Timeout: writeTimeout}}
 	return s, s.send()
 }
 
@@ -112,7 +114,8 @@ func (s *sseWriter) closeEvent(reason stream.Reason) {
 // writeClose ends an SSE stream that this replica forwards from another (forward.Forwarder.To)
 // and ends itself, as it ends its own: with the close event.
 func writeClose(w http.ResponseWriter, reason stream.Reason) {
-	s := &sseWriter{w: w, rc: http.NewResponseController(w), buf: bufs.Get().(*[]byte)}
+	rc := http.NewResponseController(w)
+	s := &sseWriter{w: w, rc: rc, buf: bufs.Get().(*[]byte), deadline: serving.WriteDeadline{RC: rc, Timeout: writeTimeout}}
 	defer s.release()
 	s.closeEvent(reason)
 	s.send()
@@ -123,14 +126,10 @@ func (s *sseWriter) comment(text string) {
 	*s.buf = append(append(append(*s.buf, ": "...), text...), "\n\n"...)
 }
 
-// send writes and flushes what was added since the last send, under one write deadline:
-// writeTimeout from now, give or take a second (it is moved on only once a second of it has
-// passed, so that many small batches a second do not each reset the connection's timer).
+// send writes and flushes what was added since the last send, under one write deadline
+// (writeTimeout from now, give or take a second: serving.WriteDeadline).
 func (s *sseWriter) send() error {
-	if d := time.Now().Add(writeTimeout); d.Sub(s.deadline) > time.Second {
-		s.rc.SetWriteDeadline(d)
-		s.deadline = d
-	}
+	s.deadline.Arm(time.Now())
 	b := *s.buf
 	*s.buf = b[:0]
 	if len(b) > 0 {

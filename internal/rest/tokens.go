@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // tokenJSON is a token as the API shows it: never its secret, except Token right after creation.
@@ -19,8 +20,8 @@ type tokenJSON struct {
 	Description string     `json:"description,omitempty"`
 	Scopes      []string   `json:"scopes"`
 	Sandbox     string     `json:"sandbox,omitempty"`
-	CreatedAt   *timestamp `json:"created_at,omitempty"`
-	ExpiresAt   *timestamp `json:"expires_at"`
+	CreatedAt   *wire.Time `json:"created_at,omitempty"`
+	ExpiresAt   *wire.Time `json:"expires_at"`
 	Static      bool       `json:"static,omitempty"`
 }
 
@@ -29,7 +30,7 @@ func toTokenJSON(t auth.TokenInfo) tokenJSON {
 	for _, s := range t.Scopes {
 		out.Scopes = append(out.Scopes, string(s))
 	}
-	out.CreatedAt, out.ExpiresAt = stamp(t.CreatedAt), stamp(t.ExpiresAt)
+	out.CreatedAt, out.ExpiresAt = wire.Stamp(t.CreatedAt), wire.Stamp(t.ExpiresAt)
 	return out
 }
 
@@ -113,7 +114,7 @@ func (a *api) whoami(w http.ResponseWriter, r *http.Request) {
 		out["sandbox"] = p.Sandbox
 	}
 	if !p.ExpiresAt.IsZero() {
-		out["expires_at"] = stamp(p.ExpiresAt)
+		out["expires_at"] = wire.Stamp(p.ExpiresAt)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

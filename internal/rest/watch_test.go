@@ -12,6 +12,7 @@ import (
 // TestWatchStream: a directory's changes arrive as SSE messages with id: their seq; a second
 // client resuming with Last-Event-ID gets exactly what came after, from the same watch.
 func TestWatchStream(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	e.sandbox(t, ada, "box", "")
@@ -43,6 +44,7 @@ func TestWatchStream(t *testing.T) {
 // TestWatchRefused: bad input and other people's sandboxes get clear errors; a token holds at
 // most its watch limit.
 func TestWatchRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
 	_, bob := e.newToken(t, e.admin, `{"user": "bob", "scopes": ["user"]}`)
@@ -79,6 +81,7 @@ func TestWatchRefused(t *testing.T) {
 // TestWatchInDocker: a watch of a Docker sandbox's workdir, through the container's daemon,
 // sees a file's life, recursively; destroying the sandbox ends the stream saying so.
 func TestWatchInDocker(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
 	image, err := dockertest.EnsureImage(context.Background(), dockertest.Client(t))
 	if err != nil {

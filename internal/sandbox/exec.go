@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
+	"github.com/hangar-dev/hangar/internal/ids"
 	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -235,11 +234,7 @@ func (m *Manager) Close() {
 }
 
 // execTag names one exec's process in its daemon: "exec:" and 12 random hex digits.
-func execTag() string {
-	b := make([]byte, 6)
-	rand.Read(b)
-	return "exec:" + hex.EncodeToString(b)
-}
+func execTag() string { return ids.Hex("exec:", 12) }
 
 // killGrace is how long past its timeout a command may take to be reported ended by the daemon
 // (which kills it at the timeout) before hangar kills it itself and stops waiting.

@@ -2,11 +2,12 @@ package stream
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// metrics are exactly the spec's: open streams, closed streams by reason, bytes, and the time
-// to first output, each by kind.
+// metrics are the spec's — open streams, closed streams by reason, bytes, and the time to first
+// output, each by kind — and hangar's own: streams ended slow by what found them slow.
 type metrics struct {
 	open        *prometheus.GaugeVec
 	closed      *prometheus.CounterVec
+	slow        *prometheus.CounterVec
 	bytes       *prometheus.CounterVec
 	firstOutput *prometheus.HistogramVec
 }
@@ -19,6 +20,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hangar_streams", Help: "Streams closed, by kind and the reason they ended.",
 		}, []string{"kind", "reason"}),
+		slow: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hangar_stream_slow",
+			Help: "Streams ended slow, by kind and what found the client slow: queue_full, stall, write_timeout.",
+		}, []string{"kind", "trigger"}),
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hangar_stream_bytes", Help: "Bytes streamed, by kind.",
 		}, []string{"kind"}),
@@ -29,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"kind"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.open, m.closed, m.bytes, m.firstOutput)
+		reg.MustRegister(m.open, m.closed, m.slow, m.bytes, m.firstOutput)
 	}
 	return m
 }

@@ -122,3 +122,35 @@ func BenchmarkSendNextWaiting(b *testing.B) {
 	for range took {
 	}
 }
+
+// BenchmarkRenderWriteThrough is one line's way through a stream under Render: the producer's
+// SendWait finds the writer waiting and writes the line itself (render.go), as a command's
+// lines do when the client keeps up.
+func BenchmarkRenderWriteThrough(b *testing.B) {
+	r := New(Config{Clock: quartz.NewReal(), BytesPerSecond: 1 << 20})
+	s, err := r.Open(context.Background(), Options{Kind: KindExec, Principal: principal("a"), Unpaced: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	line := []byte("L 1 1764522000.123456\n")
+	ctx := context.Background()
+	wrote := make(chan struct{}, 1)
+	done := make(chan Reason)
+	go func() {
+		done <- s.Render(ctx, 15*time.Second, func(items []Item) error {
+			if len(items) > 0 {
+				wrote <- struct{}{}
+			}
+			return nil
+		})
+	}()
+	b.ReportAllocs()
+	for b.Loop() {
+		s.SendWait(ctx, Item{Event: "stdout", Data: line})
+		<-wrote
+	}
+	b.StopTimer()
+	s.Finish()
+	<-done
+}

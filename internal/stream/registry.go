@@ -85,11 +85,15 @@ type Config struct {
 	// Recheck is how often every stream's token is checked again. Default 5s.
 	Recheck time.Duration
 	// QueueBytes bounds what may wait in one stream's queue. Past it, Send ends the stream
-	// (ReasonLimit, or ReasonSlow when the writer stopped taking) and SendWait waits for room.
-	// Default 16 MiB.
+	// (ReasonLimit, or ReasonSlow when the writer stopped taking: SlowIdle) and SendWait
+	// waits for room. Default 16 MiB.
 	QueueBytes int64
+	// SlowIdle is how long a writer must have taken nothing for a Send that finds its queue
+	// full to blame the client (ReasonSlow, SlowQueueFull) rather than the output
+	// (ReasonLimit). Default 1s: a writer that reads at all takes within a second.
+	SlowIdle time.Duration
 	// Stall is how long SendWait waits for a writer that takes nothing before it ends the
-	// stream (ReasonSlow). Default 30s.
+	// stream (ReasonSlow, SlowStall). Default 30s.
 	Stall time.Duration
 	// Check says whether a principal's token is still valid for what it opened
 	// (auth.Authenticator.Recheck). Nil: tokens are never rechecked.
@@ -155,6 +159,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.QueueBytes <= 0 {
 		c.QueueBytes = 16 << 20
+	}
+	if c.SlowIdle <= 0 {
+		c.SlowIdle = time.Second
 	}
 	if c.Stall <= 0 {
 		c.Stall = 30 * time.Second
@@ -265,6 +272,11 @@ type Options struct {
 	// events while a turn is read on without the daemon), whose producer then decides when
 	// it ends. It must not block.
 	SandboxFailed func()
+	// Coalesce, when set, makes the stream tell its writer at most once per Coalesce that
+	// something new exists: for a stream whose every item supersedes the ones before (the
+	// newest position of a session's events, a watch's), rendered as "it changed" (MCP's
+	// resource updates). See coalesce.go. Zero: every item is handed to the writer.
+	Coalesce time.Duration
 }
 
 // Open admits a stream, or refuses it with a *LimitError or ErrShuttingDown. The caller must
@@ -503,43 +515,33 @@ func (r *Registry) endToken(tokenID string) {
 // Run rechecks every open stream's token each Recheck, ending the streams of tokens no longer
 // valid (ReasonRevoked) and those past their lifetime (ReasonLifetime), until ctx ends.
 func (r *Registry) Run(ctx context.Context) {
-	t := r.cfg.Clock.NewTicker(r.cfg.Recheck, "stream", "recheck")
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			r.recheck(ctx)
-		}
-	}
+	r.rechecks().Run(ctx, r.rechecked, r.revoked)
 }
 
-// recheck checks each distinct token once.
+// recheck is one of Run's rounds.
 func (r *Registry) recheck(ctx context.Context) {
+	r.rechecks().Round(ctx, r.rechecked(), r.revoked)
+}
+
+func (r *Registry) rechecks() auth.Rechecks {
+	return auth.Rechecks{Every: r.cfg.Recheck, Check: r.cfg.Check, Clock: r.cfg.Clock,
+		Tags: []string{"stream", "recheck"}, Logger: r.cfg.Logger}
+}
+
+// revoked ends the streams of a token a recheck found dead.
+func (r *Registry) revoked(_ context.Context, tokenID string) { r.endToken(tokenID) }
+
+// rechecked ends the streams past their lifetime and returns the principals of the others,
+// for their tokens to be checked again.
+func (r *Registry) rechecked() []auth.Principal {
 	now := r.cfg.Clock.Now()
-	verdicts := map[string]error{}
+	var ps []auth.Principal
 	for _, s := range r.snapshot() {
 		if s.opts.Lifetime && now.Sub(s.opened) >= r.cfg.MaxLifetime {
 			s.End(ReasonLifetime)
 			continue
 		}
-		p := s.opts.Principal
-		if p.TokenID == "" || r.cfg.Check == nil {
-			continue
-		}
-		err, seen := verdicts[p.TokenID]
-		if !seen {
-			err = r.cfg.Check(ctx, p)
-			if err != nil && !errors.Is(err, auth.ErrRevoked) && !errors.Is(err, auth.ErrExpired) && !errors.Is(err, auth.ErrUnknownToken) {
-				// The store did not answer: that says nothing about the token.
-				r.cfg.Logger.Warn("recheck token", "token", p.TokenID, "err", err)
-				err = nil
-			}
-			verdicts[p.TokenID] = err
-		}
-		if err != nil {
-			s.End(ReasonRevoked)
-		}
+		ps = append(ps, s.opts.Principal)
 	}
+	return ps
 }

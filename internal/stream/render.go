@@ -15,11 +15,18 @@ import (
 // producer's read to the client's write, without the hand-off (0.05 ms a line on a small
 // machine: bench/README.md). Otherwise the item is queued as before, so order, pacing, the
 // byte cap and the queue's bound hold either way.
+//
+// One lock decides who writes: Stream.wmu. Render holds it from the start, through each
+// batch it takes and writes, and lets it go only while it waits with nothing taken; a
+// producer writes through only when it gets wmu at once (TryLock: a producer never waits for
+// the writer) and then finds, under mu, Render running and nothing queued. So an item queued
+// before a write-through is written before it, one queued after it after it, and two writes
+// never overlap.
 
 // Write renders and writes a batch of a stream's items to its client; an empty batch is a
 // keep-alive. It is called by one goroutine at a time: Render's, or a producer's in SendWait.
-// When it fails it ends the stream itself (with the reason the failure means: ReasonSlow,
-// ReasonClient) and returns an error.
+// When it fails it ends the stream itself (with the reason the failure means: EndSlow with
+// SlowWriteTimeout, End with ReasonClient) and returns an error.
 type Write func(items []Item) error
 
 // Render is the writer's loop: it writes what the stream gives with write, in order, and
@@ -29,10 +36,14 @@ type Write func(items []Item) error
 // Render returns only once no such write is under way, so the caller may write to the client
 // after it.
 func (s *Stream) Render(ctx context.Context, idle time.Duration, write Write) Reason {
-	s.q.Lock()
-	s.write = write
-	s.q.Unlock()
-	defer s.stopWriteThrough()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.rendering = true
+	s.setWrite(write)
+	defer func() {
+		s.setWrite(nil)
+		s.rendering = false
+	}()
 	for {
 		items, err := s.Next(ctx, idle)
 		var ended *Ended
@@ -45,56 +56,48 @@ func (s *Stream) Render(ctx context.Context, idle time.Duration, write Write) Re
 			s.End(ReasonClient)
 			return ReasonClient
 		}
-		s.wmu.Lock()
-		werr := write(items)
-		s.wmu.Unlock()
-		s.q.Lock()
-		s.taken = false
-		s.q.Unlock()
-		if werr != nil {
+		if err := write(items); err != nil {
 			return s.Reason()
 		}
 	}
 }
 
-// stopWriteThrough lets no more items through and waits for a write-through under way.
-func (s *Stream) stopWriteThrough() {
-	s.q.Lock()
-	s.write = nil
-	done := s.throughDone
-	s.q.Unlock()
-	if done != nil {
-		<-done
-	}
+func (s *Stream) setWrite(write Write) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.write = write
 }
 
 // writeThrough writes it on the caller's goroutine when Render waits with nothing queued or
 // in hand and the pace and the byte cap let it pass at once. handled is false when it did
 // not, and the item is to be queued; ok is false when the write failed (the stream ended).
 func (s *Stream) writeThrough(it Item) (handled, ok bool) {
-	s.q.Lock()
-	if s.write == nil || s.taken || s.throughDone != nil || s.reason != "" || s.q.Closed() || s.q.Len() > 0 || s.capped || it.Final ||
-		len(it.Data) > s.chunk || (s.limiter != nil && s.accepted+int64(len(it.Data)) > s.r.cfg.MaxBytes) ||
-		(s.limiter != nil && !s.limiter.AllowN(s.r.cfg.Clock.Now(), int(cost(it)))) {
-		s.q.Unlock()
+	if !s.wmu.TryLock() { // Render has a batch in hand, or another producer writes
 		return false, false
 	}
-	write, done := s.write, make(chan struct{})
-	s.throughDone = done
+	defer s.wmu.Unlock()
+	write := s.takeThrough(it)
+	if write == nil {
+		return false, false
+	}
+	s.through[0] = it
+	err := write(s.through[:])
+	s.through[0] = Item{}
+	return true, err == nil
+}
+
+// takeThrough accounts for it as taken by the writer and returns Render's write, when it may
+// be written through (wmu is held); else it returns nil.
+func (s *Stream) takeThrough(it Item) Write {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.write == nil || s.opts.Coalesce > 0 || s.reason != "" || s.capped || it.Final || len(it.Data) > s.chunk || s.q.Len() > 0 || s.q.Closed() ||
+		(s.limiter != nil && s.accepted+int64(len(it.Data)) > s.r.cfg.MaxBytes) ||
+		(s.limiter != nil && !s.limiter.AllowN(s.r.cfg.Clock.Now(), int(cost(it)))) {
+		return nil
+	}
 	s.accepted += int64(len(it.Data))
 	s.countLocked(it)
 	s.q.Touch()
-	s.through[0] = it
-	s.q.Unlock()
-
-	s.wmu.Lock()
-	err := write(s.through[:])
-	s.wmu.Unlock()
-
-	s.q.Lock()
-	s.through[0] = Item{}
-	s.throughDone = nil
-	close(done)
-	s.q.Unlock()
-	return true, err == nil
+	return s.write
 }

@@ -194,14 +194,20 @@ func TestRenderWaitsForAWriteThrough(t *testing.T) {
 	t.Parallel()
 	_, made, s := renderStream(t, 0)
 	rec := newRecorder(true)
-	done := startRender(t, s, made, rec.write)
+	done, renderer := make(chan Reason, 1), make(chan int, 1)
+	go func() {
+		renderer <- goid()
+		done <- s.Render(context.Background(), time.Hour, rec.write)
+	}()
+	made.release(t)
 	sent := make(chan bool, 1)
 	go func() { sent <- s.SendWait(context.Background(), Item{Data: []byte("x")}) }()
 	waitCalled(t, rec)
 	s.End(ReasonRevoked)
-	// Render must now be waiting for the write, not returned: look for it in the stacks.
+	// Render must now be waiting for the write (for wmu), not returned: look at its stack.
+	id := <-renderer
 	deadline := time.Now().Add(waitTimeout)
-	for !goroutineIn("stream.(*Stream).stopWriteThrough") {
+	for !goroutineIn(id, "sync.(*Mutex).Lock", "stream.(*Stream).Render") {
 		select {
 		case reason := <-done:
 			t.Fatalf("Render returned %s while a write-through was under way", reason)
@@ -227,7 +233,7 @@ func TestWriteThroughFailure(t *testing.T) {
 	t.Parallel()
 	_, made, s := renderStream(t, 0)
 	rec := newRecorder(false)
-	rec.err = func() error { s.End(ReasonSlow); return errors.New("write: i/o timeout") }
+	rec.err = func() error { s.EndSlow(SlowWriteTimeout); return errors.New("write: i/o timeout") }
 	done := startRender(t, s, made, rec.write)
 	if s.SendWait(context.Background(), Item{Data: []byte("x")}) {
 		t.Fatal("SendWait = true though its write failed")
@@ -237,9 +243,22 @@ func TestWriteThroughFailure(t *testing.T) {
 	}
 }
 
-func goroutineIn(fn string) bool {
+// goroutineIn reports whether goroutine id's stack holds every one of fns.
+func goroutineIn(id int, fns ...string) bool {
 	buf := make([]byte, 1<<20)
-	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
+	prefix := "goroutine " + strconv.Itoa(id) + " ["
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if !strings.HasPrefix(g, prefix) {
+			continue
+		}
+		for _, fn := range fns {
+			if !strings.Contains(g, fn) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // trapOf is a quartz trap closed at the test's end.

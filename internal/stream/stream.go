@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -41,9 +42,12 @@ func (e *Ended) Error() string { return "stream ended: " + string(e.Reason) }
 
 // Stream is one admitted stream: a queue bounded in bytes (internal/queue) between producers
 // (Send, which never blocks) and the sink's one writer (Next, paced; or Render, which lets a
-// dedicated producer's SendWait write an item itself when nothing waits: render.go). The
-// stream's own state is guarded by the queue's lock, so a decision (cap, bound) and the push
-// it leads to are one step.
+// dedicated producer's SendWait write an item itself when nothing waits: render.go).
+//
+// Locks, always taken in this order: wmu, the right to write to the client while Render runs
+// (render.go); mu, the stream's own state, under which every decision (the cap, the bound) and
+// the push it leads to are one step; then the queue's own lock, inside its methods. No lock is
+// held while a producer or the writer waits, except wmu by the one writing.
 type Stream struct {
 	r       *Registry
 	opts    Options
@@ -59,30 +63,34 @@ type Stream struct {
 	mBytes       prometheus.Counter
 	mFirstOutput prometheus.Observer
 
-	// The writer's own (Next's): the batch array handed out again at each call, and the idle
-	// timer, made at the first wait and reset at the next ones.
-	batchBuf []Item
-	idleT    *quartz.Timer
+	// The writer's own (Next's): the batch array handed out again at each call, the idle
+	// timer, made at the first wait and reset at the next ones, and whether the writer is
+	// Render, holding wmu.
+	batchBuf  []Item
+	idleT     *quartz.Timer
+	rendering bool
+	// When Next last handed out a batch of a coalesced stream (the clock's UnixNano; 0:
+	// none yet): the writer sets it, Due reads it (coalesce.go).
+	lastBatch atomic.Int64
 
-	// Guarded by q's lock.
-	accepted int64 // Data bytes queued so far (not counting Final items), for the cap
-	bytes    int64 // Data bytes handed to the writer
+	// wmu is held by whoever calls Render's write: Render itself, except while it waits with
+	// nothing taken, or a producer writing through. through is the batch a write-through
+	// hands to write, its holder's.
+	wmu     sync.Mutex
+	through [1]Item
+
+	mu       sync.Mutex // guards the fields below
+	accepted int64      // Data bytes queued so far (not counting Final items), for the cap
+	bytes    int64      // Data bytes handed to the writer
 	capped   bool
-	dropped  int64  // Data bytes not sent because of the cap
-	reason   Reason // "" while open
+	dropped  int64       // Data bytes not sent because of the cap
+	reason   Reason      // "" while open
+	slow     SlowTrigger // with ReasonSlow: what found the client slow
 	// finishWith is FinishWith's reason: the stream ends with it once what is queued is taken.
 	finishWith Reason
 	firstOut   bool
 	closed     bool
-
-	// Write-through (render.go), guarded by q's lock too: the writer Render was given (nil
-	// when none runs), whether Render holds a batch it took and has not written, and, while a
-	// producer writes through, a channel closed when it is done.
-	write       Write
-	taken       bool
-	throughDone chan struct{}
-	through     [1]Item    // the batch a write-through hands to write
-	wmu         sync.Mutex // held around every call of write
+	write      Write // the writer Render was given; nil when none runs
 }
 
 func newStream(r *Registry, o Options) *Stream {
@@ -111,50 +119,52 @@ func (s *Stream) Done() <-chan struct{} { return s.q.Dead() }
 
 // Reason is why the stream ended, or "" while it is open.
 func (s *Stream) Reason() Reason {
-	s.q.Lock()
-	defer s.q.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.reason
 }
 
 // Capped reports whether the stream reached its byte cap, and how many bytes it has not sent
 // since.
 func (s *Stream) Capped() (bool, int64) {
-	s.q.Lock()
-	defer s.q.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.capped, s.dropped
 }
 
 // Bytes is how many bytes of Data the writer has taken.
 func (s *Stream) Bytes() int64 {
-	s.q.Lock()
-	defer s.q.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.bytes
 }
 
 // Send queues an item for the writer. It never blocks. It reports false when the stream no
 // longer takes items (ended or finished). Past the byte cap an item is counted and not queued;
-// past the queue's bound the stream ends: ReasonSlow when the writer stopped taking, else
-// ReasonLimit (output outran the pace). For producers that fan out to many streams.
-func (s *Stream) Send(it Item) bool { return s.send(nil, it) }
+// past the queue's bound the stream ends: ReasonSlow (SlowQueueFull) when the writer has
+// taken nothing for the registry's SlowIdle, else ReasonLimit (output outran the pace). For
+// producers that fan out to many streams.
+func (s *Stream) Send(it Item) bool { return s.enqueue(context.Background(), it, false) }
 
 // SendWait queues an item like Send, but when the queue is full it waits for the writer to
 // take some (backpressure: a producer that serves only this stream, such as a streamed
 // command, is slowed down to the stream's pace, as by a slow terminal). It gives up, ending
-// the stream with ReasonSlow, once the writer has taken nothing for the registry's Stall, and
-// returns false when ctx ends first. While Render waits with nothing queued, SendWait writes an
-// item the pace allows at once itself, on the caller's goroutine (render.go), and returns once
-// it is written.
-func (s *Stream) SendWait(ctx context.Context, it Item) bool { return s.send(ctx, it) }
-
-// send is Send (ctx nil) and SendWait.
-func (s *Stream) send(ctx context.Context, it Item) bool {
-	if ctx != nil {
-		if handled, ok := s.writeThrough(it); handled {
-			return ok
-		}
+// the stream with ReasonSlow (SlowStall), once the writer has taken nothing for the
+// registry's Stall, and returns false when ctx ends first. While Render waits with nothing
+// queued, SendWait writes an item the pace allows at once itself, on the caller's goroutine
+// (render.go), and returns once it is written.
+func (s *Stream) SendWait(ctx context.Context, it Item) bool {
+	if handled, ok := s.writeThrough(it); handled {
+		return ok
 	}
-	s.q.Lock()
-	defer s.q.Unlock()
+	return s.enqueue(ctx, it, true)
+}
+
+// enqueue is Send, and with wait SendWait's queueing: it cuts it into parts of at most chunk
+// bytes and queues each.
+func (s *Stream) enqueue(ctx context.Context, it Item, wait bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.reason != "" || s.q.Closed() {
 		return false
 	}
@@ -168,76 +178,107 @@ func (s *Stream) send(ctx context.Context, it Item) bool {
 			part.Data = it.Data[:n]
 		}
 		it.Data = it.Data[len(part.Data):]
-		if ctx != nil && !s.waitRoomLocked(ctx, cost(part)) {
-			return false
-		}
-		if !s.enqueueLocked(part) {
-			if s.capped {
-				s.dropped += int64(len(it.Data)) // the parts not yet split off
-			}
+		if err := s.putLocked(ctx, part, wait); errors.Is(err, errCapped) {
+			s.dropped += int64(len(it.Data)) // the parts not yet split off
 			return s.reason == ""
+		} else if err != nil {
+			return false
 		}
 	}
 	return true
 }
 
-// waitRoomLocked waits, releasing the lock, until an item of cost fits the queue (or the cap
-// will drop it anyway). It reports false when the stream ended, stalled or ctx ended.
-func (s *Stream) waitRoomLocked(ctx context.Context, cost int64) bool {
-	if s.capped {
-		return true
+// putLocked queues one part, with wait waiting for room when it does not fit. It returns
+// errCapped when the byte cap dropped it, and another error when the stream ended (a Send
+// finding the queue full ends it: endFullLocked) or finished, or the wait gave up.
+func (s *Stream) putLocked(ctx context.Context, it Item, wait bool) error {
+	if wait && ctx.Err() != nil {
+		return ctx.Err()
 	}
-	switch err := s.q.WaitRoom(ctx, cost, s.r.cfg.Stall); {
-	case err == nil:
-		return true
-	case errors.Is(err, queue.ErrStalled):
-		s.endLocked(ReasonSlow)
+	for {
+		err := s.enqueueLocked(it)
+		switch {
+		case !errors.Is(err, queue.ErrFull):
+			return err
+		case !wait:
+			s.endFullLocked()
+			return err
+		}
+		if err := s.waitRoomLocked(ctx, cost(it)); err != nil {
+			return err
+		}
+		// Room was made; another producer may take it before this one has mu again: then
+		// the loop waits again.
 	}
-	return false
 }
 
-func (s *Stream) enqueueLocked(it Item) bool {
+// waitRoomLocked waits, releasing mu, until an item of cost fits the queue. It returns the
+// queue's error when the stream ended, stalled (it ends it: SlowStall) or ctx ended.
+func (s *Stream) waitRoomLocked(ctx context.Context, cost int64) error {
+	s.mu.Unlock()
+	err := s.q.WaitRoom(ctx, cost, s.r.cfg.Stall)
+	s.mu.Lock()
+	if errors.Is(err, queue.ErrStalled) {
+		s.endSlowLocked(SlowStall)
+	}
+	return err
+}
+
+// errCapped is enqueueLocked's answer for an item the byte cap dropped.
+var errCapped = errors.New("past the byte cap")
+
+// enqueueLocked queues it, or refuses it: errCapped past the byte cap, queue.ErrFull past the
+// queue's bound, or the queue's refusal once the stream finished or ended.
+func (s *Stream) enqueueLocked(it Item) error {
 	if it.Final {
-		s.q.Push(it, cost(it))
-		return true
+		return s.q.PushOver(it, cost(it))
 	}
 	if s.capped {
 		s.dropped += int64(len(it.Data))
-		return false
+		return errCapped
 	}
 	if s.limiter != nil && s.accepted+int64(len(it.Data)) > s.r.cfg.MaxBytes {
-		// What fits under the cap is sent; the rest, and everything after, is not.
-		room := int(s.r.cfg.MaxBytes - s.accepted)
-		for i := 1; i < utf8.UTFMax && room > 0 && room < len(it.Data) && !utf8.RuneStart(it.Data[room]); i++ {
-			room-- // keep a character whole
-		}
-		if room > 0 {
-			part := Item{Event: it.Event, ID: it.ID, Data: it.Data[:room]}
-			s.q.Push(part, cost(part))
-			s.accepted += int64(room)
-		}
-		s.capped = true
-		s.dropped += int64(len(it.Data) - max(room, 0))
-		s.q.Push(Item{Event: EventCapped}, MessageOverhead)
-		return false
+		s.capLocked(it)
+		return errCapped
 	}
-	if !s.q.Fits(cost(it)) {
-		reason := ReasonLimit
-		if s.q.Idle() >= time.Second {
-			reason = ReasonSlow
-		}
-		s.endLocked(reason)
-		return false
+	if err := s.q.Push(it, cost(it)); err != nil {
+		return err
 	}
-	s.q.Push(it, cost(it))
 	s.accepted += int64(len(it.Data))
-	return true
+	return nil
+}
+
+// capLocked queues what of it fits under the byte cap, then EventCapped: nothing is sent after.
+func (s *Stream) capLocked(it Item) {
+	room := int(s.r.cfg.MaxBytes - s.accepted)
+	for i := 1; i < utf8.UTFMax && room > 0 && room < len(it.Data) && !utf8.RuneStart(it.Data[room]); i++ {
+		room-- // keep a character whole
+	}
+	if room > 0 {
+		part := Item{Event: it.Event, ID: it.ID, Data: it.Data[:room]}
+		s.q.PushOver(part, cost(part))
+		s.accepted += int64(room)
+	}
+	s.capped = true
+	s.dropped += int64(len(it.Data) - max(room, 0))
+	s.q.PushOver(Item{Event: EventCapped}, MessageOverhead)
+}
+
+// endFullLocked ends a stream whose queue a Send found full: the client's doing (ReasonSlow,
+// SlowQueueFull) when its writer has taken nothing for SlowIdle, else the output's
+// (ReasonLimit: it outran the pace for longer than the queue holds).
+func (s *Stream) endFullLocked() {
+	if s.q.Idle() >= s.r.cfg.SlowIdle {
+		s.endSlowLocked(SlowQueueFull)
+		return
+	}
+	s.endLocked(ReasonLimit)
 }
 
 // Finish says no more items will come: Next returns what is queued, then io.EOF.
 func (s *Stream) Finish() {
-	s.q.Lock()
-	defer s.q.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.q.Close()
 }
 
@@ -245,8 +286,8 @@ func (s *Stream) Finish() {
 // being done (a session whose sandbox failed): what is queued is still sent, then the stream
 // ends with reason, as End would (Next returns *Ended).
 func (s *Stream) FinishWith(reason Reason) {
-	s.q.Lock()
-	defer s.q.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.finishWith == "" {
 		s.finishWith = reason
 	}
@@ -254,10 +295,11 @@ func (s *Stream) FinishWith(reason Reason) {
 }
 
 // End ends the stream now, with reason: Next returns *Ended, Done is closed, queued items are
-// dropped. The first reason wins; later calls do nothing.
+// dropped. The first reason wins; later calls do nothing. A client found too slow is ended
+// with EndSlow, which says how it was found.
 func (s *Stream) End(reason Reason) {
-	s.q.Lock()
-	defer s.q.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.endLocked(reason)
 }
 
@@ -273,51 +315,82 @@ func (s *Stream) endLocked(reason Reason) {
 // and the pace allows it. It returns an empty batch and no error when idle passed with nothing
 // to send (idle <= 0: no such timeout), io.EOF after Finish once everything was taken, and
 // *Ended once the stream was ended. Only the writer goroutine calls it. The batch is the
-// writer's until its next call of Next, which reuses its array: render it, do not keep it.
+// writer's until its next call of Next, which reuses its array: render it, do not keep it. A
+// stream opened with Options.Coalesce hands out batches no closer than that (coalesce.go).
 func (s *Stream) Next(ctx context.Context, idle time.Duration) ([]Item, error) {
+	if s.opts.Coalesce > 0 {
+		return s.nextCoalesced(ctx, idle)
+	}
+	return s.next(ctx, idle)
+}
+
+// next is Next without coalescing.
+func (s *Stream) next(ctx context.Context, idle time.Duration) ([]Item, error) {
 	clear(s.batchBuf) // the last batch's items are rendered: let their bytes go
 	var idleC <-chan time.Time
 	for {
-		s.q.Lock()
-		if s.reason != "" {
-			r := s.reason
-			s.q.Unlock()
+		first, got, err := s.firstOrEnd()
+		if got || err != nil {
 			s.stopIdle(idleC)
-			return nil, &Ended{Reason: r}
-		}
-		if first, ok := s.takeLocked(); ok {
-			s.taken = s.write != nil // Render's until written: no write-through overtakes it
-			s.q.Unlock()
-			s.stopIdle(idleC)
+			if err != nil {
+				return nil, err
+			}
 			if err := s.pace(ctx, first); err != nil {
 				return nil, err
 			}
 			return s.batch(first), nil
 		}
-		if s.q.Closed() {
-			if r := s.finishWith; r != "" {
-				s.endLocked(r) // everything queued was taken: it ends with its reason
-				s.q.Unlock()
-				s.stopIdle(idleC)
-				return nil, &Ended{Reason: r}
-			}
-			s.q.Unlock()
-			s.stopIdle(idleC)
-			return nil, io.EOF
-		}
-		s.q.Unlock()
 		if idle > 0 && idleC == nil {
 			idleC = s.startIdle(idle)
 		}
-		select {
-		case <-s.q.Ready():
-		case <-ctx.Done():
-			s.stopIdle(idleC)
-			return nil, ctx.Err()
-		case <-idleC:
+		idled, err := s.wait(ctx, idleC)
+		if idled {
 			return nil, nil
 		}
+		if err != nil {
+			s.stopIdle(idleC)
+			return nil, err
+		}
 	}
+}
+
+// wait waits until the queue changes (nil), ctx ends (its error) or idleC fires (idled). Under
+// Render it lets wmu go meanwhile, nothing being taken: a producer may write through.
+func (s *Stream) wait(ctx context.Context, idleC <-chan time.Time) (idled bool, err error) {
+	if s.rendering {
+		s.wmu.Unlock()
+		defer s.wmu.Lock()
+	}
+	select {
+	case <-s.q.Ready():
+		return false, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-idleC:
+		return true, nil
+	}
+}
+
+// firstOrEnd takes the first item queued (got), or says why there will be none (err); neither
+// while there is nothing yet. A stream finished with FinishWith ends with its reason here,
+// once everything queued was taken.
+func (s *Stream) firstOrEnd() (first Item, got bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reason != "" {
+		return first, false, &Ended{Reason: s.reason}
+	}
+	if first, got = s.takeLocked(); got {
+		return first, true, nil
+	}
+	if !s.q.Closed() {
+		return first, false, nil
+	}
+	if r := s.finishWith; r != "" {
+		s.endLocked(r)
+		return first, false, &Ended{Reason: r}
+	}
+	return first, false, io.EOF
 }
 
 // startIdle arms the writer's idle timer for d, made once and reset after: a stream that
@@ -346,8 +419,8 @@ func (s *Stream) stopIdle(c <-chan time.Time) {
 // batch is first and whatever else the pace allows right now: one flush.
 func (s *Stream) batch(first Item) []Item {
 	batch := append(s.batchBuf[:0], first)
-	s.q.Lock()
-	defer s.q.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for {
 		_, size, ok := s.q.Peek()
 		if !ok || s.limiter != nil && !s.limiter.AllowN(s.r.cfg.Clock.Now(), int(size)) {
@@ -412,17 +485,20 @@ func (s *Stream) pace(ctx context.Context, it Item) error {
 // it was never ended). The stream's owner calls it once the writer is done; later calls do
 // nothing.
 func (s *Stream) Close() {
-	s.q.Lock()
+	s.mu.Lock()
 	if s.closed {
-		s.q.Unlock()
+		s.mu.Unlock()
 		return
 	}
 	s.closed = true
 	s.endLocked(ReasonDone)
-	reason, bytes, capped := s.reason, s.bytes, s.capped
-	s.q.Unlock()
+	reason, slow, bytes, capped := s.reason, s.slow, s.bytes, s.capped
+	s.mu.Unlock()
 	s.r.release(s)
 	s.r.m.closed.WithLabelValues(string(s.opts.Kind), string(reason)).Inc()
+	if slow != "" {
+		s.r.m.slow.WithLabelValues(string(s.opts.Kind), string(slow)).Inc()
+	}
 	s.span.SetAttributes(
 		attribute.String("hangar.stream.kind", string(s.opts.Kind)),
 		attribute.String("hangar.stream.reason", string(reason)),

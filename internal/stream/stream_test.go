@@ -555,7 +555,7 @@ func TestMetricsAndSpans(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, a := range spans[0].Attributes() {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	if attrs["hangar.stream.reason"] != "done" || attrs["hangar.stream.bytes"] != "5" || attrs["hangar.sandbox"] != "box" {
 		t.Errorf("span attributes = %v", attrs)

@@ -2,7 +2,6 @@ package turns
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"github.com/coder/quartz"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/ids"
 	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/seal"
@@ -171,7 +171,7 @@ func (s *Service) Close() {
 
 // newID returns a prefixed random id: lowercase, safe in a path and a shell word.
 func newID(prefix string) string {
-	return prefix + strings.ToLower(rand.Text()[:16])
+	return ids.New(prefix, 16)
 }
 
 // jobsOnly reports whether p may only see its own jobs: a jobs token without the user scope.

@@ -81,21 +81,6 @@ func (t *tally) brokenStream(phase, kind string) {
 	t.broken[phase][kind]++
 }
 
-// count is how many answers of phase had a status for which match holds.
-func (t *tally) count(phase string, match func(status string) bool) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := 0
-	for st, kinds := range t.status[phase] {
-		if match(st) {
-			for _, c := range kinds {
-				n += c
-			}
-		}
-	}
-	return n
-}
-
 func is5xx(st string) bool { c, err := strconv.Atoi(st); return err == nil && c >= 500 }
 
 // client makes requests as the load does, through the proxy (or straight to a replica, for

@@ -129,13 +129,6 @@ func (r *replica) signal(sig syscall.Signal) time.Duration {
 	return time.Since(began)
 }
 
-// running says whether the replica was started and has not exited since it was signalled.
-func (r *replica) running() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.cmd != nil
-}
-
 // proxy is a small load balancer on loopback: each request goes to a random backend in
 // rotation; a backend taken out (as a Kubernetes endpoint is removed before a pod's preStop)
 // gets no new request. A request is retried on another backend only when the connection was

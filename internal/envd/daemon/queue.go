@@ -42,55 +42,36 @@ func newBlockingQueue[T any](limit int, stall time.Duration, clock quartz.Clock)
 // failed, including when this push failed it.
 func (s *queue[T]) push(v T, size int) bool {
 	q := s.q
-	q.Lock()
-	defer q.Unlock()
-	if q.Closed() || q.Err() != nil {
-		return false
-	}
-	if !q.Fits(int64(size)) {
-		if !s.block {
+	if !s.block {
+		err := q.Push(v, int64(size))
+		if errors.Is(err, bytequeue.ErrFull) {
 			q.Fail(fmt.Errorf("%w: more than %d bytes were waiting to be sent", ErrSlowSubscriber, q.Limit()))
-			return false
 		}
-		// The process's output waits; only the queue failing (cancel) or closing releases it.
-		switch err := q.WaitRoom(context.Background(), int64(size), s.stall); {
-		case errors.Is(err, bytequeue.ErrStalled):
-			q.Fail(fmt.Errorf("%w: %d bytes were waiting and nothing was taken for %s", ErrSlowSubscriber, q.Bytes(), s.stall))
-			return false
-		case err != nil:
-			return false
-		}
+		return err == nil
 	}
-	return q.Push(v, int64(size))
+	// The process's output waits; only the queue failing (cancel) or closing releases it.
+	err := q.PushWait(context.Background(), v, int64(size), s.stall)
+	if errors.Is(err, bytequeue.ErrStalled) {
+		q.Fail(fmt.Errorf("%w: %d bytes were waiting and nothing was taken for %s", ErrSlowSubscriber, q.Bytes(), s.stall))
+	}
+	return err == nil
 }
 
 // fail fails the queue with err: pending items are dropped and the subscriber ends with err.
 // The first failure wins.
-func (s *queue[T]) fail(err error) {
-	s.q.Lock()
-	defer s.q.Unlock()
-	s.q.Fail(err)
-}
+func (s *queue[T]) fail(err error) { s.q.Fail(err) }
 
 // cancel fails the queue (its subscriber went away), releasing a push waiting for room.
 func (s *queue[T]) cancel() { s.fail(errors.New("the subscriber went away")) }
 
 // close marks the end of the items; those already pushed are still taken.
-func (s *queue[T]) close() {
-	s.q.Lock()
-	defer s.q.Unlock()
-	s.q.Close()
-}
+func (s *queue[T]) close() { s.q.Close() }
 
 // take removes and returns every pending item. done is true when nothing more will come
 // (closed, and these are the last items); err is set when the queue failed.
 func (s *queue[T]) take() (items []T, done bool, err error) {
-	s.q.Lock()
-	defer s.q.Unlock()
-	if err := s.q.Err(); err != nil {
-		return nil, true, err
-	}
-	return s.q.TakeAll(), s.q.Closed(), nil
+	items, closed, err := s.q.TakeAll()
+	return items, closed || err != nil, err
 }
 
 // ready receives when items arrived, or the queue closed or failed, since the last take.

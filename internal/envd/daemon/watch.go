@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -15,6 +13,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	rpc "github.com/hangar-dev/hangar/internal/envd/spec/filesystem"
+	"github.com/hangar-dev/hangar/internal/ids"
 )
 
 // watch is one directory watch (inotify through fsnotify). Its run goroutine queues an event
@@ -203,9 +202,7 @@ func (w *watch) stop() {
 
 // register keeps w for GetWatcherEvents and returns its id.
 func (ws *watchers) register(w *watch) string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
+	id := ids.Hex("", 24)
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	ws.byID[id] = w

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coder/quartz"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -27,6 +28,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/docker/go-connections/nat"
 
+	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/provider"
 )
@@ -101,6 +103,8 @@ type Config struct {
 	NoInit bool
 	// Logger receives the provider's log lines. Nil: discarded.
 	Logger *slog.Logger
+	// Clock times the wait for a new daemon. Nil: the real clock.
+	Clock quartz.Clock
 }
 
 // The limits every sandbox gets unless Config says otherwise: room for a build or a test run,
@@ -364,40 +368,15 @@ func (p *Provider) remove(id string) {
 	}
 }
 
-// waitHealthy polls url/health until it answers, the container stops, or StartTimeout passes.
+// waitHealthy waits for url to answer /health, until the container stops or StartTimeout passes.
 func (p *Provider) waitHealthy(ctx context.Context, containerID, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout)
-	defer cancel()
-	for {
-		err := p.healthy(ctx, url)
-		if err == nil {
+	return provider.WaitHealthy(ctx, p.health, url, envd.Wait{Timeout: p.cfg.StartTimeout, Every: 50 * time.Millisecond,
+		Clock: p.cfg.Clock, Gone: func(ctx context.Context) error {
+			if info, err := p.cli.ContainerInspect(ctx, containerID); err == nil && info.State != nil && !info.State.Running {
+				return fmt.Errorf("the container is %s (exit code %d)", info.State.Status, info.State.ExitCode)
+			}
 			return nil
-		}
-		if info, ierr := p.cli.ContainerInspect(ctx, containerID); ierr == nil && info.State != nil && !info.State.Running {
-			return fmt.Errorf("the container is %s (exit code %d)", info.State.Status, info.State.ExitCode)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("no answer in %s: %w", p.cfg.StartTimeout, err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-func (p *Provider) healthy(ctx context.Context, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/health", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := p.health.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/health answered %s", resp.Status)
-	}
-	return nil
+		}})
 }
 
 // Get inspects the sandbox's container; a running one with a daemon must answer /health.
@@ -592,7 +571,7 @@ func (p *Provider) checked(ctx context.Context, sb provider.Sandbox) provider.Sa
 	if sb.State != provider.StateRunning || sb.Daemon == nil {
 		return sb
 	}
-	if err := p.healthy(ctx, sb.Daemon.URL); err != nil {
+	if err := provider.Healthy(ctx, p.health, sb.Daemon.URL); err != nil {
 		// A container being killed loses its daemon before the engine reports it stopped:
 		// give the engine a moment, so that the reason names the part that died.
 		if info, ok := p.stopsSoon(ctx, sb.ID); ok {

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/provider"
@@ -74,6 +75,8 @@ type Config struct {
 	HTTPClient *http.Client
 	// Logger receives the provider's log lines. Nil: discarded.
 	Logger *slog.Logger
+	// Clock times the wait for envd to answer. Nil: the real clock.
+	Clock quartz.Clock
 	// HarnessBinary is a file on this machine (a linux/amd64 hangar, as E2B's VMs run) that
 	// Create uploads into each sandbox at HarnessPath, through envd's files API as root, for
 	// its turns' harness (Data["harness"] then names it). Empty: none, and the sandboxes run no
@@ -220,7 +223,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.San
 	sb := p.sandbox(created)
 	if err := p.waitHealthy(ctx, sb.Daemon.URL); err != nil {
 		sb.State = provider.StateFailed
-		sb.Reason = fmt.Sprintf("E2B's envd at %s did not answer in %s: %v", sb.Daemon.URL, p.cfg.StartTimeout, err)
+		sb.Reason = fmt.Sprintf("E2B's envd at %s did not answer: %v", sb.Daemon.URL, err)
 		return sb, nil
 	}
 	if workdir != p.cfg.Workdir {
@@ -296,39 +299,16 @@ func (p *Provider) makeDir(ctx context.Context, sb provider.Sandbox, dir string)
 	return fmt.Errorf("envd answered %s: %s", resp.Status, bytes.TrimSpace(msg))
 }
 
+// waitHealthy waits for envd at url to answer /health, until StartTimeout passes.
 func (p *Provider) waitHealthy(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.StartTimeout)
-	defer cancel()
-	for {
-		err := p.healthy(ctx, url)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return provider.WaitHealthy(ctx, p.http, url, envd.Wait{Timeout: p.cfg.StartTimeout, Every: 100 * time.Millisecond, Ask: 5 * time.Second, Clock: p.cfg.Clock})
 }
 
+// healthy asks envd at url for /health once, for at most 5 s.
 func (p *Provider) healthy(ctx context.Context, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/health", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := p.http.Do(req)
-	if err != nil {
-		return err
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/health answered %s", resp.Status)
-	}
-	return nil
+	return provider.Healthy(ctx, p.http, url)
 }
 
 // Get asks E2B for the sandbox; a running one's envd must answer /health.

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
+	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/hangar-dev/hangar/internal/provider"
 )
@@ -102,13 +102,19 @@ func (p *Provider) stream(ctx context.Context, pod *corev1.Pod, argv []string, s
 	if err != nil {
 		return fmt.Errorf("new spdy executor: %w", err)
 	}
-	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
+	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, websocketRefused)
 	if err != nil {
 		return fmt.Errorf("new executor: %w", err)
 	}
 	return exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: stdout, Stderr: stderr})
+}
+
+// websocketRefused reports whether err is the API server refusing a websocket (or a proxy
+// that cannot carry one), so SPDY is tried instead. client-go's websocket transport returns
+// k8s.io/streaming's UpgradeFailureError: apimachinery's older copy of the type (its
+// httpstream package, deprecated) never matched it, and the fallback never happened.
+func websocketRefused(err error) bool {
+	return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
 }
 
 // kill SIGKILLs every process of a timed-out exec; a failure is only logged.

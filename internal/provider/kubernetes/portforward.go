@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
@@ -101,9 +100,7 @@ func (p *Provider) startForward(ctx context.Context, pod *corev1.Pod, port uint1
 	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: tr}, http.MethodPost, req.URL())
 	// Websockets first (the API servers of today), SPDY where they are refused.
 	if ws, err := portforward.NewSPDYOverWebsocketDialer(req.URL(), p.rest); err == nil {
-		dialer = portforward.NewFallbackDialer(ws, dialer, func(err error) bool {
-			return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-		})
+		dialer = portforward.NewFallbackDialer(ws, dialer, websocketRefused)
 	}
 	fctx, stop := context.WithCancel(context.Background())
 	ready := make(chan struct{})

@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coder/quartz"
+	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/provider"
 )
@@ -54,6 +56,8 @@ type Config struct {
 	StopTimeout time.Duration
 	// Logger receives the provider's log lines. Nil: discarded.
 	Logger *slog.Logger
+	// Clock times the wait for a new daemon. Nil: the real clock.
+	Clock quartz.Clock
 }
 
 // Provider is the local provider. It is safe for concurrent use.
@@ -90,6 +94,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.StopTimeout <= 0 {
 		cfg.StopTimeout = 5 * time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = quartz.NewReal()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -244,23 +251,39 @@ func (p *Provider) startDaemon(ctx context.Context, dir string, rec *record) err
 		rec.Daemon.StartTime = st.startTime
 	}
 
-	for {
-		if addr, err := readAddress(addrPath); err == nil {
-			rec.Daemon.Address = addr
-			if p.healthy(ctx, addr) == nil {
-				return nil
+	if err := p.waitAddress(ctx, dir, rec); err != nil {
+		return err
+	}
+	var exited error
+	err = provider.WaitHealthy(ctx, p.health, "http://"+rec.Daemon.Address, envd.Wait{Timeout: p.cfg.StartTimeout,
+		Every: 20 * time.Millisecond, Clock: p.cfg.Clock, Gone: func(context.Context) error {
+			if !alive(rec.Daemon) {
+				exited = fmt.Errorf("daemon exited at start: %s", tailOf(filepath.Join(dir, logFile)))
 			}
+			return exited
+		}})
+	if err != nil && exited == nil {
+		return fmt.Errorf("daemon at %s did not answer /health in %s", rec.Daemon.Address, p.cfg.StartTimeout)
+	}
+	return err
+}
+
+// waitAddress waits for the just-started daemon to write its address (rec.Daemon.Address).
+func (p *Provider) waitAddress(ctx context.Context, dir string, rec *record) error {
+	for {
+		if addr, err := readAddress(filepath.Join(dir, addressFile)); err == nil {
+			rec.Daemon.Address = addr
+			return nil
 		}
 		if !alive(rec.Daemon) {
 			return fmt.Errorf("daemon exited at start: %s", tailOf(filepath.Join(dir, logFile)))
 		}
+		t := p.cfg.Clock.NewTimer(20*time.Millisecond, "local", "address")
 		select {
 		case <-ctx.Done():
-			if rec.Daemon.Address == "" {
-				return fmt.Errorf("daemon wrote no address in %s: %s", p.cfg.StartTimeout, tailOf(filepath.Join(dir, logFile)))
-			}
-			return fmt.Errorf("daemon at %s did not answer /health in %s", rec.Daemon.Address, p.cfg.StartTimeout)
-		case <-time.After(20 * time.Millisecond):
+			t.Stop()
+			return fmt.Errorf("daemon wrote no address in %s: %s", p.cfg.StartTimeout, tailOf(filepath.Join(dir, logFile)))
+		case <-t.C:
 		}
 	}
 }
@@ -277,22 +300,6 @@ func readAddress(path string) (string, error) {
 		return "", errors.New("empty address file")
 	}
 	return addr, nil
-}
-
-func (p *Provider) healthy(ctx context.Context, addr string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/health", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := p.health.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/health answered %s", resp.Status)
-	}
-	return nil
 }
 
 // Get reads the sandbox's folder and checks its daemon: alive, and answering /health unless
@@ -480,7 +487,7 @@ func (p *Provider) sandbox(ctx context.Context, dir string, rec *record) provide
 	case rec.Paused:
 		// A stopped daemon cannot answer /health.
 	default:
-		if err := p.healthy(ctx, rec.Daemon.Address); err != nil {
+		if err := provider.Healthy(ctx, p.health, "http://"+rec.Daemon.Address); err != nil {
 			sb.State = provider.StateFailed
 			sb.Reason = fmt.Sprintf("the sandbox's daemon (pid %d) does not answer at %s: %v", rec.Daemon.PID, rec.Daemon.Address, err)
 		}

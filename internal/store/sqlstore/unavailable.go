@@ -121,7 +121,8 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 	if bt, ok := c.c.(driver.ConnBeginTx); ok {
 		t, err = bt.BeginTx(ctx, opts)
 	} else {
-		t, err = c.c.Begin() //nolint:staticcheck // the driver has no BeginTx
+		//lint:ignore SA1019 the driver has no BeginTx
+		t, err = c.c.Begin()
 	}
 	if err != nil {
 		return nil, c.err(err)
@@ -198,12 +199,14 @@ func (s *stmt) Close() error        { return s.err(s.s.Close()) }
 func (s *stmt) NumInput() int       { return s.s.NumInput() }
 
 func (s *stmt) Exec(args []driver.Value) (driver.Result, error) {
-	r, err := s.s.Exec(args) //nolint:staticcheck // database/sql calls it only for drivers without ExecContext
+	//lint:ignore SA1019 database/sql calls it only for drivers without ExecContext
+	r, err := s.s.Exec(args)
 	return r, s.err(err)
 }
 
 func (s *stmt) Query(args []driver.Value) (driver.Rows, error) {
-	r, err := s.s.Query(args) //nolint:staticcheck // as Exec
+	//lint:ignore SA1019 database/sql calls it only for drivers without QueryContext
+	r, err := s.s.Query(args)
 	if err != nil {
 		return nil, s.err(err)
 	}

@@ -32,9 +32,6 @@ func (s *server) api(ctx context.Context, method, path string, body any, out any
 	return s.API(ctx, method, path, body, out)
 }
 
-// metric reads one sample of a metric without labels from /metrics.
-func (s *server) metric(name string) float64 { return s.Metric(name) }
-
 // rss is the server process's resident memory in bytes.
 func (s *server) rss() int64 { return s.RSS() }
 

@@ -43,11 +43,9 @@ type config struct {
 
 func main() {
 	if len(os.Args) == 4 && os.Args[1] == relayVerb {
-		if err := relayMain(os.Args[2], os.Args[3]); err != nil {
-			fmt.Fprintln(os.Stderr, "streams relay:", err)
-			os.Exit(1)
-		}
-		return
+		// The relay serves until it is killed: it returns only on an error.
+		fmt.Fprintln(os.Stderr, "streams relay:", relayMain(os.Args[2], os.Args[3]))
+		os.Exit(1)
 	}
 	var c config
 	providers := flag.String("providers", "local,docker", "providers to measure (docker is skipped with a note when no engine answers)")

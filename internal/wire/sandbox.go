@@ -1,0 +1,49 @@
+package wire
+
+// Sandbox is a sandbox. The daemon's address and access token stay inside hangar.
+type Sandbox struct {
+	Name       string            `json:"name"`
+	Owner      string            `json:"owner"`
+	Provider   string            `json:"provider"`
+	ProviderID string            `json:"provider_id,omitempty"`
+	State      string            `json:"state"`
+	Reason     string            `json:"reason,omitempty"`
+	Image      string            `json:"image,omitempty"`
+	Template   string            `json:"template,omitempty"`
+	Workdir    string            `json:"workdir,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	Daemon     bool              `json:"daemon"` // it has a daemon that answers exec
+	CreatedAt  Time              `json:"created_at"`
+	UpdatedAt  Time              `json:"updated_at"`
+}
+
+// Process is a background process, as its owner sees it.
+type Process struct {
+	ID        string `json:"process_id"`
+	Sandbox   string `json:"sandbox"`
+	Owner     string `json:"owner"` // the id of the token that started it
+	User      string `json:"user"`  // that token's user
+	Command   string `json:"command"`
+	Cwd       string `json:"cwd,omitempty"`
+	PID       uint32 `json:"pid,omitempty"`
+	State     string `json:"state"`            // running, exited or lost
+	ExitCode  *int   `json:"exit_code"`        // set once exited; -1 for a death by signal
+	Status    string `json:"status,omitempty"` // e.g. "exit status 1", "signal: killed"
+	Adopted   bool   `json:"adopted,omitempty"`
+	Daemon    bool   `json:"daemon"`        // followed through the daemon (else polled)
+	PTY       bool   `json:"pty,omitempty"` // runs on a terminal
+	StartedAt Time   `json:"started_at"`
+	EndedAt   *Time  `json:"ended_at,omitempty"` // once it ended
+	// The range of output offsets still kept: [output_start, output_end).
+	OutputStart int64 `json:"output_start"`
+	OutputEnd   int64 `json:"output_end"`
+}
+
+// ProcessOutput is a process and its kept output from a since.
+type ProcessOutput struct {
+	Process  Process `json:"process"`
+	Output   string  `json:"output"`
+	Encoding string  `json:"encoding,omitempty"` // "base64" when the output is not valid UTF-8
+	Gap      *Gap    `json:"gap,omitempty"`      // output since..gap.to is no longer kept
+	Next     int64   `json:"next"`               // pass as since next time
+}

@@ -1,0 +1,73 @@
+package wire
+
+import "encoding/json"
+
+// Session is an agent session.
+type Session struct {
+	ID        string   `json:"id"`
+	Name      string   `json:"name"`
+	Sandbox   string   `json:"sandbox"`
+	Agent     string   `json:"agent"`
+	Owner     string   `json:"owner"`
+	Job       string   `json:"job,omitempty"`
+	EnvKeys   []string `json:"env_keys"` // the names only: the values are secrets
+	LastSeq   int64    `json:"last_seq"`
+	CreatedAt *Time    `json:"created_at"`
+	Split     bool     `json:"split"`               // its agent runs as split_uid, its harness as root
+	SplitUID  uint32   `json:"split_uid,omitempty"` // set when split
+	Events    string   `json:"events"`              // its events' MCP resource (SessionEventsURI)
+}
+
+// Turn is one run of a session's agent with a prompt.
+type Turn struct {
+	ID        string          `json:"id"`
+	Session   string          `json:"session"`
+	Job       string          `json:"job,omitempty"`
+	State     string          `json:"state"`
+	Prompt    string          `json:"prompt"`
+	ExitCode  *int            `json:"exit_code"`
+	Signal    string          `json:"signal,omitempty"`
+	Summary   json.RawMessage `json:"summary,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	CreatedAt *Time           `json:"created_at"`
+	StartedAt *Time           `json:"started_at,omitempty"`
+	EndedAt   *Time           `json:"ended_at,omitempty"`
+}
+
+// Job is an unattended task: its state is its turn's.
+type Job struct {
+	ID             string `json:"id"`
+	Sandbox        string `json:"sandbox"`
+	SandboxCreated bool   `json:"sandbox_created"`
+	Session        string `json:"session"`
+	State          string `json:"state"`
+	Turn           *Turn  `json:"turn,omitempty"`
+	CreatedAt      *Time  `json:"created_at"`
+	Events         string `json:"events"` // its events' MCP resource (JobEventsURI)
+}
+
+// Event is one recorded event of a session (and of its job): data is the run-log line as
+// written (a JSON string for a line that was not JSON, flagged invalid).
+type Event struct {
+	Seq       int64           `json:"seq"`
+	JobSeq    int64           `json:"job_seq,omitempty"`
+	Turn      string          `json:"turn"`
+	TS        Time            `json:"ts"`
+	Type      string          `json:"type"`
+	Data      json.RawMessage `json:"data"`
+	Invalid   bool            `json:"invalid,omitempty"`
+	Truncated bool            `json:"truncated,omitempty"`
+}
+
+// Events is a page of events and next, the since of the page after it.
+type Events struct {
+	Events []Event `json:"events"`
+	Next   int64   `json:"next"`
+}
+
+// SessionEventsURI is the MCP resource of a session's events; ref is its name (for its owner)
+// or its id.
+func SessionEventsURI(ref string) string { return "hangar://sessions/" + ref + "/events" }
+
+// JobEventsURI is the MCP resource of a job's events.
+func JobEventsURI(id string) string { return "hangar://jobs/" + id + "/events" }
