@@ -85,6 +85,8 @@ type Cluster struct {
 
 	losses prometheus.Counter // hangar_lease_losses_total; nil without a Registerer
 
+	beforeTake func() // a test's, to hand a lease over between Owner's statements; nil otherwise
+
 	reachMu sync.Mutex          // guards reached
 	reached map[string]reaching // live replicas Reach found lately, by id
 }

@@ -69,20 +69,23 @@ func (c *Cluster) Owner(ctx context.Context, sandbox string) (url string, mine b
 	}
 	// A peer may have handed it to this replica, which no round has seen yet: it is this
 	// replica's, handed over cleanly.
-	tag, err := c.pool.Exec(ctx, `UPDATE leases SET expires_at = now() + $3 * interval '1 millisecond'
-		WHERE sandbox = $1 AND replica = $2 AND expires_at >= now()`, sandbox, c.cfg.ID, c.cfg.LeaseTTL.Milliseconds())
-	if err != nil {
-		return "", false, unavailable(ctx, fmt.Errorf("take the lease of sandbox %s: %w", sandbox, err))
-	}
-	if tag.RowsAffected() == 1 {
-		c.gain(ctx, sandbox, Handed)
+	if ok, err := c.renewHanded(ctx, sandbox); err != nil {
+		return "", false, err
+	} else if ok {
 		return c.cfg.AdvertiseURL, true, nil
 	}
+	if c.beforeTake != nil {
+		c.beforeTake()
+	}
+	// Free (nobody's, expired, or of a replica no longer listed): take it. A lease this replica
+	// holds unexpired is left alone here, though: a peer that handed it over since the
+	// statement above did so cleanly, and taking it would say otherwise (and fail the turns
+	// queued for the sandbox, as after a crash).
 	var owner string
 	err = c.pool.QueryRow(ctx, `INSERT INTO leases AS l (sandbox, replica, expires_at) VALUES ($1, $2, now() + $3 * interval '1 millisecond')
 		ON CONFLICT (sandbox) DO UPDATE SET replica = EXCLUDED.replica, expires_at = EXCLUDED.expires_at,
 			epoch = l.epoch + CASE WHEN l.replica = EXCLUDED.replica THEN 0 ELSE 1 END
-		WHERE l.replica = EXCLUDED.replica OR l.expires_at < now() OR NOT EXISTS (SELECT 1 FROM replicas r WHERE r.id = l.replica)
+		WHERE l.expires_at < now() OR NOT EXISTS (SELECT 1 FROM replicas r WHERE r.id = l.replica)
 		RETURNING l.replica`, sandbox, c.cfg.ID, c.cfg.LeaseTTL.Milliseconds()).Scan(&owner)
 	if err == nil {
 		c.gain(ctx, sandbox, Taken)
@@ -99,12 +102,36 @@ func (c *Cluster) Owner(ctx context.Context, sandbox string) (url string, mine b
 	if err != nil {
 		return "", false, unavailable(ctx, fmt.Errorf("find the owner of sandbox %s: %w", sandbox, err))
 	}
+	if owner == c.cfg.ID {
+		// Handed to this replica between the first statement and the second.
+		if ok, err := c.renewHanded(ctx, sandbox); err != nil {
+			return "", false, err
+		} else if ok {
+			return c.cfg.AdvertiseURL, true, nil
+		}
+		return "", false, fmt.Errorf("find the owner of sandbox %s: its lease moved while this replica asked: %w", sandbox, store.ErrUnavailable)
+	}
 	if url == "" {
 		// Unlisted a moment ago (it left or was found dead): its leases are released at the
 		// next round; try again then.
 		return "", false, fmt.Errorf("find the owner of sandbox %s: replica %s holds its lease but is not listed: %w", sandbox, owner, store.ErrUnavailable)
 	}
 	return url, false, nil
+}
+
+// renewHanded renews sandbox's lease when the rows say this replica holds it, unexpired,
+// though it did not know: a peer handed it over. It is gained then, as handed.
+func (c *Cluster) renewHanded(ctx context.Context, sandbox string) (bool, error) {
+	tag, err := c.pool.Exec(ctx, `UPDATE leases SET expires_at = now() + $3 * interval '1 millisecond'
+		WHERE sandbox = $1 AND replica = $2 AND expires_at >= now()`, sandbox, c.cfg.ID, c.cfg.LeaseTTL.Milliseconds())
+	if err != nil {
+		return false, unavailable(ctx, fmt.Errorf("take the lease of sandbox %s: %w", sandbox, err))
+	}
+	if tag.RowsAffected() != 1 {
+		return false, nil
+	}
+	c.gain(ctx, sandbox, Handed)
+	return true, nil
 }
 
 // ErrLeaving says this replica is shutting down: it takes no lease and serves no sandbox's

@@ -148,6 +148,29 @@ func TestLeaveHandsLeasesOver(t *testing.T) {
 	}
 }
 
+// TestHandedWhileAsking: a lease handed to a replica between Owner's first statement (which
+// finds it elsewhere) and its second (which takes free ones) is gained as handed, not taken:
+// taken, the turns queued for the sandbox would fail as after a crash.
+func TestHandedWhileAsking(t *testing.T) {
+	t.Parallel()
+	_, a, b, _, eb, _ := newPair(t)
+	ctx := context.Background()
+	if _, mine, _ := a.Owner(ctx, "sb1"); !mine {
+		t.Fatal("a does not own a free sandbox")
+	}
+	b.beforeTake = func() {
+		a.Leave()
+		a.leave()
+	}
+	url, mine, err := b.Owner(ctx, "sb1")
+	if err != nil || !mine || url != "http://b" {
+		t.Fatalf("b.Owner as a handed sb1 over = %q, %v, %v; want b's", url, mine, err)
+	}
+	if len(eb.gained) != 1 || eb.how[0] != Handed {
+		t.Errorf("b gained %v %v; want [sb1] handed", eb.gained, eb.how)
+	}
+}
+
 // TestLeavingPeerGetsNoLease: two replicas that leave at once (a rollout replacing several
 // pods) do not hand each other their leases: the one leaving second finds the first marked
 // leaving and hands its lease to a replica that stays, though the first holds fewer.
