@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/hangar-dev/hangar/internal/config"
+	"github.com/hangar-dev/hangar/internal/settings"
 )
 
 const adminTokenSummary = "Prints the first admin token `hangar serve` made on its first start, from <data dir>/admin-token. " +
@@ -18,10 +19,10 @@ const adminTokenSummary = "Prints the first admin token `hangar serve` made on i
 
 func runAdminToken(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	dataDir := config.Default().DataDir
-	settings := []setting{
-		{"data-dir", "DIR", "serve's data dir (HANGAR_DATA_DIR, shared with serve), where it keeps admin-token", stringValue{&dataDir, nonEmpty}},
+	ss := []settings.Setting{
+		{Name: "data-dir", Arg: "DIR", Usage: "serve's data dir (HANGAR_DATA_DIR, shared with serve), where it keeps admin-token", Value: settings.String{P: &dataDir, Check: settings.NonEmpty}},
 	}
-	if err := parseSettings("hangar admin-token", adminTokenSummary, "HANGAR_", settings, args, lookupEnv, stdout); err != nil {
+	if err := settings.Parse("hangar admin-token", adminTokenSummary, "HANGAR_", ss, args, settings.LookupEnv, stdout); err != nil {
 		return err
 	}
 	path := filepath.Join(dataDir, adminTokenFile)

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/settings"
 )
 
 const healthSummary = "Asks a running `hangar serve` whether it is ready (GET /readyz) and exits 0 if it is, 1 if not, " +
@@ -22,12 +24,12 @@ type healthConfig struct {
 	timeout time.Duration // the whole request, connection included
 }
 
-func healthSettings(c *healthConfig) []setting {
-	return []setting{
-		{"listen", "ADDR", "serve's listener (HANGAR_LISTEN, shared with serve); its port is asked on 127.0.0.1", stringValue{&c.listen, hostPort}},
-		{"health-url", "URL", "ask this URL instead (e.g. http://hangar:8080/readyz from another pod)", stringValue{&c.url, httpURL}},
-		{"health-path", "PATH", "the path asked on the local port: /readyz (ready) or /healthz (up)", stringValue{&c.path, oneOf("/readyz", "/healthz")}},
-		{"health-timeout", "DURATION", "how long the whole request may take", durationValue{&c.timeout, time.Millisecond, time.Hour}},
+func healthSettings(c *healthConfig) []settings.Setting {
+	return []settings.Setting{
+		{Name: "listen", Arg: "ADDR", Usage: "serve's listener (HANGAR_LISTEN, shared with serve); its port is asked on 127.0.0.1", Value: settings.String{P: &c.listen, Check: settings.HostPort}},
+		{Name: "health-url", Arg: "URL", Usage: "ask this URL instead (e.g. http://hangar:8080/readyz from another pod)", Value: settings.String{P: &c.url, Check: settings.HTTPURL}},
+		{Name: "health-path", Arg: "PATH", Usage: "the path asked on the local port: /readyz (ready) or /healthz (up)", Value: settings.String{P: &c.path, Check: settings.OneOf("/readyz", "/healthz")}},
+		{Name: "health-timeout", Arg: "DURATION", Usage: "how long the whole request may take", Value: settings.Duration{P: &c.timeout, Min: time.Millisecond, Max: time.Hour}},
 	}
 }
 
@@ -43,7 +45,7 @@ func healthTarget(c healthConfig) string {
 
 func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := healthConfig{listen: "127.0.0.1:8080", path: "/readyz", timeout: 5 * time.Second}
-	if err := parseSettings("hangar health", healthSummary, "HANGAR_", healthSettings(&c), args, lookupEnv, stdout); err != nil {
+	if err := settings.Parse("hangar health", healthSummary, "HANGAR_", healthSettings(&c), args, settings.LookupEnv, stdout); err != nil {
 		return err
 	}
 	target := healthTarget(c)

@@ -37,6 +37,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/rest"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/seal"
+	"github.com/hangar-dev/hangar/internal/settings"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/postgres"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
@@ -50,7 +51,7 @@ import (
 const adminTokenFile = "admin-token"
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, err := loadServeConfig(args, lookupEnv, stdout)
+	cfg, err := loadServeConfig(args, settings.LookupEnv, stdout)
 	if err != nil {
 		return err
 	}

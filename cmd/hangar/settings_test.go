@@ -154,7 +154,7 @@ func TestServeHelpListsEverySetting(t *testing.T) {
 	}
 	c := config.Default()
 	for _, s := range serveSettings(&c) {
-		line := "--" + s.Name + " " + s.Arg + "\t" + s.env("HANGAR_") + " (default "
+		line := "--" + s.Name + " " + s.Arg + "\t" + s.Env("HANGAR_") + " (default "
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("help lacks %q", line)
 		}
@@ -190,9 +190,9 @@ func TestConfigurationDocListsEverySetting(t *testing.T) {
 	}
 	c := config.Default()
 	for _, s := range serveSettings(&c) {
-		row := "| `" + s.env("HANGAR_") + "` | `--" + s.Name + "` | `" + s.Value.String() + "` |"
+		row := "| `" + s.Env("HANGAR_") + "` | `--" + s.Name + "` | `" + s.Value.String() + "` |"
 		if s.Value.String() == "" {
-			row = "| `" + s.env("HANGAR_") + "` | `--" + s.Name + "` | none |"
+			row = "| `" + s.Env("HANGAR_") + "` | `--" + s.Name + "` | none |"
 		}
 		if !strings.Contains(string(doc), row) {
 			t.Errorf("docs/configuration.md lacks the row %q", row)

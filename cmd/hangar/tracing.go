@@ -11,6 +11,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/hangar-dev/hangar/internal/settings"
 )
 
 // newTracer returns the tracer of hangar's spans (a span per stream). Spans are exported with
@@ -18,9 +20,9 @@ import (
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variable is set (the exporter reads the other OTEL_*
 // variables itself), unless OTEL_TRACES_EXPORTER=none; otherwise nothing is exported.
 func newTracer(ctx context.Context) (trace.Tracer, func(), error) {
-	_, endpoint := lookupEnv("OTEL_EXPORTER_OTLP_ENDPOINT")
-	_, tracesEndpoint := lookupEnv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-	if v, _ := lookupEnv("OTEL_TRACES_EXPORTER"); v == "none" || (!endpoint && !tracesEndpoint) {
+	_, endpoint := settings.LookupEnv("OTEL_EXPORTER_OTLP_ENDPOINT")
+	_, tracesEndpoint := settings.LookupEnv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+	if v, _ := settings.LookupEnv("OTEL_TRACES_EXPORTER"); v == "none" || (!endpoint && !tracesEndpoint) {
 		return noop.NewTracerProvider().Tracer("hangar"), func() {}, nil
 	}
 	exp, err := otlptracehttp.New(ctx)

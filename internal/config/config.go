@@ -1,6 +1,7 @@
-// Package config holds the settings of `hangar serve` and their documented defaults. Values come
-// from HANGAR_* environment variables and flags, which only cmd/hangar reads; every other package
-// takes the part of Config it needs.
+// Package config holds the values `hangar serve` can be told and their documented defaults:
+// values only. Each field is set by one setting (a flag and its HANGAR_* variable), bound to it
+// in cmd/hangar's serveconfig.go and read with internal/settings; every other package takes
+// the part of Config it needs.
 package config
 
 import "time"

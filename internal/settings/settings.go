@@ -1,7 +1,11 @@
-// Package settings reads a command's settings: each is a flag with a HANGAR_* environment
-// variable, the environment applied first and the command line over it, both through the same
-// flag.Value so they are checked alike. Both of hangar's binaries read theirs with it: hangar
-// (serve and its other verbs) and hangar-envd (the daemon and the turn harness).
+// Package settings is hangar's one place for what a command can be told: a setting is a flag
+// with a HANGAR_* environment variable, a default (the value it holds before Parse) and a help
+// line. The environment is applied first and the command line over it, both through the same
+// flag.Value, so they are checked alike and refused in the same words. It holds the value kinds
+// (String, Int, Duration, Bool, Size) and the common checks. Every verb of hangar's two
+// binaries that takes settings reads them with it: hangar's serve, health and admin-token
+// (their tables are in cmd/hangar, the values in internal/config), and hangar-envd's envd,
+// harness and turn-dir. The client verbs' flags are cobra's (internal/cli).
 package settings
 
 import (
@@ -10,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 )
 
@@ -122,59 +125,3 @@ func LookupEnv(name string) (string, bool) {
 
 // NoEnv is a getenv for commands whose settings are flags only.
 func NoEnv(string) (string, bool) { return "", false }
-
-// The value kinds both binaries use. Each refuses what it cannot use with a short reason.
-
-// String is a string, checked by Check (nil: anything goes).
-type String struct {
-	P     *string
-	Check func(string) error
-}
-
-func (v String) String() string {
-	if v.P == nil {
-		return ""
-	}
-	return *v.P
-}
-
-func (v String) Set(s string) error {
-	if v.Check != nil {
-		if err := v.Check(s); err != nil {
-			return err
-		}
-	}
-	*v.P = s
-	return nil
-}
-
-// Int is a whole number from Min to Max: a bound for each, so that no setting overflows what
-// it is multiplied into (a number of seconds into a time.Duration) or asks for the absurd.
-type Int struct {
-	P        *int
-	Min, Max int
-}
-
-func (v Int) String() string {
-	if v.P == nil {
-		return ""
-	}
-	return strconv.Itoa(*v.P)
-}
-
-func (v Int) Set(s string) error {
-	n, err := strconv.Atoi(s)
-	if err != nil || n < v.Min || n > v.Max {
-		return fmt.Errorf("must be a whole number from %d to %d", v.Min, v.Max)
-	}
-	*v.P = n
-	return nil
-}
-
-// NonEmpty refuses an empty or blank value.
-func NonEmpty(s string) error {
-	if strings.TrimSpace(s) == "" {
-		return errors.New("must not be empty")
-	}
-	return nil
-}
