@@ -15,29 +15,36 @@ import (
 	"github.com/hangar-dev/hangar/internal/sandboxcmd"
 )
 
-// verbs are hangar's server and in-sandbox verbs; each parses its own flags. A new one plugs in
-// with one line here. The client verbs are internal/cli's.
-func verbs() []sandboxcmd.Verb {
-	return []sandboxcmd.Verb{
+// A verb is one of hangar's server and in-sandbox verbs, added to the client's cobra root as a
+// command that parses its own flags (internal/settings). Run returns flag.ErrHelp when --help
+// was asked for, and a sandboxcmd.ExitCode to exit with that code and say nothing more.
+type verb struct {
+	Name, Summary string
+	Run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// verbs are hangar's server and in-sandbox verbs. A new one plugs in with one line here. The
+// client verbs are internal/cli's.
+func verbs() []verb {
+	return []verb{
 		{Name: "serve", Summary: "run the control plane: REST, MCP, /metrics on one listener", Run: runServe},
 		// hangar-envd's verbs, here too for development: sandboxes run hangar-envd's.
-		{Name: "envd", Summary: "run the in-sandbox daemon (E2B envd compatible), as hangar-envd does", Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-			return sandboxcmd.Envd(ctx, "hangar envd", args, stdout, stderr)
-		}},
-		{Name: "harness", Summary: "run one turn of an agent in a sandbox (started by serve), as hangar-envd does", Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-			return sandboxcmd.Harness(ctx, "hangar harness", args, stdout, stderr)
-		}},
-		{Name: "tail", Summary: "follow a file as it is written, woken by inotify (serve's turn watcher runs it), as hangar-envd does", Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-			return sandboxcmd.Tail(ctx, "hangar tail", args, stdout, stderr)
-		}},
-		{Name: "turn-dir", Summary: "make, write and read a turn's directory, checked on every use (serve runs it), as hangar-envd does", Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-			return sandboxcmd.TurnDir(ctx, "hangar turn-dir", args, stdout, stderr)
-		}},
-		sandboxcmd.InstallVerb("hangar"),
+		inSandbox("envd", "run the in-sandbox daemon (E2B envd compatible), as hangar-envd does", sandboxcmd.Envd),
+		inSandbox("harness", "run one turn of an agent in a sandbox (started by serve), as hangar-envd does", sandboxcmd.Harness),
+		inSandbox("tail", "follow a file as it is written, woken by inotify (serve's turn watcher runs it), as hangar-envd does", sandboxcmd.Tail),
+		inSandbox("turn-dir", "make, write and read a turn's directory, checked on every use (serve runs it), as hangar-envd does", sandboxcmd.TurnDir),
+		inSandbox("install", "copy this binary to DEST (the Kubernetes provider's init container runs it)", sandboxcmd.Install),
 		{Name: "version", Summary: "print hangar's version", Run: runVersion},
 		{Name: "admin-token", Summary: "print the first admin token serve made (<data dir>/admin-token), for an image with no shell", Run: runAdminToken},
 		{Name: "health", Summary: "exit 0 if the hangar serving on this machine is ready (GET /readyz), 1 if not: the image's HEALTHCHECK", Run: runHealth},
 	}
+}
+
+// inSandbox is the verb name of package sandboxcmd, whose help calls it "hangar <name>".
+func inSandbox(name, summary string, run func(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error) verb {
+	return verb{Name: name, Summary: summary, Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		return run(ctx, "hangar "+name, args, stdout, stderr)
+	}}
 }
 
 // version is set at build time with -ldflags "-X main.version=...".

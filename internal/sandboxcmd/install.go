@@ -10,18 +10,8 @@ import (
 	"path/filepath"
 )
 
-// InstallVerb is the install verb of program (hangar or hangar-envd): see Install.
-func InstallVerb(program string) Verb {
-	return Verb{
-		Name:    "install",
-		Summary: "copy this binary to DEST (the Kubernetes provider's init container runs it)",
-		Run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-			return Install(ctx, program+" install", args, stdout, stderr)
-		},
-	}
-}
-
-// Install runs the install verb, as name: it copies the running executable to DEST (DEST/its
+// Install runs the install verb (`hangar-envd install`, `hangar install`; name is how its help
+// calls it): it copies the running executable to DEST (DEST/its
 // name when DEST is a directory), mode 0755. It is what the Kubernetes provider's init
 // container runs to place hangar-envd in a sandbox pod, since hangar's image is FROM scratch
 // and has no cp. The copy is written beside DEST and renamed over it, so DEST is never a

@@ -24,8 +24,9 @@ files this uid's alone. Otherwise it says why and exits 4: the turn's outcome is
 from a place another uid could write. Any other failure exits 1, saying why.`
 
 // Exit codes of turn-dir besides 0 and 1 (a bad flag, or any other failure, which may pass: too
-// many open files, no memory). None is 2, what Main exits with for an unknown verb: that is how
-// the control plane tells a hangar-envd older than turn-dir (internal/turns restates these).
+// many open files, no memory). None is 2, what hangar-envd exits with for an unknown verb:
+// that is how the control plane tells a hangar-envd older than turn-dir (internal/turns
+// restates these).
 const (
 	// ExitTurnFileMissing: read found no such file (the harness has not written it yet).
 	ExitTurnFileMissing ExitCode = 3
