@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hangar-dev/hangar/internal/cluster"
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
+	"github.com/hangar-dev/hangar/internal/replicas"
 	"github.com/hangar-dev/hangar/internal/store/storetest"
 )
 
@@ -90,9 +90,9 @@ func TestBurstStaysWithinThePool(t *testing.T) {
 		_, waiting := storetest.Conns(t, base, app)
 		return waiting >= maxConns
 	})
-	if open, waiting := storetest.Conns(t, base, app); open > maxConns+cluster.MaxConns || waiting > maxConns {
+	if open, waiting := storetest.Conns(t, base, app); open > maxConns+replicas.MaxConns || waiting > maxConns {
 		t.Errorf("during a burst of %d requests the serve holds %d connections (%d of them in queries), want at most %d+%d (%d)",
-			requests, open, waiting, maxConns, cluster.MaxConns, maxConns)
+			requests, open, waiting, maxConns, replicas.MaxConns, maxConns)
 	}
 	unlock()
 	byStatus := map[int]int{}
@@ -106,8 +106,8 @@ func TestBurstStaysWithinThePool(t *testing.T) {
 	if byStatus[http.StatusOK] != requests {
 		t.Errorf("answers by status %v, want all %d 200", byStatus, requests)
 	}
-	if open, _ := storetest.Conns(t, base, app); open > maxConns+cluster.MaxConns {
-		t.Errorf("after the burst the serve holds %d connections, want at most %d", open, maxConns+cluster.MaxConns)
+	if open, _ := storetest.Conns(t, base, app); open > maxConns+replicas.MaxConns {
+		t.Errorf("after the burst the serve holds %d connections, want at most %d", open, maxConns+replicas.MaxConns)
 	}
 	m := metricsOf(t, ts)
 	for _, want := range []string{`go_sql_max_open_connections{db_name="hangar"} 3`, `go_sql_wait_count_total{db_name="hangar"}`} {

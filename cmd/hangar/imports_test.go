@@ -88,3 +88,17 @@ func TestDomainImportsNoWire(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlyServeImportsReplicas: the domain and the transports reach the other replicas through
+// their own small interfaces (process.Owners, turns.Replicas, mcp.Replicas) and forward, which
+// serve fills from package replicas; none of them depends on the leases and their database.
+func TestOnlyServeImportsReplicas(t *testing.T) {
+	t.Parallel()
+	for _, pkg := range []string{"internal/rest", "internal/mcp", "internal/sandbox", "internal/process", "internal/turns", "internal/watch", "internal/fleet", "internal/stream"} {
+		for _, dep := range goList(t, `{{join .Deps " "}}`, pkg) {
+			if dep == module+"internal/replicas" {
+				t.Errorf("%s depends on %s", pkg, dep)
+			}
+		}
+	}
+}

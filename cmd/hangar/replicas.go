@@ -14,11 +14,11 @@ import (
 	"github.com/coder/quartz"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hangar-dev/hangar/internal/cluster"
 	"github.com/hangar-dev/hangar/internal/config"
-	"github.com/hangar-dev/hangar/internal/forward"
 	"github.com/hangar-dev/hangar/internal/mcp"
 	"github.com/hangar-dev/hangar/internal/process"
+	"github.com/hangar-dev/hangar/internal/replicas"
+	"github.com/hangar-dev/hangar/internal/replicas/forward"
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
 )
@@ -30,11 +30,11 @@ const (
 	topicEnded  = "ended"  // sandbox <reason> <name> | token <id>: streams ended
 )
 
-// replicas is this serve's part of several replicas on one PostgreSQL; nil with SQLite, where
-// nothing of it runs. Its processes and turns are set by startDomain as soon as they exist,
+// membership is this serve's part of several replicas on one PostgreSQL: the replicas package's
+// Cluster, wired to the domain's hooks; nil with SQLite, where nothing of it runs. Its processes and turns are set by startDomain as soon as they exist,
 // before Run starts the listener: the handlers read them from its goroutine.
-type replicas struct {
-	cl  *cluster.Cluster
+type membership struct {
+	cl  *replicas.Cluster
 	log *slog.Logger
 
 	processes *process.Manager
@@ -44,8 +44,8 @@ type replicas struct {
 	wg     sync.WaitGroup // Run, and the handlers' own goroutines
 }
 
-// newReplicas joins the replicas of cfg's PostgreSQL; nil without one.
-func newReplicas(ctx context.Context, cfg config.Config, addr net.Addr, reg prometheus.Registerer, clock quartz.Clock, log *slog.Logger) (*replicas, error) {
+// joinReplicas joins the replicas of cfg's PostgreSQL; nil without one.
+func joinReplicas(ctx context.Context, cfg config.Config, addr net.Addr, reg prometheus.Registerer, clock quartz.Clock, log *slog.Logger) (*membership, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, nil
 	}
@@ -53,7 +53,7 @@ func newReplicas(ctx context.Context, cfg config.Config, addr net.Addr, reg prom
 	if url == "" {
 		url = advertised(addr)
 	}
-	cl, err := cluster.New(ctx, cluster.Config{DatabaseURL: cfg.DatabaseURL, AdvertiseURL: url,
+	cl, err := replicas.New(ctx, replicas.Config{DatabaseURL: cfg.DatabaseURL, AdvertiseURL: url,
 		LeaseTTL: time.Duration(cfg.Replicas.LeaseSeconds) * time.Second, Registerer: reg, Logger: log, Clock: clock})
 	if err != nil {
 		return nil, err
@@ -62,7 +62,7 @@ func newReplicas(ctx context.Context, cfg config.Config, addr net.Addr, reg prom
 	if cfg.Secret == "" {
 		log.Warn("HANGAR_SECRET is not set: this replica keys process tags with <data dir>/secret, so another replica taking over its sandboxes cannot adopt their processes unless every replica shares that file; set the same HANGAR_SECRET on every replica")
 	}
-	return &replicas{cl: cl, log: log}, nil
+	return &membership{cl: cl, log: log}, nil
 }
 
 // advertised is http://<addr>, with the hostname in place of an address of every interface.
@@ -80,27 +80,27 @@ func advertised(addr net.Addr) string {
 }
 
 // owners is what the process manager asks who follows a sandbox: nil alone.
-func (r *replicas) owners() process.Owners {
+func (r *membership) owners() process.Owners {
 	if r == nil {
 		return nil
 	}
 	return leavingOwners{r.cl}
 }
 
-// leavingOwners is the cluster's Owner, saying a shutdown as the stream registry does (a 503
+// leavingOwners is the Cluster's Owner, saying a shutdown as the stream registry does (a 503
 // "shutting down" to a request that arrives meanwhile).
-type leavingOwners struct{ cl *cluster.Cluster }
+type leavingOwners struct{ cl *replicas.Cluster }
 
 func (o leavingOwners) Owner(ctx context.Context, sandbox string) (string, bool, error) {
 	url, mine, err := o.cl.Owner(ctx, sandbox)
-	if errors.Is(err, cluster.ErrLeaving) {
+	if errors.Is(err, replicas.ErrLeaving) {
 		err = fmt.Errorf("%w: %w", stream.ErrShuttingDown, err)
 	}
 	return url, mine, err
 }
 
 // forTurns is what the turns service asks and tells: nil alone.
-func (r *replicas) forTurns() turns.Replicas {
+func (r *membership) forTurns() turns.Replicas {
 	if r == nil {
 		return nil
 	}
@@ -108,7 +108,7 @@ func (r *replicas) forTurns() turns.Replicas {
 }
 
 // shared counts tokens' streams across the replicas: nil alone.
-func (r *replicas) shared() stream.SharedCounts {
+func (r *membership) shared() stream.SharedCounts {
 	if r == nil {
 		return nil
 	}
@@ -116,7 +116,7 @@ func (r *replicas) shared() stream.SharedCounts {
 }
 
 // announce is the stream registry's Announce: nil alone.
-func (r *replicas) announce() func(stream.Ending) {
+func (r *membership) announce() func(stream.Ending) {
 	if r == nil {
 		return nil
 	}
@@ -130,7 +130,7 @@ func (r *replicas) announce() func(stream.Ending) {
 }
 
 // forwarder passes requests on to the replica that owns their sandbox: nil alone.
-func (r *replicas) forwarder(streams *stream.Registry) *forward.Forwarder {
+func (r *membership) forwarder(streams *stream.Registry) *forward.Forwarder {
 	if r == nil {
 		return nil
 	}
@@ -139,7 +139,7 @@ func (r *replicas) forwarder(streams *stream.Registry) *forward.Forwarder {
 
 // sessions names this replica in the ids of the MCP sessions it opens and finds the replica
 // that holds another's: nil alone.
-func (r *replicas) sessions() mcp.Replicas {
+func (r *membership) sessions() mcp.Replicas {
 	if r == nil {
 		return nil
 	}
@@ -148,7 +148,7 @@ func (r *replicas) sessions() mcp.Replicas {
 
 // Owns is turns.Replicas'. A database that does not answer owns nothing: the turn waits, as
 // one queued for another replica, rather than risk two watchers.
-func (r *replicas) Owns(ctx context.Context, sandbox string) bool {
+func (r *membership) Owns(ctx context.Context, sandbox string) bool {
 	_, mine, err := r.cl.Owner(ctx, sandbox)
 	if err != nil {
 		r.log.Warn("ask who owns a sandbox", "sandbox", sandbox, "err", err)
@@ -157,31 +157,31 @@ func (r *replicas) Owns(ctx context.Context, sandbox string) bool {
 }
 
 // Appended is turns.Replicas'.
-func (r *replicas) Appended(ctx context.Context, sessionID, jobID string) {
+func (r *membership) Appended(ctx context.Context, sessionID, jobID string) {
 	r.cl.Publish(ctx, topicEvents, turns.EventsArg(sessionID, jobID))
 }
 
 // Queued is turns.Replicas'.
-func (r *replicas) Queued(ctx context.Context, turnID string) {
+func (r *membership) Queued(ctx context.Context, turnID string) {
 	r.cl.Publish(ctx, topicTurn, turnID)
 }
 
 // gained follows the processes and watches the turns of a sandbox whose lease this replica
 // gained; its queued turns run here when the lease was handed over, and fail when it was
 // taken from a replica that died (turns.Service.ResumeSandbox).
-func (r *replicas) gained(ctx context.Context, sandbox string, how cluster.Gain) {
+func (r *membership) gained(ctx context.Context, sandbox string, how replicas.Gain) {
 	if r.processes != nil {
 		r.processes.AdoptSandbox(ctx, sandbox)
 	}
 	if r.turns != nil {
-		if err := r.turns.ResumeSandbox(ctx, sandbox, how == cluster.Handed); err != nil {
+		if err := r.turns.ResumeSandbox(ctx, sandbox, how == replicas.Handed); err != nil {
 			r.log.Warn("watch the turns of a sandbox", "sandbox", sandbox, "err", err)
 		}
 	}
 }
 
 // lost stops following what another replica follows now.
-func (r *replicas) lost(sandbox string) {
+func (r *membership) lost(sandbox string) {
 	if r.processes != nil {
 		r.processes.Release(sandbox)
 	}
@@ -191,7 +191,7 @@ func (r *replicas) lost(sandbox string) {
 }
 
 // setLeases is called once the process manager exists, before anything can take a lease.
-func (r *replicas) setLeases(processes *process.Manager) {
+func (r *membership) setLeases(processes *process.Manager) {
 	if r == nil {
 		return
 	}
@@ -199,14 +199,14 @@ func (r *replicas) setLeases(processes *process.Manager) {
 	r.cl.OnLeases(r.gained, r.lost)
 }
 
-func (r *replicas) setTurns(ts *turns.Service) {
+func (r *membership) setTurns(ts *turns.Service) {
 	if r != nil {
 		r.turns = ts
 	}
 }
 
 // start hears the other replicas and keeps the leases until stop.
-func (r *replicas) start(streams *stream.Registry) {
+func (r *membership) start(streams *stream.Registry) {
 	if r == nil {
 		return
 	}
@@ -250,7 +250,7 @@ func (r *replicas) start(streams *stream.Registry) {
 
 // goAsync runs fn off the listener's goroutine (it reads the store, may reach daemons); stop
 // waits for it.
-func (r *replicas) goAsync(ctx context.Context, fn func(ctx context.Context)) {
+func (r *membership) goAsync(ctx context.Context, fn func(ctx context.Context)) {
 	r.wg.Add(1)
 	go func() { defer r.wg.Done(); fn(ctx) }()
 }
@@ -259,7 +259,7 @@ func (r *replicas) goAsync(ctx context.Context, fn func(ctx context.Context)) {
 // sandboxes' processes and watching their turns, and hands their leases to the live replicas,
 // so they follow them at once — not after the requests in flight here finished (up to
 // HANGAR_SHUTDOWN_GRACE). Requests that reach it afterwards get 503 "shutting down".
-func (r *replicas) handOver() {
+func (r *membership) handOver() {
 	if r == nil || r.cancel == nil {
 		return
 	}
@@ -271,7 +271,7 @@ func (r *replicas) handOver() {
 }
 
 // stop hands the leases back (after the domain stopped following) and leaves.
-func (r *replicas) stop() {
+func (r *membership) stop() {
 	if r == nil {
 		return
 	}

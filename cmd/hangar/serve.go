@@ -234,7 +234,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	clock := quartz.NewReal() // the one clock of pacing, stalls, lifetimes and rechecks
 	// With PostgreSQL, one of several replicas. Stopped after the domain (deferred first): its
 	// leases are handed back once nothing here follows their sandboxes.
-	rp, err := newReplicas(ctx, cfg, ln.Addr(), reg, clock, log)
+	rp, err := joinReplicas(ctx, cfg, ln.Addr(), reg, clock, log)
 	if err != nil {
 		return err
 	}
@@ -314,7 +314,7 @@ type domain struct {
 // the records say runs is followed again now, not when its owner next asks (so revoking its
 // token kills it, and admins see it, across restarts), and every running turn is watched again.
 // close stops the turns' watchers, closes the processes, then the sandboxes.
-func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams *stream.Registry, clock quartz.Clock, log *slog.Logger, rp *replicas) (
+func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams *stream.Registry, clock quartz.Clock, log *slog.Logger, rp *membership) (
 	d domain, close func(), err error) {
 	bin, err := envdBinary(cfg.Providers.DaemonBinary, log)
 	if err != nil {
@@ -377,7 +377,7 @@ func envdBinary(set string, log *slog.Logger) (string, error) {
 
 // startTurns starts the sessions' turns service: running turns are watched again, and old
 // events are deleted hourly. stop ends both.
-func startTurns(ctx context.Context, cfg config.Config, st store.Store, sandboxes *sandbox.Manager, streams *stream.Registry, clock quartz.Clock, log *slog.Logger, rp *replicas,
+func startTurns(ctx context.Context, cfg config.Config, st store.Store, sandboxes *sandbox.Manager, streams *stream.Registry, clock quartz.Clock, log *slog.Logger, rp *membership,
 	secret []byte) (*turns.Service, func(), error) {
 	host := cfg.Providers.DaemonBinary // resolved by startDomain
 	envSeal, err := seal.New(secret, turns.EnvPurpose)
@@ -414,12 +414,12 @@ func startTurns(ctx context.Context, cfg config.Config, st store.Store, sandboxe
 // sandboxes are handed to them; then new requests get 503, and the requests in flight have
 // cfg.ShutdownGrace to finish (MCP's calls first, so they can send their results before the
 // sessions close, then the HTTP server's). served is the HTTP server's Serve result.
-func shutdown(ctx context.Context, cfg config.Config, log *slog.Logger, streams *stream.Registry, rp *replicas,
+func shutdown(ctx context.Context, cfg config.Config, log *slog.Logger, streams *stream.Registry, rp *membership,
 	mcpHandler *mcp.Handler, srv *rest.Server, served <-chan error) error {
 	log.Info("shutting down: streams end now, new requests get 503 once the sandboxes are handed over, in-flight ones may finish", "grace", cfg.ShutdownGrace)
 	streams.Shutdown()
 	// With other replicas: they follow this one's sandboxes from now on. Meanwhile requests
-	// about them are still taken here and wait for the handover (the cluster's Owner), then go
+	// about them are still taken here and wait for the handover (replicas.Cluster.Owner), then go
 	// to the new owner; after it, new ones are refused (forwarded ones marked so that their
 	// replica asks the new owner), as the MCP handler waits for the calls in flight.
 	rp.handOver()

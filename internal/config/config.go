@@ -18,7 +18,7 @@ type Config struct {
 	// DatabaseURL, when set, selects PostgreSQL (postgres://...) instead of SQLite. Default "".
 	DatabaseURL string
 	// DatabaseMaxConns caps this hangar's connections to its database, in use and idle
-	// (sqlstore.Pool.MaxConns); with PostgreSQL each replica also keeps cluster.MaxConns of its
+	// (sqlstore.Pool.MaxConns); with PostgreSQL each replica also keeps replicas.MaxConns of its
 	// own. Default 7.
 	DatabaseMaxConns int
 	// DatabaseWait bounds how long a request waits for one of those connections when all are

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hangar-dev/hangar/internal/jsontext"
+	"github.com/hangar-dev/hangar/internal/jsoncheck"
 	"github.com/hangar-dev/hangar/internal/problem"
 )
 
@@ -214,13 +214,13 @@ func checkBody(w http.ResponseWriter, r *http.Request, limit int64) bool {
 	case err != nil:
 		writeError(w, http.StatusBadRequest, codeInvalidRequest, "The request body could not be read.", err.Error())
 		return false
-	case jsontext.InvalidUTF8At(body) >= 0:
+	case jsoncheck.InvalidUTF8At(body) >= 0:
 		writeError(w, http.StatusBadRequest, codeParseError, `Parse error: the request body is not valid UTF-8; send bytes that are not text base64-encoded where a tool takes them (a process's input: "base64": true).`,
-			fmt.Sprintf("invalid UTF-8 at byte %d", jsontext.InvalidUTF8At(body)))
+			fmt.Sprintf("invalid UTF-8 at byte %d", jsoncheck.InvalidUTF8At(body)))
 		return false
-	case jsontext.LoneSurrogateAt(body) >= 0:
+	case jsoncheck.LoneSurrogateAt(body) >= 0:
 		writeError(w, http.StatusBadRequest, codeInvalidRequest, `The request body has a \u escape that is half of a UTF-16 surrogate pair, which is no character; send the whole pair, or base64 where a tool takes it.`,
-			fmt.Sprintf("lone surrogate escape at byte %d", jsontext.LoneSurrogateAt(body)))
+			fmt.Sprintf("lone surrogate escape at byte %d", jsoncheck.LoneSurrogateAt(body)))
 		return false
 	case !json.Valid(body):
 		writeError(w, http.StatusBadRequest, codeParseError, "Parse error: the request body is not valid JSON (a JSON-RPC message or batch).", "")

@@ -13,12 +13,12 @@ import (
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 
-	"github.com/hangar-dev/hangar/internal/forward"
 	"github.com/hangar-dev/hangar/internal/problem"
+	"github.com/hangar-dev/hangar/internal/replicas/forward"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
-// Replicas is what the MCP handler asks of the replicas on its database (a *cluster.Cluster).
+// Replicas is what the MCP handler asks of the replicas on its database (a *replicas.Cluster).
 type Replicas interface {
 	// ID is this replica's id.
 	ID() string

@@ -27,7 +27,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/ids"
-	"github.com/hangar-dev/hangar/internal/names"
+	"github.com/hangar-dev/hangar/internal/limits"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -534,10 +534,10 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 	if strings.TrimSpace(req.Command) == "" {
 		return Info{}, fmt.Errorf("%w: command is empty", ErrInvalid)
 	}
-	if err := names.CheckCommand(req.Command); err != nil {
+	if err := limits.CheckCommand(req.Command); err != nil {
 		return Info{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if err := names.CheckPath(req.Cwd); err != nil {
+	if err := limits.CheckPath(req.Cwd); err != nil {
 		return Info{}, fmt.Errorf("%w: cwd: %v", ErrInvalid, err)
 	}
 	sb, err := m.cfg.Sandboxes.Runnable(ctx, p, ref)

@@ -8,7 +8,7 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/hangar-dev/hangar/internal/jsontext"
+	"github.com/hangar-dev/hangar/internal/jsoncheck"
 	"github.com/hangar-dev/hangar/internal/problem"
 )
 
@@ -27,11 +27,11 @@ func decodeJSON(r *http.Request, v any) error {
 		}
 		return newError(CodeBadRequest, "The request body could not be read.", err)
 	}
-	if at := jsontext.InvalidUTF8At(body); at >= 0 {
+	if at := jsoncheck.InvalidUTF8At(body); at >= 0 {
 		return newError(CodeBadRequest, `The request body is not valid UTF-8; send bytes that are not text base64-encoded where the endpoint takes them (a process's input: "base64": true).`,
 			fmt.Errorf("invalid UTF-8 at byte %d", at))
 	}
-	if at := jsontext.LoneSurrogateAt(body); at >= 0 {
+	if at := jsoncheck.LoneSurrogateAt(body); at >= 0 {
 		return newError(CodeBadRequest, `The request body has a \u escape that is half of a UTF-16 surrogate pair, which is no character; send the whole pair, or base64 where the endpoint takes it.`,
 			fmt.Errorf("lone surrogate escape at byte %d", at))
 	}

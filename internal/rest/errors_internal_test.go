@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hangar-dev/hangar/internal/forward"
 	"github.com/hangar-dev/hangar/internal/process"
+	"github.com/hangar-dev/hangar/internal/replicas/forward"
 )
 
 // TestElsewhereSaysNotOwner: a sandbox handed to another replica between the forwarding

@@ -7,9 +7,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/hangar-dev/hangar/internal/forward"
 	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/process"
+	"github.com/hangar-dev/hangar/internal/replicas/forward"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 

@@ -23,7 +23,6 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/fleet"
-	"github.com/hangar-dev/hangar/internal/forward"
 	hmcp "github.com/hangar-dev/hangar/internal/mcp"
 	"github.com/hangar-dev/hangar/internal/oauth"
 	"github.com/hangar-dev/hangar/internal/process"
@@ -31,6 +30,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/provider/docker"
 	"github.com/hangar-dev/hangar/internal/provider/local"
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
+	"github.com/hangar-dev/hangar/internal/replicas/forward"
 	"github.com/hangar-dev/hangar/internal/rest"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"

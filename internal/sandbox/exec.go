@@ -10,7 +10,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/ids"
-	"github.com/hangar-dev/hangar/internal/names"
+	"github.com/hangar-dev/hangar/internal/limits"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -72,16 +72,16 @@ func (r ExecRequest) check() error {
 	if r.Command == "" {
 		return fmt.Errorf("%w: command is empty", ErrInvalid)
 	}
-	if err := names.CheckCommand(r.Command); err != nil {
+	if err := limits.CheckCommand(r.Command); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if r.Timeout < 0 || r.Timeout > MaxExecTimeout {
 		return fmt.Errorf("%w: timeout must be between 0 (none) and %d seconds", ErrInvalid, int(MaxExecTimeout.Seconds()))
 	}
-	if err := names.CheckEnv(r.Env); err != nil {
+	if err := limits.CheckEnv(r.Env); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if err := names.CheckPath(r.Cwd); err != nil {
+	if err := limits.CheckPath(r.Cwd); err != nil {
 		return fmt.Errorf("%w: cwd: %v", ErrInvalid, err)
 	}
 	return nil

@@ -17,7 +17,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
-	"github.com/hangar-dev/hangar/internal/names"
+	"github.com/hangar-dev/hangar/internal/limits"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -205,10 +205,10 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 		}
 		return store.Sandbox{}, fmt.Errorf("%w: unknown provider %q (this server has: %s)", ErrInvalid, req.Provider, strings.Join(m.providerNames(), ", "))
 	}
-	if err := names.CheckEnv(req.Env); err != nil {
+	if err := limits.CheckEnv(req.Env); err != nil {
 		return store.Sandbox{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if err := names.CheckPath(req.Workdir); err != nil {
+	if err := limits.CheckPath(req.Workdir); err != nil {
 		return store.Sandbox{}, fmt.Errorf("%w: workdir: %v", ErrInvalid, err)
 	}
 	// Before the row is stored: a spec the provider would refuse leaves nothing listed.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/ids"
+	"github.com/hangar-dev/hangar/internal/limits"
 	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/seal"
@@ -237,7 +238,7 @@ const maxSplitUID = 1<<31 - 1
 // checkAgentSetup refuses what a session's or job's agent could never be started with: an
 // environment no process can have, or a split uid out of range.
 func checkAgentSetup(env map[string]string, split bool, uid uint32) error {
-	if err := names.CheckEnv(env); err != nil {
+	if err := limits.CheckEnv(env); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if split && uid > maxSplitUID {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
-	"github.com/hangar-dev/hangar/internal/names"
+	"github.com/hangar-dev/hangar/internal/limits"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -312,7 +312,7 @@ func (s *Service) resolve(ctx context.Context, p auth.Principal, ref, dir string
 	if dir == "" {
 		return key{}, store.Sandbox{}, fmt.Errorf("%w: path must name a directory in the sandbox", ErrInvalid)
 	}
-	if err := names.CheckPath(dir); err != nil {
+	if err := limits.CheckPath(dir); err != nil {
 		return key{}, store.Sandbox{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	sb, err := s.cfg.Sandboxes.Runnable(ctx, p, ref)

@@ -32,7 +32,7 @@ type Pool struct {
 	Clock quartz.Clock
 }
 
-// DefaultMaxConns is Pool.MaxConns's default: with the replicas' own few (cluster.MaxConns),
+// DefaultMaxConns is Pool.MaxConns's default: with the replicas' own few (replicas.MaxConns),
 // two replicas fit the 22 connections a db-f1-micro Cloud SQL instance leaves its users, and
 // eight fit a server of 100 (docs/deploy.md).
 const DefaultMaxConns = 7

@@ -1,8 +1,8 @@
-// Package jsontext finds what in a JSON body encoding/json would quietly change instead of
+// Package jsoncheck finds what in a JSON body encoding/json would quietly change instead of
 // refusing: bytes that are not UTF-8 and \u escapes that are half of a UTF-16 surrogate pair,
 // each of which it decodes as U+FFFD. The transports refuse such a body, so that a command, a
 // file's content or a process's input is never run or written other than it was sent.
-package jsontext
+package jsoncheck
 
 import "unicode/utf8"
 

@@ -1,4 +1,4 @@
-package cluster
+package replicas
 
 import (
 	"context"
@@ -193,7 +193,7 @@ func (c *Cluster) gain(ctx context.Context, sandbox string, how Gain) {
 // keep runs a round every Round (at once when a peer says it released or handed over leases),
 // until ctx ends.
 func (c *Cluster) keep(ctx context.Context) {
-	t := c.cfg.Clock.NewTicker(c.cfg.Round, "cluster", "round")
+	t := c.cfg.Clock.NewTicker(c.cfg.Round, "replicas", "round")
 	defer t.Stop()
 	for {
 		c.beat(ctx)

@@ -3,7 +3,8 @@
 // serves a request about a sandbox whose processes another replica follows
 // (docs/replicas.md), or a request of an MCP session that another replica holds. Both
 // transports use it, REST for its process routes and MCP for its process tool and its
-// sessions.
+// sessions. It is the replicas' HTTP side, a package of its own so that the transports import
+// it without the leases and their database (package replicas).
 package forward
 
 import (
@@ -51,7 +52,7 @@ type Forwarder struct {
 	// the token's revocation here end it like any other. Required.
 	Streams *stream.Registry
 	// Unreachable is told that the replica at url could not be reached (no answer byte came):
-	// the cluster looks for dead replicas at once, so that asking the owner again finds the
+	// the replicas look for dead ones at once, so that asking the owner again finds the
 	// lease free. Nil: nothing is told.
 	Unreachable func(ctx context.Context, url string)
 	// Wait bounds how long a request waits, when its owner cannot be reached, for the sandbox

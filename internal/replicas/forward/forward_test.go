@@ -138,7 +138,7 @@ func TestEndedHere(t *testing.T) {
 }
 
 // TestOwnerMovesWhileUnreachable: a request whose owner cannot be reached is not failed: the
-// cluster is told (to look for dead replicas), the owner asked again until it names another
+// replicas are told (to look for dead ones), the owner asked again until it names another
 // replica, and the request — its body included — goes there; or, once the sandbox is this
 // replica's, it is served here.
 func TestOwnerMovesWhileUnreachable(t *testing.T) {
@@ -186,7 +186,7 @@ func TestOwnerMovesWhileUnreachable(t *testing.T) {
 				t.Errorf("= %d %q, want 200 %q", resp.StatusCode, b, tc.want)
 			}
 			if told != 3 || asked != 3 {
-				t.Errorf("the cluster was told %d times and the owner asked %d times, want 3 and 3", told, asked)
+				t.Errorf("the replicas were told %d times and the owner asked %d times, want 3 and 3", told, asked)
 			}
 		})
 	}

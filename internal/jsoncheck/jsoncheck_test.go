@@ -1,4 +1,4 @@
-package jsontext
+package jsoncheck
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package cluster_test
+package replicas_test
 
 import (
 	"bufio"

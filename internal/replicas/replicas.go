@@ -1,10 +1,12 @@
-// Package cluster lets several `hangar serve` replicas on one PostgreSQL act as one service: a
+// Package replicas lets several `hangar serve` replicas on one PostgreSQL act as one service: a
 // notification channel between them (LISTEN/NOTIFY), the list of live replicas with the URL each
 // is reached at, and leases that make one replica the owner of each sandbox's process followers
 // and turn watchers (leases.go). Rows stay the source of truth: a notification says only that
 // something changed (an id), never what, so a missed one costs a read, never data. It is used
-// only with PostgreSQL; with SQLite hangar is one process and nothing here runs.
-package cluster
+// only with PostgreSQL; with SQLite hangar is one process and nothing here runs. Passing a
+// request on to the replica that owns its sandbox is its subpackage forward's; each domain
+// package's hooks for several replicas are in its replicas.go.
+package replicas
 
 import (
 	"context"
@@ -107,7 +109,7 @@ const MaxConns = 4
 // New connects to the database and lists this replica. Close it after Run returned.
 func New(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.DatabaseURL == "" || cfg.AdvertiseURL == "" {
-		return nil, errors.New("cluster: the database URL and the advertised URL are required")
+		return nil, errors.New("replicas: the database URL and the advertised URL are required")
 	}
 	if cfg.ID == "" {
 		cfg.ID = ids.New("r_", 12)
@@ -210,7 +212,7 @@ func (c *Cluster) listen(ctx context.Context) {
 		}
 		next := backoff.Step()
 		c.log.Warn("listening to the other replicas broke; reconnecting", "err", err, "in", next)
-		t := c.cfg.Clock.NewTimer(next, "cluster", "reconnect")
+		t := c.cfg.Clock.NewTimer(next, "replicas", "reconnect")
 		select {
 		case <-ctx.Done():
 			t.Stop()
