@@ -7,11 +7,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/hangar-dev/hangar/internal/fleet"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/turns"
 	"github.com/hangar-dev/hangar/internal/watch"
-	"github.com/hangar-dev/hangar/internal/wire"
 	"github.com/hangar-dev/hangar/internal/wire/from"
 )
 
@@ -96,7 +94,6 @@ func TestStreamedShapesMatch(t *testing.T) {
 			from.Process(process.Info{ID: "p_1", Sandbox: "box", State: process.StateRunning, StartedAt: at, Daemon: true, OutputEnd: 9})},
 		{"ended process", process.Info{ID: "p_1", State: process.StateExited, ExitCode: &code, StartedAt: at, EndedAt: at.Add(time.Second)},
 			from.Process(process.Info{ID: "p_1", State: process.StateExited, ExitCode: &code, StartedAt: at, EndedAt: at.Add(time.Second)})},
-		{"fleet time", fleet.Stamp(at), wire.Time(at)},
 	} {
 		var d, w any
 		json.Unmarshal([]byte(jsonOf(t, c.domain)), &d)
