@@ -55,23 +55,26 @@ func TestTransportsImportNeitherStoreNorEnvd(t *testing.T) {
 
 // TestCLIImportsNoServerPackage: the client verbs (internal/cli) talk to hangar over HTTP only,
 // with their own REST client: of hangar's packages they use only wire, the shapes of what
-// hangar answers.
+// hangar answers, and stamp, its time layout.
 func TestCLIImportsNoServerPackage(t *testing.T) {
 	t.Parallel()
 	for _, dep := range goList(t, `{{join .Deps " "}}`, "internal/cli") {
-		if strings.HasPrefix(dep, module) && dep != module+"internal/wire" {
+		if strings.HasPrefix(dep, module) && dep != module+"internal/wire" && dep != module+"internal/stamp" {
 			t.Errorf("internal/cli depends on %s", dep)
 		}
 	}
 }
 
 // TestWireImportsNoHangarPackage: wire (the JSON shapes) is not a server package, so the CLI
-// may use it; turning domain values into it is wire/from's.
+// may use it; turning domain values into it is wire/from's. Of hangar's packages it uses only
+// stamp (the time layout, which the domain's streams share), and stamp none.
 func TestWireImportsNoHangarPackage(t *testing.T) {
 	t.Parallel()
-	for _, dep := range goList(t, `{{join .Deps " "}}`, "internal/wire") {
-		if strings.HasPrefix(dep, module) {
-			t.Errorf("internal/wire depends on %s", dep)
+	for _, pkg := range []string{"internal/wire", "internal/stamp"} {
+		for _, dep := range goList(t, `{{join .Deps " "}}`, pkg) {
+			if strings.HasPrefix(dep, module) && dep != module+"internal/stamp" {
+				t.Errorf("%s depends on %s", pkg, dep)
+			}
 		}
 	}
 }

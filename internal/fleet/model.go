@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/process"
+	"github.com/hangar-dev/hangar/internal/stamp"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/turns"
 )
@@ -23,19 +24,19 @@ type Fleet struct {
 
 // Unit is one agent: a session, or a job (whose session is not listed again).
 type Unit struct {
-	ID           string    `json:"id"` // the session's or the job's id
-	Name         string    `json:"name"`
-	Kind         string    `json:"kind"` // session or job
-	Agent        string    `json:"agent"`
-	Sandbox      string    `json:"sandbox"`
-	SandboxState string    `json:"sandbox_state"` // running, paused, failed, destroyed, ... or gone
-	State        string    `json:"state"`         // idle (no turn yet), or its current turn's state
-	Stuck        bool      `json:"stuck,omitempty"`
-	Turn         *TurnRef  `json:"turn"`
-	Last         *Activity `json:"last,omitempty"`
-	CostUSD      float64   `json:"cost_usd"`
-	StartedAt    Stamp     `json:"started_at"`
-	UpdatedAt    Stamp     `json:"updated_at"`
+	ID           string     `json:"id"` // the session's or the job's id
+	Name         string     `json:"name"`
+	Kind         string     `json:"kind"` // session or job
+	Agent        string     `json:"agent"`
+	Sandbox      string     `json:"sandbox"`
+	SandboxState string     `json:"sandbox_state"` // running, paused, failed, destroyed, ... or gone
+	State        string     `json:"state"`         // idle (no turn yet), or its current turn's state
+	Stuck        bool       `json:"stuck,omitempty"`
+	Turn         *TurnRef   `json:"turn"`
+	Last         *Activity  `json:"last,omitempty"`
+	CostUSD      float64    `json:"cost_usd"`
+	StartedAt    stamp.Time `json:"started_at"`
+	UpdatedAt    stamp.Time `json:"updated_at"`
 }
 
 // TurnRef is a unit's current turn.
@@ -47,20 +48,20 @@ type TurnRef struct {
 // Activity is what a unit did last: its latest tool call, message, result, error (a failed
 // turn's reason included), API retry or start of a run.
 type Activity struct {
-	Kind string `json:"kind"` // tool_call, message, result, error, retry or start
-	Text string `json:"text"`
-	At   Stamp  `json:"at"`
+	Kind string     `json:"kind"` // tool_call, message, result, error, retry or start
+	Text string     `json:"text"`
+	At   stamp.Time `json:"at"`
 }
 
 // InboxItem is something that needs the person.
 type InboxItem struct {
-	ID      string `json:"id"`   // stable: the same thing keeps its id
-	Kind    string `json:"kind"` // turn_failed, job_finished, sandbox_failed, process_failed
-	Agent   string `json:"agent,omitempty"`
-	Sandbox string `json:"sandbox,omitempty"`
-	Process string `json:"process,omitempty"`
-	Text    string `json:"text"`
-	At      Stamp  `json:"at"`
+	ID      string     `json:"id"`   // stable: the same thing keeps its id
+	Kind    string     `json:"kind"` // turn_failed, job_finished, sandbox_failed, process_failed
+	Agent   string     `json:"agent,omitempty"`
+	Sandbox string     `json:"sandbox,omitempty"`
+	Process string     `json:"process,omitempty"`
+	Text    string     `json:"text"`
+	At      stamp.Time `json:"at"`
 }
 
 // Summary counts the units by state, and what they cost today (UTC).
@@ -70,14 +71,6 @@ type Summary struct {
 	Stuck        int            `json:"stuck"`
 	Inbox        int            `json:"inbox"`
 	CostTodayUSD float64        `json:"cost_today_usd"`
-}
-
-// Stamp is a time written as every hangar time is: RFC 3339, UTC, milliseconds.
-type Stamp time.Time
-
-// MarshalJSON writes the stamp.
-func (t Stamp) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + time.Time(t).UTC().Format("2006-01-02T15:04:05.000Z") + `"`), nil
 }
 
 // activityText bounds what a unit's last activity shows.
@@ -217,7 +210,7 @@ func (sc *sessionCache) take(e store.Event) {
 			Reason string `json:"reason"`
 		}
 		if json.Unmarshal(e.Data, &f) == nil && f.Status == store.TurnFailed && f.Reason != "" {
-			sc.last = &Activity{Kind: "error", Text: clip(f.Reason), At: Stamp(e.TS)}
+			sc.last = &Activity{Kind: "error", Text: clip(f.Reason), At: stamp.Time(e.TS)}
 		}
 		return
 	}
@@ -246,7 +239,7 @@ func (sc *sessionCache) take(e store.Event) {
 			}
 		}
 		if a != nil && a.Text != "" {
-			a.Text, a.At = clip(a.Text), Stamp(e.TS)
+			a.Text, a.At = clip(a.Text), stamp.Time(e.TS)
 			sc.last = a
 		}
 	}
@@ -255,7 +248,7 @@ func (sc *sessionCache) take(e store.Event) {
 // unit makes se's unit from what its cache knows.
 func (s *Service) unit(se store.Session, sc *sessionCache, sandboxState map[string]string, now time.Time) Unit {
 	u := Unit{ID: se.ID, Name: se.Name, Kind: "session", Agent: se.Agent, Sandbox: se.Sandbox, State: "idle",
-		StartedAt: Stamp(se.CreatedAt), UpdatedAt: Stamp(se.CreatedAt), Last: sc.last}
+		StartedAt: stamp.Time(se.CreatedAt), UpdatedAt: stamp.Time(se.CreatedAt), Last: sc.last}
 	if st, ok := sandboxState[se.Sandbox]; ok {
 		u.SandboxState = st
 	} else {
@@ -267,10 +260,10 @@ func (s *Service) unit(se store.Session, sc *sessionCache, sandboxState map[stri
 	if n := len(sc.turns); n > 0 {
 		t := sc.turns[n-1]
 		u.Turn, u.State = &TurnRef{ID: t.ID, State: t.State}, t.State
-		u.UpdatedAt = Stamp(latest(t.CreatedAt, t.StartedAt, t.EndedAt))
+		u.UpdatedAt = stamp.Time(latest(t.CreatedAt, t.StartedAt, t.EndedAt))
 	}
 	if sc.eventAt.After(time.Time(u.UpdatedAt)) {
-		u.UpdatedAt = Stamp(sc.eventAt)
+		u.UpdatedAt = stamp.Time(sc.eventAt)
 	}
 	u.Stuck = u.State == store.TurnRunning && now.Sub(time.Time(u.UpdatedAt)) >= s.cfg.StuckAfter
 	return u
@@ -291,13 +284,13 @@ func (s *Service) unitInbox(u Unit, sc *sessionCache, j store.Job, now time.Time
 		if t.Reason != "" {
 			text += " (" + t.Reason + ")"
 		}
-		return []InboxItem{{ID: "job_finished:" + j.ID, Kind: "job_finished", Agent: u.ID, Sandbox: u.Sandbox, Text: text, At: Stamp(t.EndedAt)}}
+		return []InboxItem{{ID: "job_finished:" + j.ID, Kind: "job_finished", Agent: u.ID, Sandbox: u.Sandbox, Text: text, At: stamp.Time(t.EndedAt)}}
 	case t.State == store.TurnFailed:
 		text := "A turn of " + u.Name + " failed"
 		if t.Reason != "" {
 			text += ": " + t.Reason
 		}
-		return []InboxItem{{ID: "turn_failed:" + t.ID, Kind: "turn_failed", Agent: u.ID, Sandbox: u.Sandbox, Text: text, At: Stamp(t.EndedAt)}}
+		return []InboxItem{{ID: "turn_failed:" + t.ID, Kind: "turn_failed", Agent: u.ID, Sandbox: u.Sandbox, Text: text, At: stamp.Time(t.EndedAt)}}
 	}
 	return nil
 }
@@ -308,7 +301,7 @@ func (s *Service) sandboxInbox(sbs []store.Sandbox, now time.Time) []InboxItem {
 	for _, sb := range sbs {
 		if sb.State == "failed" && now.Sub(sb.UpdatedAt) <= s.cfg.InboxWindow {
 			out = append(out, InboxItem{ID: "sandbox_failed:" + sb.Name + ":" + sb.CreatedAt.UTC().Format(time.RFC3339Nano),
-				Kind: "sandbox_failed", Sandbox: sb.Name, Text: "Sandbox " + sb.Name + " failed: " + sb.Reason, At: Stamp(sb.UpdatedAt)})
+				Kind: "sandbox_failed", Sandbox: sb.Name, Text: "Sandbox " + sb.Name + " failed: " + sb.Reason, At: stamp.Time(sb.UpdatedAt)})
 		}
 	}
 	return out
@@ -323,7 +316,7 @@ func (s *Service) processInbox(user string, now time.Time) []InboxItem {
 	for _, p := range s.cfg.Processes.OfUser(user) {
 		if p.State != process.StateRunning && p.ExitCode != nil && *p.ExitCode != 0 && now.Sub(p.EndedAt) <= s.cfg.InboxWindow {
 			out = append(out, InboxItem{ID: "process_failed:" + p.ID, Kind: "process_failed", Sandbox: p.Sandbox, Process: p.ID,
-				Text: fmt.Sprintf("%s in %s ended: %s", clip(p.Command), p.Sandbox, p.Status), At: Stamp(p.EndedAt)})
+				Text: fmt.Sprintf("%s in %s ended: %s", clip(p.Command), p.Sandbox, p.Status), At: stamp.Time(p.EndedAt)})
 		}
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/stamp"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -24,8 +25,8 @@ const maxTicketsPerToken = 8
 // stream (an EventSource cannot send an Authorization header). Tickets are kept in the store,
 // only as a hash, so one asked of any replica opens the stream on any, once.
 type Ticket struct {
-	Ticket    string `json:"ticket"`
-	ExpiresAt Stamp  `json:"expires_at"`
+	Ticket    string     `json:"ticket"`
+	ExpiresAt stamp.Time `json:"expires_at"`
 }
 
 // IssueTicket makes a ticket for p's own fleet, usable once within TicketTTL.
@@ -56,7 +57,7 @@ func (s *Service) IssueTicket(ctx context.Context, p auth.Principal) (Ticket, er
 	if err != nil {
 		return Ticket{}, err
 	}
-	return Ticket{Ticket: secret, ExpiresAt: Stamp(expires)}, nil
+	return Ticket{Ticket: secret, ExpiresAt: stamp.Time(expires)}, nil
 }
 
 // RedeemTicket uses a ticket up: it returns the principal it was made for, or ErrTicket. The

@@ -29,6 +29,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/ids"
 	"github.com/hangar-dev/hangar/internal/limits"
 	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/stamp"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -240,22 +241,15 @@ type Info struct {
 	OutputEnd   int64 `json:"output_end"`
 }
 
-// timeLayout is how Info writes its times: RFC 3339 in UTC with exactly milliseconds, as every
-// time hangar answers with (encoding/json's own drops trailing zeros), so they sort as strings.
-const timeLayout = "2006-01-02T15:04:05.000Z"
-
-// MarshalJSON writes i with its times in timeLayout (ended_at only once it ended).
+// MarshalJSON writes i with its times as every time a client sees (stamp's layout), ended_at
+// only once it ended.
 func (i Info) MarshalJSON() ([]byte, error) {
 	type plain Info // without this method
-	out := struct {
+	return json.Marshal(struct {
 		plain
-		StartedAt string `json:"started_at"`
-		EndedAt   string `json:"ended_at,omitempty"`
-	}{plain: plain(i), StartedAt: i.StartedAt.UTC().Format(timeLayout)}
-	if !i.EndedAt.IsZero() {
-		out.EndedAt = i.EndedAt.UTC().Format(timeLayout)
-	}
-	return json.Marshal(out)
+		StartedAt stamp.Time  `json:"started_at"`
+		EndedAt   *stamp.Time `json:"ended_at,omitempty"`
+	}{plain: plain(i), StartedAt: stamp.Time(i.StartedAt), EndedAt: stamp.Of(i.EndedAt)})
 }
 
 // proc is one background process: what is known of it, its kept output and its attachments.

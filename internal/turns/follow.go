@@ -11,6 +11,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/provider"
+	"github.com/hangar-dev/hangar/internal/stamp"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -234,17 +235,13 @@ func (s *Service) sendAfter(st *stream.Stream, key string, last *int64,
 	}
 }
 
-// timestampLayout is how an event's time is written: RFC 3339 in UTC with exactly
-// milliseconds, as every REST answer writes times.
-const timestampLayout = "2006-01-02T15:04:05.000Z"
-
 // eventJSON is an event's one JSON form, in a page and on a live stream alike; data is the
 // run-log line as written (a JSON string for a line that was not JSON, flagged invalid).
 type eventJSON struct {
 	Seq       int64           `json:"seq"`
 	JobSeq    int64           `json:"job_seq,omitempty"`
 	Turn      string          `json:"turn"`
-	TS        string          `json:"ts"`
+	TS        stamp.Time      `json:"ts"`
 	Type      string          `json:"type"`
 	Data      json.RawMessage `json:"data"`
 	Invalid   bool            `json:"invalid,omitempty"`
@@ -253,7 +250,7 @@ type eventJSON struct {
 
 // MarshalJSON writes the event as the API shows it.
 func (e Event) MarshalJSON() ([]byte, error) {
-	return json.Marshal(eventJSON{Seq: e.Seq, JobSeq: e.JobSeq, Turn: e.TurnID, TS: e.TS.UTC().Format(timestampLayout),
+	return json.Marshal(eventJSON{Seq: e.Seq, JobSeq: e.JobSeq, Turn: e.TurnID, TS: stamp.Time(e.TS),
 		Type: e.Type, Data: json.RawMessage(e.Data), Invalid: e.Invalid, Truncated: e.Truncated})
 }
 

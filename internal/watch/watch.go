@@ -21,6 +21,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/limits"
 	"github.com/hangar-dev/hangar/internal/sandbox"
+	"github.com/hangar-dev/hangar/internal/stamp"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -66,15 +67,15 @@ type Event struct {
 	Type string // create, write, remove, rename or chmod
 }
 
-// MarshalJSON writes the event as the API shows it: {seq, ts, name, type}, ts in UTC with
-// milliseconds.
+// MarshalJSON writes the event as the API shows it: {seq, ts, name, type}, ts as every time a
+// client sees (stamp's layout).
 func (e Event) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
-		Seq  int64  `json:"seq"`
-		TS   string `json:"ts"`
-		Name string `json:"name"`
-		Type string `json:"type"`
-	}{e.Seq, e.TS.UTC().Format("2006-01-02T15:04:05.000Z"), e.Name, e.Type})
+		Seq  int64      `json:"seq"`
+		TS   stamp.Time `json:"ts"`
+		Name string     `json:"name"`
+		Type string     `json:"type"`
+	}{e.Seq, stamp.Time(e.TS), e.Name, e.Type})
 }
 
 // Service holds the open watches. It is safe for concurrent use.

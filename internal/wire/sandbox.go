@@ -19,24 +19,26 @@ type Sandbox struct {
 
 // Process is a background process, as its owner sees it.
 type Process struct {
-	ID        string `json:"process_id"`
-	Sandbox   string `json:"sandbox"`
-	Owner     string `json:"owner"` // the id of the token that started it
-	User      string `json:"user"`  // that token's user
-	Command   string `json:"command"`
-	Cwd       string `json:"cwd,omitempty"`
-	PID       uint32 `json:"pid,omitempty"`
-	State     string `json:"state"`            // running, exited or lost
-	ExitCode  *int   `json:"exit_code"`        // set once exited; -1 for a death by signal
-	Status    string `json:"status,omitempty"` // e.g. "exit status 1", "signal: killed"
-	Adopted   bool   `json:"adopted,omitempty"`
-	Daemon    bool   `json:"daemon"`        // followed through the daemon (else polled)
-	PTY       bool   `json:"pty,omitempty"` // runs on a terminal
-	StartedAt Time   `json:"started_at"`
-	EndedAt   *Time  `json:"ended_at,omitempty"` // once it ended
+	ID       string `json:"process_id"`
+	Sandbox  string `json:"sandbox"`
+	Owner    string `json:"owner"` // the id of the token that started it
+	User     string `json:"user"`  // that token's user
+	Command  string `json:"command"`
+	Cwd      string `json:"cwd,omitempty"`
+	PID      uint32 `json:"pid,omitempty"`
+	State    string `json:"state"`            // running, exited or lost
+	ExitCode *int   `json:"exit_code"`        // set once exited; -1 for a death by signal
+	Status   string `json:"status,omitempty"` // e.g. "exit status 1", "signal: killed"
+	Adopted  bool   `json:"adopted,omitempty"`
+	Daemon   bool   `json:"daemon"`        // followed through the daemon (else polled)
+	PTY      bool   `json:"pty,omitempty"` // runs on a terminal
 	// The range of output offsets still kept: [output_start, output_end).
 	OutputStart int64 `json:"output_start"`
 	OutputEnd   int64 `json:"output_end"`
+	// The times come last, where the process's own JSON (its stream's end event) has them, and
+	// REST and MCP had them before wire.
+	StartedAt Time  `json:"started_at"`
+	EndedAt   *Time `json:"ended_at,omitempty"` // once it ended
 }
 
 // ProcessOutput is a process and its kept output from a since.

@@ -3,62 +3,20 @@
 // REST answers and MCP tool results are these types, and the CLI decodes into them, so one
 // entity has one shape whichever way it is read.
 //
-// wire imports no hangar package: it is not a server package, and the CLI may import it. Its
-// subpackage from turns the domain's values into these types (the transports use it).
+// wire imports no hangar package but stamp (the time layout, which the domain shares): it is
+// not a server package, and the CLI may import it. Its subpackage from turns the domain's
+// values into these types (the transports use it).
 package wire
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/stamp"
 )
 
-// Layout is how every time on the wire is written: RFC 3339 in UTC with exactly milliseconds
-// (what the store keeps), so that times sort as strings and parse alike. encoding/json's own
-// RFC3339Nano drops trailing zeros: .120Z, .12Z and no fraction at all.
-const Layout = "2006-01-02T15:04:05.000Z"
-
-// Time is a time as the wire writes it (Layout). It reads any RFC 3339 time.
-type Time time.Time
+// Time is a time as the wire writes it: stamp's layout, RFC 3339 in UTC with exactly
+// milliseconds. It reads any RFC 3339 time.
+type Time = stamp.Time
 
 // Stamp is t as a Time, or nil for the zero time (so a field can be null or left out).
-func Stamp(t time.Time) *Time {
-	if t.IsZero() {
-		return nil
-	}
-	ts := Time(t)
-	return &ts
-}
-
-// MarshalJSON writes t in Layout.
-func (t Time) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + time.Time(t).UTC().Format(Layout) + `"`), nil
-}
-
-// UnmarshalJSON reads an RFC 3339 time. null leaves t as it is, and "" is the zero time (how
-// MCP's tools once wrote a time not yet set).
-func (t *Time) UnmarshalJSON(b []byte) error {
-	switch string(b) {
-	case "null":
-		return nil
-	case `""`:
-		*t = Time{}
-		return nil
-	}
-	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
-		return fmt.Errorf("read time %s: not a JSON string", b)
-	}
-	v, err := time.Parse(time.RFC3339, string(b[1:len(b)-1]))
-	if err != nil {
-		return fmt.Errorf("read time: %w", err)
-	}
-	*t = Time(v)
-	return nil
-}
-
-// Time returns t as a time.Time (the zero time for a nil t).
-func (t *Time) Time() time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return time.Time(*t)
-}
+func Stamp(t time.Time) *Time { return stamp.Of(t) }

@@ -1,4 +1,4 @@
-package wire_test
+package stamp_test
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/hangar-dev/hangar/internal/wire"
+	"github.com/hangar-dev/hangar/internal/stamp"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -25,16 +25,16 @@ func TestTimesHaveOneLayout(t *testing.T) {
 		{time.Date(2026, 1, 2, 3, 4, 5, 123_456_789, time.UTC), `"2026-01-02T03:04:05.123Z"`},
 		{time.Date(2026, 1, 2, 4, 4, 5, 0, time.FixedZone("CET", 3600)), `"2026-01-02T03:04:05.000Z"`},
 	} {
-		got, err := json.Marshal(wire.Time(c.in))
+		got, err := json.Marshal(stamp.Time(c.in))
 		if err != nil || string(got) != c.want {
 			t.Errorf("%v: %s (%v), want %s", c.in, got, err, c.want)
 		}
-		var back wire.Time
+		var back stamp.Time
 		if err := json.Unmarshal(got, &back); err != nil || !time.Time(back).Equal(c.in.Truncate(time.Millisecond)) {
 			t.Errorf("%s reads back as %v (%v)", got, time.Time(back), err)
 		}
 	}
-	if wire.Stamp(time.Time{}) != nil {
+	if stamp.Of(time.Time{}) != nil {
 		t.Error("the zero time is not left out")
 	}
 }
@@ -44,8 +44,8 @@ func TestTimesHaveOneLayout(t *testing.T) {
 func TestTimeReads(t *testing.T) {
 	t.Parallel()
 	var s struct {
-		A wire.Time  `json:"a"`
-		B *wire.Time `json:"b"`
+		A stamp.Time  `json:"a"`
+		B *stamp.Time `json:"b"`
 	}
 	if err := json.Unmarshal([]byte(`{"a": "2026-01-02T04:04:05+01:00", "b": null}`), &s); err != nil {
 		t.Fatal(err)

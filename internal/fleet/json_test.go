@@ -1,0 +1,35 @@
+package fleet
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/stamp"
+)
+
+// TestFleetJSON pins the bytes a client sees of a fleet (a snapshot's data; its agent and inbox
+// events carry the same units and items) and of a ticket: times in UTC with exactly milliseconds.
+func TestFleetJSON(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 120_456_789, time.FixedZone("CET", 3600))
+	fl := Fleet{User: "ada",
+		Agents: []Unit{{ID: "s1", Name: "fix", Kind: "session", Agent: "claude", Sandbox: "box", SandboxState: "running",
+			State: "running", Turn: &TurnRef{ID: "t1", State: "running"}, Last: &Activity{Kind: "tool_call", Text: "Bash", At: stamp.Time(at)},
+			CostUSD: 0.25, StartedAt: stamp.Time(at), UpdatedAt: stamp.Time(at.Add(time.Second))}},
+		Inbox:   []InboxItem{{ID: "turn_failed:t0", Kind: "turn_failed", Agent: "s1", Text: "failed", At: stamp.Time(at)}},
+		Summary: Summary{Agents: 1, ByState: map[string]int{"running": 1}, CostTodayUSD: 0.25}}
+	for _, c := range []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"fleet", fl, `{"user":"ada","agents":[{"id":"s1","name":"fix","kind":"session","agent":"claude","sandbox":"box","sandbox_state":"running","state":"running","turn":{"id":"t1","state":"running"},"last":{"kind":"tool_call","text":"Bash","at":"2026-01-02T02:04:05.120Z"},"cost_usd":0.25,"started_at":"2026-01-02T02:04:05.120Z","updated_at":"2026-01-02T02:04:06.120Z"}],"inbox":[{"id":"turn_failed:t0","kind":"turn_failed","agent":"s1","text":"failed","at":"2026-01-02T02:04:05.120Z"}],"summary":{"agents":1,"by_state":{"running":1},"stuck":0,"inbox":0,"cost_today_usd":0.25}}`},
+		{"ticket", Ticket{Ticket: "tk", ExpiresAt: stamp.Time(at.Truncate(time.Second))}, `{"ticket":"tk","expires_at":"2026-01-02T02:04:05.000Z"}`},
+	} {
+		b, err := json.Marshal(c.v)
+		if err != nil || string(b) != c.want {
+			t.Errorf("%s: got %s (%v), want %s", c.name, b, err, c.want)
+		}
+	}
+}
