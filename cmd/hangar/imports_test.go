@@ -88,3 +88,14 @@ func TestDomainImportsNoWire(t *testing.T) {
 		}
 	}
 }
+
+// TestProblemImportsNoHangarPackage: the error table's mechanism sits below the domain, whose
+// errors declare what they mean with it; it reaches up to none of them.
+func TestProblemImportsNoHangarPackage(t *testing.T) {
+	t.Parallel()
+	for _, dep := range goList(t, `{{join .Deps " "}}`, "internal/problem") {
+		if strings.HasPrefix(dep, module) {
+			t.Errorf("internal/problem depends on %s", dep)
+		}
+	}
+}

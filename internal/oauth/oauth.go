@@ -39,6 +39,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/addrlimit"
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/ids"
+	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -237,10 +238,11 @@ func (s *Server) serverMetadata(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// Errors of this package, to be tested with errors.Is.
+// Errors of this package, to be tested with errors.Is; each says what it means to a client.
 var (
 	// ErrNoGrant means there is no grant of that id the caller may see (or it was revoked).
-	ErrNoGrant = errors.New("no such grant")
+	ErrNoGrant error = &problem.Sentinel{Text: "no such grant", Code: problem.CodeNotFound,
+		Message: "There is no such OAuth grant, or it is not yours."}
 )
 
 // oauthError is an error response of the token, registration and revocation endpoints
