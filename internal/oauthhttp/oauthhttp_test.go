@@ -1,4 +1,4 @@
-package oauth_test
+package oauthhttp_test
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/oauth"
+	"github.com/hangar-dev/hangar/internal/oauthhttp"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 )
@@ -72,6 +73,12 @@ func newFixture(t *testing.T, change func(*oauth.Config)) *fixture {
 // default).
 func newFixtureBound(t *testing.T, maxTokens int, change func(*oauth.Config)) *fixture {
 	t.Helper()
+	return newFixtureHTTP(t, maxTokens, change, nil)
+}
+
+// newFixtureHTTP is newFixtureBound with changes to the endpoints' own Config too.
+func newFixtureHTTP(t *testing.T, maxTokens int, change func(*oauth.Config), changeHTTP func(*oauthhttp.Config)) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	s, err := sqlite.Open(ctx, t.TempDir())
 	if err != nil {
@@ -119,8 +126,12 @@ func newFixtureBound(t *testing.T, maxTokens int, change func(*oauth.Config)) *f
 	if err != nil {
 		t.Fatal(err)
 	}
+	var hcfg oauthhttp.Config
+	if changeHTTP != nil {
+		changeHTTP(&hcfg)
+	}
 	r := chi.NewRouter()
-	r.Group(o.Routes)
+	r.Group(oauthhttp.New(o, hcfg).Routes)
 	h = r
 	return f
 }
