@@ -2,6 +2,7 @@ package main
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -38,11 +39,14 @@ func TestAuthImportsNeitherProviderNorSDK(t *testing.T) {
 	}
 }
 
-// TestTransportsImportNeitherStoreNorEnvd: rest and mcp reach stores and daemons only through
+// transports are the packages that serve HTTP to clients: they render the domain.
+var transports = []string{"internal/rest", "internal/mcp", "internal/oauthhttp"}
+
+// TestTransportsImportNeitherStoreNorEnvd: the transports reach stores and daemons only through
 // the domain, whose own types they render.
 func TestTransportsImportNeitherStoreNorEnvd(t *testing.T) {
 	t.Parallel()
-	for _, pkg := range []string{"internal/rest", "internal/mcp"} {
+	for _, pkg := range transports {
 		for _, imp := range goList(t, `{{join .Imports " "}}`, pkg) {
 			for _, banned := range []string{"internal/store", "internal/envd"} {
 				if imp == module+banned || strings.HasPrefix(imp, module+banned+"/") {
@@ -100,6 +104,34 @@ func TestOnlyServeImportsReplicas(t *testing.T) {
 	for _, pkg := range []string{"internal/rest", "internal/mcp", "internal/sandbox", "internal/process", "internal/turns", "internal/watch", "internal/fleet", "internal/stream"} {
 		for _, dep := range goList(t, `{{join .Deps " "}}`, pkg) {
 			if dep == module+"internal/replicas" {
+				t.Errorf("%s depends on %s", pkg, dep)
+			}
+		}
+	}
+}
+
+// TestProblemImportsNoHangarPackage: the error table's mechanism sits below the domain, whose
+// errors declare what they mean with it; it reaches up to none of them.
+func TestProblemImportsNoHangarPackage(t *testing.T) {
+	t.Parallel()
+	for _, dep := range goList(t, `{{join .Deps " "}}`, "internal/problem") {
+		if strings.HasPrefix(dep, module) {
+			t.Errorf("internal/problem depends on %s", dep)
+		}
+	}
+}
+
+// TestDomainImportsNoTransport: the domain is below the transports and never reaches up; the
+// OAuth server's rules (internal/oauth) serve no HTTP themselves (oauthhttp does).
+func TestDomainImportsNoTransport(t *testing.T) {
+	t.Parallel()
+	banned := []string{"github.com/go-chi/chi/v5", "github.com/modelcontextprotocol/go-sdk/auth", "html/template"}
+	for _, tr := range transports {
+		banned = append(banned, module+tr)
+	}
+	for _, pkg := range []string{"internal/oauth", "internal/auth", "internal/problem", "internal/sandbox", "internal/process", "internal/turns", "internal/watch", "internal/fleet", "internal/stream"} {
+		for _, dep := range goList(t, `{{join .Deps " "}}`, pkg) {
+			if slices.Contains(banned, dep) {
 				t.Errorf("%s depends on %s", pkg, dep)
 			}
 		}

@@ -257,7 +257,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	defer closeDomain() // after the shutdown below ended the streams: the followers return
 	rp.start(streams)
 
-	oauthServer, err := newOAuth(cfg, st, authn, streams, log)
+	oauthServer, oauthHTTP, err := newOAuth(cfg, st, authn, streams, log)
 	if err != nil {
 		return err
 	}
@@ -272,7 +272,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	go func() { mcpHandler.Run(rechecks); close(mcpRechecked) }()
 	defer func() { stopRechecks(); <-mcpRechecked }()
 
-	srv := rest.New(rest.Config{Auth: authn, Ready: readiness(st, cfg.DataDir), Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate, MCP: mcpHandler, OAuth: oauthServer,
+	srv := rest.New(rest.Config{Auth: authn, Ready: readiness(st, cfg.DataDir), Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate, MCP: mcpHandler, OAuth: oauthServer, OAuthHTTP: oauthHTTP,
 		Forward: rp.forwarder(streams), MetricsElsewhere: cfg.MetricsListen != ""})
 	if cfg.MetricsListen != "" {
 		stopMetrics, err := serveMetrics(cfg.MetricsListen, reg, log)

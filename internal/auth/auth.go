@@ -17,6 +17,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/ids"
 	"github.com/hangar-dev/hangar/internal/names"
+	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -67,6 +68,11 @@ type TokenLimitError struct {
 func (e *TokenLimitError) Error() string {
 	return fmt.Sprintf("user %s already holds %d live tokens and OAuth grants, the most one user may (HANGAR_TOKENS_MAX_PER_USER); "+
 		"revoke one no longer needed (DELETE /api/tokens/{id}, DELETE /api/oauth/grants/{id}) and try again", e.User, e.Max)
+}
+
+// Problem is a conflict, not a limit (409, not 429): waiting frees nothing, revoking does.
+func (e *TokenLimitError) Problem(err error) *problem.Problem {
+	return &problem.Problem{Code: problem.CodeConflict, Message: problem.Sentence(err.Error())}
 }
 
 // LimitFor is the error CreateToken gives for user's store.ErrLimit; the OAuth server gives it

@@ -5,9 +5,10 @@ package auth
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/problem"
 )
 
 // Scope is what a token may do.
@@ -82,28 +83,33 @@ func PrincipalFrom(ctx context.Context) (Principal, bool) {
 	return p, ok
 }
 
-// Errors of this package, to be tested with errors.Is. Transports map each to a status once.
+// Errors of this package, to be tested with errors.Is; each says what it means to a client.
 var (
 	// ErrNoToken means the request carried no bearer token.
-	ErrNoToken = errors.New("no bearer token")
+	ErrNoToken error = &problem.Sentinel{Text: "no bearer token", Code: problem.CodeUnauthorized,
+		Message: "This request needs a token: send 'Authorization: Bearer <token>'."}
 	// ErrUnknownToken means the token is not one hangar made or was given.
-	ErrUnknownToken = errors.New("unknown token")
+	ErrUnknownToken error = &problem.Sentinel{Text: "unknown token", Code: problem.CodeUnauthorized,
+		Message: "The token is not one hangar knows."}
 	// ErrRevoked means the token was revoked.
-	ErrRevoked = errors.New("token revoked")
+	ErrRevoked error = &problem.Sentinel{Text: "token revoked", Code: problem.CodeUnauthorized, Message: "The token was revoked."}
 	// ErrAudience means the token was issued for one resource (RFC 8707: an OAuth access token,
 	// for /mcp) and is presented at another.
-	ErrAudience = errors.New("token issued for another resource")
+	ErrAudience error = &problem.Sentinel{Text: "token issued for another resource", Code: problem.CodeUnauthorized,
+		Message: "The token was issued for another resource: an OAuth access token is good only at the /mcp it was issued for."}
 	// ErrExpired means the token's expiry has passed.
-	ErrExpired = errors.New("token expired")
+	ErrExpired error = &problem.Sentinel{Text: "token expired", Code: problem.CodeUnauthorized, Message: "The token has expired."}
 	// ErrForbidden means the token is valid but its scopes or binding do not allow the action.
-	ErrForbidden = errors.New("not allowed")
+	ErrForbidden error = &problem.Sentinel{Text: "not allowed", Code: problem.CodeForbidden, Message: "The token is not allowed to do that."}
 	// ErrInvalid means a request to make a token was malformed.
-	ErrInvalid = errors.New("invalid token request")
+	ErrInvalid error = &problem.Sentinel{Text: "invalid token request", Code: problem.CodeBadRequest, Message: "The token request is not valid."}
 	// ErrNotFound means no token of that id is visible to the caller.
-	ErrNotFound = errors.New("token not found")
+	ErrNotFound error = &problem.Sentinel{Text: "token not found", Code: problem.CodeNotFound, Message: "There is no such token."}
 	// ErrStatic means the token comes from the tokens file and can only be changed there.
-	ErrStatic = errors.New("static token")
+	ErrStatic error = &problem.Sentinel{Text: "static token", Code: problem.CodeConflict,
+		Message: "That token comes from the tokens file and can only be changed there."}
 	// ErrNoSandbox means a token was to be bound to a sandbox that does not exist or that the
 	// caller may not see: the two are one answer, so a token cannot probe other users' names.
-	ErrNoSandbox = errors.New("no such sandbox")
+	ErrNoSandbox error = &problem.Sentinel{Text: "no such sandbox", Code: problem.CodeNotFound,
+		Message: "There is no such sandbox, or it is not yours."}
 )

@@ -2,17 +2,17 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/problem"
 )
 
 // ErrNoSuchItem: the inbox has no item of that id (it was dismissed already, left the window,
-// or never was).
-var ErrNoSuchItem = errors.New("no such item in the inbox")
+// or never was). It comes wrapped with the item and why, which is what a client is told.
+var ErrNoSuchItem error = &problem.Sentinel{Text: "no such item in the inbox", Code: problem.CodeNotFound}
 
 // Dismiss takes an item out of p's own inbox for good: it is kept in the store, so every
 // replica and every later read leaves it out, and the followers of the fleet get an inbox event

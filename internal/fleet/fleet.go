@@ -9,7 +9,6 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -18,22 +17,26 @@ import (
 	"github.com/coder/quartz"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
-// Errors; a transport maps them with internal/problem.
+// Errors, to be tested with errors.Is; each says what it means to a client.
 var (
 	// ErrForbidden: the token may not see that fleet (not a person's token, or another
 	// person's fleet without the admin scope).
-	ErrForbidden = errors.New("not allowed to see that fleet")
+	ErrForbidden error = &problem.Sentinel{Text: "not allowed to see that fleet", Code: problem.CodeForbidden,
+		Message: "This token may not see that fleet."}
 	// ErrTicket: the ticket is unknown, used already, or expired.
-	ErrTicket = errors.New("the ticket is not valid: it is unknown, used already or expired")
-	// ErrTooManyTickets: the token holds as many unused tickets as it may.
-	ErrTooManyTickets = errors.New("too many unused tickets")
+	ErrTicket error = &problem.Sentinel{Text: "the ticket is not valid: it is unknown, used already or expired", Code: problem.CodeUnauthorized,
+		Message: "The ticket is not valid: it is unknown, used already or expired; ask for a new one (POST /api/fleet/tickets)."}
+	// ErrTooManyTickets: the token holds as many unused tickets as it may; it comes wrapped
+	// with the bound, which is what a client is told.
+	ErrTooManyTickets error = &problem.Sentinel{Text: "too many unused tickets", Code: problem.CodeLimit, RetryAfter: 10 * time.Second, Quiet: true}
 	// ErrInvalid: the request names no user there could be.
-	ErrInvalid = errors.New("invalid fleet request")
+	ErrInvalid error = &problem.Sentinel{Text: "invalid fleet request", Code: problem.CodeBadRequest, Message: "The fleet request is not valid."}
 )
 
 // Config configures a Service.

@@ -11,18 +11,18 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
-// client is a client as the endpoints see it, however it is known.
-type client struct {
+// Client is a client as the endpoints see it, however it is known.
+type Client struct {
 	ID           string
 	Name         string
 	RedirectURIs []string
@@ -37,34 +37,34 @@ const (
 )
 
 // errUnknownClient is invalid_client: the client id is not one hangar knows or can fetch.
-func errUnknownClient(format string, args ...any) *oauthError {
-	return &oauthError{status: http.StatusUnauthorized, Code: "invalid_client", Description: fmt.Sprintf(format, args...)}
+func errUnknownClient(format string, args ...any) *Error {
+	return &Error{Code: "invalid_client", Description: fmt.Sprintf(format, args...)}
 }
 
 // lookupClient finds the client id: a Client ID Metadata Document when id is an https URL, else
-// a registered client. Its errors are *oauthError invalid_client (or a store failure).
-func (s *Server) lookupClient(ctx context.Context, id string) (client, error) {
+// a registered client. Its errors are *Error invalid_client (or a store failure).
+func (s *Server) lookupClient(ctx context.Context, id string) (Client, error) {
 	if id == "" {
-		return client{}, badRequest("invalid_request", "client_id is missing.")
+		return Client{}, badRequest("invalid_request", "client_id is missing.")
 	}
 	if strings.HasPrefix(id, "https://") || strings.HasPrefix(id, "http://") {
 		u, err := url.Parse(id)
 		if err != nil || len(id) > maxURILen {
-			return client{}, errUnknownClient("The client id is not a valid URL.")
+			return Client{}, errUnknownClient("The client id is not a valid URL.")
 		}
 		if err := s.clientIDAllowed(u); err != nil {
-			return client{}, errUnknownClient("The client id URL cannot be used: %v.", err)
+			return Client{}, errUnknownClient("The client id URL cannot be used: %v.", err)
 		}
 		return s.cachedClient(ctx, id)
 	}
 	c, err := s.cfg.Store.GetOAuthClient(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return client{}, errUnknownClient("The client id is not one registered here; register at %s.", s.cfg.Issuer+RegisterPath)
+		return Client{}, errUnknownClient("The client id is not one registered here; register at %s.", s.cfg.Issuer+RegisterPath)
 	}
 	if err != nil {
-		return client{}, err
+		return Client{}, err
 	}
-	return client{ID: c.ID, Name: c.Name, RedirectURIs: c.RedirectURIs}, nil
+	return Client{ID: c.ID, Name: c.Name, RedirectURIs: c.RedirectURIs}, nil
 }
 
 // clientIDAllowed reports whether a Client ID Metadata Document may be fetched from u:
@@ -93,12 +93,12 @@ func (s *Server) clientIDAllowed(u *url.URL) error {
 // Document cannot be used, whatever the reason: the reason (a network error, a status, what
 // the document holds) would tell whoever chose the URL about the network hangar runs in, so
 // it goes to the log only.
-func errBadDocument(id string) *oauthError {
+func errBadDocument(id string) *Error {
 	return errUnknownClient("The client's metadata document could not be fetched, or is not one hangar can use; the server log says why.")
 }
 
 // badDocument logs why the document at id cannot be used and returns errBadDocument.
-func (s *Server) badDocument(id, why string, args ...any) *oauthError {
+func (s *Server) badDocument(id, why string, args ...any) *Error {
 	s.log.Warn("oauth client metadata document refused", "client_id", id, "why", fmt.Sprintf(why, args...))
 	return errBadDocument(id)
 }
@@ -107,23 +107,23 @@ func (s *Server) badDocument(id, why string, args ...any) *oauthError {
 // (draft-ietf-oauth-client-id-metadata-document): JSON whose client_id is id itself. id has
 // passed clientIDAllowed. The fetch connects only to the addresses Config.ClientIDAddrAllowed
 // allows (fetchHTTPClient).
-func (s *Server) fetchClient(ctx context.Context, id string) (client, error) {
+func (s *Server) fetchClient(ctx context.Context, id string) (Client, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, id, nil)
 	if err != nil {
-		return client{}, s.badDocument(id, "make the request: %v", err)
+		return Client{}, s.badDocument(id, "make the request: %v", err)
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := s.fetch.Do(req)
 	if err != nil {
-		return client{}, s.badDocument(id, "fetch: %v", err)
+		return Client{}, s.badDocument(id, "fetch: %v", err)
 	}
 	defer resp.Body.Close()
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); resp.StatusCode != http.StatusOK || mt != "application/json" {
-		return client{}, s.badDocument(id, "answered %d %s, not 200 with JSON", resp.StatusCode, resp.Header.Get("Content-Type"))
+		return Client{}, s.badDocument(id, "answered %d %s, not 200 with JSON", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxDocument+1))
 	if err != nil || len(body) > maxDocument {
-		return client{}, s.badDocument(id, "could not be read whole (at most %d bytes): %v", maxDocument, err)
+		return Client{}, s.badDocument(id, "could not be read whole (at most %d bytes): %v", maxDocument, err)
 	}
 	var doc struct { // the fields hangar uses; the rest is the client's own
 		ClientID                string   `json:"client_id"`
@@ -132,18 +132,18 @@ func (s *Server) fetchClient(ctx context.Context, id string) (client, error) {
 		TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil {
-		return client{}, s.badDocument(id, "not valid JSON: %v", err)
+		return Client{}, s.badDocument(id, "not valid JSON: %v", err)
 	}
 	if doc.ClientID != id {
-		return client{}, s.badDocument(id, "names client_id %q, not its own URL", doc.ClientID)
+		return Client{}, s.badDocument(id, "names client_id %q, not its own URL", doc.ClientID)
 	}
 	if m := doc.TokenEndpointAuthMethod; m != "" && m != "none" {
-		return client{}, s.badDocument(id, "asks for token_endpoint_auth_method %q; hangar takes public clients only (none)", m)
+		return Client{}, s.badDocument(id, "asks for token_endpoint_auth_method %q; hangar takes public clients only (none)", m)
 	}
 	if err := checkRedirectURIs(doc.RedirectURIs); err != nil {
-		return client{}, s.badDocument(id, "%s", err.Description)
+		return Client{}, s.badDocument(id, "%s", err.Description)
 	}
-	return client{ID: id, Name: clientName(doc.ClientName, doc.RedirectURIs), RedirectURIs: doc.RedirectURIs}, nil
+	return Client{ID: id, Name: clientName(doc.ClientName, doc.RedirectURIs), RedirectURIs: doc.RedirectURIs}, nil
 }
 
 // clientName is a client's name for the consent page and the tokens list: the name it gives,
@@ -164,12 +164,12 @@ func clientName(name string, redirects []string) string {
 // checkRedirectURIs checks a client's redirect URIs: 1 to maxRedirectURIs absolute URLs,
 // https or http on a loopback address (a native app's listener, RFC 8252 §7.3), without a
 // fragment (RFC 6749 §3.1.2).
-func checkRedirectURIs(uris []string) *oauthError {
+func checkRedirectURIs(uris []string) *Error {
 	if len(uris) == 0 || len(uris) > maxRedirectURIs {
-		return &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri", Description: fmt.Sprintf("Give 1 to %d redirect_uris.", maxRedirectURIs)}
+		return &Error{Code: "invalid_redirect_uri", Description: fmt.Sprintf("Give 1 to %d redirect_uris.", maxRedirectURIs)}
 	}
-	bad := func(i int, why string) *oauthError {
-		return &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri", Description: fmt.Sprintf("redirect_uris[%d] %s.", i, why)}
+	bad := func(i int, why string) *Error {
+		return &Error{Code: "invalid_redirect_uri", Description: fmt.Sprintf("redirect_uris[%d] %s.", i, why)}
 	}
 	for i, s := range uris {
 		u, err := url.Parse(s)
@@ -210,61 +210,22 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// registration is the response to a registration (RFC 7591 §3.2.1).
-type registration struct {
-	ClientID         string `json:"client_id"`
-	ClientIDIssuedAt int64  `json:"client_id_issued_at"`
-	oauthex.ClientRegistrationMetadata
+// Registered is a client just registered: its id, when, and what hangar keeps of its metadata.
+type Registered struct {
+	ID       string
+	IssuedAt time.Time
+	Metadata oauthex.ClientRegistrationMetadata
 }
 
-// register is dynamic client registration (RFC 7591). Clients are public: whatever
+// Register is dynamic client registration (RFC 7591). Clients are public: whatever
 // token_endpoint_auth_method is asked for, the answer is none (§3.2.1 lets the server replace
-// a requested value), and they prove themselves with PKCE.
-func (s *Server) register(w http.ResponseWriter, r *http.Request) {
-	if ok, why := s.allowed(w, r, s.cfg.RegisterLimit); !ok {
-		s.writeOAuthError(w, r, &oauthError{status: http.StatusTooManyRequests, Code: "temporarily_unavailable",
-			Description: why + " Open registration is limited per address (HANGAR_OAUTH_REGISTER_PER_MINUTE)."})
-		return
-	}
-	var meta oauthex.ClientRegistrationMetadata
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxForm))
-	if err := dec.Decode(&meta); err != nil {
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			s.writeOAuthError(w, r, bodyTimeout)
-			return
-		}
-		s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "The body must be the client's metadata as JSON (RFC 7591)."))
-		return
-	}
+// a requested value), and they prove themselves with PKCE. A refusal is an *Error.
+func (s *Server) Register(ctx context.Context, meta oauthex.ClientRegistrationMetadata) (Registered, error) {
 	if err := checkRedirectURIs(meta.RedirectURIs); err != nil {
-		s.writeOAuthError(w, r, err)
-		return
+		return Registered{}, err
 	}
-	switch meta.ApplicationType { // OpenID Connect Registration §2, which the 2026-07-28 revision asks for
-	case "", "native":
-	case "web":
-		for _, u := range meta.RedirectURIs {
-			if !strings.HasPrefix(u, "https://") {
-				s.writeOAuthError(w, r, &oauthError{status: http.StatusBadRequest, Code: "invalid_redirect_uri",
-					Description: "A web application's redirect URIs must be https (a native application's may be http on a loopback address)."})
-				return
-			}
-		}
-	default:
-		s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "application_type must be web or native."))
-		return
-	}
-	for _, g := range meta.GrantTypes {
-		if g != "authorization_code" && g != "refresh_token" {
-			s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "A grant type asked for is not offered; hangar offers authorization_code and refresh_token."))
-			return
-		}
-	}
-	for _, t := range meta.ResponseTypes {
-		if t != "code" {
-			s.writeOAuthError(w, r, badRequest("invalid_client_metadata", "A response type asked for is not offered; hangar offers code."))
-			return
-		}
+	if err := checkRegistration(meta); err != nil {
+		return Registered{}, err
 	}
 	// The answer holds what hangar keeps and acts on, nothing it did not check.
 	out := oauthex.ClientRegistrationMetadata{RedirectURIs: meta.RedirectURIs, ClientName: clientName(meta.ClientName, meta.RedirectURIs),
@@ -272,24 +233,39 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	if len(out.GrantTypes) == 0 {
 		out.GrantTypes = []string{"authorization_code", "refresh_token"}
 	}
-	meta = out
 	now := s.cfg.Now()
-	c := store.OAuthClient{ID: newID("hc_"), Name: meta.ClientName, RedirectURIs: meta.RedirectURIs, CreatedAt: now}
-	if err := s.cfg.Store.CreateOAuthClient(r.Context(), c); err != nil {
-		s.writeOAuthError(w, r, err)
-		return
+	c := store.OAuthClient{ID: newID("hc_"), Name: out.ClientName, RedirectURIs: out.RedirectURIs, CreatedAt: now}
+	if err := s.cfg.Store.CreateOAuthClient(ctx, c); err != nil {
+		return Registered{}, err
 	}
-	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusCreated, registration{ClientID: c.ID, ClientIDIssuedAt: now.Unix(), ClientRegistrationMetadata: meta})
+	return Registered{ID: c.ID, IssuedAt: now, Metadata: out}, nil
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
+// checkRegistration checks what a registration asks for besides its redirect URIs: the
+// application type (OpenID Connect Registration §2, which the 2026-07-28 revision asks for),
+// grant types and response types hangar offers.
+func checkRegistration(meta oauthex.ClientRegistrationMetadata) *Error {
+	switch meta.ApplicationType {
+	case "", "native":
+	case "web":
+		for _, u := range meta.RedirectURIs {
+			if !strings.HasPrefix(u, "https://") {
+				return &Error{Code: "invalid_redirect_uri",
+					Description: "A web application's redirect URIs must be https (a native application's may be http on a loopback address)."}
+			}
+		}
+	default:
+		return badRequest("invalid_client_metadata", "application_type must be web or native.")
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	for _, g := range meta.GrantTypes {
+		if g != "authorization_code" && g != "refresh_token" {
+			return badRequest("invalid_client_metadata", "A grant type asked for is not offered; hangar offers authorization_code and refresh_token.")
+		}
+	}
+	for _, t := range meta.ResponseTypes {
+		if t != "code" {
+			return badRequest("invalid_client_metadata", "A response type asked for is not offered; hangar offers code.")
+		}
+	}
+	return nil
 }

@@ -101,7 +101,7 @@ type docCache struct {
 }
 
 type cachedDoc struct {
-	c     client
+	c     Client
 	err   error
 	until time.Time
 }
@@ -142,13 +142,13 @@ func (dc *docCache) put(id string, d cachedDoc, now time.Time) {
 
 // cachedClient is fetchClient through the cache. A fetch cut short by the request's own end
 // is not kept.
-func (s *Server) cachedClient(ctx context.Context, id string) (client, error) {
+func (s *Server) cachedClient(ctx context.Context, id string) (Client, error) {
 	now := s.cfg.Now()
 	if d, ok := s.docs.get(id, now); ok {
 		return d.c, d.err
 	}
 	c, err := s.fetchClient(ctx, id)
-	var oe *oauthError
+	var oe *Error
 	switch {
 	case err == nil:
 		s.docs.put(id, cachedDoc{c: c, until: now.Add(docTTL)}, now)

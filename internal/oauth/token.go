@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
@@ -18,80 +17,40 @@ import (
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
-// tokenResponse is a successful token response (RFC 6749 §5.1).
-type tokenResponse struct {
-	AccessToken  string `json:"access_token"`
-	TokenType    string `json:"token_type"`
-	ExpiresIn    int64  `json:"expires_in"`
-	RefreshToken string `json:"refresh_token"`
-	Scope        string `json:"scope"`
+// Tokens is what a token request yields (RFC 6749 §5.1): a bearer access token that expires
+// in ExpiresIn seconds, a refresh token, and the scopes granted (space-separated).
+type Tokens struct {
+	Access    string
+	ExpiresIn int64
+	Refresh   string
+	Scope     string
 }
 
 // pkceVerifier is a code verifier (RFC 7636 §4.1).
 var pkceVerifier = regexp.MustCompile(`^[A-Za-z0-9._~-]{43,128}$`)
 
-func invalidGrant(format string, args ...any) *oauthError {
+func invalidGrant(format string, args ...any) *Error {
 	return badRequest("invalid_grant", format, args...)
 }
 
-// token is POST /oauth/token: the authorization_code and refresh_token grants.
-func (s *Server) token(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Pragma", "no-cache")
-	form, oe := parseForm(w, r)
-	if oe != nil {
-		s.writeOAuthError(w, r, oe)
-		return
-	}
-	clientID, oe := clientOf(r, form)
-	if oe != nil {
-		s.writeOAuthError(w, r, oe)
-		return
-	}
-	if err := s.knownClient(r.Context(), clientID); err != nil {
-		s.writeOAuthError(w, r, err)
-		return
+// Token answers a token request of clientID (the authorization_code and refresh_token
+// grants) with form's parameters. A refusal is an *Error.
+func (s *Server) Token(ctx context.Context, clientID string, form url.Values) (Tokens, error) {
+	if err := s.knownClient(ctx, clientID); err != nil {
+		return Tokens{}, err
 	}
 	if res := form.Get("resource"); res != "" && res != s.Resource() {
-		s.writeOAuthError(w, r, badRequest("invalid_target", "The resource is not this server's; it is %s.", s.Resource()))
-		return
+		return Tokens{}, badRequest("invalid_target", "The resource is not this server's; it is %s.", s.Resource())
 	}
-	var (
-		resp tokenResponse
-		err  error
-	)
 	switch gt := form.Get("grant_type"); gt {
 	case "authorization_code":
-		resp, err = s.exchangeCode(r.Context(), clientID, form)
+		return s.exchangeCode(ctx, clientID, form)
 	case "refresh_token":
-		resp, err = s.refresh(r.Context(), clientID, form)
+		return s.refresh(ctx, clientID, form)
 	case "":
-		err = badRequest("invalid_request", "grant_type is missing.")
-	default:
-		err = badRequest("unsupported_grant_type", "The grant type is not offered; hangar offers authorization_code and refresh_token.")
+		return Tokens{}, badRequest("invalid_request", "grant_type is missing.")
 	}
-	if err != nil {
-		s.writeOAuthError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, resp)
-}
-
-// clientOf is the client id of a token or revocation request: the client_id parameter, or
-// the user of HTTP Basic authentication (with an empty password: clients are public).
-func clientOf(r *http.Request, form url.Values) (string, *oauthError) {
-	id := form.Get("client_id")
-	if u, _, ok := r.BasicAuth(); ok {
-		if u, err := url.QueryUnescape(u); err == nil && (id == "" || id == u) {
-			id = u
-		} else {
-			return "", badRequest("invalid_request", "The client is named twice, differently.")
-		}
-	}
-	if id == "" {
-		return "", errUnknownClient("client_id is missing.")
-	}
-	return id, nil
+	return Tokens{}, badRequest("unsupported_grant_type", "The grant type is not offered; hangar offers authorization_code and refresh_token.")
 }
 
 // knownClient checks that a client id at the token endpoint is one hangar knows: registered,
@@ -114,42 +73,42 @@ func (s *Server) knownClient(ctx context.Context, id string) error {
 
 // exchangeCode redeems an authorization code (RFC 6749 §4.1.3, RFC 7636 §4.6). A code used a
 // second time revokes the grant the first use made (RFC 6749 §4.1.2).
-func (s *Server) exchangeCode(ctx context.Context, clientID string, form url.Values) (tokenResponse, error) {
+func (s *Server) exchangeCode(ctx context.Context, clientID string, form url.Values) (Tokens, error) {
 	code := form.Get("code")
 	if code == "" {
-		return tokenResponse{}, badRequest("invalid_request", "code is missing.")
+		return Tokens{}, badRequest("invalid_request", "code is missing.")
 	}
 	c, err := s.cfg.Store.UseOAuthCode(ctx, hash(code), s.cfg.Now())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return tokenResponse{}, invalidGrant("The authorization code is not one hangar issued.")
+		return Tokens{}, invalidGrant("The authorization code is not one hangar issued.")
 	case errors.Is(err, store.ErrUsed):
 		g, gerr := s.cfg.Store.GetOAuthGrant(ctx, c.GrantID)
 		if gerr == nil && g.ClientID == clientID {
 			s.revokeGrant(ctx, c.GrantID)
 		}
-		return tokenResponse{}, invalidGrant("The authorization code was used already; the tokens issued with it are revoked.")
+		return Tokens{}, invalidGrant("The authorization code was used already; the tokens issued with it are revoked.")
 	case err != nil:
-		return tokenResponse{}, err
+		return Tokens{}, err
 	}
 	g, err := s.cfg.Store.GetOAuthGrant(ctx, c.GrantID)
 	if err != nil {
-		return tokenResponse{}, err
+		return Tokens{}, err
 	}
 	switch {
 	case g.ClientID != clientID:
-		return tokenResponse{}, invalidGrant("The authorization code was issued to another client.")
+		return Tokens{}, invalidGrant("The authorization code was issued to another client.")
 	case !s.cfg.Now().Before(c.ExpiresAt):
-		return tokenResponse{}, invalidGrant("The authorization code has expired; authorize again.")
+		return Tokens{}, invalidGrant("The authorization code has expired; authorize again.")
 	case c.RedirectURI != "" && form.Get("redirect_uri") != c.RedirectURI: // "": the request named none
-		return tokenResponse{}, invalidGrant("redirect_uri is not the one the code was issued for.")
+		return Tokens{}, invalidGrant("redirect_uri is not the one the code was issued for.")
 	case !pkceVerifier.MatchString(form.Get("code_verifier")):
-		return tokenResponse{}, invalidGrant("code_verifier is missing or malformed (43 to 128 of A-Z a-z 0-9 - . _ ~).")
+		return Tokens{}, invalidGrant("code_verifier is missing or malformed (43 to 128 of A-Z a-z 0-9 - . _ ~).")
 	case !s256Matches(form.Get("code_verifier"), c.CodeChallenge):
-		return tokenResponse{}, invalidGrant("code_verifier does not match the code challenge (PKCE).")
+		return Tokens{}, invalidGrant("code_verifier does not match the code challenge (PKCE).")
 	}
 	if !g.RevokedAt.IsZero() {
-		return tokenResponse{}, invalidGrant("The grant was revoked.")
+		return Tokens{}, invalidGrant("The grant was revoked.")
 	}
 	return s.issue(ctx, g)
 }
@@ -163,56 +122,56 @@ func s256Matches(verifier, challenge string) bool {
 // refresh redeems a refresh token for a new access token and a new refresh token. A refresh
 // token used a second time revokes its whole grant: either the client or a thief holds a copy
 // (OAuth 2.1 §4.3.1, refresh token rotation).
-func (s *Server) refresh(ctx context.Context, clientID string, form url.Values) (tokenResponse, error) {
+func (s *Server) refresh(ctx context.Context, clientID string, form url.Values) (Tokens, error) {
 	rt := form.Get("refresh_token")
 	if rt == "" {
-		return tokenResponse{}, badRequest("invalid_request", "refresh_token is missing.")
+		return Tokens{}, badRequest("invalid_request", "refresh_token is missing.")
 	}
 	// Whose it is is checked before it is used: another client's attempt must neither spend it
 	// (its own client's next refresh would then read as a reuse and revoke the grant) nor
 	// revoke anything. A grant's client never changes, so the check cannot go stale.
 	grantID, err := s.cfg.Store.OAuthRefreshGrant(ctx, hash(rt))
 	if errors.Is(err, store.ErrNotFound) {
-		return tokenResponse{}, invalidGrant("The refresh token is not one hangar issued.")
+		return Tokens{}, invalidGrant("The refresh token is not one hangar issued.")
 	} else if err != nil {
-		return tokenResponse{}, err
+		return Tokens{}, err
 	}
 	if g, err := s.cfg.Store.GetOAuthGrant(ctx, grantID); err != nil {
-		return tokenResponse{}, err
+		return Tokens{}, err
 	} else if g.ClientID != clientID {
-		return tokenResponse{}, invalidGrant("The refresh token was issued to another client.")
+		return Tokens{}, invalidGrant("The refresh token was issued to another client.")
 	}
 	ref, err := s.cfg.Store.UseOAuthRefresh(ctx, hash(rt), s.cfg.Now())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return tokenResponse{}, invalidGrant("The refresh token is not one hangar issued.")
+		return Tokens{}, invalidGrant("The refresh token is not one hangar issued.")
 	case errors.Is(err, store.ErrUsed):
 		g, gerr := s.cfg.Store.GetOAuthGrant(ctx, ref.GrantID)
 		if gerr == nil && !g.RevokedAt.IsZero() { // revoking a grant spends its refresh tokens
-			return tokenResponse{}, invalidGrant("The grant was revoked; authorize again.")
+			return Tokens{}, invalidGrant("The grant was revoked; authorize again.")
 		}
 		if gerr == nil {
 			s.log.Warn("an oauth refresh token was used twice; its grant is revoked", "grant", g.ID, "client", g.ClientID, "user", g.User)
 			s.revokeGrant(ctx, g.ID)
 		}
-		return tokenResponse{}, invalidGrant("The refresh token was used already, so the grant is revoked; authorize again.")
+		return Tokens{}, invalidGrant("The refresh token was used already, so the grant is revoked; authorize again.")
 	case err != nil:
-		return tokenResponse{}, err
+		return Tokens{}, err
 	}
 	g, err := s.cfg.Store.GetOAuthGrant(ctx, ref.GrantID)
 	if err != nil {
-		return tokenResponse{}, err
+		return Tokens{}, err
 	}
 	switch {
 	case !g.RevokedAt.IsZero():
-		return tokenResponse{}, invalidGrant("The grant was revoked; authorize again.")
+		return Tokens{}, invalidGrant("The grant was revoked; authorize again.")
 	case !s.cfg.Now().Before(ref.ExpiresAt):
-		return tokenResponse{}, invalidGrant("The refresh token has expired; authorize again.")
+		return Tokens{}, invalidGrant("The refresh token has expired; authorize again.")
 	}
 	if sc := strings.Fields(form.Get("scope")); len(sc) > 0 {
 		for _, x := range sc {
-			if x != offlineAccess && !slices.Contains(g.Scopes, x) {
-				return tokenResponse{}, badRequest("invalid_scope", "A scope asked for was not granted.")
+			if x != OfflineAccess && !slices.Contains(g.Scopes, x) {
+				return Tokens{}, badRequest("invalid_scope", "A scope asked for was not granted.")
 			}
 		}
 	}
@@ -223,14 +182,14 @@ func (s *Server) refresh(ctx context.Context, clientID string, form url.Values) 
 // consented, through the token they signed in with: while that token is valid the grant's
 // tokens are made by the same rules as any token it makes (no wider, no longer-lived); once it
 // is revoked or expired, the grant is revoked too.
-func (s *Server) issue(ctx context.Context, g store.OAuthGrant) (tokenResponse, error) {
+func (s *Server) issue(ctx context.Context, g store.OAuthGrant) (Tokens, error) {
 	by, err := s.cfg.Auth.Principal(ctx, g.ConsentToken)
 	if auth.Dead(err) {
 		s.revokeGrant(ctx, g.ID)
-		return tokenResponse{}, invalidGrant("The token the person signed in with to consent is no longer valid (%v), so the grant is revoked; authorize again.", err)
+		return Tokens{}, invalidGrant("The token the person signed in with to consent is no longer valid (%v), so the grant is revoked; authorize again.", err)
 	}
 	if err != nil {
-		return tokenResponse{}, err
+		return Tokens{}, err
 	}
 	var scopes []auth.Scope
 	for _, sc := range g.Scopes {
@@ -241,19 +200,19 @@ func (s *Server) issue(ctx context.Context, g store.OAuthGrant) (tokenResponse, 
 		Description: "OAuth: " + g.ClientName, Audience: g.Resource})
 	if err != nil {
 		if errors.Is(err, auth.ErrForbidden) || errors.Is(err, auth.ErrInvalid) || errors.Is(err, auth.ErrNoSandbox) {
-			return tokenResponse{}, invalidGrant("The grant can no longer be honoured: %v.", err)
+			return Tokens{}, invalidGrant("The grant can no longer be honoured: %v.", err)
 		}
-		return tokenResponse{}, err
+		return Tokens{}, err
 	}
-	secret := newSecret("hgr_rt_")
+	secret := NewSecret("hgr_rt_")
 	ref := &store.OAuthRefresh{Hash: hash(secret), GrantID: g.ID, ExpiresAt: now.Add(s.cfg.RefreshTTL)}
 	if err := s.cfg.Store.AddOAuthToken(ctx, g.ID, t, ref); errors.Is(err, store.ErrNotFound) {
-		return tokenResponse{}, invalidGrant("The grant was revoked; authorize again.")
+		return Tokens{}, invalidGrant("The grant was revoked; authorize again.")
 	} else if err != nil {
-		return tokenResponse{}, fmt.Errorf("store access token: %w", err)
+		return Tokens{}, fmt.Errorf("store access token: %w", err)
 	}
 	expiresIn := int64(c.Token.ExpiresAt.Sub(now).Seconds())
-	return tokenResponse{AccessToken: c.Secret, TokenType: "Bearer", ExpiresIn: expiresIn, RefreshToken: secret, Scope: strings.Join(g.Scopes, " ")}, nil
+	return Tokens{Access: c.Secret, ExpiresIn: expiresIn, Refresh: secret, Scope: strings.Join(g.Scopes, " ")}, nil
 }
 
 // accessExpiry is when an access token made now through by expires: after ttl, but no later
@@ -279,37 +238,21 @@ func (s *Server) revokeGrant(ctx context.Context, id string) {
 	}
 }
 
-// revoke is POST /oauth/revoke (RFC 7009). A refresh token revokes its whole grant; an access
-// token only itself. An unknown token, or another client's, is answered 200 all the same
-// (§2.2: the client cannot act on the difference, and a probe learns nothing).
-func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Cache-Control", "no-store")
-	form, oe := parseForm(w, r)
-	if oe != nil {
-		s.writeOAuthError(w, r, oe)
-		return
-	}
-	clientID, oe := clientOf(r, form)
-	if oe != nil {
-		s.writeOAuthError(w, r, oe)
-		return
-	}
+// Revoke is a revocation request of clientID (RFC 7009). A refresh token revokes its whole
+// grant; an access token only itself. An unknown token, or another client's, is no error
+// (§2.2: the client cannot act on the difference, and a probe learns nothing). A refusal of
+// the request itself is an *Error.
+func (s *Server) Revoke(ctx context.Context, clientID string, form url.Values) error {
 	tok := form.Get("token")
 	if tok == "" {
-		s.writeOAuthError(w, r, badRequest("invalid_request", "token is missing."))
-		return
+		return badRequest("invalid_request", "token is missing.")
 	}
 	switch hint := form.Get("token_type_hint"); hint {
 	case "", "access_token", "refresh_token":
 	default:
-		s.writeOAuthError(w, r, badRequest("unsupported_token_type", "token_type_hint is not one hangar issues (access_token, refresh_token)."))
-		return
+		return badRequest("unsupported_token_type", "token_type_hint is not one hangar issues (access_token, refresh_token).")
 	}
-	if err := s.revokeToken(r.Context(), clientID, tok); err != nil {
-		s.writeOAuthError(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
+	return s.revokeToken(ctx, clientID, tok)
 }
 
 func (s *Server) revokeToken(ctx context.Context, clientID, tok string) error {

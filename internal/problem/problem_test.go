@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/fleet"
 	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/provider"
@@ -49,6 +50,12 @@ func TestOf(t *testing.T) {
 		{err: store.ErrUnavailable, code: problem.CodeUnavailable, says: "does not answer", retryAfter: true},
 		{err: fmt.Errorf("create: %w", fmt.Errorf("image foo:1 is not pulled; run docker pull foo:1: %w", provider.ErrImageMissing)),
 			code: problem.CodeBadRequest, says: "Image foo:1 is not pulled; run docker pull foo:1."},
+		{err: fmt.Errorf("create: %w: %w", sandbox.ErrInvalid, fmt.Errorf("image foo:1 is not pulled: %w", provider.ErrImageMissing)),
+			code: problem.CodeBadRequest, says: "Image foo:1 is not pulled."},
+		{err: fmt.Errorf("%w: sandbox box failed: its daemon is not running", sandbox.ErrState),
+			code: problem.CodeConflict, says: "Sandbox box failed: its daemon is not running."},
+		{err: &auth.TokenLimitError{User: "ann", Max: 3}, code: problem.CodeConflict, says: "Op: user ann already holds 3", noDetail: true},
+		{err: fmt.Errorf("%w: %q is not in your inbox", fleet.ErrNoSuchItem, "i_1"), code: problem.CodeNotFound, says: `Op: no such item in the inbox: "i_1" is not in your inbox.`},
 		{err: &sandbox.DiedError{Sandbox: "box", Part: sandbox.PartDaemon, State: "failed", Reason: "gone"},
 			code: problem.CodeUnavailable, says: "daemon of sandbox box", noDetail: true},
 		{err: errors.New("disk on fire"), code: problem.CodeInternal, says: "inside hangar"},
@@ -94,6 +101,64 @@ func TestOfTerminal(t *testing.T) {
 		}
 		if tc.code != problem.CodeUnavailable && p.Detail != "" {
 			t.Errorf("%v: detail %q, want none", tc.err, p.Detail)
+		}
+	}
+}
+
+// carrier is a Carrier wrapping next, as a domain error type is.
+type carrier struct {
+	says string // "": nothing to say
+	next error
+}
+
+func (c *carrier) Error() string { return "carrier " + c.says }
+func (c *carrier) Unwrap() error { return c.next }
+func (c *carrier) Problem(error) *problem.Problem {
+	if c.says == "" {
+		return nil
+	}
+	return &problem.Problem{Code: problem.CodeConflict, Message: c.says}
+}
+
+// TestOfOrder: of several errors that say what they mean, an error speaks before what it
+// wraps, and in "%w: %w" the second (the cause) before the first (the kind); an error with
+// nothing to say leaves it to what it wraps.
+func TestOfOrder(t *testing.T) {
+	t.Parallel()
+	kind := &problem.Sentinel{Text: "unavailable", Code: problem.CodeUnavailable, Message: "Kind."}
+	cause := &problem.Sentinel{Text: "busy", Code: problem.CodeLimit, Message: "Cause."}
+	for _, tc := range []struct {
+		err  error
+		says string
+	}{
+		{fmt.Errorf("%w: %w", kind, cause), "Cause."},
+		{fmt.Errorf("%w: %w: %w", kind, cause, errors.New("driver")), "Cause."},
+		{fmt.Errorf("op: %w: %w", kind, errors.New("driver")), "Kind."},
+		{&carrier{says: "Outer.", next: cause}, "Outer."},
+		{fmt.Errorf("op: %w", &carrier{next: fmt.Errorf("inner: %w", cause)}), "Cause."},
+		{&carrier{next: errors.New("plain")}, "Something went wrong inside hangar; the server log has the details."},
+	} {
+		if p := problem.Of(tc.err); p.Message != tc.says {
+			t.Errorf("%v: says %q, want %q", tc.err, p.Message, tc.says)
+		}
+	}
+}
+
+// TestSentinel: a Sentinel's detail is the error as it reached the transport unless it is
+// Quiet, and without a Message its sentence is that error's.
+func TestSentinel(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		s             *problem.Sentinel
+		message, want string // want: the detail
+	}{
+		{&problem.Sentinel{Text: "gone", Code: problem.CodeNotFound, Message: "Gone."}, "Gone.", "op: gone: x"},
+		{&problem.Sentinel{Text: "gone", Code: problem.CodeNotFound, Message: "Gone.", Quiet: true}, "Gone.", ""},
+		{&problem.Sentinel{Text: "gone", Code: problem.CodeNotFound}, "Op: gone: x.", "op: gone: x"},
+	} {
+		p := problem.Of(fmt.Errorf("op: %w: x", tc.s))
+		if p.Code != tc.s.Code || p.Message != tc.message || p.Detail != tc.want {
+			t.Errorf("%+v: %+v, want message %q detail %q", tc.s, p, tc.message, tc.want)
 		}
 	}
 }

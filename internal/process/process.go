@@ -28,23 +28,46 @@ import (
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/ids"
 	"github.com/hangar-dev/hangar/internal/limits"
+	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stamp"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
-// Errors of this package, to be tested with errors.Is.
+// Errors of this package, to be tested with errors.Is; each says what it means to a client.
 var (
 	// ErrNotFound means no process of that id belongs to the caller's token in that sandbox.
-	ErrNotFound = errors.New("no such process")
+	ErrNotFound error = &sentinel{Sentinel: problem.Sentinel{Text: "no such process", Code: problem.CodeNotFound,
+		Message: "There is no such process in that sandbox, or it was not started by this token."},
+		terminal: "There is no terminal %s of this token (it was closed more than 10 minutes ago, or never was)."}
 	// ErrExited means the process has ended, so it takes no input (or signal).
-	ErrExited = errors.New("process has exited")
+	ErrExited error = &sentinel{Sentinel: problem.Sentinel{Text: "process has exited", Code: problem.CodeConflict,
+		Message: "The process has exited."},
+		terminal: "The terminal %s has exited: terminal_read shows how, terminal_open starts another."}
 	// ErrNeedsDaemon means the sandbox has no daemon, which this needs.
-	ErrNeedsDaemon = errors.New("this needs the sandbox's daemon")
+	ErrNeedsDaemon error = &problem.Sentinel{Text: "this needs the sandbox's daemon", Code: problem.CodeConflict,
+		Message: "This needs the sandbox's daemon, which it does not have."}
 	// ErrInvalid means a request is malformed.
-	ErrInvalid = errors.New("invalid process request")
+	ErrInvalid error = &problem.Sentinel{Text: "invalid process request", Code: problem.CodeBadRequest,
+		Message: "The process request is not valid."}
 )
+
+// sentinel is a problem.Sentinel with words of its own for a terminal (an error in a
+// *problem.TerminalError, from MCP's terminal tools): they name the terminal, with no detail.
+type sentinel struct {
+	problem.Sentinel
+	terminal string // a format for the terminal's ID
+}
+
+// Problem is the terminal's words for the error on a terminal, else the Sentinel's.
+func (s *sentinel) Problem(err error) *problem.Problem {
+	var t *problem.TerminalError
+	if errors.As(err, &t) {
+		return &problem.Problem{Code: s.Code, Message: fmt.Sprintf(s.terminal, t.ID)}
+	}
+	return s.Sentinel.Problem(err)
+}
 
 // LimitError refuses a process past HANGAR_BACKGROUND_MAX_PER_TOKEN (per token, or per OAuth
 // grant) or HANGAR_BACKGROUND_MAX_PER_USER.
@@ -65,6 +88,11 @@ func (e *LimitError) Error() string {
 		return fmt.Sprintf("this token's OAuth grant already has %d background processes running through its tokens, the most one token may (HANGAR_BACKGROUND_MAX_PER_TOKEN); kill one first", e.Max)
 	}
 	return fmt.Sprintf("this token already has %d background processes running, the most it may (HANGAR_BACKGROUND_MAX_PER_TOKEN); kill one first", e.Max)
+}
+
+// Problem is a limit with its own sentence, and a hint to poll.
+func (e *LimitError) Problem(error) *problem.Problem {
+	return &problem.Problem{Code: problem.CodeLimit, Message: problem.Sentence(e.Error()), RetryAfter: problem.BackgroundRetryAfter}
 }
 
 // The events of an attachment's stream, besides output. Output items carry the bytes, with ID

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
@@ -30,6 +31,13 @@ type ElsewhereError struct {
 
 func (e *ElsewhereError) Error() string {
 	return fmt.Sprintf("the processes of sandbox %s are followed by another hangar replica (%s); ask it, or try again", e.Sandbox, e.URL)
+}
+
+// Problem says to try again in a moment; where the other replica is reached stays in the log:
+// it is an address inside the deployment, not the client's to know.
+func (e *ElsewhereError) Problem(error) *problem.Problem {
+	return &problem.Problem{Code: problem.CodeUnavailable, RetryAfter: time.Second,
+		Message: fmt.Sprintf("The processes of sandbox %s are followed by another hangar replica just now; try again in a moment.", e.Sandbox)}
 }
 
 // owned returns nil when this Manager follows the processes of sb, else an *ElsewhereError (or

@@ -115,8 +115,9 @@ var (
 	// ErrUnavailable means the provider's service (the Docker engine, the cluster, E2B's API)
 	// does not answer.
 	ErrUnavailable = errors.New("provider unavailable")
-	// ErrImageMissing means the image is not there and cannot be pulled.
-	ErrImageMissing = errors.New("image not available")
+	// ErrImageMissing means the image is not there and cannot be pulled. The error that wraps
+	// it names the image and says how to get it: that is what a client is told.
+	ErrImageMissing error = imageMissing{}
 	// ErrUnsupported means the provider cannot do what was asked (e.g. pause on kubernetes).
 	ErrUnsupported = errors.New("not supported by this provider")
 )

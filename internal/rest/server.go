@@ -20,6 +20,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/fleet"
 	"github.com/hangar-dev/hangar/internal/oauth"
+	"github.com/hangar-dev/hangar/internal/oauthhttp"
 	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/replicas/forward"
@@ -56,6 +57,8 @@ type Config struct {
 	// OAuth, when set, serves the OAuth authorization server and /mcp's protected resource
 	// metadata (outside /api, without bearer tokens), and /api/oauth/grants.
 	OAuth *oauth.Server
+	// OAuthHTTP configures the OAuth endpoints (oauthhttp): their limits per client address.
+	OAuthHTTP oauthhttp.Config
 	// Registry is served at /metrics; the server adds its HTTP metrics to it. Required.
 	Registry *prometheus.Registry
 	// MetricsElsewhere: the Registry is served on a listener of its own (HANGAR_METRICS_LISTEN),
@@ -149,7 +152,7 @@ func New(cfg Config) *Server {
 		r.Handle("/mcp", cfg.MCP)
 	}
 	if cfg.OAuth != nil {
-		r.Group(cfg.OAuth.Routes)
+		r.Group(oauthhttp.New(cfg.OAuth, cfg.OAuthHTTP).Routes)
 	}
 	if cfg.Fleet != nil {
 		r.Get("/fleet", http.RedirectHandler("/fleet/", http.StatusMovedPermanently).ServeHTTP)

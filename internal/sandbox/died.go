@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -45,6 +46,11 @@ func (e *DiedError) Message() string {
 	}
 	b.WriteString(".")
 	return b.String()
+}
+
+// Problem says which part died; the cause (an address) stays in the log.
+func (e *DiedError) Problem(error) *problem.Problem {
+	return &problem.Problem{Code: problem.CodeUnavailable, Message: e.Message()}
 }
 
 func (e *DiedError) Error() string {

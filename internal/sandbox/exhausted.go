@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/hangar-dev/hangar/internal/envd"
+	"github.com/hangar-dev/hangar/internal/problem"
 )
 
 // ExhaustedError says that a sandbox's daemon is out of a resource it needs to start a command
@@ -22,6 +23,11 @@ func (e *ExhaustedError) Message() string {
 
 func (e *ExhaustedError) Error() string {
 	return fmt.Sprintf("sandbox %s: the daemon is out of %s: %v", e.Sandbox, e.What, e.cause)
+}
+
+// Problem says what the daemon is out of; the daemon's own words are the detail.
+func (e *ExhaustedError) Problem(error) *problem.Problem {
+	return &problem.Problem{Code: problem.CodeUnavailable, Message: e.Message(), Detail: e.cause.Error(), RetryAfter: problem.ExhaustedRetryAfter}
 }
 
 // Unwrap gives the daemon's error.

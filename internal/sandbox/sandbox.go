@@ -18,26 +18,30 @@ import (
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/limits"
+	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
-// Errors of this package, to be tested with errors.Is. Transports map each to a status once.
+// Errors of this package, to be tested with errors.Is; each says what it means to a client.
 var (
 	// ErrNotFound means no sandbox of that name is visible to the caller.
-	ErrNotFound = errors.New("no such sandbox")
+	ErrNotFound error = &problem.Sentinel{Text: "no such sandbox", Code: problem.CodeNotFound,
+		Message: "There is no such sandbox, or this token may not use it."}
 	// ErrConflict means the name is taken.
-	ErrConflict = errors.New("sandbox name taken")
+	ErrConflict error = &problem.Sentinel{Text: "sandbox name taken", Code: problem.CodeConflict, Message: "That sandbox name is taken."}
 	// ErrInvalid means the request is malformed (bad name, unknown provider, bad timeout).
-	ErrInvalid = errors.New("invalid sandbox request")
+	ErrInvalid error = &problem.Sentinel{Text: "invalid sandbox request", Code: problem.CodeBadRequest, Message: "The request is not valid."}
 	// ErrForbidden means the caller's token may not do this (e.g. a token bound to a sandbox
 	// making another).
-	ErrForbidden = errors.New("not allowed")
-	// ErrState means the sandbox is not in a state that allows this (exec on a paused one).
-	ErrState = errors.New("sandbox state does not allow this")
+	ErrForbidden error = &problem.Sentinel{Text: "not allowed", Code: problem.CodeForbidden, Message: "The token is not allowed to do that."}
+	// ErrState means the sandbox is not in a state that allows this (exec on a paused one). What
+	// it is wrapped with says which state, and why, to a client.
+	ErrState error = stateError{}
 	// ErrUnavailable means the provider or the sandbox's daemon does not answer.
-	ErrUnavailable = errors.New("unavailable")
+	ErrUnavailable error = &problem.Sentinel{Text: "unavailable", Code: problem.CodeUnavailable,
+		Message: "The sandbox's provider or daemon does not answer."}
 )
 
 // Config configures a Manager.
@@ -295,6 +299,21 @@ func (m *Manager) providerNames() []string {
 	names := slices.Collect(maps.Keys(m.cfg.Providers))
 	sort.Strings(names)
 	return names
+}
+
+// stateError is ErrState.
+type stateError struct{}
+
+func (stateError) Error() string { return "sandbox state does not allow this" }
+
+// Problem says which state refused the request, and why the sandbox is in it when it failed
+// ("Sandbox box failed: its daemon is not running."), where err says so.
+func (e stateError) Problem(err error) *problem.Problem {
+	msg := "The sandbox is not in a state that allows this."
+	if _, what, ok := strings.Cut(err.Error(), e.Error()+": "); ok && what != "" {
+		msg = problem.Sentence(what)
+	}
+	return problem.New(problem.CodeConflict, msg, err)
 }
 
 // providerError maps a provider's error to this package's, keeping the provider's sentinel

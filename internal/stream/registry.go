@@ -11,7 +11,6 @@ package stream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/problem"
 )
 
 // Kind is what a stream carries; it labels metrics and names spans ("stream exec").
@@ -209,8 +209,14 @@ func (e *LimitError) Error() string {
 	return fmt.Sprintf("hangar already has %d %s open, the most it may (%s); try again shortly", e.Max, of, e.Setting)
 }
 
+// Problem is a limit that names itself.
+func (e *LimitError) Problem(error) *problem.Problem {
+	return &problem.Problem{Code: problem.CodeLimit, Message: problem.Sentence(e.Error()), RetryAfter: e.RetryAfter}
+}
+
 // ErrShuttingDown refuses new streams once Shutdown was called.
-var ErrShuttingDown = errors.New("hangar is shutting down; no new streams")
+var ErrShuttingDown error = &problem.Sentinel{Text: "hangar is shutting down; no new streams", Code: problem.CodeUnavailable,
+	Message: "hangar is shutting down; try again in a moment."}
 
 // Registry admits streams and enforces the limits on them. It is safe for concurrent use.
 type Registry struct {

@@ -15,20 +15,23 @@ import (
 	"github.com/hangar-dev/hangar/internal/ids"
 	"github.com/hangar-dev/hangar/internal/limits"
 	"github.com/hangar-dev/hangar/internal/names"
+	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/seal"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
-// Errors of this package, to be tested with errors.Is. Transports map each to a status once.
+// Errors of this package, to be tested with errors.Is; each says what it means to a client.
 var (
 	// ErrNotFound means no session, turn or job of that name is visible to the caller.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound error = &problem.Sentinel{Text: "not found", Code: problem.CodeNotFound,
+		Message: "There is no such session, turn or job, or it is not yours."}
 	// ErrConflict means a session name is taken, or a turn runs already in the session.
-	ErrConflict = errors.New("conflict")
+	ErrConflict error = &problem.Sentinel{Text: "conflict", Code: problem.CodeConflict,
+		Message: "That conflicts with the session's state: a turn is running, or the name is taken."}
 	// ErrInvalid means the request is malformed: empty prompt, unknown agent, bad name.
-	ErrInvalid = errors.New("invalid request")
+	ErrInvalid error = &problem.Sentinel{Text: "invalid request", Code: problem.CodeBadRequest, Message: "The request is not valid."}
 	// ErrCannotFollow means a sandbox's output cannot be followed (it has no daemon): its turns'
 	// run logs are polled.
 	ErrCannotFollow = errors.New("cannot follow without a daemon")

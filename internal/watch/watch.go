@@ -20,20 +20,23 @@ import (
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/limits"
+	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stamp"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
-// Errors; a transport maps them with internal/problem.
+// Errors, to be tested with errors.Is; each says what it means to a client.
 var (
 	// ErrInvalid: the path is empty, not there, or not a directory.
-	ErrInvalid = errors.New("invalid watch")
+	ErrInvalid error = &problem.Sentinel{Text: "invalid watch", Code: problem.CodeBadRequest, Message: "The watch request is not valid."}
 	// ErrNeedsDaemon: the sandbox has no daemon to watch with.
-	ErrNeedsDaemon = errors.New("watching a directory needs the sandbox's daemon")
+	ErrNeedsDaemon error = &problem.Sentinel{Text: "watching a directory needs the sandbox's daemon", Code: problem.CodeConflict,
+		Message: "Watching a directory needs the sandbox's daemon, which it does not have."}
 	// ErrDaemonLimit: the sandbox's daemon holds as many watches as it allows.
-	ErrDaemonLimit = errors.New("the sandbox's daemon watches as many directories as it allows")
+	ErrDaemonLimit error = &problem.Sentinel{Text: "the sandbox's daemon watches as many directories as it allows", Code: problem.CodeLimit,
+		Message: "The sandbox's daemon watches as many directories as it allows; end a watch first."}
 )
 
 // LimitSetting names the per-token limit of watches in a refusal.

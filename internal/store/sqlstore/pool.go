@@ -231,6 +231,10 @@ func (e *busyError) Is(target error) bool {
 	return target == store.ErrBusy || target == store.ErrUnavailable || target == context.DeadlineExceeded
 }
 
+// Unwrap gives store.ErrBusy, which says what the error means to a client (problem.Of walks
+// what errors wrap; it does not ask Is).
+func (e *busyError) Unwrap() error { return store.ErrBusy }
+
 // Collectors export the pool's numbers (database/sql's DBStats: connections open, in use and
 // idle, the cap, how often and how long calls waited for one) as go_sql_* metrics, with
 // db_name "hangar" — all of the connections, or split the writer's — and "hangar_readers".

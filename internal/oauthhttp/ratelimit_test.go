@@ -1,4 +1,4 @@
-package oauth_test
+package oauthhttp_test
 
 import (
 	"io"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/addrlimit"
-	"github.com/hangar-dev/hangar/internal/oauth"
+	"github.com/hangar-dev/hangar/internal/oauthhttp"
 )
 
 // TestRateLimitedPerAddress: open registration and the consent form take so many requests a
@@ -18,7 +18,7 @@ import (
 func TestRateLimitedPerAddress(t *testing.T) {
 	t.Parallel()
 	var f *fixture
-	f = newFixture(t, func(c *oauth.Config) {
+	f = newFixtureHTTP(t, 0, nil, func(c *oauthhttp.Config) {
 		c.RegisterLimit = addrlimit.New(addrlimit.Config{PerMinute: 3, Now: func() time.Time { return f.clock() }})
 		c.ConsentLimit = addrlimit.New(addrlimit.Config{PerMinute: 2, Now: func() time.Time { return f.clock() }})
 	})

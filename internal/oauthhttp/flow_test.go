@@ -1,4 +1,4 @@
-package oauth_test
+package oauthhttp_test
 
 import (
 	"context"
