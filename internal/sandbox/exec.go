@@ -247,12 +247,16 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 	if err != nil {
 		return ExecResult{}, err
 	}
-	runCtx, cancel := ctx, context.CancelFunc(func() {})
-	if req.Timeout > 0 {
-		runCtx, cancel = context.WithTimeout(ctx, req.Timeout+killGrace)
-	}
+	// The daemon kills the command at req.Timeout (the Lifetime it is sent); hangar stops
+	// waiting killGrace later. runCtx carries no deadline: envd.Client.Start sends the Lifetime,
+	// never a context's deadline, as Connect-Timeout-Ms.
+	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	started := time.Now()
+	if req.Timeout > 0 {
+		t := m.cfg.Clock.AfterFunc(req.Timeout+killGrace, cancel, "sandbox", "exec", "timeout")
+		defer t.Stop()
+	}
+	started := m.cfg.Clock.Now()
 	st, err := m.startDaemonExec(ctx, runCtx, c, sb, req)
 	if req.started != nil {
 		req.started(err)
@@ -334,7 +338,7 @@ func (m *Manager) readDaemonExec(ctx context.Context, c *envd.Client, sb store.S
 				res.ExitCode, res.Status = -1, "killed: "+context.Cause(ctx).Error()
 				return res, ctx.Err()
 			}
-			if req.Timeout > 0 && time.Since(started) >= req.Timeout {
+			if req.Timeout > 0 && m.cfg.Clock.Since(started) >= req.Timeout {
 				res.TimedOut, res.ExitCode, res.Status = true, -1, "killed at the timeout"
 				break
 			}
@@ -355,7 +359,7 @@ func (m *Manager) readDaemonExec(ctx context.Context, c *envd.Client, sb store.S
 			}
 		case envd.EventEnd:
 			res.ExitCode, res.Status = ev.Exit.Code, ev.Exit.Status
-			if !ev.Exit.Exited && req.Timeout > 0 && time.Since(started) >= req.Timeout {
+			if !ev.Exit.Exited && req.Timeout > 0 && m.cfg.Clock.Since(started) >= req.Timeout {
 				res.TimedOut = true
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/names"
@@ -57,8 +58,8 @@ type Config struct {
 	CreateTimeout time.Duration
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
+	// Clock stamps sandboxes and times execs' timeouts. Default the real clock.
+	Clock quartz.Clock
 }
 
 // Manager is the sandboxes' domain service. It is safe for concurrent use.
@@ -86,8 +87,8 @@ func New(cfg Config) *Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = quartz.NewReal()
 	}
 	return &Manager{cfg: cfg, log: cfg.Logger, daemons: map[daemonKey]*envd.Client{}, destroying: map[string]int{}}
 }
@@ -221,7 +222,7 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 	// one else take its name); what it left at its provider goes once the name is ours.
 	old, oldErr := m.cfg.Store.GetSandbox(ctx, req.Name)
 	daemon := req.Daemon == nil || *req.Daemon
-	now := m.cfg.Now().Truncate(time.Millisecond)
+	now := m.cfg.Clock.Now().Truncate(time.Millisecond)
 	sb := store.Sandbox{
 		Name: req.Name, Owner: p.User, Provider: req.Provider, State: string(provider.StateCreating),
 		Image: req.Image, Template: req.Template, Workdir: req.Workdir, Env: req.Env, Daemon: daemon,
@@ -257,7 +258,7 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 		m.save(cctx, sb)
 		return sb, providerError("create sandbox "+req.Name, err)
 	}
-	sb = merge(sb, made, m.cfg.Now())
+	sb = merge(sb, made, m.cfg.Clock.Now())
 	if err := m.save(cctx, sb); err != nil {
 		if errors.Is(err, ErrState) {
 			// Deleted while it was made: what the provider made goes too, and it stays destroyed.
@@ -338,7 +339,7 @@ func providerView(sb store.Sandbox) provider.Sandbox {
 // save stores sb over the stored row of the same sandbox. A sandbox destroyed, or whose name
 // was taken again, since sb was read is left as it is: that is ErrState.
 func (m *Manager) save(ctx context.Context, sb store.Sandbox) error {
-	sb.UpdatedAt = m.cfg.Now().Truncate(time.Millisecond)
+	sb.UpdatedAt = m.cfg.Clock.Now().Truncate(time.Millisecond)
 	err := m.cfg.Store.UpdateSandbox(ctx, sb)
 	switch {
 	case errors.Is(err, store.ErrConflict):
@@ -446,7 +447,7 @@ func (m *Manager) transition(ctx context.Context, p auth.Principal, ref string, 
 	if err != nil {
 		return view(sb), providerError(verb+" sandbox "+sb.Name, err)
 	}
-	sb = merge(sb, made, m.cfg.Now())
+	sb = merge(sb, made, m.cfg.Clock.Now())
 	return view(sb), m.save(context.WithoutCancel(ctx), sb)
 }
 
