@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coder/quartz"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,6 +34,7 @@ type sweeper struct {
 	agent int    // the agent's pid: reaped by its exec.Cmd, never here
 	uids  bool   // also every process of uid
 	uid   uint32 // the agent's uid when uids
+	clock quartz.Clock
 }
 
 // uidSweep reports whether a split turn's end may take every process of the agent's uid: only
@@ -61,14 +63,14 @@ type proc struct {
 // as it is found, then SIGKILL to each every sweepPoll from KillGrace on, until none is left
 // or sweepLimit after that. It reaps the harness's zombie children but the agent.
 func (w sweeper) end() {
-	start := time.Now()
+	start := w.clock.Now()
 	termed := map[int]bool{}
 	for {
 		left := w.find()
 		if len(left) == 0 {
 			return
 		}
-		since := time.Since(start)
+		since := w.clock.Since(start)
 		if since > KillGrace+sweepLimit {
 			w.say(left)
 			return
@@ -84,7 +86,7 @@ func (w sweeper) end() {
 				termed[pid] = true
 			}
 		}
-		time.Sleep(sweepPoll)
+		<-w.clock.NewTimer(sweepPoll, "harness", "sweep").C
 	}
 }
 
