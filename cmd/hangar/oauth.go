@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/addrlimit"
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/config"
@@ -14,7 +15,7 @@ import (
 )
 
 // newOAuth is the OAuth authorization server when HANGAR_PUBLIC_URL is set, else nil.
-func newOAuth(cfg config.Config, st store.Store, authn *auth.Authenticator, streams *stream.Registry, log *slog.Logger) (*oauth.Server, error) {
+func newOAuth(cfg config.Config, st store.Store, authn *auth.Authenticator, streams *stream.Registry, clock quartz.Clock, log *slog.Logger) (*oauth.Server, error) {
 	if cfg.PublicURL == "" {
 		return nil, nil
 	}
@@ -29,9 +30,9 @@ func newOAuth(cfg config.Config, st store.Store, authn *auth.Authenticator, stre
 		return nil, fmt.Errorf("HANGAR_TRUSTED_PROXIES: %w", err)
 	}
 	s, err := oauth.New(oauth.Config{Store: st, Auth: authn, Issuer: cfg.PublicURL, ClientIDHosts: hosts, AccessTTL: cfg.OAuth.AccessTokenTTL,
-		EndToken: streams.EndToken, Logger: log, TrustedProxies: proxies,
-		RegisterLimit: addrlimit.New(addrlimit.Config{PerMinute: cfg.OAuth.RegisterPerMinute}),
-		ConsentLimit:  addrlimit.New(addrlimit.Config{PerMinute: cfg.OAuth.ConsentPerMinute})})
+		EndToken: streams.EndToken, Logger: log, TrustedProxies: proxies, Now: now(clock),
+		RegisterLimit: addrlimit.New(addrlimit.Config{PerMinute: cfg.OAuth.RegisterPerMinute, Now: now(clock)}),
+		ConsentLimit:  addrlimit.New(addrlimit.Config{PerMinute: cfg.OAuth.ConsentPerMinute, Now: now(clock)})})
 	if err != nil {
 		return nil, err
 	}
