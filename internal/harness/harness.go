@@ -200,7 +200,7 @@ func run(ctx context.Context, cfg Config, st *Status) error {
 	if err != nil {
 		return fmt.Errorf("start agent %s: %w", cfg.Argv[0], err)
 	}
-	sw := sweeper{self: os.Getpid(), agent: cmd.Process.Pid, uids: uidSweep(cfg.Split), uid: cfg.UID, clock: cfg.Clock}
+	sw := sweeper{self: os.Getpid(), agent: cmd.Process.Pid, uids: uidSweep(cfg.Split), uid: cfg.UID, clock: cfg.Clock, grace: KillGrace}
 	exited, copied := make(chan struct{}), make(chan struct{})
 	var waitErr error
 	go func() {

@@ -35,6 +35,7 @@ type sweeper struct {
 	uids  bool   // also every process of uid
 	uid   uint32 // the agent's uid when uids
 	clock quartz.Clock
+	grace time.Duration // from SIGTERM to SIGKILL: KillGrace
 }
 
 // uidSweep reports whether a split turn's end may take every process of the agent's uid: only
@@ -71,13 +72,13 @@ func (w sweeper) end() {
 			return
 		}
 		since := w.clock.Since(start)
-		if since > KillGrace+sweepLimit {
+		if since > w.grace+sweepLimit {
 			w.say(left)
 			return
 		}
 		for _, pid := range left {
 			switch {
-			case since >= KillGrace:
+			case since >= w.grace:
 				unix.Kill(pid, unix.SIGKILL)
 			case !termed[pid]:
 				unix.Kill(pid, unix.SIGTERM)
