@@ -61,7 +61,7 @@ type proc struct {
 }
 
 // end ends every descendant of the harness (the agent included while it runs): SIGTERM to each
-// as it is found, then SIGKILL to each every sweepPoll from KillGrace on, until none is left
+// as it is found, then SIGKILL to each every sweepPoll from w.grace (KillGrace) on, until none is left
 // or sweepLimit after that. It reaps the harness's zombie children but the agent.
 func (w sweeper) end() {
 	start := w.clock.Now()
