@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/addrlimit"
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/config"
@@ -16,7 +17,7 @@ import (
 
 // newOAuth is the OAuth authorization server when HANGAR_PUBLIC_URL is set, else nil, and the
 // configuration of its endpoints.
-func newOAuth(cfg config.Config, st store.Store, authn *auth.Authenticator, streams *stream.Registry, log *slog.Logger) (*oauth.Server, oauthhttp.Config, error) {
+func newOAuth(cfg config.Config, st store.Store, authn *auth.Authenticator, streams *stream.Registry, clock quartz.Clock, log *slog.Logger) (*oauth.Server, oauthhttp.Config, error) {
 	if cfg.PublicURL == "" {
 		return nil, oauthhttp.Config{}, nil
 	}
@@ -31,12 +32,12 @@ func newOAuth(cfg config.Config, st store.Store, authn *auth.Authenticator, stre
 		return nil, oauthhttp.Config{}, fmt.Errorf("HANGAR_TRUSTED_PROXIES: %w", err)
 	}
 	s, err := oauth.New(oauth.Config{Store: st, Auth: authn, Issuer: cfg.PublicURL, ClientIDHosts: hosts, AccessTTL: cfg.OAuth.AccessTokenTTL,
-		EndToken: streams.EndToken, Logger: log})
+		EndToken: streams.EndToken, Logger: log, Now: now(clock)})
 	if err != nil {
 		return nil, oauthhttp.Config{}, err
 	}
 	log.Info("OAuth for MCP clients", "issuer", cfg.PublicURL, "resource", s.Resource(), "client_id_hosts", hosts)
 	return s, oauthhttp.Config{TrustedProxies: proxies,
-		RegisterLimit: addrlimit.New(addrlimit.Config{PerMinute: cfg.OAuth.RegisterPerMinute}),
-		ConsentLimit:  addrlimit.New(addrlimit.Config{PerMinute: cfg.OAuth.ConsentPerMinute})}, nil
+		RegisterLimit: addrlimit.New(addrlimit.Config{PerMinute: cfg.OAuth.RegisterPerMinute, Now: now(clock)}),
+		ConsentLimit:  addrlimit.New(addrlimit.Config{PerMinute: cfg.OAuth.ConsentPerMinute, Now: now(clock)})}, nil
 }

@@ -72,8 +72,8 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-func openStore(ctx context.Context, cfg config.Config) (store.Store, string, error) {
-	pool := sqlstore.Pool{MaxConns: cfg.DatabaseMaxConns, Wait: cfg.DatabaseWait}
+func openStore(ctx context.Context, cfg config.Config, clock quartz.Clock) (store.Store, string, error) {
+	pool := sqlstore.Pool{MaxConns: cfg.DatabaseMaxConns, Wait: cfg.DatabaseWait, Clock: clock}
 	if cfg.DatabaseURL != "" {
 		s, err := postgres.OpenPool(ctx, cfg.DatabaseURL, pool)
 		return s, "postgres", err
@@ -125,18 +125,23 @@ func kubernetesConfig(pc config.Providers, log *slog.Logger) kubernetes.Config {
 		MaxLifetime: lifetime, Logger: log}
 }
 
+// now is clock's Now for the packages that take a func() time.Time.
+func now(clock quartz.Clock) func() time.Time { return func() time.Time { return clock.Now() } }
+
 // reconcileTimeout bounds the look at stored sandboxes at start.
 const reconcileTimeout = 30 * time.Second
 
 // newSandboxes sets up the providers and the sandbox manager over them.
 // Its close function releases the providers' connections.
-func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, log *slog.Logger) (*sandbox.Manager, func(), error) {
+func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, clock quartz.Clock, log *slog.Logger) (*sandbox.Manager, func(), error) {
 	pc := cfg.Providers
-	loc, err := local.New(local.Config{DataDir: cfg.DataDir, EnvdBinary: pc.DaemonBinary, Logger: log})
+	loc, err := local.New(local.Config{DataDir: cfg.DataDir, EnvdBinary: pc.DaemonBinary, Clock: clock, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
-	dock, err := docker.New(dockerConfig(pc, log))
+	dc := dockerConfig(pc, log)
+	dc.Clock = clock
+	dock, err := docker.New(dc)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -165,7 +170,7 @@ func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, l
 		unconfigured["kubernetes"] = "set HANGAR_K8S_NAMESPACE (and run hangar where it can reach the cluster)"
 	}
 	if pc.E2BAPIKey != "" {
-		e2bp, err := e2b.New(e2b.Config{APIKey: pc.E2BAPIKey, APIURL: pc.E2BAPIURL, Domain: pc.E2BDomain, Template: pc.E2BTemplate, Logger: log,
+		e2bp, err := e2b.New(e2b.Config{APIKey: pc.E2BAPIKey, APIURL: pc.E2BAPIURL, Domain: pc.E2BDomain, Template: pc.E2BTemplate, Clock: clock, Logger: log,
 			HarnessBinary: e2bHarness(pc.DaemonBinary, log)})
 		if err != nil {
 			closeAll()
@@ -183,7 +188,7 @@ func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, l
 	if pc.Local {
 		log.Warn("the local provider isolates nothing: its sandboxes are folders under the data dir, and their commands run as this user on this machine (HANGAR_LOCAL_PROVIDER=false turns it off)", "dir", filepath.Join(cfg.DataDir, "sandboxes"))
 	}
-	m := sandbox.New(sandbox.Config{Store: st, Streams: streams, Providers: providers, Unconfigured: unconfigured, Default: pc.Default, Logger: log})
+	m := sandbox.New(sandbox.Config{Store: st, Streams: streams, Providers: providers, Unconfigured: unconfigured, Default: pc.Default, Clock: clock, Logger: log})
 	return m, func() { m.Close(); closeAll() }, nil
 }
 
@@ -207,13 +212,16 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 		}
 	}
 
-	st, where, err := openStore(ctx, cfg)
+	// The one clock of everything where time decides: pacing, stalls, timeouts, lifetimes,
+	// polls, rechecks, retention and the times stamped on what is stored.
+	clock := quartz.NewReal()
+	st, where, err := openStore(ctx, cfg, clock)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 
-	authn, err := auth.New(ctx, auth.Config{Store: st, TokensFile: cfg.TokensFile, MaxPerUser: cfg.TokensMaxPerUser, Logger: log})
+	authn, err := auth.New(ctx, auth.Config{Store: st, TokensFile: cfg.TokensFile, MaxPerUser: cfg.TokensMaxPerUser, Now: now(clock), Logger: log})
 	if err != nil {
 		return err
 	}
@@ -231,7 +239,6 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 		return err
 	}
 	defer stopTracing()
-	clock := quartz.NewReal() // the one clock of pacing, stalls, lifetimes and rechecks
 	// With PostgreSQL, one of several replicas. Stopped after the domain (deferred first): its
 	// leases are handed back once nothing here follows their sandboxes.
 	rp, err := joinReplicas(ctx, cfg, ln.Addr(), reg, clock, log)
@@ -257,7 +264,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	defer closeDomain() // after the shutdown below ended the streams: the followers return
 	rp.start(streams)
 
-	oauthServer, oauthHTTP, err := newOAuth(cfg, st, authn, streams, log)
+	oauthServer, oauthHTTP, err := newOAuth(cfg, st, authn, streams, clock, log)
 	if err != nil {
 		return err
 	}
@@ -272,7 +279,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	go func() { mcpHandler.Run(rechecks); close(mcpRechecked) }()
 	defer func() { stopRechecks(); <-mcpRechecked }()
 
-	srv := rest.New(rest.Config{Auth: authn, Ready: readiness(st, cfg.DataDir), Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate, MCP: mcpHandler, OAuth: oauthServer, OAuthHTTP: oauthHTTP,
+	srv := rest.New(rest.Config{Auth: authn, Ready: readiness(st, cfg.DataDir), Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, Clock: clock, MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate, MCP: mcpHandler, OAuth: oauthServer, OAuthHTTP: oauthHTTP,
 		Forward: rp.forwarder(streams), MetricsElsewhere: cfg.MetricsListen != ""})
 	if cfg.MetricsListen != "" {
 		stopMetrics, err := serveMetrics(cfg.MetricsListen, reg, log)
@@ -321,7 +328,7 @@ func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams
 		return d, nil, err
 	}
 	cfg.Providers.DaemonBinary = bin
-	sandboxes, closeSandboxes, err := newSandboxes(cfg, st, streams, log)
+	sandboxes, closeSandboxes, err := newSandboxes(cfg, st, streams, clock, log)
 	if err != nil {
 		return d, nil, err
 	}

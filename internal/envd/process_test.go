@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/envd/daemon"
 )
@@ -373,18 +374,33 @@ func TestConnect(t *testing.T) {
 	}
 }
 
-// TestKeepalive checks a silent stream gets keepalive events at the requested interval.
+// TestKeepalive checks a silent stream gets keepalive events at the requested interval: each
+// time the daemon's clock passes it (a mock here), one more.
 func TestKeepalive(t *testing.T) {
 	t.Parallel()
-	td := startDaemon(t, tcp, daemon.Config{})
-	c := newClient(t, td, envd.Config{KeepaliveInterval: 1e9})
+	clock := quartz.NewMock(t)
+	made, reset := clock.Trap().NewTimer("daemon", "keepalive"), clock.Trap().TimerReset("daemon", "keepalive")
+	defer made.Close()
+	td := startDaemon(t, tcp, daemon.Config{Clock: clock})
+	c := newClient(t, td, envd.Config{KeepaliveInterval: time.Second})
 	ctx := testCtx(t, shortWait)
-	s, err := c.Start(ctx, envd.StartRequest{Cmd: "cat", Stdin: true})
-	if err != nil {
+	// Start returns once the stream is under way, after the daemon made its keepalive timer.
+	started := make(chan error, 1)
+	var s *envd.ProcessStream
+	go func() {
+		var err error
+		s, err = c.Start(ctx, envd.StartRequest{Cmd: "cat", Stdin: true})
+		started <- err
+	}()
+	made.MustWait(ctx).MustRelease(ctx)
+	if err := <-started; err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	for range 2 {
+		// The timer is set again after what was sent: the start event, then each keepalive.
+		reset.MustWait(ctx).MustRelease(ctx)
+		clock.Advance(time.Second).MustWait(ctx)
 		ev, err := s.Next()
 		if err != nil {
 			t.Fatal(err)
@@ -393,6 +409,8 @@ func TestKeepalive(t *testing.T) {
 			t.Fatalf("got %v, want keepalive", ev.Kind)
 		}
 	}
+	reset.MustWait(ctx).MustRelease(ctx) // after the second keepalive
+	reset.Close()
 	if err := c.CloseStdin(ctx, envd.ByPID(s.PID())); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/google/renameio/v2"
 	"golang.org/x/sys/unix"
 
@@ -60,6 +61,8 @@ type Config struct {
 	Env        []string  // the agent's environment; nil: the harness's own
 	Stderr     io.Writer // where the agent's stderr goes besides the status's tail; nil: nowhere else
 	StartLeave bool      // leave the parent's session (setsid) before starting: `hangar harness` sets it
+	// Clock times the kill grace and the sweep, and stamps the status. Nil: the real clock.
+	Clock quartz.Clock
 	// Ready, when set, is closed once the harness catches SIGTERM and SIGINT and the run log
 	// exists: from then on a cancel is passed on to the agent and the status file written, and
 	// the log can be followed (`hangar harness --detach` waits for it before it answers).
@@ -93,7 +96,10 @@ type Status struct {
 // agent could write where it goes (CheckPrivate): then nothing is written there and the agent
 // never starts.
 func Run(ctx context.Context, cfg Config) (Status, error) {
-	st := Status{ExitCode: -1, StartedAt: time.Now().UTC()}
+	if cfg.Clock == nil {
+		cfg.Clock = quartz.NewReal()
+	}
+	st := Status{ExitCode: -1, StartedAt: cfg.Clock.Now().UTC()}
 	if cfg.Split && cfg.TurnDir != nil && cfg.UID == uint32(os.Geteuid()) {
 		st.Error = fmt.Sprintf("the agent's uid %d is the harness's: it could write its turn's status", cfg.UID)
 		return st, errors.New("split turn: " + st.Error)
@@ -110,7 +116,7 @@ func Run(ctx context.Context, cfg Config) (Status, error) {
 	if err != nil {
 		st.Error = err.Error()
 	}
-	st.EndedAt = time.Now().UTC()
+	st.EndedAt = cfg.Clock.Now().UTC()
 	st.DurationMS = st.EndedAt.Sub(st.StartedAt).Milliseconds()
 	data, merr := json.Marshal(st)
 	if merr != nil {
@@ -194,7 +200,7 @@ func run(ctx context.Context, cfg Config, st *Status) error {
 	if err != nil {
 		return fmt.Errorf("start agent %s: %w", cfg.Argv[0], err)
 	}
-	sw := sweeper{self: os.Getpid(), agent: cmd.Process.Pid, uids: uidSweep(cfg.Split), uid: cfg.UID}
+	sw := sweeper{self: os.Getpid(), agent: cmd.Process.Pid, uids: uidSweep(cfg.Split), uid: cfg.UID, clock: cfg.Clock, grace: KillGrace}
 	exited, copied := make(chan struct{}), make(chan struct{})
 	var waitErr error
 	go func() {
@@ -223,7 +229,7 @@ func run(ctx context.Context, cfg Config, st *Status) error {
 			unix.Kill(-sw.agent, unix.SIGCONT)
 		}
 		sw.end()
-		closeOutput(copied, tailed, pr, er)
+		closeOutput(cfg.Clock, copied, tailed, pr, er)
 	}()
 	copyErr := copyLines(log, pr, &st.Summary)
 	close(copied)
@@ -294,8 +300,8 @@ func awaitEnd(ctx context.Context, sigs <-chan os.Signal, exited <-chan struct{}
 // closeOutput closes the read ends of the agent's stdout and stderr if they are still open
 // KillGrace after the sweep, which ends copying: only a process out of the sweep's reach (one
 // it gave a write end to) can hold them then.
-func closeOutput(copied, tailed <-chan struct{}, out, errOut *os.File) {
-	t := time.NewTimer(KillGrace)
+func closeOutput(clock quartz.Clock, copied, tailed <-chan struct{}, out, errOut *os.File) {
+	t := clock.NewTimer(KillGrace, "harness", "close output")
 	defer t.Stop()
 	for copied != nil || tailed != nil {
 		select {

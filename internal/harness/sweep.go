@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coder/quartz"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,6 +34,8 @@ type sweeper struct {
 	agent int    // the agent's pid: reaped by its exec.Cmd, never here
 	uids  bool   // also every process of uid
 	uid   uint32 // the agent's uid when uids
+	clock quartz.Clock
+	grace time.Duration // from SIGTERM to SIGKILL: KillGrace
 }
 
 // uidSweep reports whether a split turn's end may take every process of the agent's uid: only
@@ -58,24 +61,24 @@ type proc struct {
 }
 
 // end ends every descendant of the harness (the agent included while it runs): SIGTERM to each
-// as it is found, then SIGKILL to each every sweepPoll from KillGrace on, until none is left
+// as it is found, then SIGKILL to each every sweepPoll from w.grace (KillGrace) on, until none is left
 // or sweepLimit after that. It reaps the harness's zombie children but the agent.
 func (w sweeper) end() {
-	start := time.Now()
+	start := w.clock.Now()
 	termed := map[int]bool{}
 	for {
 		left := w.find()
 		if len(left) == 0 {
 			return
 		}
-		since := time.Since(start)
-		if since > KillGrace+sweepLimit {
+		since := w.clock.Since(start)
+		if since > w.grace+sweepLimit {
 			w.say(left)
 			return
 		}
 		for _, pid := range left {
 			switch {
-			case since >= KillGrace:
+			case since >= w.grace:
 				unix.Kill(pid, unix.SIGKILL)
 			case !termed[pid]:
 				unix.Kill(pid, unix.SIGTERM)
@@ -84,7 +87,7 @@ func (w sweeper) end() {
 				termed[pid] = true
 			}
 		}
-		time.Sleep(sweepPoll)
+		<-w.clock.NewTimer(sweepPoll, "harness", "sweep").C
 	}
 }
 

@@ -33,7 +33,9 @@ func (a *api) bodyDeadline(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		b := &timedBody{ReadCloser: r.Body, rc: http.NewResponseController(w), start: a.Now(), now: a.Now,
+		// The wall clock, not Config.Clock: the connection's read deadline is the kernel's to
+		// keep.
+		b := &timedBody{ReadCloser: r.Body, rc: http.NewResponseController(w), start: time.Now(),
 			timeout: a.BodyTimeout, rate: a.BodyMinRate}
 		// A writer that cannot set deadlines (a test's recorder, HTTP/2 over some proxies)
 		// reads unbounded, as before.
@@ -48,8 +50,7 @@ func (a *api) bodyDeadline(next http.Handler) http.Handler {
 type timedBody struct {
 	io.ReadCloser
 	rc      *http.ResponseController
-	start   time.Time
-	now     func() time.Time
+	start   time.Time // on the wall clock, as the deadline it sets
 	timeout time.Duration
 	rate    int64
 	bounded bool  // the connection takes read deadlines
@@ -90,5 +91,5 @@ func (b *timedBody) Read(p []byte) (int, error) {
 }
 
 func (b *timedBody) timeoutError() error {
-	return fmt.Errorf("%w (%w): %d bytes arrived in %s", problem.ErrBodyTimeout, os.ErrDeadlineExceeded, b.read, b.now().Sub(b.start).Round(time.Millisecond))
+	return fmt.Errorf("%w (%w): %d bytes arrived in %s", problem.ErrBodyTimeout, os.ErrDeadlineExceeded, b.read, time.Since(b.start).Round(time.Millisecond))
 }

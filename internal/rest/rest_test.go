@@ -215,7 +215,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	if e.withMCP {
 		mcpHandler = hmcp.New(mcpCfg)
 	}
-	cfg := rest.Config{Auth: a, Ready: s.Ping, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: e.reg, MaxBodyBytes: 4096, Now: e.clock,
+	cfg := rest.Config{Auth: a, Ready: s.Ping, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Registry: e.reg, MaxBodyBytes: 4096, Clock: settableClock{quartz.NewReal(), e},
 		Logger: slog.New(slog.NewTextHandler(&e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Turns: e.turns, Watches: e.watches, Fleet: e.fleet}
 	if mcpHandler != nil {
 		cfg.MCP = mcpHandler

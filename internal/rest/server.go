@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -74,8 +75,10 @@ type Config struct {
 	// BodyMinRate is the rate, in bytes per second, that earns a body time beyond BodyTimeout.
 	// Default 64 KiB.
 	BodyMinRate int64
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
+	// Clock stamps what the API computes from now (a token's expires_in). Default the real
+	// clock. Connections' read and write deadlines are on the wall clock whatever it is: the
+	// kernel, not hangar, reads them.
+	Clock quartz.Clock
 	// Forward, with several replicas on one database, passes requests about a sandbox's
 	// processes on to the replica that follows them. Nil: this is the only replica.
 	Forward *forward.Forwarder
@@ -110,8 +113,8 @@ func New(cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = quartz.NewReal()
 	}
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = 30 * time.Second

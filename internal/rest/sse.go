@@ -129,7 +129,7 @@ func (s *sseWriter) comment(text string) {
 // send writes and flushes what was added since the last send, under one write deadline
 // (writeTimeout from now, give or take a second: serving.WriteDeadline).
 func (s *sseWriter) send() error {
-	s.deadline.Arm(time.Now())
+	s.deadline.Arm(time.Now()) // the wall clock: the kernel keeps a connection's write deadline
 	b := *s.buf
 	*s.buf = b[:0]
 	if len(b) > 0 {

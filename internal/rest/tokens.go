@@ -67,7 +67,7 @@ func (a *api) createToken(w http.ResponseWriter, r *http.Request) {
 			a.writeError(w, r, newError(CodeBadRequest, "expires_in must be a positive duration of at most about 292 years (2562047h), like \"24h\" or \"30m\".", errors.New(req.ExpiresIn)))
 			return
 		}
-		nt.ExpiresAt = a.Now().Add(d)
+		nt.ExpiresAt = a.Clock.Now().Add(d)
 	}
 	c, err := a.Auth.CreateToken(r.Context(), principal(r), nt)
 	if err != nil {

@@ -117,7 +117,7 @@ func (m *Manager) recheck(ctx context.Context, sb store.Sandbox) (store.Sandbox,
 	case err != nil:
 		return sb, fmt.Errorf("check sandbox %s: %w", sb.Name, err)
 	default:
-		sb = merge(sb, got, m.cfg.Now())
+		sb = merge(sb, got, m.cfg.Clock.Now())
 	}
 	if err := m.save(ctx, sb); errors.Is(err, ErrState) {
 		// Destroyed (or its name taken again) while the provider was asked: the store's word

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/ids"
@@ -247,12 +248,15 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 	if err != nil {
 		return ExecResult{}, err
 	}
+	// The daemon kills the command at req.Timeout (the Lifetime it is sent); hangar stops
+	// waiting killGrace later. runCtx carries no deadline: envd.Client.Start sends the Lifetime,
+	// never a context's deadline, as Connect-Timeout-Ms.
 	runCtx, cancel := ctx, context.CancelFunc(func() {})
 	if req.Timeout > 0 {
-		runCtx, cancel = context.WithTimeout(ctx, req.Timeout+killGrace)
+		runCtx, cancel = timeout(ctx, m.cfg.Clock, req.Timeout+killGrace)
 	}
 	defer cancel()
-	started := time.Now()
+	started := m.cfg.Clock.Now()
 	st, err := m.startDaemonExec(ctx, runCtx, c, sb, req)
 	if req.started != nil {
 		req.started(err)
@@ -262,6 +266,25 @@ func (m *Manager) execDaemon(ctx context.Context, sb store.Sandbox, req ExecRequ
 	}
 	defer st.Close()
 	return m.readDaemonExec(ctx, c, sb, st, req, started, out)
+}
+
+// timeout is context.WithTimeout on clock: once d has passed on it, the context is done and
+// its Err is context.DeadlineExceeded, as WithTimeout's would be.
+func timeout(ctx context.Context, clock quartz.Clock, d time.Duration) (context.Context, context.CancelFunc) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	t := clock.AfterFunc(d, func() { cancel(context.DeadlineExceeded) }, "sandbox", "exec", "timeout")
+	return deadlined{cctx}, func() { t.Stop(); cancel(context.Canceled) }
+}
+
+// deadlined is a context whose Err says a passed deadline as a deadline, not a cancel.
+type deadlined struct{ context.Context }
+
+func (c deadlined) Err() error {
+	err := c.Context.Err()
+	if err != nil && context.Cause(c.Context) == context.DeadlineExceeded {
+		return context.DeadlineExceeded
+	}
+	return err
 }
 
 // startDaemonExec starts the command in the daemon under a tag of its own, so that a command
@@ -334,7 +357,7 @@ func (m *Manager) readDaemonExec(ctx context.Context, c *envd.Client, sb store.S
 				res.ExitCode, res.Status = -1, "killed: "+context.Cause(ctx).Error()
 				return res, ctx.Err()
 			}
-			if req.Timeout > 0 && time.Since(started) >= req.Timeout {
+			if req.Timeout > 0 && m.cfg.Clock.Since(started) >= req.Timeout {
 				res.TimedOut, res.ExitCode, res.Status = true, -1, "killed at the timeout"
 				break
 			}
@@ -355,7 +378,7 @@ func (m *Manager) readDaemonExec(ctx context.Context, c *envd.Client, sb store.S
 			}
 		case envd.EventEnd:
 			res.ExitCode, res.Status = ev.Exit.Code, ev.Exit.Status
-			if !ev.Exit.Exited && req.Timeout > 0 && time.Since(started) >= req.Timeout {
+			if !ev.Exit.Exited && req.Timeout > 0 && m.cfg.Clock.Since(started) >= req.Timeout {
 				res.TimedOut = true
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/envd/daemon"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
@@ -33,7 +34,11 @@ type execEnv struct {
 	streams *stream.Registry
 }
 
-func newExecEnv(t *testing.T) execEnv {
+func newExecEnv(t *testing.T) execEnv { return newExecEnvOn(t, nil) }
+
+// newExecEnvOn is newExecEnv with the Manager on clock (nil: the real one); the daemon keeps
+// the real clock.
+func newExecEnvOn(t *testing.T, clock quartz.Clock) execEnv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -58,7 +63,7 @@ func newExecEnv(t *testing.T) execEnv {
 		t.Fatal(err)
 	}
 	streams := stream.New(stream.Config{})
-	m := sandbox.New(sandbox.Config{Store: st, Streams: streams, Providers: map[string]provider.Provider{"local": runningProvider{}}})
+	m := sandbox.New(sandbox.Config{Store: st, Streams: streams, Providers: map[string]provider.Provider{"local": runningProvider{}}, Clock: clock})
 	t.Cleanup(m.Close)
 	return execEnv{m: m, streams: streams}
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/limits"
@@ -61,8 +62,8 @@ type Config struct {
 	CreateTimeout time.Duration
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
+	// Clock stamps sandboxes and times execs' timeouts. Default the real clock.
+	Clock quartz.Clock
 }
 
 // Manager is the sandboxes' domain service. It is safe for concurrent use.
@@ -90,8 +91,8 @@ func New(cfg Config) *Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = quartz.NewReal()
 	}
 	return &Manager{cfg: cfg, log: cfg.Logger, daemons: map[daemonKey]*envd.Client{}, destroying: map[string]int{}}
 }
@@ -225,7 +226,7 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 	// one else take its name); what it left at its provider goes once the name is ours.
 	old, oldErr := m.cfg.Store.GetSandbox(ctx, req.Name)
 	daemon := req.Daemon == nil || *req.Daemon
-	now := m.cfg.Now().Truncate(time.Millisecond)
+	now := m.cfg.Clock.Now().Truncate(time.Millisecond)
 	sb := store.Sandbox{
 		Name: req.Name, Owner: p.User, Provider: req.Provider, State: string(provider.StateCreating),
 		Image: req.Image, Template: req.Template, Workdir: req.Workdir, Env: req.Env, Daemon: daemon,
@@ -261,7 +262,7 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 		m.save(cctx, sb)
 		return sb, providerError("create sandbox "+req.Name, err)
 	}
-	sb = merge(sb, made, m.cfg.Now())
+	sb = merge(sb, made, m.cfg.Clock.Now())
 	if err := m.save(cctx, sb); err != nil {
 		if errors.Is(err, ErrState) {
 			// Deleted while it was made: what the provider made goes too, and it stays destroyed.
@@ -357,7 +358,7 @@ func providerView(sb store.Sandbox) provider.Sandbox {
 // save stores sb over the stored row of the same sandbox. A sandbox destroyed, or whose name
 // was taken again, since sb was read is left as it is: that is ErrState.
 func (m *Manager) save(ctx context.Context, sb store.Sandbox) error {
-	sb.UpdatedAt = m.cfg.Now().Truncate(time.Millisecond)
+	sb.UpdatedAt = m.cfg.Clock.Now().Truncate(time.Millisecond)
 	err := m.cfg.Store.UpdateSandbox(ctx, sb)
 	switch {
 	case errors.Is(err, store.ErrConflict):
@@ -465,7 +466,7 @@ func (m *Manager) transition(ctx context.Context, p auth.Principal, ref string, 
 	if err != nil {
 		return view(sb), providerError(verb+" sandbox "+sb.Name, err)
 	}
-	sb = merge(sb, made, m.cfg.Now())
+	sb = merge(sb, made, m.cfg.Clock.Now())
 	return view(sb), m.save(context.WithoutCancel(ctx), sb)
 }
 

@@ -116,6 +116,8 @@ func newDaemonFixture(t *testing.T, prov string) *daemonFixture {
 		t.Fatal(err)
 	}
 	f.run(t, ctx, "mkdir -p "+f.root)
+	// The sandbox was stamped on the wall clock: the Service's sessions come after it.
+	f.clock.Set(time.Now()).MustWait(ctx)
 	f.cfg = Config{Store: st, Sandboxes: FromManager(f.sbs), HarnessBinary: HarnessBinaries(hangarBin),
 		PollInterval: 5 * time.Second, Clock: f.clock, Follow: true, Streams: f.streams}
 	f.s = New(f.cfg)

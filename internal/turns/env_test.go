@@ -56,7 +56,7 @@ func envHashSeen(t *testing.T, ctx context.Context, st store.Store, sessionID st
 // useStore makes st the fixture's store, with its sandbox "box".
 func (f *fixture) useStore(t *testing.T, st store.Store) {
 	t.Helper()
-	now := time.Now()
+	now := f.clock.Now() // as old as the Service's clock says (newFixture)
 	if err := st.CreateSandbox(context.Background(), store.Sandbox{Name: "box", Owner: "ada", Provider: "local", State: "running", CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}

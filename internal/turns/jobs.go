@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/sandbox"
@@ -102,7 +101,7 @@ func (s *Service) createJob(ctx context.Context, p auth.Principal, req JobReques
 		return store.Job{}, err
 	}
 	se := store.Session{ID: newID("ses_"), Name: "job-" + id[len("job_"):], Owner: p.User, TokenID: p.TokenID,
-		Sandbox: req.Sandbox, Agent: req.Agent, JobID: id, CreatedAt: time.Now().UTC(), Split: req.Split}
+		Sandbox: req.Sandbox, Agent: req.Agent, JobID: id, CreatedAt: s.cfg.Clock.Now().UTC(), Split: req.Split}
 	se.Env = s.sealEnv(se.ID, req.Env)
 	if req.Split {
 		if se.SplitUID, err = s.checkSplit(ctx, req.Sandbox, sb, req.SplitUID); err != nil {

@@ -94,7 +94,7 @@ type Config struct {
 	FollowMaxBytes int64
 	// EventRetention is how long events are kept (the retention setting); 0 keeps them.
 	EventRetention time.Duration
-	// Clock drives polling and retention. Default the real clock.
+	// Clock drives polling and retention and stamps events, turns, sessions and jobs. Default the real clock.
 	Clock quartz.Clock
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
@@ -277,7 +277,7 @@ func (s *Service) createSession(ctx context.Context, p auth.Principal, req Creat
 		return store.Session{}, err
 	}
 	se := store.Session{ID: newID("ses_"), Name: req.Name, Owner: p.User, TokenID: p.TokenID, Sandbox: req.Sandbox,
-		Agent: req.Agent, CreatedAt: time.Now().UTC(), Split: req.Split}
+		Agent: req.Agent, CreatedAt: s.cfg.Clock.Now().UTC(), Split: req.Split}
 	se.Env = s.sealEnv(se.ID, req.Env)
 	if req.Split {
 		if se.SplitUID, err = s.checkSplit(ctx, req.Sandbox, sb, req.SplitUID); err != nil {

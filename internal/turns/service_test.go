@@ -149,11 +149,11 @@ func newFixture(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	now := time.Now()
+	f := &fixture{st: st, sbs: &hostSandboxes{st: st}, clock: quartz.NewMock(t)}
+	now := f.clock.Now() // the sandbox is as old as the clock the Service stamps with says
 	if err := st.CreateSandbox(context.Background(), store.Sandbox{Name: "box", Owner: "ada", Provider: "local", State: "running", CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{st: st, sbs: &hostSandboxes{st: st}, clock: quartz.NewMock(t)}
 	f.cfg = Config{Store: st, Sandboxes: f.sbs, HarnessBinary: func(store.Sandbox) string { return hangarBin },
 		RunRoot: t.TempDir(), PollInterval: 5 * time.Second, Clock: f.clock}
 	return f

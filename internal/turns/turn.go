@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"path"
 	"strings"
-	"time"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/provider"
@@ -61,7 +60,7 @@ func (s *Service) startTurn(ctx context.Context, se store.Session, jobID, turnID
 	// resumes its turns, and fails the queued ones.
 	gen := s.released(se.Sandbox)
 	mine := s.owns(ctx, se.Sandbox)
-	t := store.Turn{ID: turnID, SessionID: se.ID, JobID: jobID, Prompt: prompt, State: store.TurnQueued, CreatedAt: time.Now().UTC()}
+	t := store.Turn{ID: turnID, SessionID: se.ID, JobID: jobID, Prompt: prompt, State: store.TurnQueued, CreatedAt: s.cfg.Clock.Now().UTC()}
 	if err := s.cfg.Store.CreateTurn(ctx, t); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return store.Turn{}, fmt.Errorf("%w: session %s has a turn running; wait for it or cancel it", ErrConflict, se.Name)
@@ -131,7 +130,7 @@ func (s *Service) cancelTurn(ctx context.Context, t store.Turn) (store.Turn, err
 		return t, err
 	}
 	if t.State == store.TurnQueued {
-		now := time.Now().UTC()
+		now := s.cfg.Clock.Now().UTC()
 		err := s.end(ctx, t, store.TurnUpdate{State: store.TurnCancelled, Reason: "cancelled before it started", StartedAt: now, EndedAt: now})
 		if err == nil || !errors.Is(err, store.ErrConflict) {
 			return s.cfg.Store.GetTurn(ctx, t.ID)
@@ -193,7 +192,7 @@ func (s *Service) signalHarness(ctx context.Context, t store.Turn) error {
 
 // cancelled ends a running turn cancelled with reason, for a cancel that has nothing to signal.
 func (s *Service) cancelled(ctx context.Context, t store.Turn, reason string) error {
-	now := time.Now().UTC()
+	now := s.cfg.Clock.Now().UTC()
 	err := s.end(ctx, t, store.TurnUpdate{State: store.TurnCancelled, Reason: reason, StartedAt: now, EndedAt: now})
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return err
@@ -405,7 +404,7 @@ func (s *Service) start(ctx context.Context, se store.Session, t store.Turn) (st
 		s.fail(ctx, se, t, "start the harness: "+err.Error())
 		return t, sb, false
 	}
-	now := time.Now().UTC()
+	now := s.cfg.Clock.Now().UTC()
 	err = s.cfg.Store.UpdateTurn(ctx, store.TurnUpdate{ID: t.ID, State: store.TurnRunning, Dir: dir, ProcessPID: uint32(pid), ProcessStart: start, StartedAt: now})
 	if err != nil {
 		// Cancelled while it started: stop what was started.
@@ -431,7 +430,7 @@ func (s *Service) start(ctx context.Context, se store.Session, t store.Turn) (st
 // fail ends a turn that could not run.
 func (s *Service) fail(ctx context.Context, se store.Session, t store.Turn, reason string) {
 	s.log.Warn("turn failed", "turn", t.ID, "session", se.Name, "reason", reason)
-	now := time.Now().UTC()
+	now := s.cfg.Clock.Now().UTC()
 	s.end(ctx, t, store.TurnUpdate{State: store.TurnFailed, Reason: reason, StartedAt: now, EndedAt: now})
 }
 
@@ -452,7 +451,7 @@ func (s *Service) end(ctx context.Context, t store.Turn, u store.TurnUpdate) err
 	}
 	data, _ := json.Marshal(ev)
 	_, err := s.appendEvents(ctx, store.EventAppend{SessionID: t.SessionID, JobID: t.JobID, TurnID: t.ID, ReadPos: -1,
-		Events: []store.Event{{TS: time.Now().UTC(), Type: TypeTurnFinished, Data: data}}, End: &u})
+		Events: []store.Event{{TS: s.cfg.Clock.Now().UTC(), Type: TypeTurnFinished, Data: data}}, End: &u})
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		s.log.Error("end turn", "turn", t.ID, "state", u.State, "err", err)
 	}

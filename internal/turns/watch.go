@@ -296,7 +296,7 @@ func (s *Service) stop(ctx context.Context, t store.Turn, state, reason string) 
 	if state == store.TurnFailed && s.cancelRequested(ctx, t.ID) {
 		state = store.TurnCancelled
 	}
-	s.endStored(ctx, t, store.TurnUpdate{State: state, Reason: reason, EndedAt: time.Now().UTC()})
+	s.endStored(ctx, t, store.TurnUpdate{State: state, Reason: reason, EndedAt: s.cfg.Clock.Now().UTC()})
 }
 
 // storeDown reports whether err is hangar's store not answering, or its disk full.
@@ -435,7 +435,7 @@ func (r *logReader) take(ctx context.Context, chunk []byte) error {
 	end := r.pos
 	r.lines.feed(chunk, func(line []byte, lineEnd int64) {
 		l := Classify(line)
-		evs = append(evs, store.Event{TS: time.Now().UTC(), Type: l.Type, Data: l.Data, Invalid: l.Invalid, Truncated: l.Truncated})
+		evs = append(evs, store.Event{TS: r.s.cfg.Clock.Now().UTC(), Type: l.Type, Data: l.Data, Invalid: l.Invalid, Truncated: l.Truncated})
 		end = lineEnd
 	})
 	if len(evs) == 0 {
@@ -474,7 +474,7 @@ func (s *Service) finish(ctx context.Context, se store.Session, t store.Turn, st
 		c := st.ExitCode
 		code = &c
 	}
-	s.endStored(ctx, t, store.TurnUpdate{State: state, ExitCode: code, Signal: st.Signal, Summary: st.summary(), Reason: st.reason(state), EndedAt: time.Now().UTC()})
+	s.endStored(ctx, t, store.TurnUpdate{State: state, ExitCode: code, Signal: st.Signal, Summary: st.summary(), Reason: st.reason(state), EndedAt: s.cfg.Clock.Now().UTC()})
 }
 
 // followCommand is the command that follows the turn's run log from readAt, through the

@@ -83,7 +83,8 @@ type Config struct {
 	MaxWatchers int
 	// Logger receives the daemon's logs. Nil: logs are discarded.
 	Logger *slog.Logger
-	// Clock times the starter's stall (StarterStall). Nil: the real clock.
+	// Clock times the starter's stall (StarterStall), processes' lifetimes and kill graces,
+	// keepalives and the retention of ended processes. Nil: the real clock.
 	Clock quartz.Clock
 	// Running, when set, is told how many processes run each time that number changes, under
 	// the lock of the daemon's process table (so in order); it must not call the daemon. The
@@ -160,7 +161,7 @@ func New(cfg Config) *Daemon {
 		cfg:        cfg,
 		log:        cfg.Logger,
 		auth:       newAuthState(cfg),
-		procs:      newRegistry(cfg.EndedRetention, func() time.Time { return cfg.Clock.Now() }, cfg.Running),
+		procs:      newRegistry(cfg.EndedRetention, cfg.Clock, cfg.Running),
 		watch:      newWatchers(cfg.MaxWatchers),
 		users:      systemUsers,
 		base:       base,

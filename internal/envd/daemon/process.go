@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/creack/pty"
 	"google.golang.org/protobuf/proto"
 
@@ -185,8 +186,9 @@ func (p *process) resize(cols, rows uint32) error {
 }
 
 // run reads the process's output until it is drained and reaps it, then publishes its end.
-// lifetime, when positive, bounds how long it may run: then its group is killed.
-func (p *process) run(lifetime, killGrace time.Duration) {
+// lifetime, when positive, bounds how long it may run: then its group is killed. clock times
+// the lifetime and the kill grace.
+func (p *process) run(lifetime, killGrace time.Duration, clock quartz.Clock) {
 	var readers sync.WaitGroup
 	if p.tty != nil {
 		readers.Go(func() {
@@ -207,12 +209,12 @@ func (p *process) run(lifetime, killGrace time.Duration) {
 		})
 	}
 
-	var timer *time.Timer
+	var timer *quartz.Timer
 	if lifetime > 0 {
-		timer = time.AfterFunc(lifetime, func() {
+		timer = clock.AfterFunc(lifetime, func() {
 			p.lifetime.Store(true)
 			_ = p.signal(syscall.SIGKILL)
-		})
+		}, "daemon", "lifetime")
 	}
 	waitErr := waitExit(p.cmd)
 	if timer != nil {
@@ -230,12 +232,14 @@ func (p *process) run(lifetime, killGrace time.Duration) {
 	select {
 	case <-drained:
 	case <-p.killed:
+		grace := clock.NewTimer(killGrace, "daemon", "kill grace")
 		select {
 		case <-drained:
-		case <-time.After(killGrace):
+		case <-grace.C:
 			p.closeOutput()
 			<-drained
 		}
+		grace.Stop()
 	}
 	p.closeOutput()
 	p.stdinMu.Lock()

@@ -302,7 +302,7 @@ func (s *processService) Connect(ctx context.Context, req *connect.Request[rpc.C
 // closes, and a keepalive whenever nothing was sent for interval. It is the only goroutine
 // sending on its stream.
 func drain[T any](d *Daemon, ctx context.Context, q *queue[T], interval time.Duration, send func(T) error, keepalive func() error) error {
-	timer := time.NewTimer(interval)
+	timer := d.cfg.Clock.NewTimer(interval, "daemon", "keepalive")
 	defer timer.Stop()
 	for {
 		items, done, err := q.take()
@@ -315,7 +315,7 @@ func drain[T any](d *Daemon, ctx context.Context, q *queue[T], interval time.Dur
 			}
 		}
 		if len(items) > 0 {
-			timer.Reset(interval)
+			timer.Reset(interval, "daemon", "keepalive")
 		}
 		if done {
 			return nil
@@ -326,7 +326,7 @@ func drain[T any](d *Daemon, ctx context.Context, q *queue[T], interval time.Dur
 			if err := keepalive(); err != nil {
 				return err
 			}
-			timer.Reset(interval)
+			timer.Reset(interval, "daemon", "keepalive")
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-d.base.Done():

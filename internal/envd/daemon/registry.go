@@ -8,6 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/coder/quartz"
 	rpc "github.com/hangar-dev/hangar/internal/envd/spec/process"
 )
 
@@ -15,8 +16,8 @@ import (
 // retention period (Connect still answers them with their start and end events).
 type registry struct {
 	retention time.Duration
-	now       func() time.Time
-	onRunning func(n int) // Config.Running; nil: none
+	clock     quartz.Clock // stamps ends; times lifetimes and kill graces
+	onRunning func(n int)  // Config.Running; nil: none
 
 	mu      sync.Mutex // protects running, ended, tags and closed
 	closed  bool       // killAll was called: processes added now are killed at once
@@ -35,8 +36,8 @@ type endedProcess struct {
 	at  time.Time
 }
 
-func newRegistry(retention time.Duration, now func() time.Time, onRunning func(n int)) *registry {
-	return &registry{retention: retention, now: now, onRunning: onRunning, running: map[uint32]*process{}, ended: map[uint32]endedProcess{}, tags: map[string]bool{}}
+func newRegistry(retention time.Duration, clock quartz.Clock, onRunning func(n int)) *registry {
+	return &registry{retention: retention, clock: clock, onRunning: onRunning, running: map[uint32]*process{}, ended: map[uint32]endedProcess{}, tags: map[string]bool{}}
 }
 
 // reserveTag claims tag for a process about to start: a tag names one running process at a
@@ -65,7 +66,7 @@ func (r *registry) add(p *process, lifetime, killGrace time.Duration) {
 	if r.closed {
 		r.mu.Unlock()
 		_ = p.signal(syscall.SIGKILL)
-		p.run(lifetime, killGrace)
+		p.run(lifetime, killGrace, r.clock)
 		return
 	}
 	r.running[p.pid] = p
@@ -73,7 +74,7 @@ func (r *registry) add(p *process, lifetime, killGrace time.Duration) {
 	delete(r.ended, p.pid) // a reused pid must never answer with the previous process's end
 	// wg.Go under mu: killAll's Wait, which comes after it sets closed, happens after this Add.
 	r.wg.Go(func() {
-		p.run(lifetime, killGrace)
+		p.run(lifetime, killGrace, r.clock)
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.running[p.pid] == p {
@@ -81,7 +82,7 @@ func (r *registry) add(p *process, lifetime, killGrace time.Duration) {
 			r.runningChangedLocked()
 		}
 
-		r.ended[p.pid] = endedProcess{pid: p.pid, tag: p.tag, end: p.end, at: r.now()}
+		r.ended[p.pid] = endedProcess{pid: p.pid, tag: p.tag, end: p.end, at: r.clock.Now()}
 	})
 	r.mu.Unlock()
 }
@@ -154,7 +155,7 @@ func (r *registry) list() []*process {
 
 // pruneLocked forgets ended processes older than the retention; r.mu must be held.
 func (r *registry) pruneLocked() {
-	cutoff := r.now().Add(-r.retention)
+	cutoff := r.clock.Now().Add(-r.retention)
 	for pid, e := range r.ended {
 		if e.at.Before(cutoff) {
 			delete(r.ended, pid)

@@ -103,7 +103,8 @@ type Config struct {
 	NoInit bool
 	// Logger receives the provider's log lines. Nil: discarded.
 	Logger *slog.Logger
-	// Clock times the wait for a new daemon. Nil: the real clock.
+	// Clock times the wait for a new daemon, execs' timeouts and the engine's settling. Nil:
+	// the real clock.
 	Clock quartz.Clock
 }
 
@@ -157,6 +158,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.Instance == "" {
 		cfg.Instance = "default"
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = quartz.NewReal()
 	}
 	if cfg.MemoryBytes == 0 {
 		cfg.MemoryBytes = DefaultMemoryBytes
@@ -473,9 +477,9 @@ const settleWait = 10 * time.Second
 // containerd's event — a Get at once could read the old state. After settleWait it is Get as
 // it is.
 func (p *Provider) settled(ctx context.Context, sb provider.Sandbox, want provider.State) (provider.Sandbox, error) {
-	deadline := time.NewTimer(settleWait)
+	deadline := p.cfg.Clock.NewTimer(settleWait, "docker", "settle", "timeout")
 	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
+	tick := p.cfg.Clock.NewTicker(10*time.Millisecond, "docker", "settle", "poll")
 	defer tick.Stop()
 	for {
 		got, err := p.Get(ctx, sb)

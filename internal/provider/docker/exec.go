@@ -68,7 +68,7 @@ func (p *Provider) Exec(ctx context.Context, sb provider.Sandbox, req provider.E
 	}()
 	var timeout <-chan time.Time
 	if req.Timeout > 0 {
-		t := time.NewTimer(req.Timeout)
+		t := p.cfg.Clock.NewTimer(req.Timeout, "docker", "exec", "timeout")
 		defer t.Stop()
 		timeout = t.C
 	}
@@ -115,10 +115,12 @@ func (p *Provider) exitCode(ctx context.Context, execID string) (int, error) {
 		if !insp.Running {
 			return insp.ExitCode, nil
 		}
+		t := p.cfg.Clock.NewTimer(10*time.Millisecond, "docker", "exec", "exit")
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return 0, fmt.Errorf("inspect exec: still running after its output ended: %w", ctx.Err())
-		case <-time.After(10 * time.Millisecond):
+		case <-t.C:
 		}
 	}
 }

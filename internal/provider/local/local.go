@@ -56,7 +56,8 @@ type Config struct {
 	StopTimeout time.Duration
 	// Logger receives the provider's log lines. Nil: discarded.
 	Logger *slog.Logger
-	// Clock times the wait for a new daemon. Nil: the real clock.
+	// Clock times the waits for a new daemon, a stopped or a dead one, and stamps sandboxes.
+	// Nil: the real clock.
 	Clock quartz.Clock
 }
 
@@ -175,7 +176,7 @@ func (p *Provider) Create(ctx context.Context, spec provider.Spec) (provider.San
 	if err != nil {
 		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: %w", spec.Name, err)
 	}
-	rec := &record{Name: spec.Name, Owner: spec.Owner, Workdir: workdir, Env: spec.Env, Created: time.Now().UTC()}
+	rec := &record{Name: spec.Name, Owner: spec.Owner, Workdir: workdir, Env: spec.Env, Created: p.cfg.Clock.Now().UTC()}
 	if err := os.MkdirAll(workdir, 0o755); err != nil {
 		_ = removeAll(dir)
 		return provider.Sandbox{}, fmt.Errorf("create sandbox %s: %w", spec.Name, err)
@@ -347,7 +348,7 @@ func (p *Provider) Destroy(ctx context.Context, sb provider.Sandbox) error {
 		signalSession(rec.Daemon.SID, syscall.SIGTERM)
 		// A paused daemon handles SIGTERM only once it runs again.
 		signalSession(rec.Daemon.SID, syscall.SIGCONT)
-		if !waitDead(ctx, rec.Daemon, p.cfg.StopTimeout) {
+		if !waitDead(ctx, p.cfg.Clock, rec.Daemon, p.cfg.StopTimeout) {
 			p.log.Warn("daemon ignored SIGTERM, killing it", "sandbox", sb.Name, "pid", rec.Daemon.PID)
 		}
 		// Kill whatever is left in the session, the daemon included if it is still there.
@@ -355,7 +356,7 @@ func (p *Provider) Destroy(ctx context.Context, sb provider.Sandbox) error {
 	}
 	// And what left the session: a turn's harness setsids away from the daemon, and an agent
 	// may detach its children again.
-	killInside(ctx, dir)
+	killInside(ctx, p.cfg.Clock, dir)
 	if err := removeAll(dir); err != nil {
 		return fmt.Errorf("destroy sandbox %s: %w", sb.Name, err)
 	}
@@ -409,7 +410,7 @@ func (p *Provider) setPaused(ctx context.Context, sb provider.Sandbox, paused bo
 	}
 	if paused && rec.Daemon != nil {
 		// SIGCONT takes effect as it is sent; SIGSTOP only when each thread next runs.
-		if err := waitStopped(ctx, rec.Daemon.SID); err != nil {
+		if err := waitStopped(ctx, p.cfg.Clock, rec.Daemon.SID); err != nil {
 			return provider.Sandbox{}, fmt.Errorf("%s sandbox %s: %w", verb, sb.Name, err)
 		}
 	}

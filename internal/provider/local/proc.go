@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/coder/quartz"
 )
 
 // stat is what the provider reads of /proc/<pid>/stat.
@@ -92,10 +94,10 @@ func signalSession(sid int, sig syscall.Signal) {
 }
 
 // waitDead polls until the daemon is gone or timeout passes; it reports whether it is gone.
-func waitDead(ctx context.Context, d *daemonRecord, timeout time.Duration) bool {
-	deadline := time.NewTimer(timeout)
+func waitDead(ctx context.Context, clock quartz.Clock, d *daemonRecord, timeout time.Duration) bool {
+	deadline := clock.NewTimer(timeout, "local", "dead", "timeout")
 	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
+	tick := clock.NewTicker(20*time.Millisecond, "local", "dead", "poll")
 	defer tick.Stop()
 	for {
 		if !alive(d) {
@@ -119,8 +121,8 @@ const stopPoll = 5 * time.Millisecond
 // zombie), or ctx ends. SIGSTOP is asynchronous: kill(2) returns once the signal is queued and
 // a thread stops only when it is next scheduled, which on a busy machine can be many
 // milliseconds later. Pause waits here so that "paused" means stopped.
-func waitStopped(ctx context.Context, sid int) error {
-	tick := time.NewTicker(stopPoll)
+func waitStopped(ctx context.Context, clock quartz.Clock, sid int) error {
+	tick := clock.NewTicker(stopPoll, "local", "stopped")
 	defer tick.Stop()
 	for {
 		if sessionStopped(sid) {
@@ -180,8 +182,8 @@ const killRounds = 50
 // nothing, so this is a best effort: a process that left the folder and dropped the marker
 // (the daemon starts commands without it) is not found; a person's shell that cd'd into the
 // folder has a terminal, and is left alone.
-func killInside(ctx context.Context, dir string) {
-	tick := time.NewTicker(stopPoll)
+func killInside(ctx context.Context, clock quartz.Clock, dir string) {
+	tick := clock.NewTicker(stopPoll, "local", "kill inside")
 	defer tick.Stop()
 	for range killRounds {
 		if killed := killInsideOnce(dir); killed == 0 {

@@ -28,7 +28,8 @@ type Pool struct {
 	// (HANGAR_DATABASE_WAIT); past it the call fails with store.ErrBusy (and
 	// store.ErrUnavailable), which a client sees as 503 with Retry-After. Default DefaultWait.
 	Wait time.Duration
-	// Clock times the waits (its AfterFunc, tagged "sqlstore", "wait"). Default the real clock.
+	// Clock times the waits (its AfterFunc, tagged "sqlstore", "wait") and stamps new users.
+	// Default the real clock.
 	Clock quartz.Clock
 }
 

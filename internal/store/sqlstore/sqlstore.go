@@ -117,7 +117,7 @@ func (s *DB) Close() error { return s.db.Close() }
 
 // EnsureUser implements store.Store.
 func (s *DB) EnsureUser(ctx context.Context, name string) (store.User, error) {
-	now := time.Now().UnixMilli()
+	now := s.db.clock.Now().UnixMilli()
 	if _, err := s.db.ExecContext(ctx, s.q(`INSERT INTO users (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING`), name, now); err != nil {
 		return store.User{}, fmt.Errorf("insert user %s: %w", name, err)
 	}
