@@ -30,6 +30,7 @@ func deployment(t *testing.T, objs []object) appsv1.Deployment {
 // has no shell), and Kubernetes waits for the sleep, hangar's shutdown-grace and the handover
 // before it kills the pod; GKE drains the backend as long.
 func TestChartRollout(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		set          string
 		sleep, grace int64
@@ -69,6 +70,7 @@ func TestChartRollout(t *testing.T) {
 // TestChartReplicated: with more than one replica (or an autoscaler) the chart makes a
 // PodDisruptionBudget and spreads the pods over zones and nodes, on its own; with one, neither.
 func TestChartReplicated(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		set        string
 		replicated bool
@@ -126,6 +128,7 @@ func TestChartReplicated(t *testing.T) {
 // TestChartSessionAffinity: off by default (any replica serves a session); asked for, kube-proxy
 // and GKE's load balancer keep a client on one pod.
 func TestChartSessionAffinity(t *testing.T) {
+	t.Parallel()
 	service := func(set string) corev1.Service {
 		var s corev1.Service
 		ofKind(render(t, set), "Service")[0].into(t, &s)
@@ -149,6 +152,7 @@ func TestChartSessionAffinity(t *testing.T) {
 
 // TestChartExtraObjects: each of extraObjects is rendered, an object or a string, through tpl.
 func TestChartExtraObjects(t *testing.T) {
+	t.Parallel()
 	objs := render(t, "autoscaling")
 	found := map[string]string{}
 	for _, o := range objs {
@@ -164,6 +168,7 @@ func TestChartExtraObjects(t *testing.T) {
 // TestChartMetricsPort: metrics.port moves /metrics to a port of its own, and the ServiceMonitor
 // follows it; by default it stays on the API's port.
 func TestChartMetricsPort(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ set, listen, port string }{
 		{"servicemonitor", "", "http"},
 		{"autoscaling", "0.0.0.0:9090", "metrics"},
@@ -197,6 +202,7 @@ func TestChartMetricsPort(t *testing.T) {
 // what they read from it: a HANGAR_SECRET that changes (as a generated one does in a render
 // without the cluster, e.g. Argo CD's) rolls the pods, so replicas never hold different keys.
 func TestChartSecretStable(t *testing.T) {
+	t.Parallel()
 	read := func(args ...string) (key, checksum string) {
 		out, err := helm(t, append([]string{"template", "rt", chartDir, "--namespace", "hangar"}, args...)...)
 		if err != nil {

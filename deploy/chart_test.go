@@ -143,6 +143,7 @@ func eachSet(t *testing.T, f func(t *testing.T, set string, objs []object)) {
 }
 
 func TestChartLint(t *testing.T) {
+	t.Parallel()
 	for _, set := range append([]string{""}, valueSets...) {
 		args := []string{"lint", "--strict", chartDir}
 		if set != "" {
@@ -172,6 +173,7 @@ var typed = map[string]func() any{
 var crds = []string{"HTTPRoute", "ServiceMonitor", "BackendConfig", "GCPBackendPolicy", "HealthCheckPolicy"}
 
 func TestChartManifestsAreValid(t *testing.T) {
+	t.Parallel()
 	eachSet(t, func(t *testing.T, _ string, objs []object) {
 		for _, o := range objs {
 			newObj, ok := typed[o.kind()]
@@ -217,6 +219,7 @@ func checkContainer(t *testing.T, where string, c corev1.Container, probes bool)
 }
 
 func TestChartContainers(t *testing.T) {
+	t.Parallel()
 	eachSet(t, func(t *testing.T, _ string, objs []object) {
 		deps := ofKind(objs, "Deployment")
 		if len(deps) != 1 {
@@ -254,6 +257,7 @@ func TestChartContainers(t *testing.T) {
 // internal/provider/kubernetes does and nothing it does not: no pods/log, and pods/portforward
 // only when hangar reaches daemons through the API server.
 func TestChartRBAC(t *testing.T) {
+	t.Parallel()
 	eachSet(t, func(t *testing.T, set string, objs []object) {
 		for _, o := range objs {
 			if strings.HasPrefix(o.kind(), "Cluster") {
@@ -321,6 +325,7 @@ func grants(rules []rbacv1.PolicyRule, resource, verb string) bool {
 // TestChartSecretsStayInSecrets: no secret value (the chart's Secret's data, the value set's
 // secrets) appears in a ConfigMap or as a plain env value.
 func TestChartSecretsStayInSecrets(t *testing.T) {
+	t.Parallel()
 	eachSet(t, func(t *testing.T, set string, objs []object) {
 		var secrets []string
 		for _, o := range ofKind(objs, "Secret") {
@@ -370,6 +375,7 @@ func TestChartSecretsStayInSecrets(t *testing.T) {
 }
 
 func TestChartValueSets(t *testing.T) {
+	t.Parallel()
 	t.Run("ingress", func(t *testing.T) {
 		objs := render(t, "ingress")
 		ing := ofKind(objs, "Ingress")
@@ -428,6 +434,7 @@ func TestChartValueSets(t *testing.T) {
 // TestChartSandboxPods: the sandbox pods' settings reach hangar's configuration, and the sandbox
 // namespace the chart makes enforces the Pod Security level those pods meet.
 func TestChartSandboxPods(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		set       string
 		want      map[string]string
@@ -472,6 +479,7 @@ func TestChartSandboxPods(t *testing.T) {
 // TestChartSandboxNetworkPolicy: sandbox pods take traffic only on the daemon port from the
 // hangar pods, and send only DNS by default.
 func TestChartSandboxNetworkPolicy(t *testing.T) {
+	t.Parallel()
 	objs := render(t, "")
 	nps := ofKind(objs, "NetworkPolicy")
 	if len(nps) != 1 {
@@ -494,6 +502,7 @@ func TestChartSandboxNetworkPolicy(t *testing.T) {
 // TestChartRefuses: the schema rejects typo'd keys at any depth, and value sets that cannot work
 // fail with a sentence.
 func TestChartRefuses(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ set, want string }{
 		{"replicaCont=2", "additional properties 'replicaCont' not allowed"},
 		{"ingress.enabeld=true", "additional properties 'enabeld' not allowed"},
@@ -527,6 +536,7 @@ var managedSettings = []string{"listen", "metrics-listen", "data-dir", "database
 	"k8s-memory-limit", "k8s-ephemeral-storage-request", "k8s-ephemeral-storage-limit", "k8s-max-lifetime"}
 
 func TestChartConfigKeysAreSettings(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -572,6 +582,7 @@ func TestChartConfigKeysAreSettings(t *testing.T) {
 // TestChartSecretKept: the chart's Secret decodes to what the values gave, the tokens file
 // being the admin token's line.
 func TestChartSecretKept(t *testing.T) {
+	t.Parallel()
 	objs := render(t, "replicas")
 	var s corev1.Secret
 	ofKind(objs, "Secret")[0].into(t, &s)

@@ -103,6 +103,7 @@ type panel struct {
 }
 
 func TestGrafanaDashboard(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("grafana", "hangar.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -161,6 +162,7 @@ type ruleFile struct {
 // TestAlertRules: every rule names real metrics and says how bad it is and what happened.
 // promtool checks the syntax and the rules' behaviour (TestAlertRulesPromtool).
 func TestAlertRules(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("prometheus", "hangar-rules.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -186,6 +188,7 @@ func TestAlertRules(t *testing.T) {
 }
 
 func TestAlertRulesPromtool(t *testing.T) {
+	t.Parallel()
 	promtool := tool(t, "promtool", "HANGAR_PROMTOOL")
 	for _, args := range [][]string{
 		{"check", "rules", "prometheus/hangar-rules.yaml"},

@@ -86,6 +86,7 @@ func (tu turn) status(t *testing.T) harness.Status {
 }
 
 func TestReplayFixtures(t *testing.T) {
+	t.Parallel()
 	dir := runlogtest.Dir(t)
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	if len(files) < 7 {
@@ -116,6 +117,7 @@ func TestReplayFixtures(t *testing.T) {
 }
 
 func TestAgentProcess(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		prompt string
@@ -201,6 +203,7 @@ func exists(path string) bool { _, err := os.Stat(path); return err == nil }
 // TestSurvivesParent kills the harness's starter (a shell, with its whole process group) while
 // the agent runs: the turn carries on to its end and writes its status.
 func TestSurvivesParent(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	tu := newTurn(t)
@@ -226,6 +229,7 @@ func TestSurvivesParent(t *testing.T) {
 // TestCancel sends SIGTERM to the harness's process group, as a turn's cancel does: the agent
 // and everything it started go, and the status says so.
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	tu := newTurn(t)
@@ -275,6 +279,7 @@ func liveInGroup(pgid int) []string {
 // a root-owned directory: its attempts to overwrite, replace or remove them fail, and the status
 // is the harness's.
 func TestSplitAgentCannotWriteStatus(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("CI runs as root: the split test must run")
@@ -329,6 +334,7 @@ exit 7`, tu.dir)
 // TestLeftoverHoldingOutput: the agent exits, leaving behind a process that holds its output
 // open. The turn still ends (after harness.KillGrace), with the leftover killed.
 func TestLeftoverHoldingOutput(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	tu := newTurn(t)
@@ -418,6 +424,7 @@ func children(pid int) (live, zombies []int) {
 // TestDetach: `hangar harness --detach` prints the turn's pid and returns while the turn runs
 // on in its own session (pid = its process group).
 func TestDetach(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	tu := newTurn(t)
@@ -453,6 +460,7 @@ func TestDetach(t *testing.T) {
 // one writable by all) does not start: the agent never runs and nothing is written there, so
 // no status file the agent placed in advance is ever taken for the turn's.
 func TestSplitRefusesAgentsDirectory(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("CI runs as root: the split test must run")
@@ -540,6 +548,7 @@ func running(marker string) []string {
 // agent exited or the turn was cancelled; the run log still has every line and the status
 // file is written after.
 func TestNothingOutlivesTheTurn(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name   string
 		cancel bool
@@ -627,6 +636,7 @@ func TestNothingOutlivesTheTurn(t *testing.T) {
 // TestStderrTail: the end of the agent's stderr is in the status file, whole lines of it, and
 // still goes to the harness's stderr.
 func TestStderrTail(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	tu := newTurn(t)

@@ -19,6 +19,7 @@ import (
 // no descendant of its harness (one it had the daemon start), and spares one of the same uid
 // under another turn's harness.
 func TestUIDSweep(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("CI runs as root: the split test must run")

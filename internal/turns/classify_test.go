@@ -31,6 +31,7 @@ func readLines(t *testing.T, path string) [][]byte {
 }
 
 func TestClassifyFixtures(t *testing.T) {
+	t.Parallel()
 	dir := runlogtest.Dir(t)
 	cost := func(v float64) *float64 { return &v }
 	cases := []struct {
@@ -104,6 +105,7 @@ func deref(f *float64) any {
 }
 
 func TestClassifyOddLines(t *testing.T) {
+	t.Parallel()
 	huge := `{"type":"user","message":{"content":"` + strings.Repeat("é", MaxLineBytes) + `"}}`
 	cases := []struct {
 		name               string

@@ -207,6 +207,7 @@ func gatedReplay(log string, gates []string, cuts []int) string {
 // every line once and in order; the turn ends when the follower sees the status file, and the
 // follower leaves the registry with it.
 func TestFollowFixturesOnDaemons(t *testing.T) {
+	t.Parallel()
 	dir := runlogtest.Dir(t)
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	onDaemons(t, func(t *testing.T, f *daemonFixture) {
@@ -241,6 +242,7 @@ func TestFollowFixturesOnDaemons(t *testing.T) {
 // under it) leaves the registry; the next poll reads from the saved position and following
 // starts again; every line is recorded once, in order.
 func TestFollowFallsBackAndResumes(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(runlogtest.Dir(t), "codex_exec_edit_file-change_failed-command.jsonl")
 	want, _ := os.ReadFile(file)
 	cut := bytes.Index(want, []byte("\n"))
@@ -320,6 +322,7 @@ func TestFollowFallsBackAndResumes(t *testing.T) {
 // follower; the next one resumes following from the saved position; every line is recorded
 // once, in order.
 func TestFollowAcrossRestart(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(runlogtest.Dir(t), "codex_exec_edit_file-change_failed-command.jsonl")
 	want, _ := os.ReadFile(file)
 	onDaemons(t, func(t *testing.T, f *daemonFixture) {

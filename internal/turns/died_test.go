@@ -119,6 +119,7 @@ func gatedLines(gate string, n int) string {
 // without a poll (the clock stands still), as soon as hangar knows. Before, either turn stayed
 // running for good, its watcher failing every 5 s.
 func TestDaemonKilledUnderTurn(t *testing.T) {
+	t.Parallel()
 	onDaemons(t, func(t *testing.T, f *daemonFixture) {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
@@ -158,6 +159,7 @@ func TestDaemonKilledUnderTurn(t *testing.T) {
 // finishes meanwhile. The next hangar's Resume reads it through the provider's exec and records
 // it as it ran.
 func TestDaemonKilledAcrossRestart(t *testing.T) {
+	t.Parallel()
 	f := newDaemonFixture(t, "local")
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -196,6 +198,7 @@ func TestDaemonKilledAcrossRestart(t *testing.T) {
 // cancelled because the sandbox was destroyed, the session can be removed, and on local the
 // harness and the agent, which had left the daemon's session, are gone with the folder.
 func TestDestroyUnderTurn(t *testing.T) {
+	t.Parallel()
 	onDaemons(t, func(t *testing.T, f *daemonFixture) {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
@@ -237,6 +240,7 @@ func TestDestroyUnderTurn(t *testing.T) {
 // signal goes through the provider's exec, the agent dies, and the turn ends cancelled. Before,
 // the cancel was 503 for good.
 func TestCancelWithDaemonGone(t *testing.T) {
+	t.Parallel()
 	f := newDaemonFixture(t, "local")
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()

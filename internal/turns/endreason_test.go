@@ -55,6 +55,7 @@ func TestEndReason(t *testing.T) {
 // TestFailedTurnSaysWhy: an agent that says why it gives up on stderr alone (Codex outside a
 // git repository) fails with that as its reason, and its turn.finished carries the tail.
 func TestFailedTurnSaysWhy(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)

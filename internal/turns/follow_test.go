@@ -23,6 +23,7 @@ func (f *fixture) follow() {
 // TestFollowRecordsAsWritten: with following on, lines are recorded as the agent writes them
 // while the poll clock stands still; the turn ends once the status file is seen.
 func TestFollowRecordsAsWritten(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)
@@ -66,6 +67,7 @@ func TestFollowRecordsAsWritten(t *testing.T) {
 // TestFollowBreaksThenResumes: a follow that breaks mid-log leaves the rest to polling, and
 // following starts again; every line is recorded once, in order.
 func TestFollowBreaksThenResumes(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	log := filepath.Join(runlogtest.Dir(t), "codex_exec_edit_file-change_failed-command.jsonl")
@@ -101,6 +103,7 @@ func TestFollowBreaksThenResumes(t *testing.T) {
 // TestFollowCap: past FollowMaxBytes a turn's log is no longer followed; polling records the
 // rest, every line once.
 func TestFollowCap(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	log := filepath.Join(runlogtest.Dir(t), "claude_error-max-turns_one-bash-call.jsonl")
@@ -135,6 +138,7 @@ func TestFollowCap(t *testing.T) {
 // TestFollowWhenTheRegistryIsFull: with HANGAR_STREAM_MAX_TOTAL reached, a run log is not
 // followed (a follower would be one stream more) but polled; every line is recorded once.
 func TestFollowWhenTheRegistryIsFull(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	log := filepath.Join(runlogtest.Dir(t), "codex_exec_edit_file-change_failed-command.jsonl")
@@ -171,6 +175,7 @@ func TestFollowWhenTheRegistryIsFull(t *testing.T) {
 // and ends at once. Without the check it stayed open for good, waiting for events that could
 // not come.
 func TestEventsEndWithTheSandbox(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)

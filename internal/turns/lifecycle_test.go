@@ -44,6 +44,7 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)
@@ -119,6 +120,7 @@ func TestBadInput(t *testing.T) {
 // TestLongestPrompt: a prompt as long as an agent's command line takes reaches the agent whole
 // (it is written into the sandbox in pieces, each command's line far below the kernel's bound).
 func TestLongestPrompt(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)
@@ -156,6 +158,7 @@ func TestLongestPrompt(t *testing.T) {
 // TestRestartMidTurn closes the service while a turn runs and starts another on the same
 // store: every line is recorded once, in order.
 func TestRestartMidTurn(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)
@@ -192,6 +195,7 @@ func TestRestartMidTurn(t *testing.T) {
 
 // TestCancelRunningTurn cancels a running turn: it ends cancelled, its agent gone.
 func TestCancelRunningTurn(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)
@@ -223,6 +227,7 @@ func TestCancelRunningTurn(t *testing.T) {
 
 // TestJobsTokenIsolation: a job started with a jobs token is seen by that token only.
 func TestJobsTokenIsolation(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)
@@ -261,8 +266,10 @@ func TestJobsTokenIsolation(t *testing.T) {
 // TestOddLinesRecorded: a line that is not JSON and a line over 1 MiB (read in several pieces)
 // are recorded flagged, and the lines around them intact, with following off and on.
 func TestOddLinesRecorded(t *testing.T) {
+	t.Parallel()
 	for _, follow := range []bool{false, true} {
 		t.Run(fmt.Sprintf("follow=%v", follow), func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
 			f := newFixture(t)
@@ -305,6 +312,7 @@ func TestOddLinesRecorded(t *testing.T) {
 // name. Once ada's box is destroyed and bob makes a box of his own, ada's session runs nothing
 // in bob's: its turn fails, saying why, and no command reached any sandbox.
 func TestSessionStaysWithItsSandbox(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)
@@ -346,6 +354,7 @@ func TestSessionStaysWithItsSandbox(t *testing.T) {
 // the sandbox was destroyed (its watcher does not poll a sandbox that is gone for ever), and the
 // session takes turns again.
 func TestTurnEndsWithItsSandbox(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)
@@ -379,6 +388,7 @@ func TestTurnEndsWithItsSandbox(t *testing.T) {
 // failed, saying so, at the watcher's next look (a paused daemon would hold a read until its
 // timeout); a job's turn whose sandbox is destroyed ends cancelled, and the job with it.
 func TestTurnEndsWhenItsSandboxIsPaused(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		state, want, reason string
 		job                 bool
@@ -387,6 +397,7 @@ func TestTurnEndsWhenItsSandboxIsPaused(t *testing.T) {
 		{"destroyed", store.TurnCancelled, "the sandbox was destroyed", true},
 	} {
 		t.Run(c.state, func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
 			f := newFixture(t)
@@ -441,6 +452,7 @@ func TestTurnEndsWhenItsSandboxIsPaused(t *testing.T) {
 // its sandbox, is not polled for ever: after a minute of failed reads it ends failed with the
 // last error.
 func TestWatcherGivesUp(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)
@@ -467,6 +479,7 @@ func TestWatcherGivesUp(t *testing.T) {
 
 // TestJobSessionGoesWithItsJob: a job's session cannot be deleted on its own.
 func TestJobSessionGoesWithItsJob(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)
@@ -483,6 +496,7 @@ func TestJobSessionGoesWithItsJob(t *testing.T) {
 
 // TestNoTurnAfterClose: a turn asked for once the service closed is refused, not left queued.
 func TestNoTurnAfterClose(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)
@@ -520,6 +534,7 @@ func (d *downStore) AppendEvents(ctx context.Context, a store.EventAppend) ([]st
 // not be stored, and nothing watched it any more): once the store answers, the turn ends as
 // its status file says, with every line.
 func TestTurnOutlastsAStoreOutage(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)

@@ -55,6 +55,7 @@ func FuzzLineSplitter(f *testing.F) {
 // TestLineSplitterCapsLongLines: a line over MaxLineBytes is kept to MaxLineBytes+1 bytes (so
 // Classify cuts and flags it) while the offsets count all of it.
 func TestLineSplitterCapsLongLines(t *testing.T) {
+	t.Parallel()
 	var l lineSplitter
 	long := bytes.Repeat([]byte("a"), MaxLineBytes+5000)
 	var n int

@@ -53,6 +53,7 @@ func (l *lease) set(owner string) {
 // queued for the owner, which runs it; when the lease moves, the old owner stops watching and
 // the new one watches on from the saved read position: every line recorded once.
 func TestTurnMovesBetweenReplicas(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)
@@ -106,6 +107,7 @@ func TestTurnMovesBetweenReplicas(t *testing.T) {
 // balancing does), and fails when it was taken from a replica that died (which may have
 // launched its harness unrecorded).
 func TestQueuedTurnOnLeaseMove(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name   string
 		handed bool
@@ -115,6 +117,7 @@ func TestQueuedTurnOnLeaseMove(t *testing.T) {
 		{"taken over", false, store.TurnFailed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
 			f := newFixture(t)
@@ -178,6 +181,7 @@ func (s *slowLaunch) Run(ctx context.Context, sb store.Sandbox, command string, 
 // start to be recorded, so the sandbox's next owner, handed the lease, watches the turn
 // (running) rather than launch it a second time; every line is recorded once.
 func TestReleaseWaitsForStart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)

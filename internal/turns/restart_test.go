@@ -44,9 +44,11 @@ func agentPGID(t *testing.T, ctx context.Context, f *fixture, sessionID string, 
 // stopping control plane sent the signal (the new one records the end) or only recorded the
 // cancel (the new one sends it).
 func TestCancelSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	for _, signalled := range []bool{true, false} {
 		name := map[bool]string{true: "signal sent", false: "only recorded"}[signalled]
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
 			f := newFixture(t)
@@ -89,6 +91,7 @@ func TestCancelSurvivesRestart(t *testing.T) {
 // a cancel does not signal it and the watcher does not take it for the harness, so the turn
 // ends (cancelled, no status file) and the other process lives on.
 func TestPidReuseNotSignalled(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)
@@ -136,6 +139,7 @@ func TestPidReuseNotSignalled(t *testing.T) {
 // TestSessionNamesPerOwner: two users each have a session "fix-bug"; each name resolves in its
 // caller's own sessions; an admin reaches another user's session by its id, not its name.
 func TestSessionNamesPerOwner(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)

@@ -12,6 +12,7 @@ import (
 
 // TestRetention: events older than the retention go at the next hourly prune; newer ones stay.
 func TestRetention(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)

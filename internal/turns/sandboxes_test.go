@@ -9,6 +9,7 @@ import (
 // TestHarnessBinaries: where the provider put hangar-envd (Data["harness"], as E2B's upload says)
 // comes first; else local runs the host's and Docker the mounted one; else there is none.
 func TestHarnessBinaries(t *testing.T) {
+	t.Parallel()
 	bin := HarnessBinaries("/usr/bin/hangar-envd")
 	for _, c := range []struct {
 		sb   store.Sandbox

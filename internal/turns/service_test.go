@@ -260,6 +260,7 @@ func checkEvents(t *testing.T, ctx context.Context, st store.Store, sessionID st
 }
 
 func TestTurnReplaysFixtures(t *testing.T) {
+	t.Parallel()
 	dir := runlogtest.Dir(t)
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	for _, file := range files {

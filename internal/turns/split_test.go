@@ -52,6 +52,7 @@ exit 3`, root, gate)
 // to pass for hangar's turn.finished, and waits while the watcher reads the status twice. The
 // turn still ends as the harness says: failed, exit code 3.
 func TestSplitAgentCannotForgeItsEnd(t *testing.T) {
+	t.Parallel()
 	needRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
@@ -145,6 +146,7 @@ func deref2(p *int) any {
 // TestSplitNeedsRoot: a split session in a sandbox whose commands do not run as root is refused
 // with a reason (its harness could not run the agent as another uid).
 func TestSplitNeedsRoot(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)
@@ -164,6 +166,7 @@ func TestSplitNeedsRoot(t *testing.T) {
 // finished after the first): both are recorded as events, the turn ends once, after the second,
 // and its summary counts both and keeps the last one's text.
 func TestTwoResultsLog(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(runlogtest.Dir(t), "claude_ruff-fix_background-task_two-results.jsonl")
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()

@@ -97,6 +97,7 @@ func serveAda(ctx context.Context, t *testing.T) (*server, string) {
 // in with a token, a job appears as it starts and changes state when its turn ends, its events
 // open live, and the page carries on after the server restarts.
 func TestFleetPage(t *testing.T) {
+	t.Parallel()
 	exe := chromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*waitTimeout)
 	defer cancel()

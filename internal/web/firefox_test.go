@@ -215,6 +215,7 @@ func (b *bidi) close() {
 // in opens the live stream (ticket, EventSource), a job appears and changes state when its turn
 // ends, its events open, and an inbox item is dismissed.
 func TestFleetPageFirefox(t *testing.T) {
+	t.Parallel()
 	exe := firefox(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*waitTimeout)
 	defer cancel()
