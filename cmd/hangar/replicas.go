@@ -34,8 +34,9 @@ const (
 // Cluster, wired to the domain's hooks; nil with SQLite, where nothing of it runs. Its processes and turns are set by startDomain as soon as they exist,
 // before Run starts the listener: the handlers read them from its goroutine.
 type membership struct {
-	cl  *replicas.Cluster
-	log *slog.Logger
+	cl    *replicas.Cluster
+	log   *slog.Logger
+	clock quartz.Clock
 
 	processes *process.Manager
 	turns     *turns.Service
@@ -62,7 +63,7 @@ func joinReplicas(ctx context.Context, cfg config.Config, addr net.Addr, reg pro
 	if cfg.Secret == "" {
 		log.Warn("HANGAR_SECRET is not set: this replica keys process tags with <data dir>/secret, so another replica taking over its sandboxes cannot adopt their processes unless every replica shares that file; set the same HANGAR_SECRET on every replica")
 	}
-	return &membership{cl: cl, log: log}, nil
+	return &membership{cl: cl, log: log, clock: clock}, nil
 }
 
 // advertised is http://<addr>, with the hostname in place of an address of every interface.
@@ -134,7 +135,7 @@ func (r *membership) forwarder(streams *stream.Registry) *forward.Forwarder {
 	if r == nil {
 		return nil
 	}
-	return &forward.Forwarder{Self: r.cl.AdvertiseURL(), Streams: streams, Unreachable: r.cl.Unreachable}
+	return &forward.Forwarder{Self: r.cl.AdvertiseURL(), Streams: streams, Unreachable: r.cl.Unreachable, Clock: r.clock}
 }
 
 // sessions names this replica in the ids of the MCP sessions it opens and finds the replica

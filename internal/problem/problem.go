@@ -35,7 +35,7 @@ const (
 // ErrBodyTimeout is a request body that did not arrive within its deadline (HANGAR_BODY_TIMEOUT,
 // plus what HANGAR_BODY_MIN_BYTES_PER_SECOND allows for its size): the client is too slow, or
 // holds the connection on purpose.
-var ErrBodyTimeout error = &Sentinel{Text: "the request body did not arrive in time", Code: CodeTimeout,
+var ErrBodyTimeout error = &Sentinel{Text: "the request body did not arrive in time", Code: CodeTimeout, Outranks: true,
 	Message: "The request body did not arrive in time; send it at once, at a fair rate (HANGAR_BODY_TIMEOUT, HANGAR_BODY_MIN_BYTES_PER_SECOND)."}
 
 // Problem is an error on its way to a client: a code, a sentence for a person, and the
@@ -107,6 +107,9 @@ type Sentinel struct {
 	// Quiet keeps the error as it reached the transport out of the problem's detail: it names
 	// what is not the client's to know (an address inside the deployment), or adds nothing.
 	Quiet bool
+	// Outranks makes it what a client is told whatever else the error wraps: what hangar itself
+	// lacks (its database, its disk, a body in time) is what is missing, whatever was asked.
+	Outranks bool
 }
 
 func (s *Sentinel) Error() string { return s.Text }
@@ -150,28 +153,34 @@ func Of(err error) *Problem {
 	if errors.As(err, &mb) {
 		return New(CodeTooLarge, "The request body is too large.", err)
 	}
-	if p := carried(err, err); p != nil {
+	if p := carried(err, err, true); p != nil {
+		return p
+	}
+	if p := carried(err, err, false); p != nil {
 		return p
 	}
 	return New(CodeInternal, "Something went wrong inside hangar; the server log has the details.", err)
 }
 
-// carried is what the first Carrier in e's tree says of err, in Of's order.
-func carried(err, e error) *Problem {
+// carried is what the first Carrier in e's tree says of err, in Of's order; with outranking,
+// only a Sentinel that Outranks the others is asked.
+func carried(err, e error, outranking bool) *Problem {
 	if c, ok := e.(Carrier); ok {
-		if p := c.Problem(err); p != nil {
-			return p
+		if s, ok := c.(*Sentinel); !outranking || ok && s.Outranks {
+			if p := c.Problem(err); p != nil {
+				return p
+			}
 		}
 	}
 	switch e := e.(type) {
 	case interface{ Unwrap() error }:
 		if next := e.Unwrap(); next != nil {
-			return carried(err, next)
+			return carried(err, next, outranking)
 		}
 	case interface{ Unwrap() []error }:
 		next := e.Unwrap()
 		for i := len(next) - 1; i >= 0; i-- {
-			if p := carried(err, next[i]); p != nil {
+			if p := carried(err, next[i], outranking); p != nil {
 				return p
 			}
 		}

@@ -127,6 +127,7 @@ func TestOfOrder(t *testing.T) {
 	t.Parallel()
 	kind := &problem.Sentinel{Text: "unavailable", Code: problem.CodeUnavailable, Message: "Kind."}
 	cause := &problem.Sentinel{Text: "busy", Code: problem.CodeLimit, Message: "Cause."}
+	lacks := &problem.Sentinel{Text: "no database", Code: problem.CodeUnavailable, Message: "Lacks.", Outranks: true}
 	for _, tc := range []struct {
 		err  error
 		says string
@@ -137,6 +138,9 @@ func TestOfOrder(t *testing.T) {
 		{&carrier{says: "Outer.", next: cause}, "Outer."},
 		{fmt.Errorf("op: %w", &carrier{next: fmt.Errorf("inner: %w", cause)}), "Cause."},
 		{&carrier{next: errors.New("plain")}, "Something went wrong inside hangar; the server log has the details."},
+		// What hangar itself lacks outranks what wraps it, wherever it is.
+		{&carrier{says: "Outer.", next: fmt.Errorf("%w: %w", lacks, cause)}, "Lacks."},
+		{errors.Join(lacks, cause), "Lacks."},
 	} {
 		if p := problem.Of(tc.err); p.Message != tc.says {
 			t.Errorf("%v: says %q, want %q", tc.err, p.Message, tc.says)

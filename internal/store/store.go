@@ -172,17 +172,17 @@ var (
 	// What hangar's own store lacks is what a client is told, whatever it asked; the cause
 	// (which names the database's address) stays in the server's log.
 	ErrUnavailable error = &problem.Sentinel{Text: "the database does not answer", Code: problem.CodeUnavailable,
-		Message: "hangar's database does not answer; try again in a moment.", RetryAfter: problem.StoreRetryAfter, Quiet: true}
+		Message: "hangar's database does not answer; try again in a moment.", RetryAfter: problem.StoreRetryAfter, Quiet: true, Outranks: true}
 	// ErrFull means the database could not write because its disk is full (ENOSPC,
 	// SQLITE_FULL, PostgreSQL's disk_full). Reads may still work.
 	ErrFull error = &problem.Sentinel{Text: "the database's disk is full", Code: problem.CodeUnavailable,
-		Message: "hangar's disk is full: its database cannot write; free space where its data is kept, then try again.", RetryAfter: problem.StoreFullRetryAfter, Quiet: true}
+		Message: "hangar's disk is full: its database cannot write; free space where its data is kept, then try again.", RetryAfter: problem.StoreFullRetryAfter, Quiet: true, Outranks: true}
 	// ErrBusy means every connection hangar may have to the database was in use for as long as
 	// a call may wait for one (HANGAR_DATABASE_WAIT), or the database server has no connection
 	// slot left (PostgreSQL's too_many_connections). It always comes wrapped with
 	// ErrUnavailable too: trying again in a moment may work.
 	ErrBusy error = &problem.Sentinel{Text: "every connection to the database is in use", Code: problem.CodeUnavailable,
-		Message: "hangar's database is busy: every connection to it is in use; try again in a moment.", RetryAfter: problem.StoreBusyRetryAfter, Quiet: true}
+		Message: "hangar's database is busy: every connection to it is in use; try again in a moment.", RetryAfter: problem.StoreBusyRetryAfter, Quiet: true, Outranks: true}
 )
 
 // Unavailable wraps err in ErrUnavailable or ErrFull when it is the operating system's way of
