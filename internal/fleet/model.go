@@ -156,10 +156,7 @@ func (sc *sessionCache) take(e store.Event) {
 		return
 	}
 	if e.Type == turns.TypeTurnFinished {
-		var f struct {
-			Status string `json:"status"`
-			Reason string `json:"reason"`
-		}
+		var f wire.TurnFinished
 		if json.Unmarshal(e.Data, &f) == nil && f.Status == store.TurnFailed && f.Reason != "" {
 			sc.last = &Activity{Kind: "error", Text: clip(f.Reason), At: wire.Time(e.TS)}
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // Event types hangar adds to a session's events around each turn's run-log lines.
@@ -520,22 +521,14 @@ func (s *Service) stopPaused(ctx context.Context, sb store.Sandbox, t store.Turn
 
 // startedData is the data of the turn.started event hangar records when turn starts agent.
 func startedData(turn, agent string) []byte {
-	data, _ := json.Marshal(map[string]any{"type": TypeTurnStarted, "turn": turn, "agent": agent})
+	data, _ := json.Marshal(wire.TurnStarted{Type: TypeTurnStarted, Turn: turn, Agent: agent})
 	return data
 }
 
-// finishedData is the data of the turn.finished event hangar records when turn ends as u says.
+// finishedData is the data of the turn.finished event hangar records when turn ends as u says
+// (nil when u's summary is not JSON).
 func finishedData(turn string, u store.TurnUpdate) []byte {
-	ev := map[string]any{"type": TypeTurnFinished, "turn": turn, "status": u.State, "exit_code": u.ExitCode}
-	if u.Signal != "" {
-		ev["signal"] = u.Signal
-	}
-	if u.Summary != "" {
-		ev["summary"] = json.RawMessage(u.Summary)
-	}
-	if u.Reason != "" {
-		ev["reason"] = u.Reason
-	}
-	data, _ := json.Marshal(ev)
+	data, _ := json.Marshal(wire.TurnFinished{Type: TypeTurnFinished, Turn: turn, Status: u.State, ExitCode: u.ExitCode,
+		Signal: u.Signal, Summary: json.RawMessage(u.Summary), Reason: u.Reason})
 	return data
 }
