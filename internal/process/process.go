@@ -415,7 +415,7 @@ func (pr *proc) end(state State, exit *envd.Exit, now time.Time) bool {
 }
 
 func endItem(i Info) stream.Item {
-	b, _ := json.Marshal(i)
+	b, _ := json.Marshal(i.Wire())
 	return stream.Item{Event: EventEnd, ID: strconv.FormatInt(i.OutputEnd, 10), Data: b, JSON: true, Final: true}
 }
 
