@@ -70,8 +70,8 @@ func TestCLIImportsNoServerPackage(t *testing.T) {
 }
 
 // TestWireImportsNoHangarPackage: wire (the JSON shapes) is not a server package, so the CLI
-// may use it; turning domain values into it is wire/from's. Of hangar's packages it uses only
-// stamp (the time layout, which the domain's streams share), and stamp none.
+// may use it, and a leaf, so the domain may; turning domain values into answers is wire/from's.
+// Of hangar's packages it uses only stamp (the time layout), and stamp none.
 func TestWireImportsNoHangarPackage(t *testing.T) {
 	t.Parallel()
 	for _, pkg := range []string{"internal/wire", "internal/stamp"} {
@@ -83,13 +83,14 @@ func TestWireImportsNoHangarPackage(t *testing.T) {
 	}
 }
 
-// TestDomainImportsNoWire: the shapes a client sees are the transports' concern; the domain
-// does not know them.
-func TestDomainImportsNoWire(t *testing.T) {
+// TestDomainImportsNoWireFrom: the domain may use wire (a leaf of shapes: what it streams, it
+// writes in them), but turning its values into answers is the transports' (wire/from), and the
+// domain never reaches that.
+func TestDomainImportsNoWireFrom(t *testing.T) {
 	t.Parallel()
 	for _, pkg := range []string{"internal/sandbox", "internal/process", "internal/turns", "internal/watch", "internal/fleet", "internal/stream"} {
 		for _, dep := range goList(t, `{{join .Deps " "}}`, pkg) {
-			if dep == module+"internal/wire" || strings.HasPrefix(dep, module+"internal/wire/") {
+			if dep == module+"internal/wire/from" {
 				t.Errorf("%s depends on %s", pkg, dep)
 			}
 		}

@@ -133,17 +133,13 @@ func (p *eventPrinter) system(d map[string]json.RawMessage) []string {
 }
 
 func (p *eventPrinter) finished(d map[string]json.RawMessage) string {
-	var f struct {
-		Status   string `json:"status"`
-		ExitCode *int   `json:"exit_code"`
-		Signal   string `json:"signal"`
-		Reason   string `json:"reason"`
-		Summary  struct {
-			CostUSD *float64 `json:"cost_usd"`
-		} `json:"summary"`
-	}
+	var f wire.TurnFinished
 	b, _ := json.Marshal(d)
 	json.Unmarshal(b, &f)
+	var sum struct {
+		CostUSD *float64 `json:"cost_usd"` // the harness's summary: what the agent said it cost
+	}
+	json.Unmarshal(f.Summary, &sum)
 	s := "── turn " + f.Status
 	if f.ExitCode != nil {
 		s += fmt.Sprintf(", exit %d", *f.ExitCode)
@@ -151,8 +147,8 @@ func (p *eventPrinter) finished(d map[string]json.RawMessage) string {
 	if f.Signal != "" {
 		s += ", signal " + f.Signal
 	}
-	if f.Summary.CostUSD != nil {
-		s += fmt.Sprintf(", cost $%.4f", *f.Summary.CostUSD)
+	if sum.CostUSD != nil {
+		s += fmt.Sprintf(", cost $%.4f", *sum.CostUSD)
 	}
 	if f.Reason != "" {
 		// A failed turn's reason starts with how the agent ended, said here already.

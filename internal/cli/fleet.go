@@ -15,76 +15,36 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// fleetAgent is one agent unit of the fleet.
-type fleetAgent struct {
-	ID      string `json:"id"`
-	Name    string `json:"name"`
-	Kind    string `json:"kind"`
-	Agent   string `json:"agent"`
-	Sandbox string `json:"sandbox"`
-	State   string `json:"state"`
-	Stuck   bool   `json:"stuck"`
-	Last    *struct {
-		Kind string `json:"kind"`
-		Text string `json:"text"`
-	} `json:"last"`
-	CostUSD   float64   `json:"cost_usd"`
-	UpdatedAt wire.Time `json:"updated_at"`
-}
-
-type fleetInbox struct {
-	Kind string    `json:"kind"`
-	Text string    `json:"text"`
-	At   wire.Time `json:"at"`
-}
-
-type fleetSummary struct {
-	Agents  int            `json:"agents"`
-	ByState map[string]int `json:"by_state"`
-	Stuck   int            `json:"stuck"`
-	Inbox   int            `json:"inbox"`
-	Cost    float64        `json:"cost_today_usd"`
-}
-
 // fleetView is the fleet as the stream has told it so far.
 type fleetView struct {
-	User    string                 `json:"user"`
-	Agents  map[string]*fleetAgent `json:"-"`
-	Inbox   []fleetInbox           `json:"inbox"`
-	Summary fleetSummary           `json:"summary"`
+	User    string
+	Agents  map[string]*wire.FleetUnit // by id
+	Inbox   []wire.InboxItem
+	Summary wire.FleetSummary
 }
 
 // apply changes v by one fleet stream event.
 func (v *fleetView) apply(ev event) {
 	switch ev.Name {
 	case "snapshot":
-		var snap struct {
-			User    string        `json:"user"`
-			Agents  []*fleetAgent `json:"agents"`
-			Inbox   []fleetInbox  `json:"inbox"`
-			Summary fleetSummary  `json:"summary"`
-		}
+		var snap wire.FleetSnapshot
 		json.Unmarshal(ev.Data, &snap)
 		v.User, v.Inbox, v.Summary = snap.User, snap.Inbox, snap.Summary
-		v.Agents = map[string]*fleetAgent{}
-		for _, ag := range snap.Agents {
-			v.Agents[ag.ID] = ag
+		v.Agents = map[string]*wire.FleetUnit{}
+		for i := range snap.Agents {
+			v.Agents[snap.Agents[i].ID] = &snap.Agents[i]
 		}
 	case "agent":
-		var ag fleetAgent
+		var ag wire.FleetUnit
 		if json.Unmarshal(ev.Data, &ag) == nil && v.Agents != nil {
 			v.Agents[ag.ID] = &ag
 		}
 	case "gone":
-		var g struct {
-			ID string `json:"id"`
-		}
+		var g wire.FleetGone
 		json.Unmarshal(ev.Data, &g)
 		delete(v.Agents, g.ID)
 	case "inbox":
-		var in struct {
-			Inbox []fleetInbox `json:"inbox"`
-		}
+		var in wire.FleetInbox
 		json.Unmarshal(ev.Data, &in)
 		v.Inbox = in.Inbox
 	case "summary":
@@ -104,8 +64,8 @@ func (v *fleetView) render(w io.Writer, col bool, now time.Time) {
 	if len(states) > 0 {
 		byState = " (" + strings.Join(states, ", ") + ")"
 	}
-	fmt.Fprintf(w, "%s's fleet: %d agents%s, %d stuck, %d in the inbox, $%.2f today\n\n", v.User, v.Summary.Agents, byState, v.Summary.Stuck, v.Summary.Inbox, v.Summary.Cost)
-	agents := make([]*fleetAgent, 0, len(v.Agents))
+	fmt.Fprintf(w, "%s's fleet: %d agents%s, %d stuck, %d in the inbox, $%.2f today\n\n", v.User, v.Summary.Agents, byState, v.Summary.Stuck, v.Summary.Inbox, v.Summary.CostTodayUSD)
+	agents := make([]*wire.FleetUnit, 0, len(v.Agents))
 	for _, ag := range v.Agents {
 		agents = append(agents, ag)
 	}
@@ -209,9 +169,7 @@ func (a *app) fleetLive(ctx context.Context, c *client, asJSON bool) error {
 // fleetStream asks for a ticket, opens the stream with it from since, and calls fn for each
 // event until the stream ends.
 func (a *app) fleetStream(ctx context.Context, c *client, since string, fn func(event)) error {
-	var t struct {
-		Ticket string `json:"ticket"`
-	}
+	var t wire.Ticket
 	if err := c.do(ctx, "POST", "/api/fleet/tickets", nil, &t); err != nil {
 		return err
 	}

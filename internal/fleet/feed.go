@@ -11,6 +11,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // The events of a fleet stream.
@@ -190,7 +191,7 @@ func (s *Service) update(f *feed, fl Fleet) {
 		delete(f.units, id)
 		delete(f.pending, id)
 		delete(f.sentAt, id)
-		f.send(now, EventGone, jsonOf(map[string]string{"id": id}))
+		f.send(now, EventGone, jsonOf(wire.FleetGone{ID: id}))
 	}
 	var due []string
 	for id := range f.pending {
@@ -206,7 +207,7 @@ func (s *Service) update(f *feed, fl Fleet) {
 	}
 	if j := jsonOf(fl.Inbox); !bytes.Equal(f.inbox, j) {
 		f.inbox = j
-		f.send(now, EventInbox, jsonOf(map[string]any{"inbox": fl.Inbox}))
+		f.send(now, EventInbox, jsonOf(wire.FleetInbox{Inbox: fl.Inbox}))
 	}
 	if j := jsonOf(fl.Summary); !bytes.Equal(f.summary, j) {
 		f.summary = j
@@ -247,10 +248,7 @@ func (s *Service) subscribe(f *feed, st *stream.Stream, since int64, resume bool
 			st.Send(e.item)
 		}
 	} else {
-		snap := struct {
-			Fleet
-			Reset string `json:"reset,omitempty"`
-		}{Fleet: f.cur}
+		snap := wire.FleetSnapshot{Fleet: f.cur}
 		if resume {
 			snap.Reset = "Last-Event-ID " + strconv.FormatInt(since, 10) + " is not among the changes kept (the last " +
 				s.cfg.Retention.String() + " of this server's): this snapshot replaces what you had"

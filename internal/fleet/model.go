@@ -9,69 +9,20 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/process"
-	"github.com/hangar-dev/hangar/internal/stamp"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/turns"
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
-// Fleet is one person's agents, inbox and summary.
-type Fleet struct {
-	User    string      `json:"user"`
-	Agents  []Unit      `json:"agents"`
-	Inbox   []InboxItem `json:"inbox"`
-	Summary Summary     `json:"summary"`
-}
-
-// Unit is one agent: a session, or a job (whose session is not listed again).
-type Unit struct {
-	ID           string     `json:"id"` // the session's or the job's id
-	Name         string     `json:"name"`
-	Kind         string     `json:"kind"` // session or job
-	Agent        string     `json:"agent"`
-	Sandbox      string     `json:"sandbox"`
-	SandboxState string     `json:"sandbox_state"` // running, paused, failed, destroyed, ... or gone
-	State        string     `json:"state"`         // idle (no turn yet), or its current turn's state
-	Stuck        bool       `json:"stuck,omitempty"`
-	Turn         *TurnRef   `json:"turn"`
-	Last         *Activity  `json:"last,omitempty"`
-	CostUSD      float64    `json:"cost_usd"`
-	StartedAt    stamp.Time `json:"started_at"`
-	UpdatedAt    stamp.Time `json:"updated_at"`
-}
-
-// TurnRef is a unit's current turn.
-type TurnRef struct {
-	ID    string `json:"id"`
-	State string `json:"state"`
-}
-
-// Activity is what a unit did last: its latest tool call, message, result, error (a failed
-// turn's reason included), API retry or start of a run.
-type Activity struct {
-	Kind string     `json:"kind"` // tool_call, message, result, error, retry or start
-	Text string     `json:"text"`
-	At   stamp.Time `json:"at"`
-}
-
-// InboxItem is something that needs the person.
-type InboxItem struct {
-	ID      string     `json:"id"`   // stable: the same thing keeps its id
-	Kind    string     `json:"kind"` // turn_failed, job_finished, sandbox_failed, process_failed
-	Agent   string     `json:"agent,omitempty"`
-	Sandbox string     `json:"sandbox,omitempty"`
-	Process string     `json:"process,omitempty"`
-	Text    string     `json:"text"`
-	At      stamp.Time `json:"at"`
-}
-
-// Summary counts the units by state, and what they cost today (UTC).
-type Summary struct {
-	Agents       int            `json:"agents"`
-	ByState      map[string]int `json:"by_state"`
-	Stuck        int            `json:"stuck"`
-	Inbox        int            `json:"inbox"`
-	CostTodayUSD float64        `json:"cost_today_usd"`
-}
+// The fleet's model is what its person sees of it: wire's shapes, built here.
+type (
+	Fleet     = wire.Fleet        // one person's agents, inbox and summary
+	Unit      = wire.FleetUnit    // one agent: a session, or a job (whose session is not listed again)
+	TurnRef   = wire.TurnRef      // a unit's current turn
+	Activity  = wire.Activity     // what a unit did last
+	InboxItem = wire.InboxItem    // something that needs the person
+	Summary   = wire.FleetSummary // the units by state, and what they cost today (UTC)
+)
 
 // activityText bounds what a unit's last activity shows.
 const activityText = 200
@@ -205,12 +156,9 @@ func (sc *sessionCache) take(e store.Event) {
 		return
 	}
 	if e.Type == turns.TypeTurnFinished {
-		var f struct {
-			Status string `json:"status"`
-			Reason string `json:"reason"`
-		}
+		var f wire.TurnFinished
 		if json.Unmarshal(e.Data, &f) == nil && f.Status == store.TurnFailed && f.Reason != "" {
-			sc.last = &Activity{Kind: "error", Text: clip(f.Reason), At: stamp.Time(e.TS)}
+			sc.last = &Activity{Kind: "error", Text: clip(f.Reason), At: wire.Time(e.TS)}
 		}
 		return
 	}
@@ -239,7 +187,7 @@ func (sc *sessionCache) take(e store.Event) {
 			}
 		}
 		if a != nil && a.Text != "" {
-			a.Text, a.At = clip(a.Text), stamp.Time(e.TS)
+			a.Text, a.At = clip(a.Text), wire.Time(e.TS)
 			sc.last = a
 		}
 	}
@@ -248,7 +196,7 @@ func (sc *sessionCache) take(e store.Event) {
 // unit makes se's unit from what its cache knows.
 func (s *Service) unit(se store.Session, sc *sessionCache, sandboxState map[string]string, now time.Time) Unit {
 	u := Unit{ID: se.ID, Name: se.Name, Kind: "session", Agent: se.Agent, Sandbox: se.Sandbox, State: "idle",
-		StartedAt: stamp.Time(se.CreatedAt), UpdatedAt: stamp.Time(se.CreatedAt), Last: sc.last}
+		StartedAt: wire.Time(se.CreatedAt), UpdatedAt: wire.Time(se.CreatedAt), Last: sc.last}
 	if st, ok := sandboxState[se.Sandbox]; ok {
 		u.SandboxState = st
 	} else {
@@ -260,10 +208,10 @@ func (s *Service) unit(se store.Session, sc *sessionCache, sandboxState map[stri
 	if n := len(sc.turns); n > 0 {
 		t := sc.turns[n-1]
 		u.Turn, u.State = &TurnRef{ID: t.ID, State: t.State}, t.State
-		u.UpdatedAt = stamp.Time(latest(t.CreatedAt, t.StartedAt, t.EndedAt))
+		u.UpdatedAt = wire.Time(latest(t.CreatedAt, t.StartedAt, t.EndedAt))
 	}
 	if sc.eventAt.After(time.Time(u.UpdatedAt)) {
-		u.UpdatedAt = stamp.Time(sc.eventAt)
+		u.UpdatedAt = wire.Time(sc.eventAt)
 	}
 	u.Stuck = u.State == store.TurnRunning && now.Sub(time.Time(u.UpdatedAt)) >= s.cfg.StuckAfter
 	return u
@@ -284,13 +232,13 @@ func (s *Service) unitInbox(u Unit, sc *sessionCache, j store.Job, now time.Time
 		if t.Reason != "" {
 			text += " (" + t.Reason + ")"
 		}
-		return []InboxItem{{ID: "job_finished:" + j.ID, Kind: "job_finished", Agent: u.ID, Sandbox: u.Sandbox, Text: text, At: stamp.Time(t.EndedAt)}}
+		return []InboxItem{{ID: "job_finished:" + j.ID, Kind: "job_finished", Agent: u.ID, Sandbox: u.Sandbox, Text: text, At: wire.Time(t.EndedAt)}}
 	case t.State == store.TurnFailed:
 		text := "A turn of " + u.Name + " failed"
 		if t.Reason != "" {
 			text += ": " + t.Reason
 		}
-		return []InboxItem{{ID: "turn_failed:" + t.ID, Kind: "turn_failed", Agent: u.ID, Sandbox: u.Sandbox, Text: text, At: stamp.Time(t.EndedAt)}}
+		return []InboxItem{{ID: "turn_failed:" + t.ID, Kind: "turn_failed", Agent: u.ID, Sandbox: u.Sandbox, Text: text, At: wire.Time(t.EndedAt)}}
 	}
 	return nil
 }
@@ -301,7 +249,7 @@ func (s *Service) sandboxInbox(sbs []store.Sandbox, now time.Time) []InboxItem {
 	for _, sb := range sbs {
 		if sb.State == "failed" && now.Sub(sb.UpdatedAt) <= s.cfg.InboxWindow {
 			out = append(out, InboxItem{ID: "sandbox_failed:" + sb.Name + ":" + sb.CreatedAt.UTC().Format(time.RFC3339Nano),
-				Kind: "sandbox_failed", Sandbox: sb.Name, Text: "Sandbox " + sb.Name + " failed: " + sb.Reason, At: stamp.Time(sb.UpdatedAt)})
+				Kind: "sandbox_failed", Sandbox: sb.Name, Text: "Sandbox " + sb.Name + " failed: " + sb.Reason, At: wire.Time(sb.UpdatedAt)})
 		}
 	}
 	return out
@@ -316,7 +264,7 @@ func (s *Service) processInbox(user string, now time.Time) []InboxItem {
 	for _, p := range s.cfg.Processes.OfUser(user) {
 		if p.State != process.StateRunning && p.ExitCode != nil && *p.ExitCode != 0 && now.Sub(p.EndedAt) <= s.cfg.InboxWindow {
 			out = append(out, InboxItem{ID: "process_failed:" + p.ID, Kind: "process_failed", Sandbox: p.Sandbox, Process: p.ID,
-				Text: fmt.Sprintf("%s in %s ended: %s", clip(p.Command), p.Sandbox, p.Status), At: stamp.Time(p.EndedAt)})
+				Text: fmt.Sprintf("%s in %s ended: %s", clip(p.Command), p.Sandbox, p.Status), At: wire.Time(p.EndedAt)})
 		}
 	}
 	return out

@@ -10,8 +10,8 @@ import (
 	"fmt"
 
 	"github.com/hangar-dev/hangar/internal/auth"
-	"github.com/hangar-dev/hangar/internal/stamp"
 	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // ticketPrefix starts every ticket, so one is recognisable in a log or a URL.
@@ -24,10 +24,7 @@ const maxTicketsPerToken = 8
 // Ticket is a ticket made for a browser: a one-time pass that lets it open its person's fleet
 // stream (an EventSource cannot send an Authorization header). Tickets are kept in the store,
 // only as a hash, so one asked of any replica opens the stream on any, once.
-type Ticket struct {
-	Ticket    string     `json:"ticket"`
-	ExpiresAt stamp.Time `json:"expires_at"`
-}
+type Ticket = wire.Ticket
 
 // IssueTicket makes a ticket for p's own fleet, usable once within TicketTTL.
 func (s *Service) IssueTicket(ctx context.Context, p auth.Principal) (Ticket, error) {
@@ -57,7 +54,7 @@ func (s *Service) IssueTicket(ctx context.Context, p auth.Principal) (Ticket, er
 	if err != nil {
 		return Ticket{}, err
 	}
-	return Ticket{Ticket: secret, ExpiresAt: stamp.Time(expires)}, nil
+	return Ticket{Ticket: secret, ExpiresAt: wire.Time(expires)}, nil
 }
 
 // RedeemTicket uses a ticket up: it returns the principal it was made for, or ErrTicket. The

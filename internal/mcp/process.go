@@ -11,6 +11,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/process"
+	"github.com/hangar-dev/hangar/internal/wire"
 	"github.com/hangar-dev/hangar/internal/wire/from"
 )
 
@@ -43,7 +44,7 @@ type attachOutput struct {
 	TailEncoding string        `json:"tail_encoding,omitempty"`
 	TailFrom     int64         `json:"tail_from"` // the offset the tail starts at
 	Next         int64         `json:"next"`      // pass as since next time
-	Gap          *process.Gap  `json:"gap,omitempty"`
+	Gap          *wire.Gap     `json:"gap,omitempty"`
 	Streamed     bool          `json:"streamed"`
 	Closed       string        `json:"closed,omitempty"`
 	Capped       bool          `json:"capped,omitempty"`
@@ -90,7 +91,7 @@ func (h *Handler) process(ctx context.Context, req *mcp.CallToolRequest, in proc
 		if err != nil {
 			return nil, nil, classify(h.log, op, err)
 		}
-		return nil, from.Process(info), nil
+		return nil, info.Wire(), nil
 	case "list":
 		ps, err := h.cfg.Processes.List(ctx, p, ref)
 		if err != nil {
@@ -123,7 +124,7 @@ func (h *Handler) process(ctx context.Context, req *mcp.CallToolRequest, in proc
 		if err != nil {
 			return nil, nil, classify(h.log, op, err)
 		}
-		return nil, from.Process(info), nil
+		return nil, info.Wire(), nil
 	case "":
 		return nil, nil, errorf("Say what to do (the action argument): start, attach, input, kill or list.")
 	default:
@@ -181,7 +182,7 @@ func attachWait(in processArgs) (time.Duration, []string, error) {
 // attachResult is the attach's answer: what it saw, and notes on what a reader should know.
 func attachResult(seen process.Seen, streamed bool, notes []string) attachOutput {
 	out := attachOutput{ProcessID: seen.Info.ID, State: seen.Info.State, ExitCode: seen.Info.ExitCode, Status: seen.Info.Status,
-		TailFrom: seen.TailFrom, Next: seen.Next, Gap: seen.Gap, Streamed: streamed, Closed: string(seen.Closed), Capped: seen.Capped}
+		TailFrom: seen.TailFrom, Next: seen.Next, Gap: from.ProcessGap(seen.Gap), Streamed: streamed, Closed: string(seen.Closed), Capped: seen.Capped}
 	out.Tail, out.TailEncoding = text(seen.Tail)
 	notes = append(notes, seen.Notes...) // each gap's and the cap's, as they came
 	if seen.Closed != "" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // Output is kept output read from an offset.
@@ -149,7 +150,7 @@ func (m *Manager) Attach(ctx context.Context, p auth.Principal, ref, id string, 
 	pr.mu.Lock()
 	out := readLocked(pr, since)
 	if out.Gap != nil {
-		gap, _ := json.Marshal(out.Gap)
+		gap, _ := json.Marshal(wire.Gap(*out.Gap))
 		st.Send(stream.Item{Event: EventGap, JSON: true, Data: gap})
 	}
 	sendOutput(st, out.Data, out.Next-int64(len(out.Data)))

@@ -30,9 +30,9 @@ import (
 	"github.com/hangar-dev/hangar/internal/limits"
 	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/sandbox"
-	"github.com/hangar-dev/hangar/internal/stamp"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // Errors of this package, to be tested with errors.Is; each says what it means to a client.
@@ -103,15 +103,14 @@ const (
 	EventEnd    = "end" // Data: the process's Info as JSON, once it ended
 )
 
-// Gap is output that is no longer kept: offsets From up to To.
+// Gap is output that is no longer kept: offsets From up to To. It goes out as a wire.Gap.
 type Gap struct {
-	From int64 `json:"from"`
-	To   int64 `json:"to"`
+	From, To int64
 	// Lost, when the gap reaches back before hangar took the process over (a restart, or
 	// another replica), says so for a person: what the process printed while no hangar followed
 	// it is lost, and the offsets skipped are not a count of bytes. Empty: the output was just
 	// dropped from the ring.
-	Lost string `json:"lost,omitempty"`
+	Lost string
 }
 
 // Config configures a Manager.
@@ -247,37 +246,48 @@ const (
 	StateLost State = "lost"
 )
 
-// Info is what a process's owner sees of it.
+// Info is what a process's owner sees of it; a client sees it as a wire.Process.
 type Info struct {
-	ID        string    `json:"process_id"`
-	Sandbox   string    `json:"sandbox"`
-	Owner     string    `json:"owner"` // the id of the token that started it
-	User      string    `json:"user"`  // that token's user
-	Command   string    `json:"command"`
-	Cwd       string    `json:"cwd,omitempty"`
-	PID       uint32    `json:"pid,omitempty"`
-	State     State     `json:"state"`
-	ExitCode  *int      `json:"exit_code"`        // set once exited; -1 for a death by signal
-	Status    string    `json:"status,omitempty"` // e.g. "exit status 1", "signal: killed"
-	Adopted   bool      `json:"adopted,omitempty"`
-	Daemon    bool      `json:"daemon"`        // followed through the daemon (else polled)
-	PTY       bool      `json:"pty,omitempty"` // runs on a terminal
-	StartedAt time.Time `json:"started_at"`
-	EndedAt   time.Time `json:"ended_at,omitzero"`
-	// Kept is the range of output offsets still kept: [start, end).
-	OutputStart int64 `json:"output_start"`
-	OutputEnd   int64 `json:"output_end"`
+	ID        string
+	Sandbox   string
+	Owner     string // the id of the token that started it
+	User      string // that token's user
+	Command   string
+	Cwd       string
+	PID       uint32
+	State     State
+	ExitCode  *int   // set once exited; -1 for a death by signal
+	Status    string // e.g. "exit status 1", "signal: killed"
+	Adopted   bool
+	Daemon    bool // followed through the daemon (else polled)
+	PTY       bool // runs on a terminal
+	StartedAt time.Time
+	EndedAt   time.Time // zero while it runs
+	// The range of output offsets still kept: [OutputStart, OutputEnd).
+	OutputStart int64
+	OutputEnd   int64
 }
 
-// MarshalJSON writes i with its times as every time a client sees (stamp's layout), ended_at
-// only once it ended.
-func (i Info) MarshalJSON() ([]byte, error) {
-	type plain Info // without this method
-	return json.Marshal(struct {
-		plain
-		StartedAt stamp.Time  `json:"started_at"`
-		EndedAt   *stamp.Time `json:"ended_at,omitempty"`
-	}{plain: plain(i), StartedAt: stamp.Time(i.StartedAt), EndedAt: stamp.Of(i.EndedAt)})
+// Wire is i as a client sees it.
+func (i Info) Wire() wire.Process {
+	return wire.Process{ID: i.ID, Sandbox: i.Sandbox, Owner: i.Owner, User: i.User, Command: i.Command, Cwd: i.Cwd, PID: i.PID,
+		State: string(i.State), ExitCode: i.ExitCode, Status: i.Status, Adopted: i.Adopted, Daemon: i.Daemon, PTY: i.PTY,
+		StartedAt: wire.Time(i.StartedAt), EndedAt: wire.Stamp(i.EndedAt), OutputStart: i.OutputStart, OutputEnd: i.OutputEnd}
+}
+
+// MarshalJSON writes i as its wire.Process: the stream's end event is this.
+func (i Info) MarshalJSON() ([]byte, error) { return json.Marshal(i.Wire()) }
+
+// UnmarshalJSON reads i from its wire.Process (an end event).
+func (i *Info) UnmarshalJSON(b []byte) error {
+	var w wire.Process
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*i = Info{ID: w.ID, Sandbox: w.Sandbox, Owner: w.Owner, User: w.User, Command: w.Command, Cwd: w.Cwd, PID: w.PID,
+		State: State(w.State), ExitCode: w.ExitCode, Status: w.Status, Adopted: w.Adopted, Daemon: w.Daemon, PTY: w.PTY,
+		StartedAt: time.Time(w.StartedAt), EndedAt: w.EndedAt.Time(), OutputStart: w.OutputStart, OutputEnd: w.OutputEnd}
+	return nil
 }
 
 // proc is one background process: what is known of it, its kept output and its attachments.
@@ -405,7 +415,7 @@ func (pr *proc) end(state State, exit *envd.Exit, now time.Time) bool {
 }
 
 func endItem(i Info) stream.Item {
-	b, _ := json.Marshal(i)
+	b, _ := json.Marshal(i.Wire())
 	return stream.Item{Event: EventEnd, ID: strconv.FormatInt(i.OutputEnd, 10), Data: b, JSON: true, Final: true}
 }
 

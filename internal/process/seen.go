@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // TailBytes is how much of the output it saw Follow keeps: the last 64 KiB.
@@ -81,10 +82,11 @@ type seeing struct {
 func (f *seeing) take(it stream.Item) stream.Item {
 	switch it.Event {
 	case EventGap:
-		var g Gap
-		if json.Unmarshal(it.Data, &g) != nil {
+		var w wire.Gap
+		if json.Unmarshal(it.Data, &w) != nil {
 			return it
 		}
+		g := Gap(w)
 		f.Gap, f.Next = &g, g.To
 		f.tail, f.TailFrom = nil, g.To
 		f.Notes = append(f.Notes, g.Note())

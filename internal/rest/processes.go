@@ -68,7 +68,7 @@ func (a *api) startProcess(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, from.Process(info))
+	writeJSON(w, http.StatusCreated, info.Wire())
 }
 
 func (a *api) listProcesses(w http.ResponseWriter, r *http.Request) {
@@ -116,7 +116,7 @@ func (a *api) readProcess(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	res := wire.ProcessOutput{Process: from.Process(info), Gap: from.ProcessGap(out.Gap), Next: out.Next}
+	res := wire.ProcessOutput{Process: info.Wire(), Gap: from.ProcessGap(out.Gap), Next: out.Next}
 	res.Output, res.Encoding = text(out.Data)
 	writeJSON(w, http.StatusOK, res)
 }
@@ -198,5 +198,5 @@ func (a *api) killProcess(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, from.Process(info))
+	writeJSON(w, http.StatusAccepted, info.Wire())
 }

@@ -1,7 +1,6 @@
 // Package stamp is the one way hangar writes a time for a client: RFC 3339 in UTC with exactly
-// milliseconds. wire re-exports it for the shapes it owns; the domain's streams, which write
-// their events' JSON themselves and do not know wire's shapes, use it directly. It imports no
-// hangar package.
+// milliseconds. wire re-exports it (wire.Time) for the shapes it owns, which the transports, the
+// domain's streams and the CLI all write and read. It imports no hangar package.
 package stamp
 
 import (

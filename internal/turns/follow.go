@@ -11,9 +11,9 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/provider"
-	"github.com/hangar-dev/hangar/internal/stamp"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // notifier wakes the followers of a session or a job after events were appended to it. A
@@ -235,24 +235,14 @@ func (s *Service) sendAfter(st *stream.Stream, key string, last *int64,
 	}
 }
 
-// eventJSON is an event's one JSON form, in a page and on a live stream alike; data is the
-// run-log line as written (a JSON string for a line that was not JSON, flagged invalid).
-type eventJSON struct {
-	Seq       int64           `json:"seq"`
-	JobSeq    int64           `json:"job_seq,omitempty"`
-	Turn      string          `json:"turn"`
-	TS        stamp.Time      `json:"ts"`
-	Type      string          `json:"type"`
-	Data      json.RawMessage `json:"data"`
-	Invalid   bool            `json:"invalid,omitempty"`
-	Truncated bool            `json:"truncated,omitempty"`
+// Wire is the event as a client sees it, in a page and on a live stream alike.
+func (e Event) Wire() wire.Event {
+	return wire.Event{Seq: e.Seq, JobSeq: e.JobSeq, Turn: e.TurnID, TS: wire.Time(e.TS), Type: e.Type,
+		Data: json.RawMessage(e.Data), Invalid: e.Invalid, Truncated: e.Truncated}
 }
 
-// MarshalJSON writes the event as the API shows it.
-func (e Event) MarshalJSON() ([]byte, error) {
-	return json.Marshal(eventJSON{Seq: e.Seq, JobSeq: e.JobSeq, Turn: e.TurnID, TS: stamp.Time(e.TS),
-		Type: e.Type, Data: json.RawMessage(e.Data), Invalid: e.Invalid, Truncated: e.Truncated})
-}
+// MarshalJSON writes the event as its wire.Event: what a live stream sends.
+func (e Event) MarshalJSON() ([]byte, error) { return json.Marshal(e.Wire()) }
 
 // sessionOver says why a session can get no more events ("" while it can): its sandbox was
 // destroyed (or its name taken again) or has failed, and none of its turns runs or waits.

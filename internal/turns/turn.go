@@ -14,6 +14,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // Event types hangar adds to a session's events around each turn's run-log lines.
@@ -412,7 +413,7 @@ func (s *Service) start(ctx context.Context, se store.Session, t store.Turn) (st
 		s.cfg.Sandboxes.Run(ctx, sb, killCmd(store.Turn{ProcessPID: uint32(pid), ProcessStart: start}), nil)
 		return t, sb, false
 	}
-	data, _ := json.Marshal(map[string]any{"type": TypeTurnStarted, "turn": t.ID, "agent": se.Agent})
+	data := startedData(t.ID, se.Agent)
 	if _, err := s.appendEvents(ctx, store.EventAppend{SessionID: se.ID, JobID: t.JobID, TurnID: t.ID, ReadPos: -1,
 		Events: []store.Event{{TS: now, Type: TypeTurnStarted, Data: data}}}); err != nil {
 		s.log.Error("record turn.started", "turn", t.ID, "err", err)
@@ -439,17 +440,7 @@ func (s *Service) fail(ctx context.Context, se store.Session, t store.Turn, reas
 // another replica, got there first), and nothing is recorded.
 func (s *Service) end(ctx context.Context, t store.Turn, u store.TurnUpdate) error {
 	u.ID = t.ID
-	ev := map[string]any{"type": TypeTurnFinished, "turn": t.ID, "status": u.State, "exit_code": u.ExitCode}
-	if u.Signal != "" {
-		ev["signal"] = u.Signal
-	}
-	if u.Summary != "" {
-		ev["summary"] = json.RawMessage(u.Summary)
-	}
-	if u.Reason != "" {
-		ev["reason"] = u.Reason
-	}
-	data, _ := json.Marshal(ev)
+	data := finishedData(t.ID, u)
 	_, err := s.appendEvents(ctx, store.EventAppend{SessionID: t.SessionID, JobID: t.JobID, TurnID: t.ID, ReadPos: -1,
 		Events: []store.Event{{TS: s.cfg.Clock.Now().UTC(), Type: TypeTurnFinished, Data: data}}, End: &u})
 	if err != nil && !errors.Is(err, store.ErrConflict) {
@@ -526,4 +517,18 @@ func (s *Service) stopPaused(ctx context.Context, sb store.Sandbox, t store.Turn
 	}
 	_, code, err := s.cfg.Sandboxes.Run(ctx, withoutDaemon(sb), killCmd(t), nil)
 	return err == nil && code == 0
+}
+
+// startedData is the data of the turn.started event hangar records when turn starts agent.
+func startedData(turn, agent string) []byte {
+	data, _ := json.Marshal(wire.TurnStarted{Type: TypeTurnStarted, Turn: turn, Agent: agent})
+	return data
+}
+
+// finishedData is the data of the turn.finished event hangar records when turn ends as u says
+// (nil when u's summary is not JSON).
+func finishedData(turn string, u store.TurnUpdate) []byte {
+	data, _ := json.Marshal(wire.TurnFinished{Type: TypeTurnFinished, Turn: turn, Status: u.State, ExitCode: u.ExitCode,
+		Signal: u.Signal, Summary: json.RawMessage(u.Summary), Reason: u.Reason})
+	return data
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // EventGap is the item that says events were missed: Data {"from": N, "to": M}.
@@ -73,7 +74,7 @@ func (s *Service) feed(st *stream.Stream, w *Watch, last int64) {
 		changed := w.Changed()
 		evs, next, gap := w.Read(last)
 		if gap != nil {
-			data, _ := json.Marshal(gap)
+			data, _ := json.Marshal(wire.Gap{From: gap.From, To: gap.To})
 			if !st.SendWait(s.ctx, stream.Item{Event: EventGap, Data: data, JSON: true}) {
 				return
 			}

@@ -22,9 +22,9 @@ import (
 	"github.com/hangar-dev/hangar/internal/limits"
 	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/sandbox"
-	"github.com/hangar-dev/hangar/internal/stamp"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // Errors, to be tested with errors.Is; each says what it means to a client.
@@ -70,16 +70,13 @@ type Event struct {
 	Type string // create, write, remove, rename or chmod
 }
 
-// MarshalJSON writes the event as the API shows it: {seq, ts, name, type}, ts as every time a
-// client sees (stamp's layout).
-func (e Event) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Seq  int64      `json:"seq"`
-		TS   stamp.Time `json:"ts"`
-		Name string     `json:"name"`
-		Type string     `json:"type"`
-	}{e.Seq, stamp.Time(e.TS), e.Name, e.Type})
+// Wire is the event as a client sees it: a change, in a page and on a live stream alike.
+func (e Event) Wire() wire.Change {
+	return wire.Change{Seq: e.Seq, TS: wire.Time(e.TS), Name: e.Name, Type: e.Type}
 }
+
+// MarshalJSON writes the event as its wire.Change: what a live stream sends.
+func (e Event) MarshalJSON() ([]byte, error) { return json.Marshal(e.Wire()) }
 
 // Service holds the open watches. It is safe for concurrent use.
 type Service struct {
@@ -287,10 +284,9 @@ func (w *Watch) Last() int64 {
 // Err is why the daemon's watch ended (nil while it runs).
 func (w *Watch) Err() error { return w.sh.endErr() }
 
-// Gap says events From..To happened but are no longer kept.
+// Gap says events From..To happened but are no longer kept. It goes out as a wire.Gap.
 type Gap struct {
-	From int64 `json:"from"`
-	To   int64 `json:"to"`
+	From, To int64
 }
 
 // Peek reads the kept events after since of the watch of dir in the sandbox ref, if someone

@@ -71,3 +71,24 @@ func SessionEventsURI(ref string) string { return "hangar://sessions/" + ref + "
 
 // JobEventsURI is the MCP resource of a job's events.
 func JobEventsURI(id string) string { return "hangar://jobs/" + id + "/events" }
+
+// TurnStarted is the data of turn.started, the event hangar records when a turn's agent
+// starts. Its fields are in the order of their names, as hangar has always written them.
+type TurnStarted struct {
+	Agent string `json:"agent"`
+	Turn  string `json:"turn"`
+	Type  string `json:"type"` // turn.started
+}
+
+// TurnFinished is the data of turn.finished, the event hangar records when a turn ends: its
+// status and how its agent ended, summary (the harness's, as JSON) and reason (for a person)
+// when known. Its fields are in the order of their names, as hangar has always written them.
+type TurnFinished struct {
+	ExitCode *int            `json:"exit_code"` // null when unknown (killed by a signal, lost)
+	Reason   string          `json:"reason,omitempty"`
+	Signal   string          `json:"signal,omitempty"`
+	Status   string          `json:"status"` // the turn's end state: done, failed or cancelled
+	Summary  json.RawMessage `json:"summary,omitempty"`
+	Turn     string          `json:"turn"`
+	Type     string          `json:"type"` // turn.finished
+}

@@ -1,11 +1,13 @@
 // Package wire owns the JSON a client sees of each entity — sandboxes, processes, sessions,
-// turns, jobs, their events and a watch's changes — and the one layout of a time on the wire.
-// REST answers and MCP tool results are these types, and the CLI decodes into them, so one
-// entity has one shape whichever way it is read.
+// turns, jobs, their events (and the data of hangar's own), a watch's changes and the fleet —
+// and the one layout of a time on the wire. REST answers, MCP tool results and what the domain
+// streams or records (an event, a change, a process's end, the fleet's events, turn.finished)
+// are these types, and the CLI decodes into them, so one entity has one shape whichever way it
+// is read.
 //
-// wire imports no hangar package but stamp (the time layout, which the domain shares): it is
-// not a server package, and the CLI may import it. Its subpackage from turns the domain's
-// values into these types (the transports use it).
+// wire imports no hangar package but stamp (the time layout): it is a leaf, so the domain may
+// write its streams in it and the CLI may decode with it. Its subpackage from turns the
+// domain's values into these types for the transports' answers; the domain never imports it.
 package wire
 
 import (

@@ -1,5 +1,8 @@
-// Package from turns the domain's values into wire's types: what the transports (REST, MCP)
-// answer with. It is the one place that knows both; the domain imports neither.
+// Package from turns the domain's values into wire's types where the transports (REST, MCP)
+// answer with them: sandboxes, sessions, turns, jobs, and pages of processes, events and a
+// watch's changes. What the domain streams it turns into wire's types itself (process.Info,
+// turns.Event and watch.Event have a Wire method, the fleet is built in wire's shapes), and a
+// page here is made of those. The domain imports wire but never this package.
 package from
 
 import (
@@ -19,18 +22,11 @@ func Sandbox(sb sandbox.Sandbox) wire.Sandbox {
 		CreatedAt: wire.Time(sb.CreatedAt), UpdatedAt: wire.Time(sb.UpdatedAt)}
 }
 
-// Process is i on the wire.
-func Process(i process.Info) wire.Process {
-	return wire.Process{ID: i.ID, Sandbox: i.Sandbox, Owner: i.Owner, User: i.User, Command: i.Command, Cwd: i.Cwd, PID: i.PID,
-		State: string(i.State), ExitCode: i.ExitCode, Status: i.Status, Adopted: i.Adopted, Daemon: i.Daemon, PTY: i.PTY,
-		StartedAt: wire.Time(i.StartedAt), EndedAt: wire.Stamp(i.EndedAt), OutputStart: i.OutputStart, OutputEnd: i.OutputEnd}
-}
-
 // Processes is ps on the wire ([] for none).
 func Processes(ps []process.Info) []wire.Process {
 	out := make([]wire.Process, 0, len(ps))
 	for _, i := range ps {
-		out = append(out, Process(i))
+		out = append(out, i.Wire())
 	}
 	return out
 }
@@ -40,7 +36,8 @@ func ProcessGap(g *process.Gap) *wire.Gap {
 	if g == nil {
 		return nil
 	}
-	return &wire.Gap{From: g.From, To: g.To, Lost: g.Lost}
+	w := wire.Gap(*g)
+	return &w
 }
 
 // Session is se on the wire, as user sees it: its events' URI names it by its name for its
@@ -81,18 +78,12 @@ func Job(j turns.Job, t *turns.Turn) wire.Job {
 	return out
 }
 
-// Event is e on the wire.
-func Event(e turns.Event) wire.Event {
-	return wire.Event{Seq: e.Seq, JobSeq: e.JobSeq, Turn: e.TurnID, TS: wire.Time(e.TS), Type: e.Type,
-		Data: json.RawMessage(e.Data), Invalid: e.Invalid, Truncated: e.Truncated}
-}
-
 // Events is a page of events read after since: next is the last one's seq (its job seq when
 // job), or since for an empty page.
 func Events(evs []turns.Event, since int64, job bool) wire.Events {
 	page := wire.Events{Events: make([]wire.Event, 0, len(evs)), Next: since}
 	for _, e := range evs {
-		page.Events = append(page.Events, Event(e))
+		page.Events = append(page.Events, e.Wire())
 		page.Next = e.Seq
 		if job {
 			page.Next = e.JobSeq
@@ -101,16 +92,11 @@ func Events(evs []turns.Event, since int64, job bool) wire.Events {
 	return page
 }
 
-// Change is a watch's event on the wire.
-func Change(e watch.Event) wire.Change {
-	return wire.Change{Seq: e.Seq, TS: wire.Time(e.TS), Name: e.Name, Type: e.Type}
-}
-
 // Changes is a page of a watch's events, as watch.Service.Peek gives it.
 func Changes(evs []watch.Event, next int64, gap *watch.Gap, watching bool) wire.Changes {
 	page := wire.Changes{Changes: make([]wire.Change, 0, len(evs)), Next: next, Watching: watching}
 	for _, e := range evs {
-		page.Changes = append(page.Changes, Change(e))
+		page.Changes = append(page.Changes, e.Wire())
 	}
 	if gap != nil {
 		page.Gap = &wire.Gap{From: gap.From, To: gap.To}

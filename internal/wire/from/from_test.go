@@ -7,9 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/turns"
-	"github.com/hangar-dev/hangar/internal/watch"
 	"github.com/hangar-dev/hangar/internal/wire/from"
 )
 
@@ -74,29 +72,5 @@ func TestEventsNext(t *testing.T) {
 	}
 	if got := jsonOf(t, from.Events(nil, 4, false)); got != `{"events":[],"next":4}` {
 		t.Errorf("empty page %s", got)
-	}
-}
-
-// TestStreamedShapesMatch: the domain still writes the JSON of what it streams (a session's
-// events, a watch's changes, a process's end event); each is, byte for byte, what wire gives the
-// same value in an answer, so a client reads one shape whether it read a page or a stream.
-func TestStreamedShapesMatch(t *testing.T) {
-	t.Parallel()
-	code := 0
-	for _, c := range []struct {
-		name           string
-		domain, onWire any
-	}{
-		{"event", turns.Event{Seq: 3, JobSeq: 1, TurnID: "turn_1", TS: at, Type: "x", Data: []byte(`{"a":1}`), Truncated: true},
-			from.Event(turns.Event{Seq: 3, JobSeq: 1, TurnID: "turn_1", TS: at, Type: "x", Data: []byte(`{"a":1}`), Truncated: true})},
-		{"change", watch.Event{Seq: 4, TS: at, Name: "a/b", Type: "write"}, from.Change(watch.Event{Seq: 4, TS: at, Name: "a/b", Type: "write"})},
-		{"running process", process.Info{ID: "p_1", Sandbox: "box", State: process.StateRunning, StartedAt: at, Daemon: true, OutputEnd: 9},
-			from.Process(process.Info{ID: "p_1", Sandbox: "box", State: process.StateRunning, StartedAt: at, Daemon: true, OutputEnd: 9})},
-		{"ended process", process.Info{ID: "p_1", State: process.StateExited, ExitCode: &code, StartedAt: at, EndedAt: at.Add(time.Second)},
-			from.Process(process.Info{ID: "p_1", State: process.StateExited, ExitCode: &code, StartedAt: at, EndedAt: at.Add(time.Second)})},
-	} {
-		if jsonOf(t, c.domain) != jsonOf(t, c.onWire) {
-			t.Errorf("%s: the domain streams %s, wire answers %s", c.name, jsonOf(t, c.domain), jsonOf(t, c.onWire))
-		}
 	}
 }
