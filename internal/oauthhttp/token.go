@@ -18,12 +18,7 @@ type tokenResponse struct {
 func (h *Handler) token(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Pragma", "no-cache")
-	form, he := parseForm(w, r)
-	if he != nil {
-		h.writeError(w, r, he)
-		return
-	}
-	clientID, he := clientOf(r, form)
+	clientID, form, he := clientForm(w, r)
 	if he != nil {
 		h.writeError(w, r, he)
 		return
@@ -34,6 +29,16 @@ func (h *Handler) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, tokenResponse{AccessToken: t.Access, TokenType: "Bearer", ExpiresIn: t.ExpiresIn, RefreshToken: t.Refresh, Scope: t.Scope})
+}
+
+// clientForm reads a token or revocation request's form and the client it names.
+func clientForm(w http.ResponseWriter, r *http.Request) (string, url.Values, *httpError) {
+	form, he := parseForm(w, r)
+	if he != nil {
+		return "", nil, he
+	}
+	id, he := clientOf(r, form)
+	return id, form, he
 }
 
 // clientOf is the client id of a token or revocation request: the client_id parameter, or
@@ -56,12 +61,7 @@ func clientOf(r *http.Request, form url.Values) (string, *httpError) {
 // revoke is POST /oauth/revoke (RFC 7009): 200 for any token, known or not (oauth.Server.Revoke).
 func (h *Handler) revoke(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	form, he := parseForm(w, r)
-	if he != nil {
-		h.writeError(w, r, he)
-		return
-	}
-	clientID, he := clientOf(r, form)
+	clientID, form, he := clientForm(w, r)
 	if he != nil {
 		h.writeError(w, r, he)
 		return
