@@ -33,14 +33,10 @@ run:
 # "N passed, N failed, N skipped". Exit status: go test's, or the summary's when it saw a
 # failure (pipefail).
 # (Built, not `go run`: go run would add its own "exit status 1" after the closing line.)
-# -p 4, twice go test's default of one package per core: several packages mostly wait (on
-# Docker, PostgreSQL, a browser, the processes they start) and, two at a time, held both slots
-# while the cores idled. Their tests' own parallelism stays go test's default (-parallel, one
-# per core): more, and the CPU-bound packages' tests starve each other into their timeouts.
 test:
 	@$(GO) build -o bin/testsummary ./scripts/testsummary
 	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(ENVD_BIN) ./cmd/hangar-envd
-	@set -o pipefail; $(GO) test -race -count=1 -p 4 -timeout 30m -json ./... | bin/testsummary
+	@set -o pipefail; $(GO) test -race -count=1 -timeout 30m -json ./... | bin/testsummary
 
 # The fault suite (internal/faults, docs/reliability.md): real hangars and sandboxes, local and
 # Docker, under each fault (a killed daemon, a stopped container, a destroyed sandbox, a killed
