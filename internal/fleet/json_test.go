@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/stamp"
+	"github.com/hangar-dev/hangar/internal/store"
+	"github.com/hangar-dev/hangar/internal/turns"
 )
 
 // TestFleetJSON pins the bytes a client sees of a fleet (a snapshot's data; its agent and inbox
@@ -31,5 +33,17 @@ func TestFleetJSON(t *testing.T) {
 		if err != nil || string(b) != c.want {
 			t.Errorf("%s: got %s (%v), want %s", c.name, b, err, c.want)
 		}
+	}
+}
+
+// TestFailedReasonFromOlderRows: a turn.finished row whose other fields have other types (an
+// older agent's log line recorded under that type) still gives the failed turn's reason.
+func TestFailedReasonFromOlderRows(t *testing.T) {
+	t.Parallel()
+	sc := &sessionCache{costs: map[string]float64{}, turnAt: -1}
+	sc.take(store.Event{Seq: 1, TS: time.Unix(1, 0), Type: turns.TypeTurnFinished,
+		Data: []byte(`{"status":"failed","reason":"out of memory","exit_code":"1","turn":7}`)})
+	if sc.last == nil || sc.last.Text != "out of memory" {
+		t.Errorf("last activity = %+v, want the failed turn's reason", sc.last)
 	}
 }

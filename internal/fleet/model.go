@@ -156,7 +156,9 @@ func (sc *sessionCache) take(e store.Event) {
 		return
 	}
 	if e.Type == turns.TypeTurnFinished {
-		var f wire.TurnFinished
+		// Only what the activity needs: a row an older agent's log wrote as turn.finished, with
+		// other fields of other types, still says why its turn failed.
+		var f struct{ Status, Reason string }
 		if json.Unmarshal(e.Data, &f) == nil && f.Status == store.TurnFailed && f.Reason != "" {
 			sc.last = &Activity{Kind: "error", Text: clip(f.Reason), At: wire.Time(e.TS)}
 		}

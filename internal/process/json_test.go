@@ -34,3 +34,12 @@ func TestInfoJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestGapJSON: a Gap marshalled as it is reads as the wire.Gap clients see.
+func TestGapJSON(t *testing.T) {
+	t.Parallel()
+	b, err := json.Marshal(Gap{From: 1, To: 2})
+	if err != nil || string(b) != `{"from":1,"to":2}` {
+		t.Errorf("Gap = %s, %v; want {\"from\":1,\"to\":2}", b, err)
+	}
+}

@@ -99,7 +99,7 @@ func (e *LimitError) Problem(error) *problem.Problem {
 // the offset just past them (what to pass as since to resume after them).
 const (
 	EventOutput = "output"
-	EventGap    = "gap" // Data: a Gap: output from..to is no longer kept (or was lost)
+	EventGap    = "gap" // Data: a wire.Gap: output from..to is no longer kept (or was lost)
 	EventEnd    = "end" // Data: the process's Info as JSON, once it ended
 )
 
@@ -112,6 +112,9 @@ type Gap struct {
 	// dropped from the ring.
 	Lost string
 }
+
+// MarshalJSON writes g as the wire.Gap clients see.
+func (g Gap) MarshalJSON() ([]byte, error) { return json.Marshal(wire.Gap(g)) }
 
 // Config configures a Manager.
 type Config struct {

@@ -289,6 +289,11 @@ type Gap struct {
 	From, To int64
 }
 
+// MarshalJSON writes g as the wire.Gap clients see.
+func (g Gap) MarshalJSON() ([]byte, error) {
+	return json.Marshal(wire.Gap{From: g.From, To: g.To})
+}
+
 // Peek reads the kept events after since of the watch of dir in the sandbox ref, if someone
 // holds one, without holding it: watching is false when no one watches that directory now
 // (then there is nothing to read). It checks that p may use the sandbox, as Open does.
