@@ -117,8 +117,11 @@ func (f *polledFollower) pollOnce(ctx context.Context) bool {
 	pr := f.pr
 	file := `"$HOME/.hangar/bg/` + pr.id
 	// The exit status goes to stderr (>&2 first, so cat's own complaints go to /dev/null).
-	// A group killed by a signal writes no status: then the leader is simply gone.
-	script := `cat ` + file + `.exit" >&2 2>/dev/null || kill -0 ` + strconv.FormatUint(uint64(pr.pid), 10) + ` 2>/dev/null || echo gone >&2; tail -c +` + strconv.FormatInt(f.read+1, 10) + ` ` + file + `.out" 2>/dev/null | head -c ` + strconv.Itoa(pollChunk)
+	// A group killed by a signal writes no status: then the leader is simply gone. The status
+	// is read again once the leader is gone: it writes it as its last act, so it may have done
+	// so since the first read.
+	exitFile := `cat ` + file + `.exit" >&2 2>/dev/null`
+	script := exitFile + ` || kill -0 ` + strconv.FormatUint(uint64(pr.pid), 10) + ` 2>/dev/null || ` + exitFile + ` || echo gone >&2; tail -c +` + strconv.FormatInt(f.read+1, 10) + ` ` + file + `.out" 2>/dev/null | head -c ` + strconv.Itoa(pollChunk)
 	res, err := f.exec(ctx, script)
 	if errors.Is(err, provider.ErrNotFound) { // the sandbox is gone, and the process with it
 		f.output(f.runes.Flush())

@@ -143,6 +143,32 @@ func (s *scriptedExec) exec(_ context.Context, script string) (sandbox.ExecResul
 	return sandbox.ExecResult{Stdout: []byte(p.stdout), Stderr: []byte(p.status)}, nil
 }
 
+// TestPolledFollowerStatusWrittenAsItLooks: a process that writes its exit status and exits
+// between the poll's read of the status and its look at the process ends with that status, not
+// as one that ended without any. (kill, as the poll calls it, stands for that moment here.)
+func TestPolledFollowerStatusWrittenAsItLooks(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, ".hangar", "bg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	local := localExec(home)
+	racing := func(ctx context.Context, script string) (sandbox.ExecResult, error) {
+		return local(ctx, `kill() { echo 3 > "$HOME/.hangar/bg/p_polled.exit"; return 1; }
+`+script)
+	}
+	f, rec := newPolled(racing, "x")
+	f.pr.pid = 42
+	if !f.pollOnce(ctx) {
+		t.Fatal("the poll did not see the process end")
+	}
+	if rec.calls != 1 || rec.exit.Code != 3 || !rec.exit.Exited {
+		t.Errorf("ended %d times, last %+v; want exit status 3", rec.calls, rec.exit)
+	}
+}
+
 // TestPolledFollowerWholeRunes: a character the file's reads cut in two reaches attachments
 // whole, and the next read starts after what was read (not after what was passed on).
 func TestPolledFollowerWholeRunes(t *testing.T) {
