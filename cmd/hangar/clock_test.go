@@ -33,11 +33,6 @@ var wallClockAllowed = map[string]string{
 	"store/sqlstore/pool.go": "half of what a context's deadline leaves",
 	// Before anything runs.
 	"store/sqlite/lock.go": "the flock poll of Open's migrations, before the store (and its clock) exists",
-	// Config.Now's default, the real clock when a caller passes none (serve passes its
-	// clock's Now): these take a func() time.Time, not yet a quartz.Clock.
-	"auth/auth.go":           "Config.Now's default",
-	"oauth/oauth.go":         "Config.Now's default",
-	"addrlimit/addrlimit.go": "Config.Now's default",
 	// Not the server: a person's terminal.
 	"cli/": "the client verbs: ages shown against the terminal's clock, redraws, reconnect backoff",
 	// Helpers of other packages' tests.

@@ -32,12 +32,12 @@ func newOAuth(cfg config.Config, st store.Store, authn *auth.Authenticator, stre
 		return nil, oauthhttp.Config{}, fmt.Errorf("HANGAR_TRUSTED_PROXIES: %w", err)
 	}
 	s, err := oauth.New(oauth.Config{Store: st, Auth: authn, Issuer: cfg.PublicURL, ClientIDHosts: hosts, AccessTTL: cfg.OAuth.AccessTokenTTL,
-		EndToken: streams.EndToken, Logger: log, Now: now(clock)})
+		EndToken: streams.EndToken, Logger: log, Clock: clock})
 	if err != nil {
 		return nil, oauthhttp.Config{}, err
 	}
 	log.Info("OAuth for MCP clients", "issuer", cfg.PublicURL, "resource", s.Resource(), "client_id_hosts", hosts)
 	return s, oauthhttp.Config{TrustedProxies: proxies,
-		RegisterLimit: addrlimit.New(addrlimit.Config{PerMinute: cfg.OAuth.RegisterPerMinute, Now: now(clock)}),
-		ConsentLimit:  addrlimit.New(addrlimit.Config{PerMinute: cfg.OAuth.ConsentPerMinute, Now: now(clock)})}, nil
+		RegisterLimit: addrlimit.New(addrlimit.Config{PerMinute: cfg.OAuth.RegisterPerMinute, Clock: clock}),
+		ConsentLimit:  addrlimit.New(addrlimit.Config{PerMinute: cfg.OAuth.ConsentPerMinute, Clock: clock})}, nil
 }

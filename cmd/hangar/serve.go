@@ -125,9 +125,6 @@ func kubernetesConfig(pc config.Providers, log *slog.Logger) kubernetes.Config {
 		MaxLifetime: lifetime, Logger: log}
 }
 
-// now is clock's Now for the packages that take a func() time.Time.
-func now(clock quartz.Clock) func() time.Time { return func() time.Time { return clock.Now() } }
-
 // reconcileTimeout bounds the look at stored sandboxes at start.
 const reconcileTimeout = 30 * time.Second
 
@@ -221,7 +218,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	}
 	defer st.Close()
 
-	authn, err := auth.New(ctx, auth.Config{Store: st, TokensFile: cfg.TokensFile, MaxPerUser: cfg.TokensMaxPerUser, Now: now(clock), Logger: log})
+	authn, err := auth.New(ctx, auth.Config{Store: st, TokensFile: cfg.TokensFile, MaxPerUser: cfg.TokensMaxPerUser, Clock: clock, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coder/quartz"
 	"golang.org/x/time/rate"
 )
 
@@ -29,8 +30,8 @@ type Config struct {
 	// addresses gains from, and such a client has that many allowances anyway. Default 10,000
 	// (about a megabyte).
 	MaxAddresses int
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
+	// Clock refills the allowances. Default the real clock.
+	Clock quartz.Clock
 }
 
 // SiteShare is how many times one address's allowance an IPv6 /48 has in all. A /48 is what
@@ -61,8 +62,8 @@ func New(cfg Config) *Limiter {
 	if cfg.MaxAddresses <= 0 {
 		cfg.MaxAddresses = 10_000
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = quartz.NewReal()
 	}
 	cfg.PerMinute = max(cfg.PerMinute, 1)
 	every := rate.Every(time.Minute / time.Duration(cfg.PerMinute))
@@ -73,7 +74,7 @@ func New(cfg Config) *Limiter {
 // An IPv6 address's /48 is asked first, and a request it refuses does not touch (or start a
 // count for) the /64: a site refused does not fill the table with its /64s.
 func (l *Limiter) Allow(addr netip.Addr) (ok bool, retryAfter time.Duration) {
-	now := l.cfg.Now()
+	now := l.cfg.Clock.Now()
 	addr = addr.Unmap()
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -6,20 +6,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/quartz"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // clock is a settable clock.
-type clock struct{ t time.Time }
+type clock struct {
+	quartz.Clock // nil: only Now is asked of it
+	t            time.Time
+}
 
-func (c *clock) now() time.Time { return c.t }
+func (c *clock) Now(...string) time.Time { return c.t }
 
 func TestAllowPerAddress(t *testing.T) {
 	t.Parallel()
 	c := &clock{t: time.Unix(1000, 0)}
-	l := New(Config{PerMinute: 3, Now: c.now})
+	l := New(Config{PerMinute: 3, Clock: c})
 	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
 	for i := range 3 {
 		if ok, _ := l.Allow(a); !ok {
@@ -38,7 +42,7 @@ func TestAllowPerAddress(t *testing.T) {
 		t.Error("a refused after its retry-after")
 	}
 	// One IPv6 host picks addresses from its /64: one count.
-	v6 := New(Config{PerMinute: 1, Now: c.now})
+	v6 := New(Config{PerMinute: 1, Clock: c})
 	v6.Allow(netip.MustParseAddr("2001:db8::1"))
 	if ok, _ := v6.Allow(netip.MustParseAddr("2001:db8::2")); ok {
 		t.Error("a second address of the same /64 had its own allowance")
@@ -50,7 +54,7 @@ func TestAllowPerAddress(t *testing.T) {
 func TestBoundedMemory(t *testing.T) {
 	t.Parallel()
 	c := &clock{t: time.Unix(1000, 0)}
-	l := New(Config{PerMinute: 2, MaxAddresses: 4, Now: c.now})
+	l := New(Config{PerMinute: 2, MaxAddresses: 4, Clock: c})
 	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}) }
 	for i := range 4 {
 		l.Allow(addr(i))
@@ -83,7 +87,7 @@ func TestBoundedMemory(t *testing.T) {
 func TestIPv6Sites(t *testing.T) {
 	t.Parallel()
 	c := &clock{t: time.Unix(1000, 0)}
-	l := New(Config{PerMinute: 1, MaxAddresses: 100, Now: c.now})
+	l := New(Config{PerMinute: 1, MaxAddresses: 100, Clock: c})
 	host := func(site, net int) netip.Addr {
 		return netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, byte(site), 0, byte(net >> 8), byte(net), 15: 1})
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/ids"
 	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/problem"
@@ -43,8 +44,8 @@ type Config struct {
 	// a grant past it is refused with a *TokenLimitError. Static tokens are not counted.
 	// Default 100.
 	MaxPerUser int
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
+	// Clock tells token expiry and stamps what is stored. Default the real clock.
+	Clock quartz.Clock
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -54,7 +55,7 @@ type Authenticator struct {
 	store      store.Store
 	static     *staticTokens
 	maxPerUser int
-	now        func() time.Time
+	clock      quartz.Clock
 	log        *slog.Logger
 }
 
@@ -87,8 +88,8 @@ func (a *Authenticator) MaxPerUser() int { return a.maxPerUser }
 // New reads the tokens file, if any, and returns an Authenticator. Users named in the file are
 // created in the store.
 func New(ctx context.Context, cfg Config) (*Authenticator, error) {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = quartz.NewReal()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -105,7 +106,7 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 			return nil, err
 		}
 	}
-	return &Authenticator{store: cfg.Store, static: st, maxPerUser: cfg.MaxPerUser, now: cfg.Now, log: cfg.Logger}, nil
+	return &Authenticator{store: cfg.Store, static: st, maxPerUser: cfg.MaxPerUser, clock: cfg.Clock, log: cfg.Logger}, nil
 }
 
 // HashSecret is how a token's secret is kept: hex SHA-256 (store.Token.Hash).
@@ -131,7 +132,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, secret string) (Princi
 	if secret == "" {
 		return Principal{}, ErrNoToken
 	}
-	now := a.now()
+	now := a.clock.Now()
 	h := hashSecret(secret)
 	if p, ok, err := a.static.lookup(h, now); ok {
 		return p, nil
@@ -193,7 +194,7 @@ func (a *Authenticator) Recheck(ctx context.Context, p Principal) error {
 
 // check is Check, with the stored token when there is one.
 func (a *Authenticator) check(ctx context.Context, p Principal) (store.Token, error) {
-	now := a.now()
+	now := a.clock.Now()
 	if p.Static {
 		if _, ok, err := a.static.byID(p.TokenID, now); !ok {
 			if err != nil {
@@ -210,7 +211,7 @@ func (a *Authenticator) check(ctx context.Context, p Principal) (store.Token, er
 	if err != nil {
 		return store.Token{}, fmt.Errorf("look up token %s: %w", p.TokenID, err)
 	}
-	return t, usable(t, a.now())
+	return t, usable(t, a.clock.Now())
 }
 
 // checkGrant reports whether an OAuth grant still stands (else ErrRevoked): not revoked, the
@@ -234,7 +235,7 @@ func (a *Authenticator) checkGrant(ctx context.Context, id string) error {
 		}
 		return err
 	}
-	ok, err := a.store.OAuthGrantRefreshable(ctx, id, a.now())
+	ok, err := a.store.OAuthGrantRefreshable(ctx, id, a.clock.Now())
 	if err != nil {
 		return err
 	}
@@ -248,7 +249,7 @@ func (a *Authenticator) checkGrant(ctx context.Context, id string) error {
 // otherwise): the OAuth server acts again for the person who consented, as long as the token
 // they signed in with is valid.
 func (a *Authenticator) Principal(ctx context.Context, id string) (Principal, error) {
-	now := a.now()
+	now := a.clock.Now()
 	if p, ok, err := a.static.byID(id, now); ok {
 		return p, nil
 	} else if err != nil {
@@ -344,7 +345,7 @@ func (a *Authenticator) CreateToken(ctx context.Context, by Principal, req NewTo
 	if err != nil {
 		return Created{}, err
 	}
-	if err := a.store.CreateTokenWithin(ctx, t, a.maxPerUser, a.now()); errors.Is(err, store.ErrLimit) {
+	if err := a.store.CreateTokenWithin(ctx, t, a.maxPerUser, a.clock.Now()); errors.Is(err, store.ErrLimit) {
 		return Created{}, a.LimitFor(t.User)
 	} else if err != nil {
 		return Created{}, fmt.Errorf("store token: %w", err)
@@ -353,7 +354,7 @@ func (a *Authenticator) CreateToken(ctx context.Context, by Principal, req NewTo
 	// tokens it made: a token of a revoked token must not stand.
 	if by.TokenID != "" && !by.Static {
 		if err := a.Check(ctx, by); err != nil {
-			if rerr := a.store.RevokeToken(ctx, t.ID, a.now()); rerr != nil {
+			if rerr := a.store.RevokeToken(ctx, t.ID, a.clock.Now()); rerr != nil {
 				return Created{}, fmt.Errorf("revoke token %s, whose maker is no longer valid: %w", t.ID, rerr)
 			}
 			return Created{}, err
@@ -383,7 +384,7 @@ func (a *Authenticator) PrepareToken(ctx context.Context, by Principal, req NewT
 	if _, err := ParseScopes(scopes); err != nil {
 		return Created{}, store.Token{}, err
 	}
-	now := a.now().Truncate(time.Millisecond) // what the store keeps
+	now := a.clock.Now().Truncate(time.Millisecond) // what the store keeps
 	req.ExpiresAt = req.ExpiresAt.Truncate(time.Millisecond)
 	if !req.ExpiresAt.IsZero() && !req.ExpiresAt.After(now) {
 		return Created{}, store.Token{}, fmt.Errorf("%w: the expiry %s has already passed", ErrInvalid, req.ExpiresAt.Format(time.RFC3339))
@@ -515,12 +516,12 @@ func (a *Authenticator) ListTokens(ctx context.Context, by Principal) ([]TokenIn
 	}
 	out := make([]TokenInfo, 0, len(ts))
 	for _, t := range ts {
-		if (!t.ExpiresAt.IsZero() && !a.now().Before(t.ExpiresAt)) || !visibleToken(by, t.User, t.Sandbox) {
+		if (!t.ExpiresAt.IsZero() && !a.clock.Now().Before(t.ExpiresAt)) || !visibleToken(by, t.User, t.Sandbox) {
 			continue
 		}
 		out = append(out, info(t))
 	}
-	for _, p := range a.static.all(a.now()) {
+	for _, p := range a.static.all(a.clock.Now()) {
 		if visibleToken(by, p.User, p.Sandbox) {
 			out = append(out, staticInfo(p))
 		}
@@ -535,7 +536,7 @@ func (a *Authenticator) ListTokens(ctx context.Context, by Principal) ([]TokenIn
 // refused from the next request on, and the streams they hold end at the next recheck (or at
 // once, if the caller ends them: stream.Registry.EndToken).
 func (a *Authenticator) RevokeToken(ctx context.Context, by Principal, id string) ([]string, error) {
-	if p, ok, _ := a.static.byID(id, a.now()); ok && visibleToken(by, p.User, p.Sandbox) {
+	if p, ok, _ := a.static.byID(id, a.clock.Now()); ok && visibleToken(by, p.User, p.Sandbox) {
 		return nil, fmt.Errorf("%w: %s comes from the tokens file; remove its line there to revoke it", ErrStatic, id)
 	}
 	if !by.IsAdmin() && !by.Has(ScopeUser) {
@@ -566,7 +567,7 @@ func (a *Authenticator) revoke(ctx context.Context, t store.Token) ([]string, er
 	if err != nil {
 		return ended, err
 	}
-	if err := a.store.RevokeToken(ctx, t.ID, a.now()); err != nil {
+	if err := a.store.RevokeToken(ctx, t.ID, a.clock.Now()); err != nil {
 		return ended, err
 	}
 	if t.Sandbox == "" {
@@ -606,7 +607,7 @@ func (a *Authenticator) revokeConsented(ctx context.Context, t store.Token) ([]s
 		if g.ConsentToken != t.ID {
 			continue
 		}
-		ids, err := a.store.RevokeOAuthGrant(ctx, g.ID, a.now())
+		ids, err := a.store.RevokeOAuthGrant(ctx, g.ID, a.clock.Now())
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return ended, fmt.Errorf("revoke grant %s: %w", g.ID, err)
 		}
@@ -618,7 +619,7 @@ func (a *Authenticator) revokeConsented(ctx context.Context, t store.Token) ([]s
 // NeedsBootstrap says whether Bootstrap would make the first admin token: the tokens file names
 // no admin and the store never had a token.
 func (a *Authenticator) NeedsBootstrap(ctx context.Context) (bool, error) {
-	for _, p := range a.static.all(a.now()) {
+	for _, p := range a.static.all(a.clock.Now()) {
 		if p.IsAdmin() {
 			return false, nil
 		}

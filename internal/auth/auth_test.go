@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
@@ -21,9 +22,12 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // clock is a settable time source.
-type clock struct{ t time.Time }
+type clock struct {
+	quartz.Clock // nil: only Now is asked of it
+	t            time.Time
+}
 
-func (c *clock) now() time.Time { return c.t }
+func (c *clock) Now(...string) time.Time { return c.t }
 
 type fixture struct {
 	a     *auth.Authenticator
@@ -42,7 +46,7 @@ func newFixture(t *testing.T, tokensFile string) *fixture {
 	}
 	t.Cleanup(func() { s.Close() })
 	c := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	a, err := auth.New(context.Background(), auth.Config{Store: s, TokensFile: tokensFile, Now: c.now})
+	a, err := auth.New(context.Background(), auth.Config{Store: s, TokensFile: tokensFile, Clock: c})
 	if err != nil {
 		t.Fatalf("auth.New: %v", err)
 	}
@@ -522,7 +526,7 @@ func TestTokensPerUser(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	c := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	a, err := auth.New(ctx, auth.Config{Store: s, Now: c.now, MaxPerUser: 3})
+	a, err := auth.New(ctx, auth.Config{Store: s, Clock: c, MaxPerUser: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

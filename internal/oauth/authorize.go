@@ -139,8 +139,8 @@ func (s *Server) Consent(ctx context.Context, ar AuthRequest, token string, choi
 	if !ar.RedirectSet {
 		redirectURI = ""
 	}
-	c := store.OAuthCode{Hash: hash(code), RedirectURI: redirectURI, CodeChallenge: ar.Challenge, ExpiresAt: s.cfg.Now().Add(s.cfg.CodeTTL)}
-	err := s.cfg.Store.CreateOAuthGrantWithin(ctx, g, c, s.cfg.Auth.MaxPerUser(), s.cfg.Now())
+	c := store.OAuthCode{Hash: hash(code), RedirectURI: redirectURI, CodeChallenge: ar.Challenge, ExpiresAt: s.cfg.Clock.Now().Add(s.cfg.CodeTTL)}
+	err := s.cfg.Store.CreateOAuthGrantWithin(ctx, g, c, s.cfg.Auth.MaxPerUser(), s.cfg.Clock.Now())
 	if errors.Is(err, store.ErrLimit) {
 		return "", &ConsentError{Message: "hangar cannot grant that: " + s.cfg.Auth.LimitFor(g.User).Error() + ".", Limit: true}
 	}
@@ -149,7 +149,7 @@ func (s *Server) Consent(ctx context.Context, ar AuthRequest, token string, choi
 	}
 	// Each new grant sweeps the codes and refresh tokens that have expired, so that they do not
 	// pile up (no timer needed: nothing expired matters until someone asks).
-	if _, err := s.cfg.Store.DeleteExpiredOAuth(ctx, s.cfg.Now()); err != nil {
+	if _, err := s.cfg.Store.DeleteExpiredOAuth(ctx, s.cfg.Clock.Now()); err != nil {
 		s.log.Warn("delete expired oauth codes and refresh tokens", "err", err)
 	}
 	return code, nil
@@ -181,7 +181,7 @@ func (s *Server) decide(ctx context.Context, ar AuthRequest, token string, form 
 	}
 	// A dry run of the first access token: the same rules as any token made by this one (its
 	// scopes, binding and expiry), so a refusal shows here rather than at the token endpoint.
-	_, t, err := s.cfg.Auth.PrepareToken(ctx, p, auth.NewToken{Scopes: scopes, Sandbox: form.Sandbox, ExpiresAt: accessExpiry(s.cfg.Now(), time.Minute, p)})
+	_, t, err := s.cfg.Auth.PrepareToken(ctx, p, auth.NewToken{Scopes: scopes, Sandbox: form.Sandbox, ExpiresAt: accessExpiry(s.cfg.Clock.Now(), time.Minute, p)})
 	switch {
 	case errors.Is(err, auth.ErrForbidden) || errors.Is(err, auth.ErrInvalid) || errors.Is(err, auth.ErrNoSandbox):
 		return store.OAuthGrant{}, "hangar cannot grant that: " + err.Error() + "."
@@ -190,5 +190,5 @@ func (s *Server) decide(ctx context.Context, ar AuthRequest, token string, form 
 		return store.OAuthGrant{}, SomethingWrong
 	}
 	return store.OAuthGrant{ID: newID("gr_"), ClientID: ar.Client.ID, ClientName: ar.Client.Name, User: t.User, Scopes: t.Scopes,
-		Sandbox: t.Sandbox, Resource: ar.Resource, ConsentToken: p.TokenID, CreatedAt: s.cfg.Now()}, ""
+		Sandbox: t.Sandbox, Resource: ar.Resource, ConsentToken: p.TokenID, CreatedAt: s.cfg.Clock.Now()}, ""
 }

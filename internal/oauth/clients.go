@@ -233,7 +233,7 @@ func (s *Server) Register(ctx context.Context, meta oauthex.ClientRegistrationMe
 	if len(out.GrantTypes) == 0 {
 		out.GrantTypes = []string{"authorization_code", "refresh_token"}
 	}
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	c := store.OAuthClient{ID: newID("hc_"), Name: out.ClientName, RedirectURIs: out.RedirectURIs, CreatedAt: now}
 	if err := s.cfg.Store.CreateOAuthClient(ctx, c); err != nil {
 		return Registered{}, err

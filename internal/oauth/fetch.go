@@ -143,7 +143,7 @@ func (dc *docCache) put(id string, d cachedDoc, now time.Time) {
 // cachedClient is fetchClient through the cache. A fetch cut short by the request's own end
 // is not kept.
 func (s *Server) cachedClient(ctx context.Context, id string) (Client, error) {
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	if d, ok := s.docs.get(id, now); ok {
 		return d.c, d.err
 	}

@@ -70,7 +70,7 @@ func (s *Server) RevokeGrant(ctx context.Context, by auth.Principal, id string) 
 	if err != nil {
 		return err
 	}
-	ids, err := s.cfg.Store.RevokeOAuthGrant(ctx, id, s.cfg.Now())
+	ids, err := s.cfg.Store.RevokeOAuthGrant(ctx, id, s.cfg.Clock.Now())
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("%w: %s", ErrNoGrant, id)
 	}

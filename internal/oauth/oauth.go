@@ -32,6 +32,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/ids"
 	"github.com/hangar-dev/hangar/internal/problem"
@@ -76,8 +77,9 @@ type Config struct {
 	// EndToken ends the open streams of a token just revoked (stream.Registry.EndToken), so
 	// they end at once rather than at the next recheck. Default: none.
 	EndToken func(tokenID string)
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
+	// Clock tells codes', grants' and tokens' expiry and stamps what is stored. Default the
+	// real clock.
+	Clock quartz.Clock
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -136,8 +138,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.EndToken == nil {
 		cfg.EndToken = func(string) {}
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = quartz.NewReal()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -78,7 +78,7 @@ func (s *Server) exchangeCode(ctx context.Context, clientID string, form url.Val
 	if code == "" {
 		return Tokens{}, badRequest("invalid_request", "code is missing.")
 	}
-	c, err := s.cfg.Store.UseOAuthCode(ctx, hash(code), s.cfg.Now())
+	c, err := s.cfg.Store.UseOAuthCode(ctx, hash(code), s.cfg.Clock.Now())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return Tokens{}, invalidGrant("The authorization code is not one hangar issued.")
@@ -98,7 +98,7 @@ func (s *Server) exchangeCode(ctx context.Context, clientID string, form url.Val
 	switch {
 	case g.ClientID != clientID:
 		return Tokens{}, invalidGrant("The authorization code was issued to another client.")
-	case !s.cfg.Now().Before(c.ExpiresAt):
+	case !s.cfg.Clock.Now().Before(c.ExpiresAt):
 		return Tokens{}, invalidGrant("The authorization code has expired; authorize again.")
 	case c.RedirectURI != "" && form.Get("redirect_uri") != c.RedirectURI: // "": the request named none
 		return Tokens{}, invalidGrant("redirect_uri is not the one the code was issued for.")
@@ -141,7 +141,7 @@ func (s *Server) refresh(ctx context.Context, clientID string, form url.Values) 
 	} else if g.ClientID != clientID {
 		return Tokens{}, invalidGrant("The refresh token was issued to another client.")
 	}
-	ref, err := s.cfg.Store.UseOAuthRefresh(ctx, hash(rt), s.cfg.Now())
+	ref, err := s.cfg.Store.UseOAuthRefresh(ctx, hash(rt), s.cfg.Clock.Now())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return Tokens{}, invalidGrant("The refresh token is not one hangar issued.")
@@ -165,7 +165,7 @@ func (s *Server) refresh(ctx context.Context, clientID string, form url.Values) 
 	switch {
 	case !g.RevokedAt.IsZero():
 		return Tokens{}, invalidGrant("The grant was revoked; authorize again.")
-	case !s.cfg.Now().Before(ref.ExpiresAt):
+	case !s.cfg.Clock.Now().Before(ref.ExpiresAt):
 		return Tokens{}, invalidGrant("The refresh token has expired; authorize again.")
 	}
 	if sc := strings.Fields(form.Get("scope")); len(sc) > 0 {
@@ -195,7 +195,7 @@ func (s *Server) issue(ctx context.Context, g store.OAuthGrant) (Tokens, error) 
 	for _, sc := range g.Scopes {
 		scopes = append(scopes, auth.Scope(sc))
 	}
-	now := s.cfg.Now()
+	now := s.cfg.Clock.Now()
 	c, t, err := s.cfg.Auth.PrepareToken(ctx, by, auth.NewToken{User: g.User, Scopes: scopes, Sandbox: g.Sandbox, ExpiresAt: accessExpiry(now, s.cfg.AccessTTL, by),
 		Description: "OAuth: " + g.ClientName, Audience: g.Resource})
 	if err != nil {
@@ -229,7 +229,7 @@ func accessExpiry(now time.Time, ttl time.Duration, by auth.Principal) time.Time
 // revokeGrant revokes a grant and ends its tokens' streams; a failure is logged (the callers
 // answer an error to the client whatever happens).
 func (s *Server) revokeGrant(ctx context.Context, id string) {
-	ids, err := s.cfg.Store.RevokeOAuthGrant(ctx, id, s.cfg.Now())
+	ids, err := s.cfg.Store.RevokeOAuthGrant(ctx, id, s.cfg.Clock.Now())
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.log.Error("revoke oauth grant", "grant", id, "err", err)
 	}
@@ -281,7 +281,7 @@ func (s *Server) revokeToken(ctx context.Context, clientID, tok string) error {
 	if g, err := s.cfg.Store.GetOAuthGrant(ctx, grantID); err != nil || g.ClientID != clientID {
 		return nil
 	}
-	if err := s.cfg.Store.RevokeToken(ctx, t.ID, s.cfg.Now()); err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err := s.cfg.Store.RevokeToken(ctx, t.ID, s.cfg.Clock.Now()); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
 	s.cfg.EndToken(t.ID)

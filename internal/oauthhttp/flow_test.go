@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/hangar-dev/hangar/internal/store"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/store"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/oauth"
@@ -914,7 +915,7 @@ func (failingStore) TokenByHash(context.Context, string) (store.Token, error) {
 func TestConsentPageHidesStoreErrors(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(c *oauth.Config) {
-		a, err := auth.New(context.Background(), auth.Config{Store: failingStore{c.Store}, Now: c.Now})
+		a, err := auth.New(context.Background(), auth.Config{Store: failingStore{c.Store}, Clock: c.Clock})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
 	"io"
 	"net/http"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
 )
 
 // sseEvent is one parsed Server-Sent Event.

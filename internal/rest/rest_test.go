@@ -129,7 +129,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	for _, o := range opts {
 		o(e)
 	}
-	a, err := auth.New(ctx, auth.Config{Store: s, TokensFile: tokens, MaxPerUser: e.maxTokens, Now: e.clock})
+	a, err := auth.New(ctx, auth.Config{Store: s, TokensFile: tokens, MaxPerUser: e.maxTokens, Clock: settableClock{quartz.NewReal(), e}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	var oauthServer *oauth.Server
 	mcpCfg := hmcp.Config{Auth: a, Sandboxes: sandboxes, Streams: e.streams, Processes: e.procs, Turns: e.turns, Watches: e.watches}
 	if e.withOAuth {
-		if oauthServer, err = oauth.New(oauth.Config{Store: s, Auth: a, Issuer: e.url, EndToken: e.streams.EndToken, Now: e.clock}); err != nil {
+		if oauthServer, err = oauth.New(oauth.Config{Store: s, Auth: a, Issuer: e.url, EndToken: e.streams.EndToken, Clock: settableClock{quartz.NewReal(), e}}); err != nil {
 			t.Fatal(err)
 		}
 		mcpCfg.Resource, mcpCfg.ResourceMetadataURL = oauthServer.Resource(), oauthServer.ResourceMetadataURL()
