@@ -29,13 +29,21 @@ func TestSealOpen(t *testing.T) {
 	if err != nil || !sealed || got != "sk-ant-123" {
 		t.Fatalf("Open = %q %v %v", got, sealed, err)
 	}
+	// One character of the tag changed: the last but one, which always carries six bits of it
+	// (the last may carry only two, and a fixed "AA" at the end was sometimes the seal itself:
+	// a flake).
+	swap := byte('A')
+	if v[len(v)-2] == 'A' {
+		swap = 'B'
+	}
+	altered := v[:len(v)-2] + string(swap) + v[len(v)-1:]
 	other, _ := New([]byte(strings.Repeat("o", 64)), "test")
 	otherPurpose, _ := New(secret, "another purpose")
 	for name, try := range map[string]func() error{
 		"another key":     func() error { _, _, err := other.Open(v, "ses_1/KEY"); return err },
 		"another purpose": func() error { _, _, err := otherPurpose.Open(v, "ses_1/KEY"); return err },
 		"another context": func() error { _, _, err := b.Open(v, "ses_2/KEY"); return err },
-		"altered":         func() error { _, _, err := b.Open(v[:len(v)-2]+"AA", "ses_1/KEY"); return err },
+		"altered":         func() error { _, _, err := b.Open(altered, "ses_1/KEY"); return err },
 		"not base64":      func() error { _, _, err := b.Open(prefix+"!!", "ses_1/KEY"); return err },
 		"short":           func() error { _, _, err := b.Open(prefix+"AAAA", "ses_1/KEY"); return err },
 	} {
