@@ -4,6 +4,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -47,6 +48,9 @@ func OpenPool(ctx context.Context, dir string, pool sqlstore.Pool) (*sqlstore.DB
 	// one's writers queue for the one writer connection.
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() +
 		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
+	if err := toWAL(ctx, path, dsn); err != nil {
+		return nil, err
+	}
 	db, err := sqlstore.OpenDB("sqlite", dsn+"&_txlock=immediate", classify)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -72,6 +76,29 @@ func OpenPool(ctx context.Context, dir string, pool sqlstore.Pool) (*sqlstore.DB
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// toWAL turns a new database file to WAL mode under the migrations' lock (fileLocker), one
+// open at a time. The switch wants the file to itself, and SQLite answers a switch beside
+// another connection's write (the journal_mode pragma each connection sends as it connects)
+// with SQLITE_BUSY at once, without waiting busy_timeout: two first opens of one new data
+// directory failed so, now and then. Once the file is in WAL mode, the pragma changes nothing
+// and waits like any reader.
+func toWAL(ctx context.Context, path, dsn string) error {
+	lock := &fileLocker{path: path + ".lock"}
+	if err := lock.SessionLock(ctx, nil); err != nil {
+		return err
+	}
+	defer lock.SessionUnlock(ctx, nil)
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil { // connecting sends the pragmas, WAL's among them
+		return fmt.Errorf("open %s: %w", path, classify(err))
+	}
+	return nil
 }
 
 // privateFiles creates the database file at path, readable and writable by its owner only
