@@ -17,7 +17,8 @@ import (
 // environ and to open its mem (the way a token was read out of the daemon), printing one line
 // per try: "<who> <process> <file> read" or "... refused"; then it checks that what those
 // processes exec is dumpable as before (root reads the harness's agent's environ and that of a
-// child of its own shell), and prints each process's command line.
+// child of its own shell), and prints each process's command line. The agent is the harness's
+// child once it runs sleep: before its exec it is a copy of the harness, not dumpable.
 const memoryProbe = `set -u
 d=
 for p in /proc/[0-9]*; do
@@ -26,8 +27,8 @@ done
 mkdir -p /tmp/probe
 h=$(/opt/hangar/bin/hangar-envd harness --detach --run-log /tmp/probe/run.log --status-file /tmp/probe/status.json -- sleep 600)
 h=${h%% *}
-kid() { for s in /proc/[0-9]*/stat; do read -r x c st pp r < $s 2>/dev/null || continue; [ "$pp" = "$1" ] && echo $x && return 0; done; return 1; }
-until a=$(kid $h); do sleep 0.01; done
+kid() { for s in /proc/[0-9]*/stat; do read -r x c st pp r < $s 2>/dev/null || continue; [ "$pp" = "$1" ] && [ "$c" = "($2)" ] && echo $x && return 0; done; return 1; }
+until a=$(kid $h sleep); do sleep 0.01; done
 try() { # who pid name
   for f in environ mem; do
     if [ $1 = root ]; then sh -c "exec 3< /proc/$2/$f" 2>/dev/null && r=read || r=refused
