@@ -53,13 +53,14 @@ func (f *fixture) clock() time.Time {
 	return f.now
 }
 
-// fixtureClock is the fixture's settable time as a quartz.Clock; only Now is asked of it.
+// fixtureClock is a fixture's settable time (its clock method) as a quartz.Clock; only Now
+// is asked of it.
 type fixtureClock struct {
 	quartz.Clock // nil
-	f            *fixture
+	now          func() time.Time
 }
 
-func (c fixtureClock) Now(...string) time.Time { return c.f.clock() }
+func (c fixtureClock) Now(...string) time.Time { return c.now() }
 
 func (f *fixture) advance(d time.Duration) {
 	f.mu.Lock()
@@ -95,7 +96,7 @@ func newFixtureHTTP(t *testing.T, maxTokens int, change func(*oauth.Config), cha
 	}
 	t.Cleanup(func() { s.Close() })
 	f := &fixture{store: s, now: time.Now().Truncate(time.Millisecond)}
-	if f.auth, err = auth.New(ctx, auth.Config{Store: s, Clock: fixtureClock{f: f}, MaxPerUser: maxTokens}); err != nil {
+	if f.auth, err = auth.New(ctx, auth.Config{Store: s, Clock: fixtureClock{now: f.clock}, MaxPerUser: maxTokens}); err != nil {
 		t.Fatal(err)
 	}
 	secret, _, err := f.auth.Bootstrap(ctx)
@@ -123,7 +124,7 @@ func newFixtureHTTP(t *testing.T, maxTokens int, change func(*oauth.Config), cha
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)
 	f.url = srv.URL
-	cfg := oauth.Config{Store: s, Auth: f.auth, Issuer: srv.URL, Clock: fixtureClock{f: f}, EndToken: func(id string) {
+	cfg := oauth.Config{Store: s, Auth: f.auth, Issuer: srv.URL, Clock: fixtureClock{now: f.clock}, EndToken: func(id string) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.ended = append(f.ended, id)

@@ -19,8 +19,8 @@ func TestRateLimitedPerAddress(t *testing.T) {
 	t.Parallel()
 	var f *fixture
 	f = newFixtureHTTP(t, 0, nil, func(c *oauthhttp.Config) {
-		c.RegisterLimit = addrlimit.New(addrlimit.Config{PerMinute: 3, Clock: fixtureClock{f: f}})
-		c.ConsentLimit = addrlimit.New(addrlimit.Config{PerMinute: 2, Clock: fixtureClock{f: f}})
+		c.RegisterLimit = addrlimit.New(addrlimit.Config{PerMinute: 3, Clock: fixtureClock{now: func() time.Time { return f.clock() }}})
+		c.ConsentLimit = addrlimit.New(addrlimit.Config{PerMinute: 2, Clock: fixtureClock{now: func() time.Time { return f.clock() }}})
 	})
 	register := func() *http.Response {
 		resp, err := http.Post(f.url+"/oauth/register", "application/json", strings.NewReader(`{"redirect_uris": ["https://app.example/cb"]}`))
