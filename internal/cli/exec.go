@@ -151,17 +151,7 @@ func (a *app) execStream(ctx context.Context, c *client, sandbox, line string, o
 			json.Unmarshal(ev.Data, &e)
 			return &e
 		case "result":
-			var r struct {
-				ExitCode       *int   `json:"exit_code"`
-				Status         string `json:"status"`
-				TimedOut       bool   `json:"timed_out"`
-				Closed         string `json:"closed"`
-				Streamed       bool   `json:"streamed"`
-				Stdout         string `json:"stdout"`
-				StdoutEncoding string `json:"stdout_encoding"`
-				Stderr         string `json:"stderr"`
-				StderrEncoding string `json:"stderr_encoding"`
-			}
+			var r wire.ExecResult
 			if err := json.Unmarshal(ev.Data, &r); err != nil {
 				return fmt.Errorf("read the command's result: %w", err)
 			}

@@ -204,9 +204,7 @@ var closeReasons = map[string]string{
 
 // closeError is a close event's reason as an error: shutdown, lifetime and slow may be resumed.
 func closeError(data []byte) error {
-	var c struct {
-		Reason string `json:"reason"`
-	}
+	var c wire.Close
 	json.Unmarshal(data, &c)
 	switch c.Reason {
 	case "shutdown", "lifetime", "slow":
@@ -237,10 +235,7 @@ func (a *app) pumpProcess(sse *sseReader, w io.Writer, next *int64) (*wire.Proce
 				*next = n
 			}
 		case "gap":
-			var g struct {
-				From, To int64
-				Lost     string
-			}
+			var g wire.Gap
 			json.Unmarshal(ev.Data, &g)
 			if g.Lost != "" {
 				fmt.Fprintf(a.cfg.Stderr, "hangar: output is gone: %s; going on after it.\n", g.Lost)
@@ -263,10 +258,7 @@ func (a *app) pumpProcess(sse *sseReader, w io.Writer, next *int64) (*wire.Proce
 // outputBytes decodes an output event's data: {"data": text} or {"data": base64, "encoding":
 // "base64"}.
 func outputBytes(data []byte) ([]byte, error) {
-	var o struct {
-		Data     string `json:"data"`
-		Encoding string `json:"encoding"`
-	}
+	var o wire.Output
 	if err := json.Unmarshal(data, &o); err != nil {
 		return nil, fmt.Errorf("read an output event: %w", err)
 	}

@@ -2,16 +2,16 @@ package mcp
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/wire"
+	"github.com/hangar-dev/hangar/internal/wire/from"
 )
 
 // execArgs are the exec tool's arguments.
@@ -22,22 +22,6 @@ type execArgs struct {
 	Env     map[string]string `json:"env,omitempty" jsonschema:"environment variables added to the sandbox's"`
 	Timeout float64           `json:"timeout,omitempty" jsonschema:"seconds before the command is killed; 0 or absent for none"`
 	Stream  bool              `json:"stream,omitempty" jsonschema:"send the output as progress notifications as it prints (needs a progressToken on the call)"`
-}
-
-// execOutput is exec's result. Output that is not valid UTF-8 is sent base64, with
-// stdout_encoding or stderr_encoding "base64", never mangled.
-type execOutput struct {
-	ExitCode       *int   `json:"exit_code" jsonschema:"the command's exit code; null when it did not end while the call lasted"`
-	Status         string `json:"status,omitempty" jsonschema:"how the command ended, in the daemon's words"`
-	Stdout         string `json:"stdout" jsonschema:"the last 256 KiB of its standard output"`
-	StdoutEncoding string `json:"stdout_encoding,omitempty" jsonschema:"base64 when stdout is not valid UTF-8"`
-	Stderr         string `json:"stderr" jsonschema:"the last 256 KiB of its standard error"`
-	StderrEncoding string `json:"stderr_encoding,omitempty" jsonschema:"base64 when stderr is not valid UTF-8"`
-	TimedOut       bool   `json:"timed_out" jsonschema:"killed because the timeout passed"`
-	Streamed       bool   `json:"streamed" jsonschema:"the output was sent as progress notifications as it printed"`
-	Via            string `json:"via" jsonschema:"daemon, or provider when the sandbox has no daemon"`
-	Closed         string `json:"closed,omitempty" jsonschema:"why the stream ended before the command: shutdown, destroyed, paused or revoked"`
-	Capped         bool   `json:"capped,omitempty" jsonschema:"the stream reached HANGAR_STREAM_MAX_BYTES and sent nothing more"`
 }
 
 // Progress notifications carry these _meta keys: which output a chunk is (stdout or stderr)
@@ -60,37 +44,37 @@ func (h *Handler) addExec() {
 	}, h.exec)
 }
 
-func (h *Handler) exec(ctx context.Context, req *mcp.CallToolRequest, in execArgs) (*mcp.CallToolResult, execOutput, error) {
+func (h *Handler) exec(ctx context.Context, req *mcp.CallToolRequest, in execArgs) (*mcp.CallToolResult, wire.ExecResult, error) {
 	p, ok := principal(ctx, req)
 	if !ok {
-		return nil, execOutput{}, errorf("This call carries no hangar token.")
+		return nil, wire.ExecResult{}, errorf("This call carries no hangar token.")
 	}
 	ref := in.Sandbox
 	if ref == "" {
 		ref = p.Sandbox
 	}
 	if ref == "" {
-		return nil, execOutput{}, errorf("Say which sandbox to run the command in (the sandbox argument).")
+		return nil, wire.ExecResult{}, errorf("Say which sandbox to run the command in (the sandbox argument).")
 	}
 	timeout, err := sandbox.TimeoutSeconds(in.Timeout)
 	if err != nil {
-		return nil, execOutput{}, classify(h.log, "exec", err)
+		return nil, wire.ExecResult{}, classify(h.log, "exec", err)
 	}
 	ereq := sandbox.ExecRequest{Command: in.Command, Cwd: in.Cwd, Env: in.Env, Timeout: timeout}
 	if in.Command == "" {
-		return nil, execOutput{}, errorf("command is empty: say what to run.")
+		return nil, wire.ExecResult{}, errorf("command is empty: say what to run.")
 	}
 	if err := sandbox.CheckExec(ereq); err != nil {
-		return nil, execOutput{}, classify(h.log, "exec", err)
+		return nil, wire.ExecResult{}, classify(h.log, "exec", err)
 	}
 	token := req.Params.GetProgressToken()
 	if !in.Stream || token == nil {
 		res, err := h.cfg.Sandboxes.Exec(ctx, p, ref, ereq)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, execOutput{}, errorf("The call was cancelled; the command was killed.")
+				return nil, wire.ExecResult{}, errorf("The call was cancelled; the command was killed.")
 			}
-			return nil, execOutput{}, classify(h.log, "exec", err)
+			return nil, wire.ExecResult{}, classify(h.log, "exec", err)
 		}
 		return result(res, true, "", false)
 	}
@@ -99,10 +83,10 @@ func (h *Handler) exec(ctx context.Context, req *mcp.CallToolRequest, in execArg
 
 // execStream runs a command whose output goes to the caller as progress notifications. This
 // goroutine (the tool handler's) is the call's one writer: it renders the exec's stream.
-func (h *Handler) execStream(ctx context.Context, req *mcp.CallToolRequest, p auth.Principal, ref string, ereq sandbox.ExecRequest, token any) (*mcp.CallToolResult, execOutput, error) {
+func (h *Handler) execStream(ctx context.Context, req *mcp.CallToolRequest, p auth.Principal, ref string, ereq sandbox.ExecRequest, token any) (*mcp.CallToolResult, wire.ExecResult, error) {
 	ex, err := h.cfg.Sandboxes.StreamExec(ctx, p, ref, ereq)
 	if err != nil {
-		return nil, execOutput{}, classify(h.log, "exec", err)
+		return nil, wire.ExecResult{}, classify(h.log, "exec", err)
 	}
 	sk := h.startCall(req)
 	// A 2025-era call's context does not end when its HTTP request does: watch the request too.
@@ -111,9 +95,9 @@ func (h *Handler) execStream(ctx context.Context, req *mcp.CallToolRequest, p au
 	o, err := ex.Wait(ctx, h.pump(ctx, req, ex.Stream, sk, token))
 	switch {
 	case errors.Is(err, sandbox.ErrClientGone):
-		return nil, execOutput{}, errorf("The client went away; the command was killed.")
+		return nil, wire.ExecResult{}, errorf("The client went away; the command was killed.")
 	case err != nil:
-		return nil, execOutput{}, classify(h.log, "exec", err)
+		return nil, wire.ExecResult{}, classify(h.log, "exec", err)
 	}
 	return result(o.Result, o.Ended, string(o.Closed), o.Capped)
 }
@@ -157,24 +141,10 @@ func (h *Handler) pump(ctx context.Context, req *mcp.CallToolRequest, st *stream
 	return st.Render(ctx, 0, p.write(ctx))
 }
 
-// text returns b as a string and its encoding: "" for UTF-8 text, "base64" otherwise.
-func text(b []byte) (string, string) {
-	if utf8.Valid(b) {
-		return string(b), ""
-	}
-	return base64.StdEncoding.EncodeToString(b), "base64"
-}
-
 // result is exec's answer: the structured output, and a short text for readers of text
 // content.
-func result(res sandbox.ExecResult, ended bool, closed string, capped bool) (*mcp.CallToolResult, execOutput, error) {
-	out := execOutput{Status: res.Status, TimedOut: res.TimedOut, Streamed: res.Streamed, Via: res.Via, Closed: closed, Capped: capped}
-	if ended {
-		code := res.ExitCode
-		out.ExitCode = &code
-	}
-	out.Stdout, out.StdoutEncoding = text(res.Stdout)
-	out.Stderr, out.StderrEncoding = text(res.Stderr)
+func result(res sandbox.ExecResult, ended bool, closed string, capped bool) (*mcp.CallToolResult, wire.ExecResult, error) {
+	out := from.ExecResult(res, ended, closed, capped)
 	var summary string
 	switch {
 	case closed != "" && out.ExitCode == nil:

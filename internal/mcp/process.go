@@ -33,24 +33,6 @@ type processArgs struct {
 // result says so.
 const maxWait = 600 * time.Second
 
-// attachOutput is the attach action's result. Output that is not valid UTF-8 is sent base64,
-// with tail_encoding "base64".
-type attachOutput struct {
-	ProcessID    string        `json:"process_id"`
-	State        process.State `json:"state"`
-	ExitCode     *int          `json:"exit_code"`
-	Status       string        `json:"status,omitempty"`
-	Tail         string        `json:"tail"`
-	TailEncoding string        `json:"tail_encoding,omitempty"`
-	TailFrom     int64         `json:"tail_from"` // the offset the tail starts at
-	Next         int64         `json:"next"`      // pass as since next time
-	Gap          *wire.Gap     `json:"gap,omitempty"`
-	Streamed     bool          `json:"streamed"`
-	Closed       string        `json:"closed,omitempty"`
-	Capped       bool          `json:"capped,omitempty"`
-	Notes        []string      `json:"notes,omitempty"`
-}
-
 func (h *Handler) addProcess() {
 	mcp.AddTool(h.server, &mcp.Tool{
 		Name:  "process",
@@ -135,16 +117,16 @@ func (h *Handler) process(ctx context.Context, req *mcp.CallToolRequest, in proc
 // attach attaches to a process and renders what process.Attachment.Follow gives as progress
 // notifications (this goroutine, the tool handler's, is the call's one writer), then its
 // account as the result.
-func (h *Handler) attach(ctx context.Context, req *mcp.CallToolRequest, p auth.Principal, ref string, in processArgs) (attachOutput, error) {
+func (h *Handler) attach(ctx context.Context, req *mcp.CallToolRequest, p auth.Principal, ref string, in processArgs) (wire.ProcessAttach, error) {
 	wait, notes, err := attachWait(in)
 	if err != nil {
-		return attachOutput{}, err
+		return wire.ProcessAttach{}, err
 	}
 	token := req.Params.GetProgressToken()
 	sk := h.startCall(req)
 	att, err := h.cfg.Processes.Attach(ctx, p, ref, in.ProcessID, in.Since)
 	if err != nil {
-		return attachOutput{}, classify(h.log, "process attach", err)
+		return wire.ProcessAttach{}, classify(h.log, "process attach", err)
 	}
 	defer att.Close()
 	if in.Since > att.Info.OutputEnd {
@@ -157,9 +139,9 @@ func (h *Handler) attach(ctx context.Context, req *mcp.CallToolRequest, p auth.P
 	seen, err := att.Follow(ctx, wait, pr.write(ctx))
 	switch {
 	case errors.Is(err, errGone):
-		return attachOutput{}, err
+		return wire.ProcessAttach{}, err
 	case err != nil:
-		return attachOutput{}, errorf("The call was cancelled.")
+		return wire.ProcessAttach{}, errorf("The call was cancelled.")
 	}
 	return attachResult(seen, token != nil, notes), nil
 }
@@ -180,10 +162,10 @@ func attachWait(in processArgs) (time.Duration, []string, error) {
 }
 
 // attachResult is the attach's answer: what it saw, and notes on what a reader should know.
-func attachResult(seen process.Seen, streamed bool, notes []string) attachOutput {
-	out := attachOutput{ProcessID: seen.Info.ID, State: seen.Info.State, ExitCode: seen.Info.ExitCode, Status: seen.Info.Status,
+func attachResult(seen process.Seen, streamed bool, notes []string) wire.ProcessAttach {
+	out := wire.ProcessAttach{ProcessID: seen.Info.ID, State: string(seen.Info.State), ExitCode: seen.Info.ExitCode, Status: seen.Info.Status,
 		TailFrom: seen.TailFrom, Next: seen.Next, Gap: from.ProcessGap(seen.Gap), Streamed: streamed, Closed: string(seen.Closed), Capped: seen.Capped}
-	out.Tail, out.TailEncoding = text(seen.Tail)
+	out.Tail, out.TailEncoding = wire.Text(seen.Tail)
 	notes = append(notes, seen.Notes...) // each gap's and the cap's, as they came
 	if seen.Closed != "" {
 		notes = append(notes, fmt.Sprintf("The attachment ended early (%s); the process may still be running: attach again from next.", seen.Closed))

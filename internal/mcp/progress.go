@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // progress is the one MCP renderer of a stream: output becomes notifications/progress on the
@@ -114,7 +115,7 @@ func (p *progress) flush(ctx context.Context) error {
 	}
 	params := &mcp.ProgressNotificationParams{Progress: p.runAt, Meta: mcp.Meta{metaStream: p.runEvent}}
 	var enc string
-	if params.Message, enc = text(data); enc != "" {
+	if params.Message, enc = wire.Text(data); enc != "" {
 		params.Meta[metaEncoding] = enc
 	}
 	if p.merged != nil && cap(p.merged) <= maxKeptRun {

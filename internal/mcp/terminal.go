@@ -9,6 +9,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/process"
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // Terminals for clients that poll: a terminal is a background process on a pseudo-terminal
@@ -162,7 +163,7 @@ func (h *Handler) terminalRead(ctx context.Context, req *mcp.CallToolRequest, in
 		return nil, terminalReadOutput{}, errorf(fmt.Sprintf("%s is a background process, not a terminal: use the process tool's attach.", in.TerminalID))
 	}
 	out := terminalReadOutput{TerminalID: in.TerminalID, State: string(info.State), ExitCode: info.ExitCode}
-	out.Output, out.Encoding = text(o.Data)
+	out.Output, out.Encoding = wire.Text(o.Data)
 	if o.Gap != nil {
 		out.Lost = o.Gap.To - o.Gap.From
 		out.Note = fmt.Sprintf("%d bytes the terminal printed since the last read are no longer kept (hangar keeps the last 256 KiB); the output starts after them.", out.Lost)

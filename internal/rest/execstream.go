@@ -9,23 +9,8 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/wire/from"
 )
-
-// outputJSON is a stdout or stderr event's data. Output that is not valid UTF-8 is sent base64
-// with encoding "base64".
-type outputJSON struct {
-	Data     string `json:"data"`
-	Encoding string `json:"encoding,omitempty"`
-}
-
-// streamResultJSON is the result event of exec/stream: exec's result, plus how the stream
-// ended when that was not its natural end.
-type streamResultJSON struct {
-	ExitCode *int `json:"exit_code"` // null when the command was let go still running
-	execResultJSON
-	Closed string `json:"closed,omitempty"` // why the stream ended early: shutdown, destroyed, revoked, ...
-	Capped bool   `json:"capped,omitempty"` // the stream reached HANGAR_STREAM_MAX_BYTES
-}
 
 // execStream is POST /api/sandboxes/{ref}/exec/stream: SSE stdout and stderr events as the
 // command prints, then one result event (or an error event when the command failed).
@@ -61,11 +46,7 @@ func (a *api) execStream(w http.ResponseWriter, r *http.Request) {
 		sse.send()
 		return
 	}
-	out := streamResultJSON{execResultJSON: toExecResultJSON(o.Result), Closed: string(o.Closed), Capped: o.Capped}
-	if o.Ended {
-		out.ExitCode = &o.Result.ExitCode
-	}
-	sse.event("result", "", out)
+	sse.event("result", "", from.ExecResult(o.Result, o.Ended, string(o.Closed), o.Capped))
 	sse.send()
 }
 

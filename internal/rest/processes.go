@@ -117,7 +117,7 @@ func (a *api) readProcess(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := wire.ProcessOutput{Process: info.Wire(), Gap: from.ProcessGap(out.Gap), Next: out.Next}
-	res.Output, res.Encoding = text(out.Data)
+	res.Output, res.Encoding = wire.Text(out.Data)
 	writeJSON(w, http.StatusOK, res)
 }
 

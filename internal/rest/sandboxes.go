@@ -2,7 +2,6 @@ package rest
 
 import (
 	"net/http"
-	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -122,35 +121,6 @@ type execRequest struct {
 	Timeout float64           `json:"timeout"` // seconds; 0: none
 }
 
-// execResultJSON is exec's answer. Output that is not valid UTF-8 is sent base64, with
-// stdout_encoding or stderr_encoding "base64", never mangled.
-type execResultJSON struct {
-	ExitCode       int    `json:"exit_code"`
-	Status         string `json:"status,omitempty"`
-	Stdout         string `json:"stdout"`
-	StdoutEncoding string `json:"stdout_encoding,omitempty"`
-	Stderr         string `json:"stderr"`
-	StderrEncoding string `json:"stderr_encoding,omitempty"`
-	TimedOut       bool   `json:"timed_out"`
-	Streamed       bool   `json:"streamed"`
-	Via            string `json:"via"`
-}
-
-// text returns b as a JSON string and its encoding: "" for UTF-8 text, "base64" otherwise.
-func text(b []byte) (string, string) {
-	if utf8.Valid(b) {
-		return string(b), ""
-	}
-	return base64Std(b), "base64"
-}
-
-func toExecResultJSON(res sandbox.ExecResult) execResultJSON {
-	out := execResultJSON{ExitCode: res.ExitCode, Status: res.Status, TimedOut: res.TimedOut, Streamed: res.Streamed, Via: res.Via}
-	out.Stdout, out.StdoutEncoding = text(res.Stdout)
-	out.Stderr, out.StderrEncoding = text(res.Stderr)
-	return out
-}
-
 func (a *api) execSandbox(w http.ResponseWriter, r *http.Request) {
 	var req execRequest
 	if err := decodeJSON(r, &req); err != nil {
@@ -167,5 +137,5 @@ func (a *api) execSandbox(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toExecResultJSON(res))
+	writeJSON(w, http.StatusOK, from.ExecResult(res, true, "", false)) // a plain exec waits for the end
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/serving"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // keepAliveInterval is how often an idle SSE stream gets a comment, so proxies do not time the
@@ -78,7 +79,7 @@ func (s *sseWriter) rawEvent(name, id string, data []byte) {
 }
 
 // outputEvent adds one output event: data is {"data": the text} or, for bytes that are not
-// UTF-8, {"data": base64, "encoding": "base64"} (outputJSON, written without reflection).
+// UTF-8, {"data": base64, "encoding": "base64"} (wire.Output, written without reflection).
 func (s *sseWriter) outputEvent(name, id string, data []byte) {
 	b := append(s.head(name, id), `{"data":`...)
 	if utf8.Valid(data) {
@@ -107,7 +108,7 @@ func (s *sseWriter) head(name, id string) []byte {
 // finished (its own last event said so), lost its client or was dropped as slow gets none.
 func (s *sseWriter) closeEvent(reason stream.Reason) {
 	if reason != stream.ReasonDone && reason != stream.ReasonClient && reason != stream.ReasonSlow {
-		s.event("close", "", map[string]string{"reason": string(reason)})
+		s.event("close", "", wire.Close{Reason: string(reason)})
 	}
 }
 

@@ -11,10 +11,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // TestOutputEventIsEncodingJSONs: the renderer's hand-written output event is, byte for byte,
-// what encoding/json makes of outputJSON, for every byte and character class that JSON escapes.
+// what encoding/json makes of wire.Output, for every byte and character class that JSON escapes.
 func TestOutputEventIsEncodingJSONs(t *testing.T) {
 	t.Parallel()
 	cases := []string{"", "hi\n", `"quoted" \back\slash`, "<b>&amp;</b>", "tab\tcr\rbell\a\b\f\x00\x1f\x7f",
@@ -27,8 +28,8 @@ func TestOutputEventIsEncodingJSONs(t *testing.T) {
 	for _, c := range cases {
 		s := &sseWriter{buf: new([]byte)}
 		s.outputEvent("stdout", "7", []byte(c))
-		var o outputJSON
-		o.Data, o.Encoding = text([]byte(c))
+		var o wire.Output
+		o.Data, o.Encoding = wire.Text([]byte(c))
 		want, _ := json.Marshal(o)
 		if got, want := string(*s.buf), "event: stdout\nid: 7\ndata: "+string(want)+"\n\n"; got != want {
 			t.Errorf("%q (utf-8 %v):\n got %q\nwant %q", c, utf8.ValidString(c), got, want)

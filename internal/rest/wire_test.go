@@ -14,8 +14,8 @@ import (
 // wireTimeout bounds each MCP call and wait of TestOneShapePerEntity.
 const wireTimeout = 60 * time.Second
 
-// TestOneShapePerEntity: what REST answers for a session, a turn, a job, their events and a
-// process is, field for field, what the MCP tools give as structured content for the same one
+// TestOneShapePerEntity: what REST answers for a session, a turn, a job, their events, a
+// process and a command's result is, field for field, what the MCP tools give as structured content for the same one
 // (both come from internal/wire).
 func TestOneShapePerEntity(t *testing.T) {
 	e := newEnv(t, func(e *env) { e.withMCP = true })
@@ -67,6 +67,17 @@ func TestOneShapePerEntity(t *testing.T) {
 			t.Errorf("%s: REST and MCP differ\nREST %s\nMCP  %s", c.name, rest.raw, b)
 		}
 	}
+	// A command's result (wire.ExecResult), non-UTF-8 output included.
+	const cmd = `"command": "printf 'hi\\n'; printf '\\377' >&2; exit 3"`
+	rest := e.do(t, "POST", "/api/sandboxes/box/exec", ada, `{`+cmd+`}`)
+	if rest.status != http.StatusOK || rest.body["exit_code"] != 3.0 || rest.body["stderr_encoding"] != "base64" {
+		t.Fatalf("POST exec = %d %s: want 200, exit_code 3 and stderr base64", rest.status, rest.raw)
+	}
+	if viaMCP := callTool(t, s, "exec", `{"sandbox": "box", `+cmd+`}`); !reflect.DeepEqual(rest.body, viaMCP) {
+		b, _ := json.Marshal(viaMCP)
+		t.Errorf("exec: REST and MCP differ\nREST %s\nMCP  %s", rest.raw, b)
+	}
+
 	// The fields one transport lacked before they shared a shape.
 	se := e.do(t, "GET", "/api/sessions/s1", ada, "").body
 	if se["events"] != "hangar://sessions/s1/events" || se["split"] != false {

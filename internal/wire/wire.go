@@ -11,7 +11,9 @@
 package wire
 
 import (
+	"encoding/base64"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hangar-dev/hangar/internal/stamp"
 )
@@ -22,3 +24,12 @@ type Time = stamp.Time
 
 // Stamp is t as a Time, or nil for the zero time (so a field can be null or left out).
 func Stamp(t time.Time) *Time { return stamp.Of(t) }
+
+// Text is b as a JSON string and its encoding: b itself and "" when it is valid UTF-8, else
+// its base64 and "base64" — output is never mangled.
+func Text(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), ""
+	}
+	return base64.StdEncoding.EncodeToString(b), "base64"
+}

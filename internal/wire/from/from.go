@@ -22,6 +22,20 @@ func Sandbox(sb sandbox.Sandbox) wire.Sandbox {
 		CreatedAt: wire.Time(sb.CreatedAt), UpdatedAt: wire.Time(sb.UpdatedAt)}
 }
 
+// ExecResult is a command's result on the wire: its exit code only when it ended (ended
+// false: it was let go still running), and how its stream ended when that was early (closed)
+// or capped.
+func ExecResult(res sandbox.ExecResult, ended bool, closed string, capped bool) wire.ExecResult {
+	out := wire.ExecResult{Status: res.Status, TimedOut: res.TimedOut, Streamed: res.Streamed, Via: res.Via, Closed: closed, Capped: capped}
+	if ended {
+		code := res.ExitCode
+		out.ExitCode = &code
+	}
+	out.Stdout, out.StdoutEncoding = wire.Text(res.Stdout)
+	out.Stderr, out.StderrEncoding = wire.Text(res.Stderr)
+	return out
+}
+
 // Processes is ps on the wire ([] for none).
 func Processes(ps []process.Info) []wire.Process {
 	out := make([]wire.Process, 0, len(ps))
