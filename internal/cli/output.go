@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
@@ -69,54 +69,55 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// table writes rows under a header, in columns. Colour codes do not count toward a column's
-// width: tabwriter is told to ignore what is between its escape characters.
+// table writes rows under a header, in columns two spaces apart. A cell's width is its
+// printed width: the colour codes paint adds take none.
 type table struct {
-	tw *tabwriter.Writer
+	w    io.Writer
+	rows [][]string
 }
 
 func newTable(w io.Writer, header ...string) *table {
-	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.StripEscape)}
+	t := &table{w: w}
 	t.row(header...)
 	return t
 }
 
 // row adds a row; cell may hold colour codes made by paint.
-func (t *table) row(cells ...string) {
-	for i, c := range cells {
-		if i > 0 {
-			io.WriteString(t.tw, "\t")
+func (t *table) row(cells ...string) { t.rows = append(t.rows, cells) }
+
+// flush writes the rows, each cell padded to its column's widest, without trailing spaces.
+func (t *table) flush() error {
+	var widths []int
+	for _, r := range t.rows {
+		for i, c := range r {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], printedWidth(c))
 		}
-		io.WriteString(t.tw, escapeColour(c))
-	}
-	io.WriteString(t.tw, "\n")
-}
-
-func (t *table) flush() error { return t.tw.Flush() }
-
-// escapeColour brackets ANSI sequences with tabwriter's escape character, so they take no width.
-func escapeColour(s string) string {
-	if !strings.Contains(s, "\x1b[") {
-		return s
 	}
 	var b strings.Builder
-	for {
-		i := strings.Index(s, "\x1b[")
-		if i < 0 {
-			b.WriteString(s)
-			return b.String()
+	for _, r := range t.rows {
+		var line strings.Builder
+		for i, c := range r {
+			line.WriteString(c)
+			if i < len(r)-1 {
+				line.WriteString(strings.Repeat(" ", widths[i]-printedWidth(c)+2))
+			}
 		}
-		j := strings.IndexByte(s[i:], 'm')
-		if j < 0 {
-			b.WriteString(s)
-			return b.String()
-		}
-		b.WriteString(s[:i])
-		b.WriteByte(tabwriter.Escape)
-		b.WriteString(s[i : i+j+1])
-		b.WriteByte(tabwriter.Escape)
-		s = s[i+j+1:]
+		b.WriteString(strings.TrimRight(line.String(), " "))
+		b.WriteByte('\n')
 	}
+	_, err := io.WriteString(t.w, b.String())
+	return err
+}
+
+// ansiColour matches the colour codes paint writes (ANSI SGR sequences).
+var ansiColour = regexp.MustCompile(`\x1b\[[0-9;]*m`)
+
+// printedWidth is how many characters s takes on a terminal: its runes, less colour codes.
+func printedWidth(s string) int {
+	return utf8.RuneCountInString(ansiColour.ReplaceAllString(s, ""))
 }
 
 // oneLine is s on one line, cut to n characters with an ellipsis.
