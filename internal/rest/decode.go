@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
+	"strings"
 
 	"github.com/hangar-dev/hangar/internal/jsoncheck"
 	"github.com/hangar-dev/hangar/internal/problem"
 )
 
-// decodeJSON reads a request body into v. It refuses, with a 400 that says which: a body that is
-// not valid UTF-8 (encoding/json would quietly turn each bad byte into U+FFFD and run the
+// decodeJSON reads a request body into v (a pointer to a struct). It refuses, with a 400 that
+// says which: no body (naming v's fields, where the decoder would say "EOF"), a body that is not
+// valid UTF-8 (encoding/json would quietly turn each bad byte into U+FFFD and run the
 // command it mangled; bytes that are not text go base64 where an endpoint takes them), unknown
 // fields, and anything but white space after the one JSON value (`{...}}` included: the
 // decoder's More reports false for a stray closing bracket). Bodies over the cap (which the
@@ -35,6 +38,10 @@ func decodeJSON(r *http.Request, v any) error {
 		return newError(CodeBadRequest, `The request body has a \u escape that is half of a UTF-16 surrogate pair, which is no character; send the whole pair, or base64 where the endpoint takes it.`,
 			fmt.Errorf("lone surrogate escape at byte %d", at))
 	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return newError(CodeBadRequest, "The request has no body: send a JSON object with the fields this endpoint takes ("+
+			strings.Join(jsonFields(reflect.TypeOf(v).Elem()), ", ")+").", nil)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -45,4 +52,20 @@ func decodeJSON(r *http.Request, v any) error {
 			fmt.Errorf("%d bytes after the value, which ends at byte %d", len(rest), dec.InputOffset()))
 	}
 	return nil
+}
+
+// jsonFields are the names struct type t has in JSON, those of embedded structs in place.
+func jsonFields(t reflect.Type) []string {
+	var names []string
+	for _, f := range reflect.VisibleFields(t) {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous || !f.IsExported() || name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		names = append(names, name)
+	}
+	return names
 }

@@ -263,11 +263,15 @@ func (a *api) createJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	jr := turns.JobRequest{Prompt: req.Prompt, Agent: req.Agent, Env: req.Env, Split: req.Split, SplitUID: uid}
+	if len(req.Sandbox) == 0 || string(req.Sandbox) == "null" {
+		a.writeError(w, r, newError(CodeBadRequest, `Say which sandbox the job runs in: "sandbox" is a sandbox's name, or a sandbox spec (an object as POST /api/sandboxes takes; {} for a new one with the defaults).`, nil))
+		return
+	}
 	if err := json.Unmarshal(req.Sandbox, &jr.Sandbox); err != nil {
 		var spec createSandboxRequest
 		dec := json.NewDecoder(bytes.NewReader(req.Sandbox))
 		dec.DisallowUnknownFields() // as strict as POST /api/sandboxes: a misspelt field is not ignored
-		if err := dec.Decode(&spec); err != nil || len(req.Sandbox) == 0 {
+		if err := dec.Decode(&spec); err != nil {
 			a.writeError(w, r, newError(CodeBadRequest, "sandbox must be a sandbox's name or a sandbox spec (an object as POST /api/sandboxes takes).", err))
 			return
 		}

@@ -451,3 +451,27 @@ func TestSessionsBadInput(t *testing.T) {
 	}
 	e.waitEnded(t, "/api/jobs/"+job, e.admin)
 }
+
+// TestJobWithoutSandbox: POST /api/jobs with no body, or a body without a sandbox, is a 400
+// that says what to send, never the decoder's "EOF"; so is any JSON POST with no body.
+func TestJobWithoutSandbox(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, c := range []struct {
+		path, body, says string
+	}{
+		{"/api/jobs", "", "The request has no body: send a JSON object with the fields this endpoint takes (prompt, agent, sandbox, env, split, split_uid)."},
+		{"/api/jobs", " \n", "The request has no body"},
+		{"/api/jobs", `{"prompt": "true", "agent": "command"}`, "Say which sandbox the job runs in"},
+		{"/api/jobs", `{"prompt": "true", "agent": "command", "sandbox": null}`, "Say which sandbox the job runs in"},
+		{"/api/sandboxes", "", "The request has no body: send a JSON object with the fields this endpoint takes (name,"},
+		{"/api/tokens", "", "The request has no body"},
+	} {
+		r := e.do(t, "POST", c.path, e.admin, c.body)
+		wantError(t, r, http.StatusBadRequest, "bad_request")
+		er, _ := r.body["error"].(map[string]any)
+		if msg, _ := er["message"].(string); !strings.HasPrefix(msg, c.says) || strings.Contains(r.raw, "EOF") {
+			t.Errorf("POST %s %q = %s, want a message that starts %q", c.path, c.body, r.raw, c.says)
+		}
+	}
+}
