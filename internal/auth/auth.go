@@ -367,7 +367,7 @@ func (a *Authenticator) CreateToken(ctx context.Context, by Principal, req NewTo
 // the caller (the OAuth server stores it with its grant in one transaction).
 func (a *Authenticator) PrepareToken(ctx context.Context, by Principal, req NewToken) (Created, store.Token, error) {
 	if !by.IsAdmin() && !by.Has(ScopeUser) {
-		return Created{}, store.Token{}, fmt.Errorf("%w: making tokens needs the admin or user scope", ErrForbidden)
+		return Created{}, store.Token{}, refuse("Making tokens needs a token with the user or admin scope; this one has %s.", scopeList(by.Scopes))
 	}
 	if req.User != "" {
 		if err := CheckUserName(req.User); err != nil {
@@ -416,28 +416,61 @@ func (a *Authenticator) PrepareToken(ctx context.Context, by Principal, req NewT
 // filling in the binding and expiry it inherits.
 func narrower(by Principal, req *NewToken) error {
 	if req.User != "" && req.User != by.User {
-		return fmt.Errorf("%w: only an admin can make tokens for another user (%s)", ErrForbidden, req.User)
+		return refuse("Only an admin can make tokens for another user (%s); leave the user out to make one for yourself.", req.User)
 	}
 	for _, s := range req.Scopes {
 		if !slices.Contains(by.Scopes, s) {
-			return fmt.Errorf("%w: scope %q is wider than the token making it", ErrForbidden, s)
+			return widerScope(by, s)
 		}
 	}
 	if by.Sandbox != "" {
 		if req.Sandbox == "" {
 			req.Sandbox = by.Sandbox
 		} else if req.Sandbox != by.Sandbox {
-			return fmt.Errorf("%w: this token is bound to sandbox %s and can only make tokens bound to it", ErrForbidden, by.Sandbox)
+			return refuse("This token is bound to sandbox %s and can make only tokens bound to it.", by.Sandbox)
 		}
 	}
 	if !by.ExpiresAt.IsZero() {
 		if req.ExpiresAt.IsZero() {
 			req.ExpiresAt = by.ExpiresAt
 		} else if req.ExpiresAt.After(by.ExpiresAt) {
-			return fmt.Errorf("%w: the new token may not outlive the token making it (%s)", ErrForbidden, by.ExpiresAt.Format(time.RFC3339))
+			return refuse("A new token may not outlive the token making it, which expires %s; ask for an earlier expiry, or ask an admin.", by.ExpiresAt.Format(time.RFC3339))
 		}
 	}
 	return nil
+}
+
+// widerScope refuses a token with scope s, which its maker by lacks, saying who may make one.
+func widerScope(by Principal, s Scope) error {
+	if s == ScopeAdmin {
+		return refuse("Only an admin can make a token with the admin scope; your token can make tokens with its own scopes (%s).", scopeList(by.Scopes))
+	}
+	return refuse("Your token lacks the %s scope, so it cannot make a token with it: it can make tokens with its own scopes (%s), and an admin can make one with %s.", s, scopeList(by.Scopes), s)
+}
+
+// scopeList is scopes as a person reads them: "user, mcp".
+func scopeList(scopes []Scope) string {
+	names := make([]string, 0, len(scopes))
+	for _, s := range scopes {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
+}
+
+// refusal is a token request that ErrForbidden refuses, with the sentence a client sees: why,
+// and what the caller may do instead.
+type refusal struct{ sentence string }
+
+func (r *refusal) Error() string { return r.sentence }
+
+// Problem is the refusal's sentence, which says all the detail would.
+func (r *refusal) Problem(error) *problem.Problem {
+	return &problem.Problem{Code: problem.CodeForbidden, Message: r.sentence}
+}
+
+// refuse is ErrForbidden saying the sentence format makes.
+func refuse(format string, args ...any) error {
+	return fmt.Errorf("%w: %w", ErrForbidden, &refusal{fmt.Sprintf(format, args...)})
 }
 
 // stateDestroyed is provider.StateDestroyed as the store keeps it (auth does not import the

@@ -40,6 +40,9 @@ func TestTokens(t *testing.T) {
 	}
 	ada := s.env(t, "HANGAR_TOKEN="+secret)
 	hangar(t, ada, "", "sandbox", "ls").want(t, 0)
+	if r := hangar(t, ada, "", "tokens", "create", "--scopes", "admin").want(t, 1); !strings.Contains(r.stderr, "Only an admin can make a token with the admin scope; your token can make tokens with its own scopes (user, mcp).") {
+		t.Errorf("tokens create --scopes admin as a user: %q, want it to say an admin is needed", r.stderr)
+	}
 	hangar(t, env, "", "tokens", "revoke", id).want(t, 0)
 	if r := hangar(t, ada, "", "sandbox", "ls").want(t, 1); !strings.Contains(r.stderr, "revoked") {
 		t.Errorf("a revoked token's error = %q", r.stderr)

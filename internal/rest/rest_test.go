@@ -343,8 +343,18 @@ func TestTokensAPI(t *testing.T) {
 		t.Fatalf("create sandbox = %d %s", r.status, r.raw)
 	}
 	narrowID, narrow := e.newToken(t, ada, `{"scopes": ["mcp"], "sandbox": "api-refactor"}`)
-	wantError(t, e.do(t, "POST", "/api/tokens", ada, `{"scopes": ["admin"]}`), http.StatusForbidden, "forbidden")
-	wantError(t, e.do(t, "POST", "/api/tokens", ada, `{"user": "bob", "scopes": ["user"]}`), http.StatusForbidden, "forbidden")
+	// Each refusal says who may, and what the user may make instead.
+	for body, says := range map[string]string{
+		`{"scopes": ["admin"]}`:               "Only an admin can make a token with the admin scope; your token can make tokens with its own scopes (user, mcp).",
+		`{"scopes": ["jobs"]}`:                "Your token lacks the jobs scope, so it cannot make a token with it: it can make tokens with its own scopes (user, mcp), and an admin can make one with jobs.",
+		`{"user": "bob", "scopes": ["user"]}`: "Only an admin can make tokens for another user (bob); leave the user out to make one for yourself.",
+	} {
+		r := e.do(t, "POST", "/api/tokens", ada, body)
+		wantError(t, r, http.StatusForbidden, "forbidden")
+		if er, _ := r.body["error"].(map[string]any); er["message"] != says {
+			t.Errorf("POST /api/tokens %s as a user: message %q, want %q", body, er["message"], says)
+		}
+	}
 	// An mcp-only token cannot make tokens.
 	wantError(t, e.do(t, "POST", "/api/tokens", narrow, `{"scopes": ["mcp"]}`), http.StatusForbidden, "forbidden")
 
