@@ -112,7 +112,7 @@ func (a *app) jobsCmd() *cobra.Command {
 		Short:   "run an agent on a task unattended, list jobs, read their events",
 	})
 	a.outputFlag(cmd)
-	cmd.AddCommand(a.jobsRunCmd(), a.jobsLsCmd(), a.jobsLogsCmd())
+	cmd.AddCommand(a.jobsRunCmd(), a.jobsLsCmd(), a.jobsLogsCmd(), a.jobsCancelCmd())
 	return cmd
 }
 

@@ -18,7 +18,7 @@ func (a *app) sessionsCmd() *cobra.Command {
 		Short:   "make, list and delete agent sessions; give one a turn",
 	})
 	a.outputFlag(cmd)
-	cmd.AddCommand(a.sessionsCreateCmd(), a.sessionsLsCmd(), a.sessionsRmCmd(), a.sessionsTurnCmd())
+	cmd.AddCommand(a.sessionsCreateCmd(), a.sessionsLsCmd(), a.sessionsRmCmd(), a.sessionsTurnCmd(), a.sessionsCancelCmd())
 	return cmd
 }
 
