@@ -27,13 +27,9 @@ none. A turn that has already ended is left as it is.`,
 			if err := a.call(ctx, "GET", "/api/sessions/"+esc(args[0]), nil, &se); err != nil {
 				return err
 			}
-			turn := ""
-			if len(args) == 2 {
-				turn = args[1]
-			} else if t, err := a.runningTurn(ctx, se); err != nil {
+			turn, err := a.turnToCancel(ctx, se, args[1:])
+			if err != nil {
 				return err
-			} else {
-				turn = t.ID
 			}
 			path := "/api/sessions/" + esc(se.ID) + "/turns/" + esc(turn)
 			what := "turn " + turn + " of session " + se.Name
@@ -72,20 +68,24 @@ func argsBetween(least, most int, what string) cobra.PositionalArgs {
 	}
 }
 
-// runningTurn is the turn se is running (or has queued), or an error that says it has none.
-func (a *app) runningTurn(ctx context.Context, se wire.Session) (wire.Turn, error) {
+// turnToCancel is the turn named, if one is, else the id of the turn se is running (or has
+// queued), or an error that says it has none.
+func (a *app) turnToCancel(ctx context.Context, se wire.Session, named []string) (string, error) {
+	if len(named) == 1 {
+		return named[0], nil
+	}
 	var out struct {
 		Turns []wire.Turn `json:"turns"`
 	}
 	if err := a.call(ctx, "GET", "/api/sessions/"+esc(se.ID)+"/turns", nil, &out); err != nil {
-		return wire.Turn{}, err
+		return "", err
 	}
 	for _, t := range out.Turns {
 		if !turnEnded(t.State) {
-			return t, nil
+			return t.ID, nil
 		}
 	}
-	return wire.Turn{}, fmt.Errorf("session %s is running no turn: there is nothing to cancel", se.Name)
+	return "", fmt.Errorf("session %s is running no turn: there is nothing to cancel", se.Name)
 }
 
 // turnEnded says whether a turn (or job) in state has ended.
