@@ -13,7 +13,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/hangar-dev/hangar/internal/auth"
-	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/store/sqlite/sqlitetest"
 )
 
 // TestTokensFileAdminMakesNoFirstToken: an operator whose tokens file names an admin has one;
@@ -91,7 +91,7 @@ func TestFirstTokenNotMadeWhenItCannotBeKept(t *testing.T) {
 // newAuthn is an authenticator on a new SQLite store in dir, with no tokens file.
 func newAuthn(t *testing.T, dir string) *auth.Authenticator {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), dir)
+	st, err := sqlitetest.Open(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/coder/quartz"
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/store"
-	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/store/sqlite/sqlitetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -40,7 +40,7 @@ type fixture struct {
 func newFixture(t *testing.T, tokensFile string) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	s, err := sqlite.Open(context.Background(), dir)
+	s, err := sqlitetest.Open(context.Background(), dir)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -99,7 +99,7 @@ func TestBootstrapOnlyOnce(t *testing.T) {
 func TestBootstrapNotBesideAStaticAdmin(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, t.TempDir())
+	s, err := sqlitetest.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func TestStaticTokensFileErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "tokens")
 			os.WriteFile(path, []byte(content), 0o600)
-			s, err := sqlite.Open(context.Background(), t.TempDir())
+			s, err := sqlitetest.Open(context.Background(), t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -520,7 +520,7 @@ func TestAtMCP(t *testing.T) {
 func TestTokensPerUser(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, t.TempDir())
+	s, err := sqlitetest.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/store"
-	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/store/sqlite/sqlitetest"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
@@ -47,7 +47,7 @@ type env struct {
 func newEnv(t *testing.T, cfg Config) *env {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir())
+	st, err := sqlitetest.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
 	"github.com/hangar-dev/hangar/internal/rest"
 	"github.com/hangar-dev/hangar/internal/sandbox"
-	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/store/sqlite/sqlitetest"
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
 	"github.com/hangar-dev/hangar/internal/watch"
@@ -95,7 +95,7 @@ type envOptions struct {
 func newEnv(t *testing.T, o envOptions) *env {
 	t.Helper()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, t.TempDir())
+	s, err := sqlitetest.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 
 	"github.com/hangar-dev/hangar/internal/auth"
-	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/store/sqlite/sqlitetest"
 )
 
 // TestVerifier: a token with the mcp scope passes and carries its principal; one without it
@@ -19,7 +19,7 @@ import (
 func TestVerifier(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, t.TempDir())
+	s, err := sqlitetest.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -26,7 +26,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/oauth"
 	"github.com/hangar-dev/hangar/internal/oauthhttp"
 	"github.com/hangar-dev/hangar/internal/store"
-	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/store/sqlite/sqlitetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -90,7 +90,7 @@ func newFixtureBound(t *testing.T, maxTokens int, change func(*oauth.Config)) *f
 func newFixtureHTTP(t *testing.T, maxTokens int, change func(*oauth.Config), changeHTTP func(*oauthhttp.Config)) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, t.TempDir())
+	s, err := sqlitetest.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
-	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/store/sqlite/sqlitetest"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
@@ -107,7 +107,7 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	ln, url := startDaemon(t)
-	st, err := sqlite.Open(ctx, t.TempDir())
+	st, err := sqlitetest.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

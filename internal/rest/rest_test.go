@@ -34,7 +34,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/rest"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
-	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/store/sqlite/sqlitetest"
 	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/turns"
 	"github.com/hangar-dev/hangar/internal/watch"
@@ -109,7 +109,7 @@ func (e *env) setNow(t time.Time) {
 func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
 	ctx := context.Background()
-	s, err := sqlite.Open(ctx, t.TempDir())
+	s, err := sqlitetest.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

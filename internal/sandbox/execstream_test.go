@@ -13,7 +13,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
-	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/store/sqlite/sqlitetest"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
@@ -52,7 +52,7 @@ func newExecEnvOn(t *testing.T, clock quartz.Clock) execEnv {
 		served <- daemon.New(daemon.Config{AccessToken: "secret", Workdir: t.TempDir()}).Serve(dctx, ln)
 	}()
 	t.Cleanup(func() { stopDaemon(); <-served })
-	st, err := sqlite.Open(ctx, t.TempDir())
+	st, err := sqlitetest.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
-	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/store/sqlite/sqlitetest"
 )
 
 // States are compared as text (fmt.Sprint), whatever type the sandbox package gives them.
@@ -128,7 +128,7 @@ func boundTo(user, sandbox string) auth.Principal {
 
 func newStore(t *testing.T) store.Store {
 	t.Helper()
-	s, err := sqlite.Open(context.Background(), t.TempDir())
+	s, err := sqlitetest.Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

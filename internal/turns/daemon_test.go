@@ -24,7 +24,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/runlogtest"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
-	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/store/sqlite/sqlitetest"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
@@ -74,7 +74,7 @@ func onDaemons(t *testing.T, test func(t *testing.T, f *daemonFixture)) {
 func newDaemonFixture(t *testing.T, prov string) *daemonFixture {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir())
+	st, err := sqlitetest.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

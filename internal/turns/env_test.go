@@ -17,7 +17,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/seal"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/postgres"
-	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/store/sqlite/sqlitetest"
 	"github.com/hangar-dev/hangar/internal/store/storetest"
 )
 
@@ -78,7 +78,7 @@ func TestEnvSealedAtRest(t *testing.T) {
 			switch db {
 			case "sqlite":
 				dir := t.TempDir()
-				st, err := sqlite.Open(ctx, dir)
+				st, err := sqlitetest.Open(ctx, dir)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -19,7 +19,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/runlogtest"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
-	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/store/sqlite/sqlitetest"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
@@ -144,7 +144,7 @@ var (
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), t.TempDir())
+	st, err := sqlitetest.Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/store"
-	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/store/sqlite/sqlitetest"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
@@ -69,7 +69,7 @@ func newEnvDaemon(t *testing.T, cfg Config, dcfg daemon.Config) *env {
 	dcfg.AccessToken, dcfg.Workdir = "secret", dir
 	go func() { served <- daemon.New(dcfg).Serve(dctx, ln) }()
 	t.Cleanup(func() { stop(); <-served })
-	st, err := sqlite.Open(ctx, t.TempDir())
+	st, err := sqlitetest.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,43 +20,69 @@ import (
 // BuildHangar builds hangar (./cmd/hangar) and hangar-envd (./cmd/hangar-envd), static
 // (CGO_ENABLED=0) so that hangar-envd runs in any Linux image, side by side into dir, where
 // `hangar serve` finds its hangar-envd; it returns hangar's path. Call it once, from TestMain.
-func BuildHangar(dir string) (string, error) {
-	if _, err := BuildEnvd(dir); err != nil {
-		return "", err
-	}
-	return build(dir, "hangar")
-}
+func BuildHangar(dir string) (string, error) { return build(dir, "hangar", provider.EnvdName) }
 
 // BuildEnvd builds hangar-envd (./cmd/hangar-envd), static, into dir and returns its path.
 func BuildEnvd(dir string) (string, error) { return build(dir, provider.EnvdName) }
 
-// build builds ./cmd/<name> into dir/<name>.
-func build(dir, name string) (string, error) {
+// build builds ./cmd/<name> of each name into dir/<name>, with one go build (each go command
+// costs a load of the module's packages), and returns the first one's path.
+func build(dir string, names ...string) (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
-		return "", fmt.Errorf("build %s: %w", name, err)
+		return "", fmt.Errorf("build %s: %w", names[0], err)
 	}
-	out := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/"+name)
+	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	for _, name := range names {
+		args = append(args, "./cmd/"+name)
+	}
+	cmd := exec.Command("go", args...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s: %w: %s", name, err, b)
+		return "", fmt.Errorf("build %s: %w: %s", strings.Join(names, ", "), err, b)
 	}
-	return out, nil
+	return filepath.Join(dir, names[0]), nil
 }
 
-// moduleRoot is the folder of hangar's go.mod, found from the test's working directory.
+// module is the path in hangar's go.mod.
+const module = "github.com/hangar-dev/hangar"
+
+// moduleRoot is the folder of hangar's go.mod, found by walking up from the test's working
+// directory (a test runs in its package's folder), as the go command finds it, without
+// starting one.
 func moduleRoot() (string, error) {
-	b, err := exec.Command("go", "env", "GOMOD").Output()
+	dir, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("find go.mod: %w", err)
 	}
-	gomod := strings.TrimSpace(string(b))
-	if gomod == "" || gomod == os.DevNull {
-		return "", errors.New("find go.mod: not inside hangar's module")
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil {
+			if modulePath(b) != module {
+				return "", fmt.Errorf("find go.mod: %s is not hangar's module", filepath.Join(dir, "go.mod"))
+			}
+			return dir, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("find go.mod: %w", err)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("find go.mod: not inside hangar's module")
+		}
+		dir = parent
 	}
-	return filepath.Dir(gomod), nil
+}
+
+// modulePath is the module path a go.mod declares, "" if it declares none.
+func modulePath(gomod []byte) string {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
 }
 
 // sharedDir is a folder of the system's temporary directory that belongs to this checkout of
