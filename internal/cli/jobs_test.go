@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -35,7 +36,12 @@ func TestJobsAndLogs(t *testing.T) {
 	if err := json.Unmarshal([]byte(hangar(t, env, "", "jobs", "ls", "-o", "json").want(t, 0).stdout), &jobs); err != nil || len(jobs.Jobs) == 0 {
 		t.Fatalf("jobs ls -o json: %v %v", jobs, err)
 	}
-	id := jobs.Jobs[0]["id"].(string)
+	// Its own job: the shared server runs other tests' jobs (newest first) beside it.
+	i := slices.IndexFunc(jobs.Jobs, func(j map[string]any) bool { return j["sandbox"] == "job-box" })
+	if i < 0 {
+		t.Fatalf("jobs ls -o json lists no job in job-box: %v", jobs.Jobs)
+	}
+	id := jobs.Jobs[i]["id"].(string)
 	r = hangar(t, env, "", "jobs", "logs", id, "-o", "json").want(t, 0)
 	var types []string
 	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
@@ -48,7 +54,7 @@ func TestJobsAndLogs(t *testing.T) {
 	if strings.Join(types, " ") != "turn.started assistant user result turn.finished" {
 		t.Errorf("event types = %v", types)
 	}
-	session := jobs.Jobs[0]["session"].(string)
+	session := jobs.Jobs[i]["session"].(string)
 	if r := hangar(t, env, "", "logs", session).want(t, 0); !strings.Contains(r.stdout, "$ go test ./...") {
 		t.Errorf("logs of the job's session = %q", r.stdout)
 	}

@@ -1,9 +1,15 @@
 package local
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
 )
 
 // TestArgInside: a process that Destroy cannot look into (not dumpable, as a turn's harness is:
@@ -22,7 +28,13 @@ func TestArgInside(t *testing.T) {
 			c.Process.Kill()
 			c.Wait()
 		})
-		return c.Process.Pid
+		// Start returns once the exec began: wait until the kernel shows sh's own command line.
+		pid := c.Process.Pid
+		providertest.WaitFor(t, 30*time.Second, time.Millisecond, "sh's command line", func() bool {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+			return strings.Contains(string(b), arg)
+		})
+		return pid
 	}
 	if pid := start(filepath.Join(dir, "turns", "turn_x")); !argInside(pid, dir) {
 		t.Errorf("a process with an argument inside %s was not found", dir)
