@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/hangar-dev/hangar/internal/wire"
 	"github.com/spf13/cobra"
+
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 func (a *app) sessionsCancelCmd() *cobra.Command {

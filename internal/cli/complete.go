@@ -3,8 +3,9 @@ package cli
 import (
 	"encoding/json"
 
-	"github.com/hangar-dev/hangar/internal/wire"
 	"github.com/spf13/cobra"
+
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // remarshal copies v (decoded JSON) into out's type.
