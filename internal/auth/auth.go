@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/coder/quartz"
+
 	"github.com/hangar-dev/hangar/internal/ids"
 	"github.com/hangar-dev/hangar/internal/names"
 	"github.com/hangar-dev/hangar/internal/problem"

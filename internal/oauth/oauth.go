@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/coder/quartz"
+
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/ids"
 	"github.com/hangar-dev/hangar/internal/problem"
