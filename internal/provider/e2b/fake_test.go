@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -39,8 +40,17 @@ type fakeE2B struct {
 	nextID    int
 	// requests counts API calls by their route ("GET /v2/sandboxes"), for tests to check.
 	requests map[string]int
-	// proxyErrs are the proxy's errors reaching a daemon, for a failed test's report.
+	// proxyErrs are the proxy's errors reaching a daemon or copying its answer, for a failed
+	// test's report.
 	proxyErrs []string
+}
+
+// Write keeps a line of the proxy's log (a copy that broke mid-answer) for the report.
+func (f *fakeE2B) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.proxyErrs = append(f.proxyErrs, strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // report logs, for a failed test, the proxy's errors and each daemon's state and log.
@@ -59,8 +69,8 @@ func (f *fakeE2B) report(t *testing.T) {
 			default:
 			}
 		}
-		log, _ := os.ReadFile(filepath.Join(f.dataDir, id, "envd.log"))
-		t.Logf("fake E2B sandbox %s: daemon %s; its log:\n%s", id, state, log[max(0, len(log)-4096):])
+		daemonLog, _ := os.ReadFile(filepath.Join(f.dataDir, id, "envd.log"))
+		t.Logf("fake E2B sandbox %s: daemon %s; its log:\n%s", id, state, daemonLog[max(0, len(daemonLog)-4096):])
 	}
 }
 
@@ -103,6 +113,7 @@ func newFakeE2B(hangar, dataDir string) *fakeE2B {
 			f.mu.Unlock()
 			w.WriteHeader(http.StatusBadGateway)
 		},
+		ErrorLog: log.New(f, "", 0),
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /sandboxes", f.auth(f.create))
@@ -111,7 +122,17 @@ func newFakeE2B(hangar, dataDir string) *fakeE2B {
 	mux.HandleFunc("DELETE /sandboxes/{id}", f.auth(f.kill))
 	mux.HandleFunc("POST /sandboxes/{id}/pause", f.auth(f.pause))
 	mux.HandleFunc("POST /sandboxes/{id}/connect", f.auth(f.connect))
-	mux.Handle("/sbx/", f.proxy)
+	// Full duplex, as E2B's own proxy is. Otherwise net/http's HTTP/1 server drains what is
+	// left of a request's body once the answer begins, while the proxy's transport is still
+	// reading it to send it on (a Connect stream's daemon answers as soon as it has its one
+	// message, before the transport has read the body's end): the transport's copy fails, and
+	// it closes the daemon's connection in the middle of the answer.
+	mux.HandleFunc("/sbx/", func(w http.ResponseWriter, r *http.Request) {
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+			panic(err)
+		}
+		f.proxy.ServeHTTP(w, r)
+	})
 	f.srv = httptest.NewServer(mux)
 	return f
 }
