@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/harness"
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
 	"github.com/hangar-dev/hangar/internal/runlogtest"
 )
 
@@ -35,9 +36,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Chmod(dir, 0o755) // the split test's agent runs the fixture replay from here
+	// A copy of its own, there: the shared one's folder is root's alone.
 	hangarBin = filepath.Join(dir, "hangar-envd")
-	if out, err := exec.Command("go", "build", "-o", hangarBin, "../../cmd/hangar-envd").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build hangar-envd: %v\n%s", err, out)
+	if err := copyEnvd(hangarBin); err != nil {
+		fmt.Fprintf(os.Stderr, "hangar-envd: %v\n", err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -49,6 +51,19 @@ func TestMain(m *testing.M) {
 	}
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// copyEnvd copies the checkout's hangar-envd (providertest.SharedEnvd) to dst, executable by all.
+func copyEnvd(dst string) error {
+	src, err := providertest.SharedEnvd()
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o755)
 }
 
 // replay is a command agent's prompt that prints a fixture log a line every 2 ms.

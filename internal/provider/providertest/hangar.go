@@ -17,16 +17,10 @@ import (
 	"github.com/hangar-dev/hangar/internal/provider"
 )
 
-// BuildHangar builds hangar (./cmd/hangar) and hangar-envd (./cmd/hangar-envd), static
-// (CGO_ENABLED=0) so that hangar-envd runs in any Linux image, side by side into dir, where
-// `hangar serve` finds its hangar-envd; it returns hangar's path. Call it once, from TestMain.
-func BuildHangar(dir string) (string, error) { return build(dir, "hangar", provider.EnvdName) }
-
-// BuildEnvd builds hangar-envd (./cmd/hangar-envd), static, into dir and returns its path.
-func BuildEnvd(dir string) (string, error) { return build(dir, provider.EnvdName) }
-
-// build builds ./cmd/<name> of each name into dir/<name>, with one go build (each go command
-// costs a load of the module's packages), and returns the first one's path.
+// build builds ./cmd/<name> of each name into dir/<name>, static (CGO_ENABLED=0) so that
+// hangar-envd runs in any Linux image, side by side (where `hangar serve` finds its
+// hangar-envd), with one go build (each go command costs a load of the module's packages), and
+// returns the first one's path.
 func build(dir string, names ...string) (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
@@ -102,24 +96,32 @@ func sharedDir() (string, error) {
 	return dir, nil
 }
 
-// SharedHangar builds hangar and hangar-envd, as BuildHangar does, into the checkout's shared
-// folder and returns hangar's path.
-func SharedHangar() (string, error) {
-	dir, err := sharedDir()
-	if err != nil {
-		return "", fmt.Errorf("build hangar: %w", err)
-	}
-	return BuildHangar(dir)
-}
+// BinEnv names a folder where hangar and hangar-envd are already built for this checkout:
+// `make test` builds them into bin/ first and sets it, and the tests run those rather than each
+// package asking go build (about 2 CPU-seconds a package, to find them up to date).
+const BinEnv = "HANGAR_TEST_BIN"
+
+// SharedHangar builds hangar and hangar-envd into the checkout's shared folder and returns hangar's path; with BinEnv set, it returns the one built there.
+func SharedHangar() (string, error) { return shared("hangar", provider.EnvdName) }
 
 // SharedEnvd builds hangar-envd into the checkout's shared folder and returns its path: the
-// binary sandboxes run (the daemon, the turn harness).
-func SharedEnvd() (string, error) {
+// binary sandboxes run (the daemon, the turn harness); with BinEnv set, the one built there.
+func SharedEnvd() (string, error) { return shared(provider.EnvdName) }
+
+func shared(names ...string) (string, error) {
+	if dir := os.Getenv(BinEnv); dir != "" {
+		for _, name := range names {
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				return "", fmt.Errorf("%s=%s: %w (make test builds hangar there first)", BinEnv, dir, err)
+			}
+		}
+		return filepath.Join(dir, names[0]), nil
+	}
 	dir, err := sharedDir()
 	if err != nil {
-		return "", fmt.Errorf("build hangar-envd: %w", err)
+		return "", fmt.Errorf("build %s: %w", names[0], err)
 	}
-	return BuildEnvd(dir)
+	return build(dir, names...)
 }
 
 // MainWithEnvd is a TestMain for packages whose tests run hangar-envd (as sandboxes' daemon or
