@@ -39,11 +39,12 @@ run:
 # pointer conversion, everywhere; in modernc's SQLite (C translated to Go, unsafe pointers at
 # every step) it was ~15% of the CPU of the packages whose tests use SQLite. Race detection
 # stays on there, and checkptr in hangar's own code.
+# -vet=off: `make lint` runs all of go vet, of which go test would run a part again (~8 CPU-s).
 # HANGAR_TEST_BIN: the tests run the hangar and hangar-envd built here (`make build`), rather
 # than each package asking go build whether its own are up to date (~2 CPU-s a package).
 test: build
 	@$(GO) build -o bin/testsummary ./scripts/testsummary
-	@set -o pipefail; HANGAR_TEST_BIN=$(abspath $(dir $(BIN))) $(GO) test -race -count=1 -timeout 30m -ldflags=-w '-gcflags=modernc.org/...=-d=checkptr=0' -json ./... | bin/testsummary
+	@set -o pipefail; HANGAR_TEST_BIN=$(abspath $(dir $(BIN))) $(GO) test -race -vet=off -count=1 -timeout 30m -ldflags=-w '-gcflags=modernc.org/...=-d=checkptr=0' -json ./... | bin/testsummary
 
 # The fault suite (internal/faults, docs/reliability.md): real hangars and sandboxes, local and
 # Docker, under each fault (a killed daemon, a stopped container, a destroyed sandbox, a killed
