@@ -292,9 +292,10 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 		}
 		defer stopPprof()
 	}
+	// Said before serving (ln takes connections already), so it is in the log before any answer.
+	log.Info("hangar serving", "addr", ln.Addr().String(), "fleet", pageURL(ln.Addr()), "store", where, "version", version)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("hangar serving", "addr", ln.Addr().String(), "store", where, "version", version)
 
 	select {
 	case err := <-served:
@@ -561,4 +562,17 @@ func bootstrapAdmin(ctx context.Context, authn *auth.Authenticator, dataDir stri
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// pageURL is the Fleet page's address on a listener at addr: what a person opens in a browser
+// on this machine (localhost for a listener on every address).
+func pageURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/fleet/"
 }

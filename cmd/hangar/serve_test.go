@@ -192,6 +192,39 @@ func TestReadyzAndMetrics(t *testing.T) {
 	}
 }
 
+// TestServeSaysWhereThePageIs: serve's first line names the Fleet page's address, which opens.
+func TestServeSaysWhereThePageIs(t *testing.T) {
+	t.Parallel()
+	ts := startServe(t, testConfig(t))
+	m := regexp.MustCompile(`msg="hangar serving" .*fleet=(\S+)`).FindStringSubmatch(ts.stderr.String())
+	if m == nil || m[1] != ts.url+"/fleet/" {
+		t.Fatalf("serve's log does not name the page at %s/fleet/:\n%s", ts.url, ts.stderr.String())
+	}
+	resp, err := http.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s = %d", m[1], resp.StatusCode)
+	}
+	for addr, want := range map[string]string{
+		"0.0.0.0:8080": "http://localhost:8080/fleet/",
+		"[::]:8080":    "http://localhost:8080/fleet/",
+		"[::1]:9000":   "http://[::1]:9000/fleet/",
+	} {
+		if got := pageURL(netAddr(addr)); got != want {
+			t.Errorf("pageURL(%s) = %s, want %s", addr, got, want)
+		}
+	}
+}
+
+// netAddr is a net.Addr of a given text.
+type netAddr string
+
+func (a netAddr) Network() string { return "tcp" }
+func (a netAddr) String() string  { return string(a) }
+
 // TestMetricsOnOwnListener: with HANGAR_METRICS_LISTEN, /metrics answers there and no longer on
 // the public listener.
 func TestMetricsOnOwnListener(t *testing.T) {

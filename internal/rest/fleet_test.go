@@ -11,6 +11,29 @@ import (
 // TestFleetOverHTTP: a person's fleet read once and followed live by a browser's way in (a
 // one-time ticket, no Authorization header): a session appears, its turn runs and ends; a
 // ticket works once; another person's ticket never shows it; revoking the token ends the stream.
+// TestRootLeadsToTheFleet: hangar's address opened in a browser shows the Fleet page.
+func TestRootLeadsToTheFleet(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(e.url + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/fleet/" {
+		t.Fatalf("GET / = %d, Location %q; want 302 to /fleet/", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	page, err := http.Get(e.url + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page.Body.Close()
+	if page.StatusCode != http.StatusOK || !strings.HasPrefix(page.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("GET / followed = %d %s, want the Fleet page", page.StatusCode, page.Header.Get("Content-Type"))
+	}
+}
+
 func TestFleetOverHTTP(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

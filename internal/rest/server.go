@@ -160,6 +160,9 @@ func New(cfg Config) *Server {
 	if cfg.Fleet != nil {
 		r.Get("/fleet", http.RedirectHandler("/fleet/", http.StatusMovedPermanently).ServeHTTP)
 		r.Handle("/fleet/*", web.Handler("/fleet/"))
+		// hangar's address opened in a browser leads to the page (302: / may serve more one
+		// day, and a browser must not remember this).
+		r.Get("/", http.RedirectHandler("/fleet/", http.StatusFound).ServeHTTP)
 	}
 	r.Route("/api", func(r chi.Router) {
 		r.Use(a.authenticate)
