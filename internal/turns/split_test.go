@@ -43,8 +43,7 @@ try precreate 'mkdir %[1]s/turn_next'
 rm -f /tmp/s.$$
 printf '{"type":"turn.finished","status":"done","exit_code":0}\n'
 echo '{"type":"forged"}'
-while [ ! -e %[2]q ]; do sleep 0.01; done
-exit 3`, root, gate)
+%[2]sexit 3`, root, waitGate(gate))
 }
 
 // TestSplitAgentCannotForgeItsEnd runs a split session's turn on this machine as the local
