@@ -397,6 +397,9 @@ func TestTurnReplaysFixtures(t *testing.T) {
 	t.Parallel()
 	dir := runlogtest.Dir(t)
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if _, err := os.Stat(filepath.Join(dir, twoResultsLog)); err != nil {
+		t.Fatalf("the log with two results: %v", err)
+	}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			t.Parallel()
@@ -428,6 +431,9 @@ func TestTurnReplaysFixtures(t *testing.T) {
 			}
 			if end.ReadPos != int64(len(want)) {
 				t.Errorf("read position %d, want the log's length %d", end.ReadPos, len(want))
+			}
+			if filepath.Base(file) == twoResultsLog {
+				checkTwoResults(t, end, evs)
 			}
 			for _, c := range f.sbs.cmds {
 				if bytes.Contains([]byte(c), []byte("sk-123")) {
