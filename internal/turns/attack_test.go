@@ -22,7 +22,7 @@ import (
 // and opens them to all, says ready, then until /tmp/gate exists swaps every turn directory it
 // finds there for one of its own whose run log and status file say the turn was done, exit 0,
 // summary "forged" (and writes that status again and again, over the harness's own).
-const swapAttack = `for r in /tmp/hangar-turns /var/lib/hangar/turns; do mkdir -p $r 2>/dev/null && chmod 777 $r; done
+const swapAttack = pauseFD + `for r in /tmp/hangar-turns /var/lib/hangar/turns; do mkdir -p $r 2>/dev/null && chmod 777 $r; done
 echo '{"type":"ready"}'
 forged='{"exit_code":0,"summary":{"result":"forged"}}'
 swap() {
@@ -38,7 +38,7 @@ while [ ! -e /tmp/gate ]; do
     case "$d" in *'*'|*.real) continue;; esac
     if [ -e "$d/.forged" ]; then echo "$forged" > "$d/status.json"; else swap "$d"; fi
   done
-  sleep 0.005
+  read -t 0.005 -u 9 || :
 done`
 
 // TestSplitAgentCannotForgeAnotherTurn reproduces issue 27's first finding in a Docker sandbox:

@@ -74,11 +74,12 @@ func onDaemons(t *testing.T, test func(t *testing.T, f *daemonFixture)) {
 func newDaemonFixture(t *testing.T, prov string) *daemonFixture {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlitetest.Open(ctx, t.TempDir())
+	raw, err := sqlitetest.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { raw.Close() })
+	st := notifying(raw)
 	f := &daemonFixture{st: st, clock: quartz.NewMock(t), streams: stream.New(stream.Config{})}
 	req := sandbox.CreateRequest{Name: providertest.UniqueName("turns"), Provider: prov}
 	var p provider.Provider
@@ -189,12 +190,12 @@ func gatedReplay(log string, gates []string, cuts []int) string {
 	var b bytes.Buffer
 	from := 1
 	for i, gate := range gates {
-		fmt.Fprintf(&b, "while [ ! -e %q ]; do sleep 0.01; done; ", gate)
+		b.WriteString(waitGate(gate))
 		to := "$"
 		if i < len(cuts) {
 			to = fmt.Sprint(cuts[i] - 1)
 		}
-		fmt.Fprintf(&b, "sed -n '%d,%sp' %q | while IFS= read -r l; do printf '%%s\\n' \"$l\"; sleep 0.002; done; ", from, to, log)
+		fmt.Fprintf(&b, "sed -n '%d,%sp' %q | while IFS= read -r l; do printf '%%s\\n' \"$l\"; read -t 0.002 -u 9 || :; done; ", from, to, log)
 		if i < len(cuts) {
 			from = cuts[i]
 		}

@@ -108,8 +108,8 @@ func pidOf(t *testing.T, ctx context.Context, st store.Store, sessionID string) 
 
 // gatedLines prints 3 lines, waits for gate, then prints n more and exits 0.
 func gatedLines(gate string, n int) string {
-	return fmt.Sprintf(`for i in 1 2 3; do echo '{"type":"before"}'; done; while [ ! -e %s ]; do sleep 0.01; done; i=0; while [ $i -lt %d ]; do echo '{"type":"t"}'; i=$((i+1)); done`,
-		shellQuote(gate), n)
+	return `for i in 1 2 3; do echo '{"type":"before"}'; done; ` + waitGate(gate) +
+		fmt.Sprintf(`i=0; while [ $i -lt %d ]; do echo '{"type":"t"}'; i=$((i+1)); done`, n)
 }
 
 // TestDaemonKilledUnderTurn: the daemon dies under a running turn. On local its harness runs

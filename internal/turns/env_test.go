@@ -60,7 +60,8 @@ func (f *fixture) useStore(t *testing.T, st store.Store) {
 	if err := st.CreateSandbox(context.Background(), store.Sandbox{Name: "box", Owner: "ada", Provider: "local", State: "running", CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	f.st, f.sbs.st, f.cfg.Store = st, st, st
+	ns := notifying(st)
+	f.st, f.sbs.st, f.cfg.Store = ns, ns, ns
 }
 
 // TestEnvSealedAtRest: a session's env value is nowhere in the database's bytes (SQLite's

@@ -37,7 +37,7 @@ func TestFollowRecordsAsWritten(t *testing.T) {
 	}
 	dir := t.TempDir()
 	gate1, gate2 := filepath.Join(dir, "gate1"), filepath.Join(dir, "gate2")
-	prompt := fmt.Sprintf(`while [ ! -e %[1]q ]; do sleep 0.01; done; echo '{"type":"one"}'; while [ ! -e %[2]q ]; do sleep 0.01; done; echo '{"type":"two"}'`, gate1, gate2)
+	prompt := waitGate(gate1) + `echo '{"type":"one"}'; ` + waitGate(gate2) + `echo '{"type":"two"}'`
 	tu, err := s.StartTurn(ctx, ada, "s1", prompt)
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func TestFollowBreaksThenResumes(t *testing.T) {
 	}
 	dir := t.TempDir()
 	gate1, gate2 := filepath.Join(dir, "gate1"), filepath.Join(dir, "gate2")
-	prompt := fmt.Sprintf(`while [ ! -e %[1]q ]; do sleep 0.01; done; head -n 12 %[3]q; while [ ! -e %[2]q ]; do sleep 0.01; done; tail -n +13 %[3]q`, gate1, gate2, log)
+	prompt := waitGate(gate1) + fmt.Sprintf("head -n 12 %q; ", log) + waitGate(gate2) + fmt.Sprintf("tail -n +13 %q", log)
 	tu, err := s.StartTurn(ctx, ada, "s1", prompt)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +117,7 @@ func TestFollowCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	gate := filepath.Join(t.TempDir(), "gate")
-	tu, err := s.StartTurn(ctx, ada, "s1", fmt.Sprintf(`while [ ! -e %q ]; do sleep 0.01; done; `, gate)+replayPrompt(log))
+	tu, err := s.StartTurn(ctx, ada, "s1", waitGate(gate)+replayPrompt(log))
 	if err != nil {
 		t.Fatal(err)
 	}

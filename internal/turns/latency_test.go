@@ -33,7 +33,7 @@ func benchmarkFollowedLine(b *testing.B, size int) {
 	}
 	gate := filepath.Join(b.TempDir(), "gate")
 	defer os.WriteFile(gate, nil, 0o644)
-	tu, err := s.StartTurn(ctx, ada, "s1", fmt.Sprintf("while [ ! -e %q ]; do sleep 0.01; done", gate))
+	tu, err := s.StartTurn(ctx, ada, "s1", waitGate(gate))
 	if err != nil {
 		b.Fatal(err)
 	}

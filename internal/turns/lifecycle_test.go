@@ -20,16 +20,18 @@ import (
 func gatedPrompt(gate string) string {
 	// It also ends once the gate's folder is gone: a test opens the gate as it returns, and its
 	// TempDir may be removed before the loop looks again (the loop then ran on for good).
-	return fmt.Sprintf(`echo '{"type":"one"}'; while [ ! -e %q ] && [ -d %q ]; do sleep 0.01; done; echo '{"type":"two"}'`, gate, filepath.Dir(gate))
+	return pauseFD + fmt.Sprintf(`echo '{"type":"one"}'; while [ ! -e %q ] && [ -d %q ]; do read -t 0.01 -u 9 || :; done; echo '{"type":"two"}'`, gate, filepath.Dir(gate))
 }
 
-// waitEvents polls until the session has at least n events.
+// waitEvents waits until the session has at least n events.
 func waitEvents(t *testing.T, ctx context.Context, st store.Store, sessionID string, n int) {
 	t.Helper()
-	waitFor(t, ctx, fmt.Sprintf("%d events", n), func() bool {
+	if !waitAppends(ctx, st, func() bool {
 		evs, _ := st.ListEvents(ctx, sessionID, 0, 1000)
 		return len(evs) >= n
-	})
+	}) {
+		t.Fatalf("timed out waiting for %d events", n)
+	}
 }
 
 func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
@@ -456,6 +458,9 @@ func TestWatcherGivesUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	f := newFixture(t)
+	// A minute of failed reads: each a poll, with nothing changing; 30 s apart, as few polls as
+	// pass the minute.
+	f.idle, f.cfg.PollInterval = 0, 30*time.Second
 	s := f.service(t)
 	gate := filepath.Join(t.TempDir(), "gate")
 	defer os.WriteFile(gate, nil, 0o644)
@@ -540,6 +545,9 @@ func TestTurnOutlastsAStoreOutage(t *testing.T) {
 	f := newFixture(t)
 	ds := &downStore{Store: f.st}
 	f.cfg.Store = ds
+	// Refused appends past the watcher's minute of failed reads: each a poll, with nothing
+	// changing; 30 s apart, as few polls as can pass the minute.
+	f.idle, f.cfg.PollInterval = 0, 30*time.Second
 	s := f.service(t)
 	gate := filepath.Join(t.TempDir(), "gate")
 	defer os.WriteFile(gate, nil, 0o644)
@@ -554,8 +562,8 @@ func TestTurnOutlastsAStoreOutage(t *testing.T) {
 	waitEvents(t, ctx, f.st, se.ID, 2)
 	ds.down.Store(true)
 	os.WriteFile(gate, nil, 0o644)
-	// Each refused append is a poll PollInterval (5 s) apart: 20 are well past the minute.
-	waitFor(t, ctx, "20 refused appends", func() bool { return ds.refused.Load() >= 20 })
+	// Each refused append is a poll PollInterval (30 s) apart: 4 are well past the minute.
+	waitFor(t, ctx, "4 refused appends", func() bool { return ds.refused.Load() >= 4 })
 	ds.down.Store(false)
 	got := waitTurn(t, ctx, f.st, tu.ID)
 	if got.State != store.TurnDone {

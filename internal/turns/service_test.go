@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coder/quartz"
+	"github.com/fsnotify/fsnotify"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/runlogtest"
@@ -131,6 +132,11 @@ type fixture struct {
 	sbs   *hostSandboxes
 	clock *quartz.Mock
 	cfg   Config
+	// idle is how long service's clock driver waits for a file under the run roots to change
+	// before it lets a watcher poll anyway (a harness killed, a sandbox destroyed, a read that
+	// failed change no file): idlePoll, or 0 for a test whose watchers must poll again and
+	// again with nothing changing.
+	idle time.Duration
 	// streams is the registry followers count in, once follow_test.go's follow set it.
 	streams *stream.Registry
 }
@@ -144,12 +150,13 @@ var (
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	st, err := sqlitetest.Open(context.Background(), t.TempDir())
+	raw, err := sqlitetest.Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
-	f := &fixture{st: st, sbs: &hostSandboxes{st: st}, clock: quartz.NewMock(t)}
+	t.Cleanup(func() { raw.Close() })
+	st := notifying(raw)
+	f := &fixture{st: st, sbs: &hostSandboxes{st: st}, clock: quartz.NewMock(t), idle: idlePoll}
 	now := f.clock.Now() // the sandbox is as old as the clock the Service stamps with says
 	if err := st.CreateSandbox(context.Background(), store.Sandbox{Name: "box", Owner: "ada", Provider: "local", State: "running", CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
@@ -159,11 +166,18 @@ func newFixture(t testing.TB) *fixture {
 	return f
 }
 
+// idlePoll is how long the fixture's clock driver lets a watcher wait for its next poll
+// while no file of a turn changes: long enough that a turn waiting on its gate costs little,
+// short enough that a test waiting for what changes no file takes a second or so.
+const idlePoll = 200 * time.Millisecond
+
 // service starts a Service and a driver that moves the mock clock to the next timer each time
-// a watcher waits for its next poll, so polling runs as fast as the machine allows without a sleep.
+// a watcher waits for its next poll, as soon as a file under the run roots changed (or after
+// f.idle), so a watcher reads what its harness wrote as soon as it is written, without a sleep.
 func (f *fixture) service(t *testing.T) *Service {
 	t.Helper()
 	s := New(f.cfg)
+	changed := fileChanges(t, f.cfg.RunRoot, f.cfg.SplitRunRoot)
 	ctx, cancel := context.WithCancel(context.Background())
 	trap := f.clock.Trap().NewTimer("turns")
 	done := make(chan struct{})
@@ -176,6 +190,15 @@ func (f *fixture) service(t *testing.T) *Service {
 			}
 			if call.Release(ctx) != nil {
 				return
+			}
+			if f.idle > 0 {
+				idle := time.NewTimer(f.idle)
+				select {
+				case <-changed:
+				case <-idle.C:
+				case <-ctx.Done():
+				}
+				idle.Stop()
 			}
 			// To the next timer, not a whole PollInterval: a cancelled turn polls every
 			// cancelPoll, and the mock refuses to move past a timer. None: the watcher
@@ -199,16 +222,127 @@ func (f *fixture) service(t *testing.T) *Service {
 	return s
 }
 
-func replayPrompt(path string) string {
-	return fmt.Sprintf(`while IFS= read -r l || [ -n "$l" ]; do printf '%%s\n' "$l"; sleep 0.002; done < %q`, path)
+// fileChanges returns a channel that holds a token once a file or directory under the roots
+// (those that exist, or whose parent does) was made, written, moved or removed since the token
+// was last taken; the directories made under them are watched too. A token is a level, not a
+// count: one that is there already stands for the next change as well.
+func fileChanges(t *testing.T, roots ...string) <-chan struct{} {
+	t.Helper()
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range roots {
+		if r == "" {
+			continue
+		}
+		if w.Add(r) != nil {
+			w.Add(filepath.Dir(r)) // made later: its making is seen, and it is watched then
+		}
+	}
+	changed := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if fi, err := os.Stat(ev.Name); ev.Has(fsnotify.Create) && err == nil && fi.IsDir() {
+					w.Add(ev.Name)
+				}
+			case _, ok := <-w.Errors: // an overflow: anything may have changed
+				if !ok {
+					return
+				}
+			}
+			select {
+			case changed <- struct{}{}:
+			default: // a token is there already
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		w.Close()
+		<-done
+	})
+	return changed
 }
 
-// waitTurn polls the store until the turn has ended and its turn.finished is recorded (the
-// state is stored first).
+// pauseFD opens descriptor 9 on a pipe nobody writes to: `read -t S -u 9` then waits S
+// seconds inside bash, where `sleep S` would start a process each time (a test prompt's gates
+// and trickles go round hundreds of times).
+const pauseFD = "exec 9<> <(:); "
+
+// waitGate is a prompt's wait for the file gate to exist: it looks every 10 ms.
+func waitGate(gate string) string {
+	return pauseFD + fmt.Sprintf("while [ ! -e %q ]; do read -t 0.01 -u 9 || :; done; ", gate)
+}
+
+// replayPrompt prints the file's lines one every 2 ms, as an agent writes them.
+func replayPrompt(path string) string {
+	return pauseFD + fmt.Sprintf(`while IFS= read -r l || [ -n "$l" ]; do printf '%%s\n' "$l"; read -t 0.002 -u 9 || :; done < %q`, path)
+}
+
+// appendsStore is a store that says when events were appended to it, so a test waits for a
+// turn's events or its end (recorded with its turn.finished) without polling the store.
+type appendsStore struct {
+	store.Store
+	mu       sync.Mutex
+	appended chan struct{} // closed at the next append, then replaced
+}
+
+func notifying(st store.Store) *appendsStore {
+	return &appendsStore{Store: st, appended: make(chan struct{})}
+}
+
+func (a *appendsStore) AppendEvents(ctx context.Context, ea store.EventAppend) ([]store.Event, error) {
+	evs, err := a.Store.AppendEvents(ctx, ea)
+	a.mu.Lock()
+	close(a.appended)
+	a.appended = make(chan struct{})
+	a.mu.Unlock()
+	return evs, err
+}
+
+// nextAppend returns a channel closed at st's next append, when st says; else one closed after
+// 10 ms (a store that does not say is polled).
+func nextAppend(st store.Store) <-chan struct{} {
+	if a, ok := st.(*appendsStore); ok {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.appended
+	}
+	ch := make(chan struct{})
+	time.AfterFunc(10*time.Millisecond, func() { close(ch) })
+	return ch
+}
+
+// waitAppends waits until done says so, asking it again after each append to st; false when
+// ctx ends first.
+func waitAppends(ctx context.Context, st store.Store, done func() bool) bool {
+	for {
+		next := nextAppend(st) // taken before asking: an append in between still wakes this
+		if done() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-next:
+		}
+	}
+}
+
+// waitTurn waits until the turn has ended and its turn.finished is recorded.
 func waitTurn(t *testing.T, ctx context.Context, st store.Store, id string) store.Turn {
 	t.Helper()
-	for {
-		tu, err := st.GetTurn(ctx, id)
+	var tu store.Turn
+	ended := waitAppends(ctx, st, func() bool {
+		var err error
+		tu, err = st.GetTurn(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,16 +353,16 @@ func waitTurn(t *testing.T, ctx context.Context, st store.Store, id string) stor
 			}
 			for _, e := range evs {
 				if e.TurnID == id && e.Type == TypeTurnFinished {
-					return tu
+					return true
 				}
 			}
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("turn %s still %s at the deadline", id, tu.State)
-		case <-time.After(10 * time.Millisecond):
-		}
+		return false
+	})
+	if !ended {
+		t.Fatalf("turn %s still %s at the deadline", id, tu.State)
 	}
+	return tu
 }
 
 // checkEvents checks the session's events: turn.started, each line of want once and in order,
@@ -263,6 +397,9 @@ func TestTurnReplaysFixtures(t *testing.T) {
 	t.Parallel()
 	dir := runlogtest.Dir(t)
 	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if _, err := os.Stat(filepath.Join(dir, twoResultsLog)); err != nil {
+		t.Fatalf("the log with two results: %v", err)
+	}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			t.Parallel()
@@ -294,6 +431,9 @@ func TestTurnReplaysFixtures(t *testing.T) {
 			}
 			if end.ReadPos != int64(len(want)) {
 				t.Errorf("read position %d, want the log's length %d", end.ReadPos, len(want))
+			}
+			if filepath.Base(file) == twoResultsLog {
+				checkTwoResults(t, end, evs)
 			}
 			for _, c := range f.sbs.cmds {
 				if bytes.Contains([]byte(c), []byte("sk-123")) {

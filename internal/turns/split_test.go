@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hangar-dev/hangar/internal/runlogtest"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -43,8 +42,7 @@ try precreate 'mkdir %[1]s/turn_next'
 rm -f /tmp/s.$$
 printf '{"type":"turn.finished","status":"done","exit_code":0}\n'
 echo '{"type":"forged"}'
-while [ ! -e %[2]q ]; do sleep 0.01; done
-exit 3`, root, gate)
+%[2]sexit 3`, root, waitGate(gate))
 }
 
 // TestSplitAgentCannotForgeItsEnd runs a split session's turn on this machine as the local
@@ -162,27 +160,15 @@ func TestSplitNeedsRoot(t *testing.T) {
 	}
 }
 
-// TestTwoResultsLog replays the log in which Claude Code printed two results (a background task
-// finished after the first): both are recorded as events, the turn ends once, after the second,
-// and its summary counts both and keeps the last one's text.
-func TestTwoResultsLog(t *testing.T) {
-	t.Parallel()
-	file := filepath.Join(runlogtest.Dir(t), "claude_ruff-fix_background-task_two-results.jsonl")
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	f := newFixture(t)
-	s := f.service(t)
-	se, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "two", Sandbox: "box", Agent: "command"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tu, err := s.StartTurn(ctx, ada, "two", replayPrompt(file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := waitTurn(t, ctx, f.st, tu.ID)
-	want, _ := os.ReadFile(file)
-	evs := checkEvents(t, ctx, f.st, se.ID, want)
+// twoResultsLog is the log in which Claude Code printed two results (a background task finished
+// after the first).
+const twoResultsLog = "claude_ruff-fix_background-task_two-results.jsonl"
+
+// checkTwoResults checks the turn that replayed twoResultsLog (TestTurnReplaysFixtures): both
+// results are recorded as events, the turn ends once, after the second, and its summary counts
+// both and keeps the last one's text.
+func checkTwoResults(t *testing.T, end store.Turn, evs []store.Event) {
+	t.Helper()
 	var results []int64
 	lastResult := ""
 	for _, e := range evs {
