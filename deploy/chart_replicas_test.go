@@ -203,12 +203,7 @@ func TestChartMetricsPort(t *testing.T) {
 // without the cluster, e.g. Argo CD's) rolls the pods, so replicas never hold different keys.
 func TestChartSecretStable(t *testing.T) {
 	t.Parallel()
-	read := func(args ...string) (key, checksum string) {
-		out, err := helm(t, append([]string{"template", "rt", chartDir, "--namespace", "hangar"}, args...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs := parseManifests(t, strings.Join(args, " "), out)
+	secret := func(objs []object) (key, checksum string) {
 		var s corev1.Secret
 		ofKind(objs, "Secret")[0].into(t, &s)
 		if s.Annotations["helm.sh/resource-policy"] != "keep" {
@@ -216,7 +211,15 @@ func TestChartSecretStable(t *testing.T) {
 		}
 		return string(s.Data["hangar-secret"]), deployment(t, objs).Spec.Template.Annotations["checksum/secret"]
 	}
-	k1, c1 := read()
+	read := func(args ...string) (key, checksum string) {
+		out, err := helm(t, append([]string{"template", "rt", chartDir, "--namespace", "hangar"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return secret(parseManifests(t, strings.Join(args, " "), out))
+	}
+	// The defaults' shared render is one render without the cluster; read() another.
+	k1, c1 := secret(render(t, ""))
 	// The checksum is of the very Secret rendered beside it (its one key here), not of another
 	// random one.
 	if sum := sha256.Sum256(fmt.Appendf(nil, "hangar-secret: %q", base64.StdEncoding.EncodeToString([]byte(k1)))); hex.EncodeToString(sum[:]) != c1 {

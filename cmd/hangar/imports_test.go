@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -13,25 +15,59 @@ import (
 
 const module = "github.com/hangar-dev/hangar/"
 
-// goList runs `go list -f format pkg` and returns its output's fields.
-func goList(t *testing.T, format, pkg string) []string {
+// listed is what one `go list` said of every package under internal/ (a go list loads the
+// whole module's graph: a few hundred ms of CPU each, and these tests ask of some 30 packages).
+var listed struct {
+	once sync.Once
+	pkgs map[string]listedPackage // by path inside the module: internal/rest
+	err  error
+}
+
+// listedPackage is a package's direct imports and all its dependencies, by import path.
+type listedPackage struct{ imports, deps []string }
+
+// goList returns what go list says of pkg, a path inside the module (internal/rest).
+func goList(t *testing.T, pkg string) listedPackage {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-f", format, module+pkg).Output()
+	listed.once.Do(func() { listed.pkgs, listed.err = listInternal() })
+	if listed.err != nil {
+		t.Fatal(listed.err)
+	}
+	p, ok := listed.pkgs[pkg]
+	if !ok {
+		t.Fatalf("go list found no package %s under %sinternal", pkg, module)
+	}
+	return p
+}
+
+// listInternal runs go list over internal/... once: a line per package, its path, imports and
+// dependencies separated by tabs.
+func listInternal() (map[string]listedPackage, error) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}",
+		module+"internal/...").Output()
 	if err != nil {
 		msg := ""
 		if ee, ok := err.(*exec.ExitError); ok {
 			msg = string(ee.Stderr)
 		}
-		t.Fatalf("go list %s: %v %s", pkg, err, msg)
+		return nil, fmt.Errorf("go list %sinternal/...: %v %s", module, err, msg)
 	}
-	return strings.Fields(string(out))
+	pkgs := map[string]listedPackage{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 3 {
+			return nil, fmt.Errorf("go list printed %q, not a path, imports and dependencies", line)
+		}
+		pkgs[strings.TrimPrefix(f[0], module)] = listedPackage{imports: strings.Fields(f[1]), deps: strings.Fields(f[2])}
+	}
+	return pkgs, nil
 }
 
 // TestAuthImportsNeitherProviderNorSDK: auth sits below the domain beside provider, and knows
 // nothing of MCP (the go-sdk verifier glue lives in internal/mcp).
 func TestAuthImportsNeitherProviderNorSDK(t *testing.T) {
 	t.Parallel()
-	for _, dep := range goList(t, `{{join .Deps " "}}`, "internal/auth") {
+	for _, dep := range goList(t, "internal/auth").deps {
 		if dep == module+"internal/provider" || strings.HasPrefix(dep, module+"internal/provider/") ||
 			strings.HasPrefix(dep, "github.com/modelcontextprotocol/go-sdk") {
 			t.Errorf("internal/auth depends on %s", dep)
@@ -47,7 +83,7 @@ var transports = []string{"internal/rest", "internal/mcp", "internal/oauthhttp"}
 func TestTransportsImportNeitherStoreNorEnvd(t *testing.T) {
 	t.Parallel()
 	for _, pkg := range transports {
-		for _, imp := range goList(t, `{{join .Imports " "}}`, pkg) {
+		for _, imp := range goList(t, pkg).imports {
 			for _, banned := range []string{"internal/store", "internal/envd"} {
 				if imp == module+banned || strings.HasPrefix(imp, module+banned+"/") {
 					t.Errorf("%s imports %s", pkg, imp)
@@ -62,7 +98,7 @@ func TestTransportsImportNeitherStoreNorEnvd(t *testing.T) {
 // hangar answers, and stamp, its time layout.
 func TestCLIImportsNoServerPackage(t *testing.T) {
 	t.Parallel()
-	for _, dep := range goList(t, `{{join .Deps " "}}`, "internal/cli") {
+	for _, dep := range goList(t, "internal/cli").deps {
 		if strings.HasPrefix(dep, module) && dep != module+"internal/wire" && dep != module+"internal/stamp" {
 			t.Errorf("internal/cli depends on %s", dep)
 		}
@@ -75,7 +111,7 @@ func TestCLIImportsNoServerPackage(t *testing.T) {
 func TestWireImportsNoHangarPackage(t *testing.T) {
 	t.Parallel()
 	for _, pkg := range []string{"internal/wire", "internal/stamp"} {
-		for _, dep := range goList(t, `{{join .Deps " "}}`, pkg) {
+		for _, dep := range goList(t, pkg).deps {
 			if strings.HasPrefix(dep, module) && dep != module+"internal/stamp" {
 				t.Errorf("%s depends on %s", pkg, dep)
 			}
@@ -89,7 +125,7 @@ func TestWireImportsNoHangarPackage(t *testing.T) {
 func TestDomainImportsNoWireFrom(t *testing.T) {
 	t.Parallel()
 	for _, pkg := range []string{"internal/sandbox", "internal/process", "internal/turns", "internal/watch", "internal/fleet", "internal/stream"} {
-		for _, dep := range goList(t, `{{join .Deps " "}}`, pkg) {
+		for _, dep := range goList(t, pkg).deps {
 			if strings.HasPrefix(dep, module+"internal/wire/") {
 				t.Errorf("%s depends on %s", pkg, dep)
 			}
@@ -103,7 +139,7 @@ func TestDomainImportsNoWireFrom(t *testing.T) {
 func TestOnlyServeImportsReplicas(t *testing.T) {
 	t.Parallel()
 	for _, pkg := range []string{"internal/rest", "internal/mcp", "internal/sandbox", "internal/process", "internal/turns", "internal/watch", "internal/fleet", "internal/stream"} {
-		for _, dep := range goList(t, `{{join .Deps " "}}`, pkg) {
+		for _, dep := range goList(t, pkg).deps {
 			if dep == module+"internal/replicas" {
 				t.Errorf("%s depends on %s", pkg, dep)
 			}
@@ -115,7 +151,7 @@ func TestOnlyServeImportsReplicas(t *testing.T) {
 // errors declare what they mean with it; it reaches up to none of them.
 func TestProblemImportsNoHangarPackage(t *testing.T) {
 	t.Parallel()
-	for _, dep := range goList(t, `{{join .Deps " "}}`, "internal/problem") {
+	for _, dep := range goList(t, "internal/problem").deps {
 		if strings.HasPrefix(dep, module) {
 			t.Errorf("internal/problem depends on %s", dep)
 		}
@@ -131,7 +167,7 @@ func TestDomainImportsNoTransport(t *testing.T) {
 		banned = append(banned, module+tr)
 	}
 	for _, pkg := range []string{"internal/oauth", "internal/auth", "internal/problem", "internal/sandbox", "internal/process", "internal/turns", "internal/watch", "internal/fleet", "internal/stream"} {
-		for _, dep := range goList(t, `{{join .Deps " "}}`, pkg) {
+		for _, dep := range goList(t, pkg).deps {
 			if slices.Contains(banned, dep) {
 				t.Errorf("%s depends on %s", pkg, dep)
 			}

@@ -84,10 +84,12 @@ type tokenProbe struct {
 // tokenScript reads the daemon's environ, cmdline and the writable regions of its memory
 // (the daemon's pid in D), and prints `read SOURCE` or `denied SOURCE`, then `cand SOURCE HEX`
 // for the first and the last 64 digits of each run of 64 hex digits or more (a token is 32
-// random bytes in hex; in memory it may lie against other hex digits).
+// random bytes in hex; in memory it may lie against other hex digits). tr squeezes each run of
+// other bytes into one newline: the daemon's memory is mostly zeros, which would otherwise make a
+// line each for awk.
 const tokenScript = `runs() { awk 'length($0) >= 64 { print substr($0, 1, 64); if (length($0) > 64) print substr($0, length($0) - 63) }' | sort -u; }
 for s in environ cmdline; do
-  if cat /proc/$D/$s > /dev/null 2>&1; then echo "read $s"; tr -c '0-9a-f' '\n' < /proc/$D/$s | runs | sed "s/^/cand $s /"
+  if cat /proc/$D/$s > /dev/null 2>&1; then echo "read $s"; tr -cs '0-9a-f' '\n' < /proc/$D/$s | runs | sed "s/^/cand $s /"
   else echo "denied $s"; fi
 done
 if maps=$(cat /proc/$D/maps 2>/dev/null) && [ -n "$maps" ]; then
@@ -100,7 +102,7 @@ if maps=$(cat /proc/$D/maps 2>/dev/null) && [ -n "$maps" ]; then
       s=$((0x${range%%-*})); e=$((0x${range#*-}))
       [ $((e-s)) -gt 268435456 ] && continue
       dd if=/proc/$D/mem bs=4096 skip=$((s/4096)) count=$(((e-s)/4096)) 2>/dev/null
-    done | tr -c '0-9a-f' '\n' | runs | sed 's/^/cand mem /'
+    done | tr -cs '0-9a-f' '\n' | runs | sed 's/^/cand mem /'
   else echo "denied mem"; fi
 else echo "denied mem"; fi`
 
@@ -183,12 +185,15 @@ const setsidPrompt = `setsid sh -c 'while :; do sleep 1; done' %[1]s-setsid </de
 ( sh -c 'while :; do sleep 1; done' %[1]s-orphan </dev/null >/dev/null 2>&1 & )
 sleep 0.2; echo left; exit 0`
 
-// survivors is a script that prints the pid of each process with mark in its command line.
-// The mark is split in two in the script, so that the shells running it do not match.
+// survivors is a script that prints the pid of each process with mark in its command line:
+// one grep over every command line (a process per process on a machine of hundreds is seconds
+// of CPU, and escape runs it every tick). Its pattern matches the mark without holding it (a
+// bracket around one of its characters), so that neither grep nor the shell running the script
+// matches.
 func survivors(mark string) string {
 	h := len(mark) / 2
-	return fmt.Sprintf(`a=%s; b=%s; for p in /proc/[0-9]*; do case "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" in *"$a$b"*) echo "${p#/proc/}";; esac; done`,
-		mark[:h], mark[h:])
+	return fmt.Sprintf(`for f in $(grep -lz -e '%s[%s]%s' /proc/[0-9]*/cmdline 2>/dev/null); do f=${f#/proc/}; echo "${f%%/cmdline}"; done`,
+		mark[:h], mark[h:h+1], mark[h+1:])
 }
 
 // escape runs a turn that leaves processes behind and waits for them to be gone.
@@ -328,8 +333,8 @@ swap() {
 touch $W/ready
 while [ ! -e $W/stop ]; do
   for R in $roots; do for d in $R/turn_*; do case $d in *.orig) ;; *) [ -d "$d" ] && swap "$d";; esac; done; done
-  for p in /proc/[0-9]*; do
-    a=$(tr '\0' ' ' < $p/cmdline 2>/dev/null)
+  for f in $(grep -lz -e '[-]-run-log' /proc/[0-9]*/cmdline 2>/dev/null); do
+    a=$(tr '\0' ' ' < $f 2>/dev/null)
     case "$a" in *" harness "*"--run-log "*) l=${a#*--run-log }; l=${l%% *}; d=${l%/run.log}
       case $d in *.orig) ;; *) [ -d "$d" ] && swap "$d";; esac;; esac
   done
