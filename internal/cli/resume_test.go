@@ -74,7 +74,9 @@ func TestAttachResumesAfterADroppedConnection(t *testing.T) {
 	s := sharedServer(t)
 	s.sandbox(t, "drop-box")
 	proxy := newCutter(t, s.addr)
-	id := s.api(t, "POST", "/api/sandboxes/drop-box/processes", `{"command": "for i in $(seq 1 300); do echo $i; sleep 0.005; done"}`)["process_id"].(string)
+	// 5 ms between lines, waited with bash's read -t on a pipe nothing writes to: a sleep
+	// process per line made the 300 lines take longer than the test waits on a busy machine.
+	id := s.api(t, "POST", "/api/sandboxes/drop-box/processes", `{"command": "exec 9<> <(:); for i in $(seq 1 300); do echo $i; read -t 0.005 -u 9 || :; done"}`)["process_id"].(string)
 	env := s.env(t, "HANGAR_URL=http://"+proxy.ln.Addr().String())
 	b := startHangar(t, env, "attach", "drop-box", id)
 	var got strings.Builder

@@ -518,7 +518,9 @@ func TestSlowSubscriber(t *testing.T) {
 	td := startDaemon(t, tcp, daemon.Config{SubscriberQueueBytes: 256 << 10})
 	c := newClient(t, td, envd.Config{})
 	ctx := testCtx(t, longWait)
-	const total = 64 << 20
+	// Four times what the slow stream can hold unread: its queue (256 KiB) and HTTP/2's window
+	// for a stream (the client's default, 4 MiB). (Every byte costs CPU twice over under -race.)
+	const total = 16 << 20
 	s, err := c.Start(ctx, envd.StartRequest{Cmd: "sh", Args: []string{"-c", "read go; head -c " + strconv.Itoa(total) + " /dev/zero"}, Stdin: true})
 	if err != nil {
 		t.Fatal(err)

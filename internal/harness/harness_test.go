@@ -66,9 +66,11 @@ func copyEnvd(dst string) error {
 	return os.WriteFile(dst, b, 0o755)
 }
 
-// replay is a command agent's prompt that prints a fixture log a line every 2 ms.
+// replay is a command agent's prompt that prints a fixture log a line every 2 ms. It waits
+// with bash's own read -t on a pipe nothing writes to (fd 9), not a sleep: a process per line
+// was most of the test's CPU.
 func replay(path string) string {
-	return fmt.Sprintf(`while IFS= read -r l || [ -n "$l" ]; do printf '%%s\n' "$l"; sleep 0.002; done < %q`, path)
+	return fmt.Sprintf(`exec 9<> <(:); while IFS= read -r l || [ -n "$l" ]; do printf '%%s\n' "$l"; read -t 0.002 -u 9 || :; done < %q`, path)
 }
 
 type turn struct {
@@ -215,6 +217,28 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
 
 func exists(path string) bool { _, err := os.Stat(path); return err == nil }
 
+// newGate makes a FIFO at dir/gate, which an agent waits on with `read x < gate` (a loop
+// testing for a file forks a sleep per turn), and returns its path and the function that opens
+// the gate: it writes the line one reader reads. The test holds the FIFO open (O_RDWR: opening
+// never blocks) until it ends, so the line waits there for a reader that opens it later.
+func newGate(t *testing.T, dir string) (string, func()) {
+	t.Helper()
+	path := filepath.Join(dir, "gate")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return path, func() {
+		if _, err := f.WriteString("open\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestSurvivesParent kills the harness's starter (a shell, with its whole process group) while
 // the agent runs: the turn carries on to its end and writes its status.
 func TestSurvivesParent(t *testing.T) {
@@ -222,8 +246,8 @@ func TestSurvivesParent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	tu := newTurn(t)
-	gate := filepath.Join(tu.dir, "gate")
-	prompt := fmt.Sprintf(`echo '{"type":"started"}'; while [ ! -e %q ]; do sleep 0.01; done; echo '{"type":"done"}'`, gate)
+	gate, open := newGate(t, tu.dir)
+	prompt := fmt.Sprintf(`echo '{"type":"started"}'; read x < %q; echo '{"type":"done"}'`, gate)
 	h := tu.harnessCmd(ctx, prompt)
 	parent := exec.CommandContext(ctx, "bash", "-c", `"$@" & wait`, "bash")
 	parent.Args = append(parent.Args, h.Args...)
@@ -234,7 +258,7 @@ func TestSurvivesParent(t *testing.T) {
 	waitFor(t, ctx, "the agent to start", func() bool { b, _ := os.ReadFile(tu.runLog); return len(b) > 0 })
 	syscall.Kill(-parent.Process.Pid, syscall.SIGKILL)
 	parent.Wait()
-	os.WriteFile(gate, nil, 0o644)
+	open()
 	waitFor(t, ctx, "the status file", func() bool { return exists(tu.statusFile) })
 	if st := tu.status(t); st.ExitCode != 0 || st.Summary.Lines != 2 {
 		t.Errorf("status after the parent died = %+v, want exit 0 after 2 lines", st)
@@ -443,8 +467,8 @@ func TestDetach(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	tu := newTurn(t)
-	gate := filepath.Join(tu.dir, "gate")
-	h := tu.harnessCmd(ctx, fmt.Sprintf(`echo '{"type":"started"}'; while [ ! -e %q ]; do sleep 0.01; done`, gate), "--detach")
+	gate, open := newGate(t, tu.dir)
+	h := tu.harnessCmd(ctx, fmt.Sprintf(`echo '{"type":"started"}'; read x < %q`, gate), "--detach")
 	out, err := h.Output()
 	if err != nil {
 		t.Fatalf("harness --detach: %v", err)
@@ -463,7 +487,7 @@ func TestDetach(t *testing.T) {
 	if pgid, err := syscall.Getpgid(pid); err != nil || pgid != pid {
 		t.Errorf("detached harness pgid = %d, %v; want its pid %d", pgid, err, pid)
 	}
-	os.WriteFile(gate, nil, 0o644)
+	open()
 	waitFor(t, ctx, "the status file", func() bool { return exists(tu.statusFile) })
 	if st := tu.status(t); st.ExitCode != 0 || st.Summary.Lines != 1 {
 		t.Errorf("status = %+v", st)
@@ -526,7 +550,8 @@ func TestSplitRefusesAgentsDirectory(t *testing.T) {
 
 // leftovers is an agent's prompt that starts a process each way one leaves its parent's reach
 // — setsid'd, double-forked, nohup'd, and one that ignores SIGTERM in a session of its own —
-// each a sleep whose argv[0] is marker, waits until all four run, and prints a line. Then it
+// each a sleep whose argv[0] is marker, waits until all four run (pausing with bash's read -t
+// on a pipe nothing writes to, not a sleep process per turn), and prints a line. Then it
 // exits (stay false) or waits for a cancel.
 func leftovers(dir, marker string, stay bool) string {
 	run := func(n int, pre string) string {
@@ -536,7 +561,8 @@ func leftovers(dir, marker string, stay bool) string {
 ( ( bash -c %[2]q & ) & )
 nohup bash -c %[3]q >/dev/null 2>&1 &
 setsid bash -c %[4]q &
-for i in 1 2 3 4; do while [ ! -e %[5]q/up$i ]; do sleep 0.01; done; done
+exec 9<> <(:)
+for i in 1 2 3 4; do while [ ! -e %[5]q/up$i ]; do read -t 0.01 -u 9 || :; done; done
 echo '{"type":"started"}'
 `, run(1, ""), run(2, "setsid"), run(3, ""), run(4, `trap "" TERM;`), dir)
 	if stay {
@@ -656,7 +682,9 @@ func TestStderrTail(t *testing.T) {
 	defer cancel()
 	tu := newTurn(t)
 	// 10,000 numbered lines, then Codex's sentence: only the last ~4 KiB are kept.
-	prompt := `for i in $(seq 10000); do echo "noise $i" >&2; done
+	// (seq, not a loop of echo: one process writing 4 KiB blocks that cut lines anywhere, not
+	// 10,000 writes for the harness to read one by one.)
+	prompt := `seq -f "noise %g" 10000 >&2
 echo "Not inside a trusted directory and --skip-git-repo-check was not specified." >&2
 exit 1`
 	h := tu.harnessCmd(ctx, prompt)

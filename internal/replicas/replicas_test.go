@@ -329,10 +329,18 @@ func TestOutputThroughAnotherReplica(t *testing.T) {
 }
 
 // tickPrompt is a command-agent prompt that prints n JSON lines a tenth of a second apart, each
-// with its number and the time it was printed (ns since the epoch).
+// with its number and the time it was printed (ns since the epoch). It starts no process per
+// line: the time is bash's $EPOCHREALTIME (µs), the pause bash's read -t (pause).
 func tickPrompt(n int) string {
-	return fmt.Sprintf(`for i in $(seq 1 %d); do echo "{\"type\":\"tick\",\"n\":$i,\"ns\":$(date +%%s%%N)}"; sleep 0.1; done`, n)
+	return fmt.Sprintf(`%s; for i in $(seq 1 %d); do echo "{\"type\":\"tick\",\"n\":$i,\"ns\":${EPOCHREALTIME/./}000}"; pause 0.1; done`, pause, n)
 }
+
+// pause defines the shell function `pause SECONDS`: bash's read -t on a pipe nothing writes to
+// (fd 9), a pause without a sleep process each time.
+const pause = `exec 9<> <(:); pause() { read -t "$1" -u 9 || :; }`
+
+// printer is a process's command that prints numbered lines without end, 50 ms apart.
+const printer = pause + `; i=0; while true; do echo line-$i; i=$((i+1)); pause 0.05; done`
 
 // tick is what a tickPrompt line becomes as an event.
 type tick struct {
@@ -525,7 +533,7 @@ func TestHandoverOnShutdown(t *testing.T) {
 	var proc struct {
 		ID string `json:"process_id"`
 	}
-	must(t, "POST", b.url+"/api/sandboxes/ho-sb/processes", s.token, `{"command":"i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.05; done"}`, &proc)
+	must(t, "POST", b.url+"/api/sandboxes/ho-sb/processes", s.token, `{"command":`+strconv.Quote(printer)+`}`, &proc)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	events := openSSE(t, ctx, a.url+"/api/sessions/ho/events/stream", s.token)
@@ -712,7 +720,7 @@ func TestForwardingReplicaShutdown(t *testing.T) {
 	var proc struct {
 		ID string `json:"process_id"`
 	}
-	must(t, "POST", b.url+"/api/sandboxes/fs-sb/processes", s.token, `{"command":"i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.05; done"}`, &proc)
+	must(t, "POST", b.url+"/api/sandboxes/fs-sb/processes", s.token, `{"command":`+strconv.Quote(printer)+`}`, &proc)
 	if got := metric(t, b, "hangar_leases_held"); got != "1" {
 		t.Fatalf("replica b holds %q leases, want 1", got)
 	}

@@ -100,8 +100,11 @@ func TestDestroyedStaysDestroyed(t *testing.T) {
 	}
 	dctx, stopDaemon := context.WithCancel(context.Background())
 	served := make(chan error, 1)
+	// HOME is the daemon's folder, as the local provider's daemon has it: a command's login
+	// shell does not read the host user's profile (on a developer's machine, a dozen processes).
+	home := t.TempDir()
 	go func() {
-		served <- daemon.New(daemon.Config{AccessToken: "secret", Workdir: t.TempDir()}).Serve(dctx, ln)
+		served <- daemon.New(daemon.Config{AccessToken: "secret", Workdir: home, OwnHome: home}).Serve(dctx, ln)
 	}()
 	t.Cleanup(func() { stopDaemon(); <-served })
 	prov := destroyingProvider{daemon: newCutter(t, ln.Addr().String()), answer: make(chan struct{})}

@@ -48,8 +48,11 @@ func newExecEnvOn(t *testing.T, clock quartz.Clock) execEnv {
 	}
 	dctx, stopDaemon := context.WithCancel(context.Background())
 	served := make(chan error, 1)
+	// HOME is the daemon's folder, as the local provider's daemon has it: a command's login
+	// shell does not read the host user's profile (on a developer's machine, a dozen processes).
+	home := t.TempDir()
 	go func() {
-		served <- daemon.New(daemon.Config{AccessToken: "secret", Workdir: t.TempDir()}).Serve(dctx, ln)
+		served <- daemon.New(daemon.Config{AccessToken: "secret", Workdir: home, OwnHome: home}).Serve(dctx, ln)
 	}()
 	t.Cleanup(func() { stopDaemon(); <-served })
 	st, err := sqlitetest.Open(ctx, t.TempDir())
