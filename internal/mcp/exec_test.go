@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
 )
 
 func TestExecStreamsProgress(t *testing.T) {
@@ -20,21 +22,14 @@ func TestExecStreamsProgress(t *testing.T) {
 		t.Run(era, func(t *testing.T) {
 			c := e.connect(t, staticSecret, era)
 			// The command goes on only when the test has seen what it printed so far.
-			dir := t.TempDir()
-			wait := func(flag string) string {
-				return "while [ ! -e " + filepath.Join(dir, flag) + " ]; do sleep 0.01; done; "
-			}
-			goOn := func(flag string) {
-				if err := os.WriteFile(filepath.Join(dir, flag), nil, 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-			k := c.start(map[string]any{"sandbox": "box", "command": "printf '\\377' >&2; " + wait("1") + "echo one; " + wait("2") + "echo two"}, true)
+			gate1, goOn1 := providertest.Gate(t)
+			gate2, goOn2 := providertest.Gate(t)
+			k := c.start(map[string]any{"sandbox": "box", "command": "printf '\\377' >&2; read _ < " + gate1 + "; echo one; read _ < " + gate2 + "; echo two"}, true)
 			// Not UTF-8: base64, flagged.
 			if p := c.nextProgress(t, k); p.message != "/w==" || p.encoding != "base64" || p.value != 1 {
 				t.Fatalf("first progress = %+v, want base64 of \\377 at 1 byte", p)
 			}
-			goOn("1")
+			goOn1()
 			if p := c.nextProgress(t, k); p.message != "one\n" || p.value != 5 {
 				t.Fatalf("second progress = %+v, want one\\n at 5 bytes", p)
 			}
@@ -42,7 +37,7 @@ func TestExecStreamsProgress(t *testing.T) {
 			if k.finished() {
 				t.Fatal("the result came with the first line: the output was not streamed")
 			}
-			goOn("2")
+			goOn2()
 			if p := c.nextProgress(t, k); p.message != "two\n" || p.value != 9 {
 				t.Errorf("third progress = %+v, want two\\n at 9 bytes", p)
 			}
