@@ -4,12 +4,13 @@ import (
 	"bufio"
 	"context"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
 )
 
 func TestExecStreamsProgress(t *testing.T) {
@@ -20,21 +21,14 @@ func TestExecStreamsProgress(t *testing.T) {
 		t.Run(era, func(t *testing.T) {
 			c := e.connect(t, staticSecret, era)
 			// The command goes on only when the test has seen what it printed so far.
-			dir := t.TempDir()
-			wait := func(flag string) string {
-				return "while [ ! -e " + filepath.Join(dir, flag) + " ]; do sleep 0.01; done; "
-			}
-			goOn := func(flag string) {
-				if err := os.WriteFile(filepath.Join(dir, flag), nil, 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-			k := c.start(map[string]any{"sandbox": "box", "command": "printf '\\377' >&2; " + wait("1") + "echo one; " + wait("2") + "echo two"}, true)
+			gate1, goOn1 := providertest.Gate(t)
+			gate2, goOn2 := providertest.Gate(t)
+			k := c.start(map[string]any{"sandbox": "box", "command": "printf '\\377' >&2; read _ < " + gate1 + "; echo one; read _ < " + gate2 + "; echo two"}, true)
 			// Not UTF-8: base64, flagged.
 			if p := c.nextProgress(t, k); p.message != "/w==" || p.encoding != "base64" || p.value != 1 {
 				t.Fatalf("first progress = %+v, want base64 of \\377 at 1 byte", p)
 			}
-			goOn("1")
+			goOn1()
 			if p := c.nextProgress(t, k); p.message != "one\n" || p.value != 5 {
 				t.Fatalf("second progress = %+v, want one\\n at 5 bytes", p)
 			}
@@ -42,7 +36,7 @@ func TestExecStreamsProgress(t *testing.T) {
 			if k.finished() {
 				t.Fatal("the result came with the first line: the output was not streamed")
 			}
-			goOn("2")
+			goOn2()
 			if p := c.nextProgress(t, k); p.message != "two\n" || p.value != 9 {
 				t.Errorf("third progress = %+v, want two\\n at 9 bytes", p)
 			}
@@ -380,8 +374,9 @@ func TestShutdownAnswersPlainExecInFlight(t *testing.T) {
 	e.sandbox(t, staticSecret, "box", "")
 	c := e.connect(t, staticSecret, eras[0])
 	dir := t.TempDir()
-	pidFile, release := filepath.Join(dir, "pid"), filepath.Join(dir, "release")
-	k := c.start(map[string]any{"sandbox": "box", "command": "echo $$ > " + pidFile + "; while [ ! -e " + release + " ]; do sleep 0.05; done; echo finished"}, false)
+	pidFile := filepath.Join(dir, "pid")
+	gate, release := providertest.Gate(t)
+	k := c.start(map[string]any{"sandbox": "box", "command": "echo $$ > " + pidFile + "; read _ < " + gate + "; echo finished"}, false)
 	pidOf(t, pidFile) // the command runs: the call is in flight
 	e.streams.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
@@ -395,9 +390,7 @@ func TestShutdownAnswersPlainExecInFlight(t *testing.T) {
 		t.Fatalf("the call was answered before its command ended: %+v %v", k.res, k.err)
 	case <-time.After(100 * time.Millisecond): // nothing may happen: a bounded look, not a wait for an event
 	}
-	if err := os.WriteFile(release, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	release()
 	if out := structured(t, k.wait(t)); out["stdout"] != "finished\n" || out["exit_code"] != float64(0) {
 		t.Errorf("result = %v, want the command's whole output and exit code 0", out)
 	}
@@ -464,9 +457,9 @@ func TestKeepAliveAndHeaders(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{keepAlive: 50 * time.Millisecond})
 	e.sandbox(t, staticSecret, "box", "")
-	flag := filepath.Join(t.TempDir(), "go-on")
+	gate, goOn := providertest.Gate(t)
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec",` +
-		`"arguments":{"sandbox":"box","command":"while [ ! -e ` + flag + ` ]; do sleep 0.05; done; echo done","stream":true},` +
+		`"arguments":{"sandbox":"box","command":"read _ < ` + gate + `; echo done","stream":true},` +
 		`"_meta":{"progressToken":"p1","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
@@ -505,9 +498,7 @@ func TestKeepAliveAndHeaders(t *testing.T) {
 			}
 			if keepAlives++; keepAlives == 2 {
 				// Two comments before any output: the command may go on now.
-				if err := os.WriteFile(flag, nil, 0o600); err != nil {
-					t.Fatal(err)
-				}
+				goOn()
 			}
 		case strings.HasPrefix(line, "data: ") && strings.Contains(line, `"notifications/progress"`):
 			if keepAlives < 2 {

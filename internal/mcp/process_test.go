@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
 )
 
 // tool calls a tool in the background, with a progress token when progress is set.
@@ -118,9 +120,11 @@ func TestProcessAttachResumes(t *testing.T) {
 	for _, era := range eras {
 		t.Run(era, func(t *testing.T) {
 			c := e.connect(t, ada, era)
-			id := c.startProcess(t, "box", `for i in $(seq 1 40); do echo "line $i"; sleep 0.05; done`)
+			gate, open := providertest.Gate(t)
+			id := c.startProcess(t, "box", `for i in $(seq 1 40); do echo "line $i"; if [ $i = 20 ]; then read _ < `+gate+`; fi; done`)
 
-			// The first attach waits a little, seeing part of the output as progress.
+			// The first attach waits a little, seeing part of the output (up to the gate) as
+			// progress.
 			first := structured(t, c.tool("process", map[string]any{"action": "attach", "sandbox": "box", "process_id": id, "wait_seconds": 0.5}, true).wait(t))
 			tail1, _ := first["tail"].(string)
 			next1 := int64(first["next"].(float64))
@@ -141,6 +145,7 @@ func TestProcessAttachResumes(t *testing.T) {
 			}
 
 			// The second carries on from next, without a progress token, and ends with the process.
+			open()
 			second := structured(t, c.tool("process", map[string]any{"action": "attach", "sandbox": "box", "process_id": id, "since": next1, "wait_seconds": 600}, false).wait(t))
 			tail2, _ := second["tail"].(string)
 			if second["state"] != "exited" || second["exit_code"] != 0.0 || second["gap"] != nil || second["tail_from"] != float64(next1) {

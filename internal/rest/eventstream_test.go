@@ -6,10 +6,10 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
 	"github.com/hangar-dev/hangar/internal/runlogtest"
 )
 
@@ -56,9 +56,12 @@ func TestSessionEventStream(t *testing.T) {
 	if r := e.do(t, "POST", "/api/sessions", ada, `{"name": "s1", "sandbox": "box", "agent": "command"}`); r.status != http.StatusCreated {
 		t.Fatalf("POST /api/sessions = %d %s", r.status, r.raw)
 	}
-	gate := filepath.Join(t.TempDir(), "gate")
-	prompt := `echo '{"type":"first"}'; while [ ! -e ` + gate + ` ]; do sleep 0.01; done; ` +
-		`while IFS= read -r l; do printf '%s\n' "$l"; sleep 0.002; done < ` + log
+	gate, open := providertest.Gate(t)
+	// Each line 2 ms after the last, paced by a read that times out on a FIFO nobody writes to
+	// (a sleep would start a process per line).
+	pace, _ := providertest.Gate(t)
+	prompt := `echo '{"type":"first"}'; read _ < ` + gate + `; exec 3<> ` + pace + `; ` +
+		`while IFS= read -r l; do printf '%s\n' "$l"; read -t 0.002 -u 3 _ || :; done < ` + log
 	if r := e.do(t, "POST", "/api/sessions/s1/turns", ada, jsonBody(map[string]string{"prompt": prompt})); r.status != http.StatusAccepted {
 		t.Fatalf("POST turns = %d %s", r.status, r.raw)
 	}
@@ -78,7 +81,7 @@ func TestSessionEventStream(t *testing.T) {
 		t.Errorf("Content-Type %q", r.header.Get("Content-Type"))
 	}
 	got := s.events(t, 2, "", "seq") // turn.started and the first line: the rest waits for the gate
-	os.WriteFile(gate, nil, 0o644)
+	open()
 	got = append(got, s.events(t, 10, "", "seq")...) // live: recorded after the stream opened
 	s.close()
 	// since=1 would repeat events: Last-Event-ID wins.

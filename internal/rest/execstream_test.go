@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
 )
 
 // sseEvent is one parsed Server-Sent Event.
@@ -203,9 +204,9 @@ func TestExecStreamCarriesSplitCharacter(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
-	goOn := filepath.Join(t.TempDir(), "go")
+	gate, goOn := providertest.Gate(t)
 	s, r := e.openStream(t, e.admin, "/api/sandboxes/box/exec/stream",
-		execBody(`printf 'a\342\202'; while [ ! -e `+goOn+` ]; do sleep 0.01; done; printf '\254b\n'; printf '\303' >&2`))
+		execBody(`printf 'a\342\202'; read _ < `+gate+`; printf '\254b\n'; printf '\303' >&2`))
 	if s == nil {
 		t.Fatalf("exec/stream = %d %s", r.status, r.raw)
 	}
@@ -213,9 +214,7 @@ func TestExecStreamCarriesSplitCharacter(t *testing.T) {
 	if ev := first[len(first)-1]; ev.data["data"] != "a" || ev.data["encoding"] != nil {
 		t.Fatalf("first event = %v, want just the whole character before the split one, as text", ev.data)
 	}
-	if err := os.WriteFile(goOn, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	goOn()
 	events := s.all(t)
 	var stdout []any
 	for _, ev := range events {

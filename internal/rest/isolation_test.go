@@ -2,6 +2,7 @@ package rest_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -196,26 +197,28 @@ var matrix = []row{
 	{"MCP subscribe hangar://jobs/{job}/events", resource("subscribe", "hangar://jobs/{job}/events"), want("ok", "not found", "ok", "not found", "ok", "403", "401", "401", "ok")},
 }
 
-// placeholders are what a row's {name}s stand for. Each cell gets its own fresh ones, so that
-// one caller's success (a delete, a kill) does not change what the next caller meets.
+// placeholders are what a row's {name}s stand for. The ones "made for the row, unused" are
+// made anew after each cell that succeeded, so that one caller's success (a delete, a kill)
+// does not change what the next caller meets; a refused call changes nothing, so the cell after
+// it meets the same one.
 var placeholders = []struct{ name, doc string }{
 	{"{sb}", "ada's running sandbox (with a daemon)"},
-	{"{fresh}", "a sandbox of ada's made for this cell; the bound columns' tokens are bound to it"},
-	{"{paused}", "a paused sandbox of ada's made for this cell; the bound columns' tokens are bound to it"},
+	{"{fresh}", "a sandbox of ada's made for the row, unused; the bound columns' tokens are bound to it"},
+	{"{paused}", "a paused sandbox of ada's made for the row, unused; the bound columns' tokens are bound to it"},
 	{"{new}", "a name no sandbox has"},
 	{"{later}", "a name no sandbox has yet: a token cannot be bound to it in advance"},
-	{"{tok}", "a token of ada's bound to {sb}, made for this cell"},
+	{"{tok}", "a token of ada's bound to {sb}, made for the row, unused"},
 	{"{proc}", "a background process ada's owner token started in {sb}"},
-	{"{fproc}", "a background process of the owner token's, started for this cell"},
+	{"{fproc}", "a background process of the owner token's, started for the row, unused"},
 	{"{term}", "a terminal the owner token opened in {sb} over MCP"},
-	{"{fterm}", "a terminal of the owner token's, opened for this cell"},
+	{"{fterm}", "a terminal of the owner token's, opened for the row, unused"},
 	{"{ses}", "ada's session in {sb}, with one turn that has ended"},
 	{"{turn}", "that turn"},
-	{"{fses}", "a session of ada's in {sb}, made for this cell"},
+	{"{fses}", "a session of ada's in {sb}, made for the row, unused"},
 	{"{job}", "a job ada's jobs token started in {sb}"},
-	{"{item}", "an item in ada's inbox made for this cell: a process of the owner token's that exited non-zero"},
+	{"{item}", "an item in ada's inbox made for the row, unused: a process of the owner token's that exited non-zero"},
 	{"{grant}", "an OAuth grant of ada's, bound to {sb}"},
-	{"{fgrant}", "an OAuth grant of ada's, bound to {sb}, made for this cell"},
+	{"{fgrant}", "an OAuth grant of ada's, bound to {sb}, made for the row, unused"},
 }
 
 // mcpEras are the protocol revisions every MCP row is called over: each must give the row's
@@ -237,12 +240,16 @@ type world struct {
 	clients map[string]map[int]*mcp.ClientSession // per era and column
 	refused [nCallers]string                      // per column: the status /mcp refused its token with
 	grant   string                                // {grant}, made on first use
+	spares  map[string]spare                      // per placeholder: what the next cell of the row meets
 }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	e := newEnv(t, func(e *env) { e.withMCP, e.withOAuth, e.maxStreams, e.maxProcs, e.maxWatches = true, true, 64, 64, 64 })
-	w := &world{top: t, e: e, bound: map[string][2]string{}, clients: map[string]map[int]*mcp.ClientSession{}}
+	e := newEnv(t, func(e *env) {
+		e.withMCP, e.withOAuth, e.maxStreams, e.maxProcs, e.maxWatches = true, true, 64, 64, 64
+		e.fleetPoll = time.Second // the matrix follows no fleet: its stream's cell needs only the answer
+	})
+	w := &world{top: t, e: e, bound: map[string][2]string{}, spares: map[string]spare{}, clients: map[string]map[int]*mcp.ClientSession{}}
 	_, w.tokens[ownerCol] = e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user", "mcp"]}`)
 	_, w.tokens[otherCol] = e.newToken(t, e.admin, `{"user": "bob", "scopes": ["user", "mcp"]}`)
 	e.sandbox(t, w.tokens[ownerCol], "ada-box", "")
@@ -292,55 +299,99 @@ type cell struct {
 	era     string // MCP rows only
 	vars    map[string]string
 	sandbox string // the sandbox the row acts on, for the bound columns' tokens
-	cleanup []func()
 }
 
-// prepare makes the placeholders a row uses.
+// spare is a fresh placeholder a refused cell left as it was, for the next cell of the row.
+type spare struct {
+	value   string
+	cleanup func(t *testing.T) // nil: nothing to undo
+}
+
+// prepare makes the placeholders a row uses. A fresh one (a process to kill, a sandbox to
+// delete) is made anew only after a cell that succeeded: a refused call changes nothing, so the
+// next cell meets the same one (see keep).
 func (w *world) prepare(t *testing.T, r row, col int, era string) *cell {
 	t.Helper()
 	c := &cell{w: w, col: col, era: era, vars: map[string]string{"{sb}": "ada-box", "{proc}": w.proc, "{term}": w.term}, sandbox: "ada-box"}
 	text := r.do.path + r.do.body + r.do.listed
-	owner := w.tokens[ownerCol]
 	for _, ph := range placeholders {
-		if !strings.Contains(text, ph.name) {
+		if _, made := c.vars[ph.name]; made || !strings.Contains(text, ph.name) {
 			continue
 		}
-		switch ph.name {
-		case "{fresh}", "{paused}":
-			c.sandbox = w.name("cell")
-			w.e.sandbox(t, owner, c.sandbox, `, "daemon": false`)
-			if ph.name == "{paused}" {
-				if got := w.do(t, "POST", "/api/sandboxes/"+c.sandbox+"/pause", owner, ""); got != "200" {
-					t.Fatalf("pause %s = %s", c.sandbox, got)
-				}
-			}
-			c.vars[ph.name] = c.sandbox
-		case "{new}", "{later}":
-			c.vars[ph.name] = w.name("new")
-		case "{tok}":
-			c.vars[ph.name], _ = w.e.newToken(t, w.e.admin, `{"user": "ada", "scopes": ["mcp"], "sandbox": "ada-box"}`)
-		case "{fproc}":
-			id := w.e.startProcess(t, owner, "ada-box", "sleep 300")
-			c.vars[ph.name] = id
-			c.cleanup = append(c.cleanup, func() { w.do(t, "DELETE", "/api/sandboxes/ada-box/processes/"+id, owner, "") })
-		case "{fterm}":
-			id := w.openTerminal(t, era)
-			c.vars[ph.name] = id
-			c.cleanup = append(c.cleanup, func() { w.do(t, "DELETE", "/api/sandboxes/ada-box/processes/"+id, owner, "") })
-		case "{item}":
-			c.vars[ph.name] = "process_failed:" + w.e.failedProcess(t, owner, "ada-box") // fleet_test.go
-		case "{grant}":
-			if w.grant == "" {
-				w.grant = w.oauthGrant(t) // oauth_test.go
-			}
-			c.vars[ph.name] = w.grant
-		case "{fgrant}":
-			c.vars[ph.name] = w.oauthGrant(t)
-		case "{ses}", "{turn}", "{fses}", "{job}":
-			c.vars[ph.name] = w.turnsPlaceholder(t, ph.name) // sessions_test.go
+		if sp, ok := w.spares[ph.name]; ok {
+			c.vars[ph.name] = sp.value
+		} else {
+			c.vars[ph.name] = w.fresh(t, ph.name, era)
 		}
 	}
+	c.sandbox = cmp.Or(c.vars["{fresh}"], c.vars["{paused}"], c.sandbox)
 	return c
+}
+
+// fresh makes the placeholder name stands for, and records it as a spare with what undoes it.
+func (w *world) fresh(t *testing.T, name, era string) string {
+	t.Helper()
+	owner := w.tokens[ownerCol]
+	sp := spare{}
+	switch name {
+	case "{fresh}", "{paused}":
+		sp.value = w.name("cell")
+		w.e.sandbox(t, owner, sp.value, `, "daemon": false`)
+		if name == "{paused}" {
+			if got := w.do(t, "POST", "/api/sandboxes/"+sp.value+"/pause", owner, ""); got != "200" {
+				t.Fatalf("pause %s = %s", sp.value, got)
+			}
+		}
+	case "{new}", "{later}":
+		sp.value = w.name("new")
+	case "{tok}":
+		sp.value, _ = w.e.newToken(t, w.e.admin, `{"user": "ada", "scopes": ["mcp"], "sandbox": "ada-box"}`)
+	case "{fproc}", "{fterm}":
+		if name == "{fproc}" {
+			sp.value = w.e.startProcess(t, owner, "ada-box", "sleep 300")
+		} else {
+			sp.value = w.openTerminal(t, era)
+		}
+		id := sp.value
+		sp.cleanup = func(t *testing.T) { w.do(t, "DELETE", "/api/sandboxes/ada-box/processes/"+id, owner, "") }
+	case "{item}":
+		sp.value = "process_failed:" + w.e.failedProcess(t, owner, "ada-box") // fleet_test.go
+	case "{grant}":
+		if w.grant == "" {
+			w.grant = w.oauthGrant(t) // oauth_test.go
+		}
+		return w.grant
+	case "{fgrant}":
+		sp.value = w.oauthGrant(t)
+	case "{ses}", "{turn}", "{fses}", "{job}":
+		sp.value = w.turnsPlaceholder(t, name) // sessions_test.go
+		if name != "{fses}" {
+			return sp.value
+		}
+	default:
+		t.Fatalf("no fixture for placeholder %s", name)
+	}
+	w.spares[name] = sp
+	return sp.value
+}
+
+// keep keeps the cell's fresh placeholders for the next cell when the row refused the call
+// (outcome), and lets them go when it succeeded.
+func (w *world) keep(t *testing.T, outcome string) {
+	if !strings.HasPrefix(outcome, "2") && !strings.HasPrefix(outcome, "ok") {
+		return
+	}
+	w.dropSpares(t)
+}
+
+// dropSpares undoes the spares and forgets them.
+func (w *world) dropSpares(t *testing.T) {
+	for name, sp := range w.spares {
+		if sp.cleanup != nil {
+			sp.cleanup(t)
+		}
+		delete(w.spares, name)
+	}
 }
 
 // token is the cell's caller's token: the bound columns' are bound to the sandbox the row acts
@@ -369,11 +420,6 @@ func (c *cell) expand(s string) string {
 // run calls the cell's row and returns its outcome.
 func (c *cell) run(t *testing.T, r row) string {
 	t.Helper()
-	defer func() {
-		for _, f := range c.cleanup {
-			f()
-		}
-	}()
 	tok := c.token(t)
 	if r.do.tool != "" {
 		return c.w.callTool(t, c.era, c.col, tok, r.do.tool, c.expand(r.do.body), c.vars[r.do.listed])
@@ -544,11 +590,14 @@ func TestIsolationMatrix(t *testing.T) {
 			for col := range nCallers {
 				for _, era := range eras {
 					c := w.prepare(t, r, col, era)
-					if got := c.run(t, r); got != r.want[col] {
+					got := c.run(t, r)
+					if got != r.want[col] {
 						t.Errorf("as %s %s: %s, want %s", callers[col].name, era, got, r.want[col])
 					}
+					w.keep(t, got)
 				}
 			}
+			w.dropSpares(t)
 		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
 )
 
 func (e *env) startProcess(t *testing.T, tok, sandbox, command string) string {
@@ -352,7 +353,10 @@ func TestProcessFollowedAcrossPause(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.sandbox(t, e.admin, "box", "")
-	id := e.startProcess(t, e.admin, "box", "i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.05; done")
+	// A tick every 50 ms, paced by a read that times out on a FIFO nobody writes to (a sleep
+	// would start a process per tick).
+	pace, _ := providertest.Gate(t)
+	id := e.startProcess(t, e.admin, "box", "exec 3<> "+pace+"; i=0; while :; do i=$((i+1)); echo tick $i; read -t 0.05 -u 3 _; done")
 	s, _ := e.attach(t, e.admin, "box", id, "", "")
 	s.until(t, "output")
 	if r := e.do(t, "POST", "/api/sandboxes/box/pause", e.admin, ""); r.status != 200 {

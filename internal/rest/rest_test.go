@@ -66,7 +66,8 @@ type env struct {
 	store        store.Store
 	turns        *turns.Service
 	watches      *watch.Service
-	fleet        *fleet.Service          // polled every 20 ms
+	fleet        *fleet.Service
+	fleetPoll    time.Duration           // how often a followed fleet is read; 0: 20 ms
 	withMCP      bool                    // serve /mcp too
 	withOAuth    bool                    // serve the OAuth authorization server too (with /mcp)
 	maxWatches   int                     // 0: 2 watches per token
@@ -196,7 +197,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	}
 	e.watches = watch.New(watch.Config{Sandboxes: sandboxes, Streams: e.streams, MaxPerToken: maxWatches})
 	t.Cleanup(e.watches.Close)
-	e.fleet = fleet.New(fleet.Config{Store: s, Processes: e.procs, Streams: e.streams, Poll: 20 * time.Millisecond, Coalesce: 50 * time.Millisecond})
+	e.fleet = fleet.New(fleet.Config{Store: s, Processes: e.procs, Streams: e.streams, Poll: cmp.Or(e.fleetPoll, 20*time.Millisecond), Coalesce: 50 * time.Millisecond})
 	t.Cleanup(e.fleet.Close)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

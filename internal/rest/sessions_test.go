@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/provider/docker/dockertest"
+	"github.com/hangar-dev/hangar/internal/provider/providertest"
 	"github.com/hangar-dev/hangar/internal/runlogtest"
 )
 
@@ -75,9 +75,12 @@ func TestSessionTurnEventsOverREST(t *testing.T) {
 	}
 	// The turn waits for the gate until the bad input below has been tried (the 409 needs it
 	// running).
-	gate := filepath.Join(t.TempDir(), "gate")
-	prompt := `printf '{"type":"key","set":%s}\n' "${API_KEY:+true}"; while [ ! -e ` + gate + ` ]; do sleep 0.01; done; ` +
-		`while IFS= read -r l; do printf '%s\n' "$l"; sleep 0.002; done < ` + log
+	gate, open := providertest.Gate(t)
+	// Each line 2 ms after the last, paced by a read that times out on a FIFO nobody writes to
+	// (a sleep would start a process per line).
+	pace, _ := providertest.Gate(t)
+	prompt := `printf '{"type":"key","set":%s}\n' "${API_KEY:+true}"; read _ < ` + gate + `; exec 3<> ` + pace + `; ` +
+		`while IFS= read -r l; do printf '%s\n' "$l"; read -t 0.002 -u 3 _ || :; done < ` + log
 	r = e.do(t, "POST", "/api/sessions/s1/turns", ada, jsonBody(map[string]string{"prompt": prompt}))
 	if r.status != http.StatusAccepted || r.body["state"] != "queued" || r.body["id"] == "" {
 		t.Fatalf("POST turns = %d %s; want 202 with the queued turn", r.status, r.raw)
@@ -102,7 +105,7 @@ func TestSessionTurnEventsOverREST(t *testing.T) {
 			t.Errorf("%s %s %s = %d %s, want %d", c.method, c.path, c.body, got.status, got.raw, c.want)
 		}
 	}
-	os.WriteFile(gate, nil, 0o644)
+	open()
 	end := e.waitEnded(t, "/api/sessions/s1/turns/"+turn, ada)
 	if end.body["state"] != "done" || end.body["exit_code"] != 0.0 {
 		t.Errorf("turn ended %s, want done with exit code 0", end.raw)
