@@ -30,7 +30,7 @@ func Open(ctx context.Context, url string) (*sqlstore.DB, error) {
 // the migrations under an advisory lock of the schema's own, so that replicas started at once
 // on an empty database migrate it once.
 func OpenPool(ctx context.Context, url string, pool sqlstore.Pool) (*sqlstore.DB, error) {
-	db, err := sqlstore.OpenDB("pgx", url, classify)
+	db, err := sqlstore.OpenDB("pgx", url, classify, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}

@@ -51,13 +51,13 @@ func OpenPool(ctx context.Context, dir string, pool sqlstore.Pool) (*sqlstore.DB
 	if err := toWAL(ctx, path, dsn); err != nil {
 		return nil, err
 	}
-	db, err := sqlstore.OpenDB("sqlite", dsn+"&_txlock=immediate", classify)
+	db, err := sqlstore.OpenDB("sqlite", dsn+"&_txlock=immediate", classify, sqlstore.StmtCacheSize)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	// The readers may not write (query_only): a write sent to them by mistake fails, rather
 	// than taking the lock beside the writer.
-	readers, err := sqlstore.OpenDB("sqlite", dsn+"&_pragma=query_only(1)", classify)
+	readers, err := sqlstore.OpenDB("sqlite", dsn+"&_pragma=query_only(1)", classify, sqlstore.StmtCacheSize)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)

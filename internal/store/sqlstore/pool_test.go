@@ -17,7 +17,7 @@ import (
 // open theirs, whose calls wait a second of clock's for it.
 func testPool(t *testing.T, clock quartz.Clock) *pool {
 	t.Helper()
-	db, err := OpenDB("sqlite", "file:"+filepath.Join(t.TempDir(), "x.db"), store.Unavailable)
+	db, err := OpenDB("sqlite", "file:"+filepath.Join(t.TempDir(), "x.db"), store.Unavailable, StmtCacheSize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,11 +117,11 @@ func TestSplitPoolOneWriter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	dsn := "file:" + filepath.Join(t.TempDir(), "x.db") + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)"
-	w, err := OpenDB("sqlite", dsn+"&_txlock=immediate", store.Unavailable)
+	w, err := OpenDB("sqlite", dsn+"&_txlock=immediate", store.Unavailable, StmtCacheSize)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := OpenDB("sqlite", dsn+"&_pragma=query_only(1)", store.Unavailable)
+	r, err := OpenDB("sqlite", dsn+"&_pragma=query_only(1)", store.Unavailable, StmtCacheSize)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/postgres"
-	"github.com/hangar-dev/hangar/internal/store/sqlite"
+	"github.com/hangar-dev/hangar/internal/store/sqlite/sqlitetest"
 	"github.com/hangar-dev/hangar/internal/store/sqlstore"
 	"github.com/hangar-dev/hangar/internal/store/storetest"
 )
@@ -20,12 +20,13 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The shared suite runs here too, so sqlstore's own coverage counts what it exercises; sqlite
-// and postgres run it for their Open.
+// and postgres run it for their Open (SQLite's migrating each store: here each starts from
+// sqlitetest's migrated template).
 
 func TestSuiteSQLite(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) store.Store {
-		s, err := sqlite.Open(context.Background(), t.TempDir())
+		s, err := sqlitetest.Open(context.Background(), t.TempDir())
 		if err != nil {
 			t.Fatalf("Open: %v", err)
 		}

@@ -14,7 +14,12 @@ import (
 // hangar asked of its store, the answer says what is missing. classify returns err itself for
 // everything else. database/sql's own sentinels (driver.ErrSkip, io.EOF, driver.ErrBadConn,
 // which it compares or retries on) never reach classify.
-func OpenDB(driverName, dsn string, classify func(error) error) (*sql.DB, error) {
+//
+// cacheStmts > 0 has each connection keep up to that many statements prepared (see stmtCache
+// and StmtCacheSize), so that a query sent again is not parsed again: SQLite's driver parses
+// each query anew. 0 prepares every query at each call, as pgx's stdlib wants (it keeps its own
+// statements per connection).
+func OpenDB(driverName, dsn string, classify func(error) error, cacheStmts int) (*sql.DB, error) {
 	db, err := sql.Open(driverName, dsn)
 	if err != nil {
 		return nil, err
@@ -23,13 +28,13 @@ func OpenDB(driverName, dsn string, classify func(error) error) (*sql.DB, error)
 	db.Close()
 	dc, ok := drv.(driver.DriverContext)
 	if !ok {
-		return sql.OpenDB(connector{dsnConnector{dsn, drv}, classify}), nil
+		return sql.OpenDB(connector{dsnConnector{dsn, drv}, classify, cacheStmts}), nil
 	}
 	c, err := dc.OpenConnector(dsn)
 	if err != nil {
 		return nil, classify(err)
 	}
-	return sql.OpenDB(connector{c, classify}), nil
+	return sql.OpenDB(connector{c, classify, cacheStmts}), nil
 }
 
 // dsnConnector is the connector of a driver that has none of its own (modernc's SQLite), as
@@ -52,7 +57,8 @@ func wrap(classify func(error) error, err error) error {
 
 type connector struct {
 	driver.Connector
-	classify func(error) error
+	classify   func(error) error
+	cacheStmts int
 }
 
 func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -64,16 +70,22 @@ func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
 		}
 		return nil, c.classify(err)
 	}
-	return &conn{cn, c.classify}, nil
+	w := &conn{c: cn, classify: c.classify}
+	if c.cacheStmts > 0 {
+		w.stmts = newStmtCache(c.cacheStmts, w.prepare)
+	}
+	return w, nil
 }
 
 // conn passes each call on to the driver's connection, asking for the optional interfaces
 // database/sql uses; where the driver lacks one it answers as database/sql expects of a driver
 // without it (driver.ErrSkip, or the plain method). The first call with a context that pool
-// made ends that call's wait for a connection (disarm).
+// made ends that call's wait for a connection (disarm). Its ExecContext and QueryContext run
+// a query with a statement of stmts when it has one.
 type conn struct {
 	c        driver.Conn
 	classify func(error) error
+	stmts    *stmtCache // nil: each call prepares its query
 }
 
 var (
@@ -95,20 +107,36 @@ func (c *conn) Prepare(query string) (driver.Stmt, error) {
 
 func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	disarm(ctx)
-	var st driver.Stmt
-	var err error
-	if pc, ok := c.c.(driver.ConnPrepareContext); ok {
-		st, err = pc.PrepareContext(ctx, query)
-	} else {
-		st, err = c.c.Prepare(query)
-	}
+	st, err := c.prepare(ctx, query)
 	if err != nil {
 		return nil, c.err(err)
 	}
 	return &stmt{st, c.classify}, nil
 }
 
-func (c *conn) Close() error { return c.err(c.c.Close()) }
+// prepare is the driver's statement, its errors unclassified.
+func (c *conn) prepare(ctx context.Context, query string) (driver.Stmt, error) {
+	if pc, ok := c.c.(driver.ConnPrepareContext); ok {
+		return pc.PrepareContext(ctx, query)
+	}
+	return c.c.Prepare(query)
+}
+
+// cached is query's statement from stmts, or nil when the call prepares its own.
+func (c *conn) cached(ctx context.Context, query string) (*cachedStmt, error) {
+	if c.stmts == nil {
+		return nil, nil
+	}
+	return c.stmts.get(ctx, query)
+}
+
+func (c *conn) Close() error {
+	var err error
+	if c.stmts != nil {
+		err = c.stmts.close()
+	}
+	return c.err(errors.Join(err, c.c.Close()))
+}
 
 func (c *conn) Begin() (driver.Tx, error) {
 	return c.BeginTx(context.Background(), driver.TxOptions{})
@@ -132,6 +160,14 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	disarm(ctx)
+	cs, err := c.cached(ctx, query)
+	if err != nil {
+		return nil, c.err(err)
+	}
+	if cs != nil {
+		r, err := cs.e.ExecContext(ctx, args)
+		return r, c.err(err)
+	}
 	ec, ok := c.c.(driver.ExecerContext)
 	if !ok {
 		return nil, driver.ErrSkip
@@ -142,6 +178,18 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	disarm(ctx)
+	cs, err := c.cached(ctx, query)
+	if err != nil {
+		return nil, c.err(err)
+	}
+	if cs != nil {
+		r, err := cs.q.QueryContext(ctx, args)
+		if err != nil {
+			return nil, c.err(err)
+		}
+		cs.busy = true
+		return &rows{r, c.classify, cs}, nil
+	}
 	qc, ok := c.c.(driver.QueryerContext)
 	if !ok {
 		return nil, driver.ErrSkip
@@ -150,7 +198,7 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	if err != nil {
 		return nil, c.err(err)
 	}
-	return &rows{r, c.classify}, nil
+	return &rows{r, c.classify, nil}, nil
 }
 
 func (c *conn) Ping(ctx context.Context) error {
@@ -210,7 +258,7 @@ func (s *stmt) Query(args []driver.Value) (driver.Rows, error) {
 	if err != nil {
 		return nil, s.err(err)
 	}
-	return &rows{r, s.classify}, nil
+	return &rows{r, s.classify, nil}, nil
 }
 
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
@@ -231,7 +279,7 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 	if err != nil {
 		return nil, s.err(err)
 	}
-	return &rows{r, s.classify}, nil
+	return &rows{r, s.classify, nil}, nil
 }
 
 func (s *stmt) CheckNamedValue(nv *driver.NamedValue) error {
@@ -252,10 +300,20 @@ func values(args []driver.NamedValue) []driver.Value {
 type rows struct {
 	r        driver.Rows
 	classify func(error) error
+	cs       *cachedStmt // the statement the rows hold busy, if cached
 }
 
-func (r *rows) Columns() []string              { return r.r.Columns() }
-func (r *rows) Close() error                   { return wrap(r.classify, r.r.Close()) }
+func (r *rows) Columns() []string { return r.r.Columns() }
+
+// Close resets the rows' statement (the driver's rows do), so a cached one is free again.
+func (r *rows) Close() error {
+	err := r.r.Close()
+	if r.cs != nil {
+		r.cs.busy = false
+	}
+	return wrap(r.classify, err)
+}
+
 func (r *rows) Next(dest []driver.Value) error { return wrap(r.classify, r.r.Next(dest)) }
 
 type tx struct {
