@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The shared suite runs here too, so sqlstore's own coverage counts what it exercises; sqlite
 // and postgres run it for their Open (SQLite's migrating each store: here each starts from
-// sqlitetest's migrated template).
+// sqlitetest's migrated template, which also shows that each copy is a whole store).
 
 func TestSuiteSQLite(t *testing.T) {
 	t.Parallel()

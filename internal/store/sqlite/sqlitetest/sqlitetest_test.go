@@ -14,23 +14,9 @@ import (
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
 	"github.com/hangar-dev/hangar/internal/store/sqlite/sqlitetest"
 	"github.com/hangar-dev/hangar/internal/store/sqlstore"
-	"github.com/hangar-dev/hangar/internal/store/storetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// TestStore: each copy of the template is a whole store of its own (the suite's cases run in
-// parallel, one copy each).
-func TestStore(t *testing.T) {
-	t.Parallel()
-	storetest.Run(t, func(t *testing.T) store.Store {
-		s, err := sqlitetest.Open(context.Background(), t.TempDir())
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		return s
-	})
-}
 
 // TestSchemaAsMigrated: a copy holds the schema and the migration versions that sqlite.Open
 // gives a new data directory.
