@@ -57,7 +57,9 @@ func TestFollowRecordsAsWritten(t *testing.T) {
 		if tt.State == "done" {
 			return true
 		}
-		f.clock.Advance(f.cfg.PollInterval)
+		// Each move waits for the timers it fires: a next move while one is still being
+		// fired finds it due now and fails ("cannot advance ... beyond next event in 0s").
+		f.clock.Advance(f.cfg.PollInterval).MustWait(ctx)
 		return false
 	})
 	waitTurn(t, ctx, f.st, tu.ID)

@@ -181,7 +181,7 @@ func TestRestartMidTurn(t *testing.T) {
 		if tt.ReadPos > 0 {
 			return true
 		}
-		f.clock.Advance(f.cfg.PollInterval) // the first poll may have come before the line
+		f.clock.Advance(f.cfg.PollInterval).MustWait(ctx) // the first poll may have come before the line
 		return false
 	})
 	s1.Close()

@@ -21,7 +21,7 @@ func agentPGID(t *testing.T, ctx context.Context, f *fixture, sessionID string, 
 	var pid int
 	waitFor(t, ctx, "the agent's pid", func() bool {
 		if drive {
-			defer f.clock.Advance(f.cfg.PollInterval)
+			defer func() { f.clock.Advance(f.cfg.PollInterval).MustWait(ctx) }()
 		}
 		evs, _ := f.st.ListEvents(ctx, sessionID, 0, 100)
 		for _, e := range evs {
