@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -105,12 +106,16 @@ func quote(b []byte) json.RawMessage {
 	return out
 }
 
-var leadingTypeRE = regexp.MustCompile(`^\{\s*"type"\s*:\s*"([A-Za-z0-9_./-]{1,64})"`)
+// leadingTypeRE is compiled on first use: a cut line is rare, and compiling it at init cost
+// every start of hangar-envd (a few per turn) about 2 ms.
+var leadingTypeRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\{\s*"type"\s*:\s*"([A-Za-z0-9_./-]{1,64})"`)
+})
 
 // leadingType finds the type of a cut line when "type" is its first key (as both agents write
 // it); else "".
 func leadingType(b []byte) string {
-	if m := leadingTypeRE.FindSubmatch(b); m != nil {
+	if m := leadingTypeRE().FindSubmatch(b); m != nil {
 		return string(m[1])
 	}
 	return ""
