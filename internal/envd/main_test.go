@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 }
 
 // Fixed timeouts: how long a test waits for something that should happen at once, and for
-// something that takes a while (a 10 MiB transfer under -race on a shared machine).
+// something that takes a while (16 MiB through a slow reader under -race on a shared machine).
 const (
 	shortWait = 10 * time.Second
 	longWait  = 60 * time.Second
