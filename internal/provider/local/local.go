@@ -344,19 +344,19 @@ func (p *Provider) Destroy(ctx context.Context, sb provider.Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("destroy sandbox %s: %w", sb.Name, err)
 	}
+	sid := 0
 	if rec.Daemon != nil && alive(rec.Daemon) {
-		signalSession(rec.Daemon.SID, syscall.SIGTERM)
+		sid = rec.Daemon.SID
 		// A paused daemon handles SIGTERM only once it runs again.
-		signalSession(rec.Daemon.SID, syscall.SIGCONT)
+		signalSession(sid, syscall.SIGTERM, syscall.SIGCONT)
 		if !waitDead(ctx, p.cfg.Clock, rec.Daemon, p.cfg.StopTimeout) {
 			p.log.Warn("daemon ignored SIGTERM, killing it", "sandbox", sb.Name, "pid", rec.Daemon.PID)
 		}
-		// Kill whatever is left in the session, the daemon included if it is still there.
-		p.killDaemon(rec)
 	}
-	// And what left the session: a turn's harness setsids away from the daemon, and an agent
-	// may detach its children again.
-	killInside(ctx, p.cfg.Clock, dir)
+	// Kill whatever is left in the session, the daemon included if it is still there, and what
+	// left the session: a turn's harness setsids away from the daemon, and an agent may detach
+	// its children again.
+	killInside(ctx, p.cfg.Clock, dir, sid)
 	if err := removeAll(dir); err != nil {
 		return fmt.Errorf("destroy sandbox %s: %w", sb.Name, err)
 	}
