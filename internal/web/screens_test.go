@@ -339,3 +339,22 @@ func axeSource(t *testing.T) string {
 	}
 	return string(src)
 }
+
+// linksFirefox checks in Firefox what TestFleetPageEveryScreen checks in Chromium of the
+// detail of job id: opened, it is at its address; Escape gives the keyboard back to its row;
+// a reload of its address opens it again, and Back leaves it.
+func linksFirefox(ctx context.Context, t *testing.T, b *bidi, id string) {
+	t.Helper()
+	row := fmt.Sprintf(`document.querySelector('tr[data-id="%s"]')`, id)
+	b.eval(ctx, "("+row+".click(), true)")
+	b.until(ctx, "its detail at its address", fmt.Sprintf(`!document.getElementById("detail").hidden && location.pathname === "/fleet/jobs/%s"`, id))
+	b.eval(ctx, `(document.dispatchEvent(new KeyboardEvent("keydown", {key: "Escape"})), true)`)
+	b.until(ctx, "Escape closes it, the keyboard on its row", `document.getElementById("detail").hidden && location.pathname === "/fleet/" && document.activeElement === `+row)
+	b.eval(ctx, "("+row+".click(), true)")
+	b.until(ctx, "its detail at its address again", fmt.Sprintf(`location.pathname === "/fleet/jobs/%s"`, id))
+	b.call(ctx, "browsingContext.reload", map[string]any{"context": b.ctx, "wait": "complete"}, nil)
+	b.until(ctx, "the reloaded page opens it again", fmt.Sprintf(
+		`document.getElementById("status").textContent.startsWith("Live") && !document.getElementById("detail").hidden && location.pathname === "/fleet/jobs/%s"`, id))
+	b.call(ctx, "browsingContext.traverseHistory", map[string]any{"context": b.ctx, "delta": -1}, nil)
+	b.until(ctx, "Back leaves it", `location.pathname === "/fleet/" && document.getElementById("status").textContent.startsWith("Live") && document.getElementById("detail").hidden`)
+}
