@@ -26,7 +26,8 @@ const axeVersion = "4.14.1"
 // than the viewport, and on a phone rows are cards below the inbox; axe-core finds no serious
 // or critical violation in light or dark mode; Escape gives the keyboard back to the row and
 // Dismiss to the next item (or the inbox's heading), also after the inbox is redrawn; opening
-// an agent pushes its address, Back leaves it, and a reload of it opens it again.
+// an agent pushes its address, Back leaves it, a reload of it opens it again, and an address
+// that names no agent says so.
 // HANGAR_UPDATE_DOCS=1 writes the screenshots of docs/fleet.md to docs/img.
 func TestFleetPageEveryScreen(t *testing.T) {
 	t.Parallel()
@@ -74,6 +75,11 @@ func TestFleetPageEveryScreen(t *testing.T) {
 			t.Error("at 1,400 px the agents are not a table with the inbox on their right")
 		}
 		p.docShot("fleet-busy")
+		// A row's name is its cells, as a screen reader reads a table row: an aria-label would
+		// replace them all.
+		if labelled := eval[int](p, `document.querySelectorAll("#agents tr[aria-label]").length`); labelled > 0 {
+			t.Errorf("%d rows have an aria-label, which hides their cells from a screen reader", labelled)
+		}
 		for _, width := range []int64{390, 320} {
 			p.do("resize", chromedp.EmulateViewport(width, 800))
 			p.fits(width)
@@ -102,6 +108,7 @@ func TestFleetPageEveryScreen(t *testing.T) {
 				}
 			}
 			if scheme == "dark" {
+				p.do("wide", chromedp.EmulateViewport(1400, 900))
 				p.docShot("fleet-dark")
 			}
 		}
@@ -160,6 +167,12 @@ func TestFleetPageEveryScreen(t *testing.T) {
 		}
 		p.do("dismiss the last item", chromedp.KeyEvent(kb.Enter))
 		p.until("none left, the keyboard on the inbox's heading", `document.querySelectorAll("#inbox li").length === 0 && document.activeElement.id === "inbox-title"`)
+	})
+
+	t.Run("unknown address", func(t *testing.T) {
+		p := p.on(t)
+		p.do("open an address that names no agent", chromedp.Navigate(s.url+"/fleet/sessions/nobody"))
+		p.until("the status line says so, the address the fleet's", `document.getElementById("status").textContent.includes("It has no session nobody") && location.pathname === "/fleet/"`)
 	})
 }
 
@@ -289,7 +302,7 @@ func (p *page) docShot(name string) {
 	}
 	c, cancel := context.WithTimeout(p.ctx, waitTimeout)
 	defer cancel()
-	png, err := chromedp.Run(c, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(c, chromedp.FullScreenshot(100)) // 100: a PNG (less is a JPEG)
 	if err != nil {
 		p.t.Fatalf("screenshot %s: %v", name, err)
 	}

@@ -248,7 +248,7 @@ function inbox(items) {
       b.className = "dismiss";
       b.textContent = "Dismiss";
       b.setAttribute("aria-label", "Dismiss: " + it.text);
-      b.addEventListener("click", () => dismiss(it, li, b));
+      b.addEventListener("click", () => dismiss(it, b));
       li.append(t, " " + it.text + " ", b);
       return li;
     }),
@@ -272,7 +272,7 @@ function focusInbox(i) {
 }
 
 // dismiss takes an item out of the inbox for good; the stream's next inbox event agrees.
-async function dismiss(it, li, b) {
+async function dismiss(it, b) {
   b.disabled = true;
   let r;
   try {
@@ -403,6 +403,7 @@ function leaveURL() {
 
 // followURL shows what the address names: an agent's detail, or none.
 function followURL() {
+  if (!fleet.es) return; // not signed in yet: the first snapshot follows it
   const m = /^\/fleet\/(sessions|jobs)\/([^/]+)$/.exec(location.pathname);
   if (!m) return closeToRow();
   const kind = m[1] === "jobs" ? "job" : "session";
@@ -414,7 +415,7 @@ function followURL() {
   }
   const u = [...fleet.agents.values()].find((a) => a.kind === kind && (kind === "job" ? a.id : a.name) === key);
   if (!u) {
-    if (fleet.es) setStatus($("status").textContent + " It has no " + kind + " " + key + ": the address names none of its agents.", "warn");
+    setStatus($("status").textContent + " It has no " + kind + " " + key + ": the address names none of its agents.", "warn");
     history.replaceState(null, "", PAGE);
     return;
   }
