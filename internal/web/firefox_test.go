@@ -213,7 +213,8 @@ func (b *bidi) close() {
 
 // TestFleetPageFirefox loads the Fleet page in headless Firefox against a real hangar: signing
 // in opens the live stream (ticket, EventSource), a job appears and changes state when its turn
-// ends, its events open, and an inbox item is dismissed.
+// ends, its events open, an inbox item is dismissed, and the job's address is opened, reloaded
+// and left with Back (linksFirefox).
 func TestFleetPageFirefox(t *testing.T) {
 	t.Parallel()
 	exe := firefox(t)
@@ -244,4 +245,5 @@ func TestFleetPageFirefox(t *testing.T) {
 	if got := s.API(t, "GET", "/api/fleet", ada, "")["inbox"]; strings.Contains(mustJSON(got), job["id"].(string)) {
 		t.Errorf("the server still has the dismissed item: %v", got)
 	}
+	linksFirefox(ctx, t, b, job["id"].(string))
 }

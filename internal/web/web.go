@@ -8,13 +8,16 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
+	"strings"
 )
 
 //go:embed static
 var static embed.FS
 
 // Handler serves the page under prefix (e.g. "/fleet/"); the page's own address without the
-// slash redirects to it.
+// slash redirects to it. The page's deep links, prefix+"sessions/<name>" and
+// prefix+"jobs/<id>", serve the page itself, which opens that agent once signed in: the page
+// is public, the data it shows needs a token.
 func Handler(prefix string) http.Handler {
 	sub, err := fs.Sub(static, "static")
 	if err != nil {
@@ -29,6 +32,17 @@ func Handler(prefix string) http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-cache")
+		if deepLink(strings.TrimPrefix(r.URL.Path, prefix)) {
+			http.ServeFileFS(w, r, sub, "index.html")
+			return
+		}
 		files.ServeHTTP(w, r)
 	})
+}
+
+// deepLink reports whether path (below the page's prefix) is the address of one agent:
+// "sessions/<name>" or "jobs/<id>", one non-empty segment after the kind.
+func deepLink(path string) bool {
+	kind, rest, ok := strings.Cut(path, "/")
+	return ok && (kind == "sessions" || kind == "jobs") && rest != "" && !strings.Contains(rest, "/")
 }

@@ -7,6 +7,9 @@
 const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "hangar-token";
 const MAX_LOG_ITEMS = 500;
+const PAGE = "/fleet/";
+// The table's column names, which label a row's cells when rows are cards (a narrow screen).
+const COLUMNS = [...document.querySelectorAll("thead th")].map((th) => th.textContent);
 
 const fleet = {
   token: sessionStorage.getItem(TOKEN_KEY),
@@ -115,6 +118,7 @@ async function connect() {
     $("signout").hidden = false;
     setStatus("Live: " + f.user + "'s fleet.", "ok");
     snapshot(f);
+    followURL();
   });
   on("agent", later);
   on("gone", (g) => {
@@ -193,7 +197,6 @@ function upsert(u) {
   }
   const state = u.stuck ? "stuck" : u.state;
   tr.className = "state-" + state;
-  tr.setAttribute("aria-label", u.name + ", " + state);
   const name = cell(u.name, "name");
   const kind = document.createElement("span");
   kind.className = "kind";
@@ -208,8 +211,16 @@ function upsert(u) {
     cell(u.cost_usd ? "$" + u.cost_usd.toFixed(2) : "", "cost"),
     cell(when(u.updated_at), "updated"),
   );
+  labelCells(tr);
   $("no-agents").hidden = fleet.rows.size > 0;
   if (fleet.open && fleet.open.id === u.id) fleet.open = u;
+}
+
+// labelCells names each cell of a row by its column, for the cards of a narrow screen.
+function labelCells(tr) {
+  [...tr.children].forEach((td, i) => {
+    if (COLUMNS[i]) td.dataset.label = COLUMNS[i];
+  });
 }
 
 function remove(id) {
@@ -223,6 +234,8 @@ function remove(id) {
 
 function inbox(items) {
   const ul = $("inbox");
+  const focused = ul.contains(document.activeElement) ? document.activeElement.closest("li") : null;
+  const at = focused ? [...ul.children].indexOf(focused) : -1;
   ul.replaceChildren(
     ...items.map((it) => {
       const li = document.createElement("li");
@@ -235,16 +248,31 @@ function inbox(items) {
       b.className = "dismiss";
       b.textContent = "Dismiss";
       b.setAttribute("aria-label", "Dismiss: " + it.text);
-      b.addEventListener("click", () => dismiss(it, li, b));
+      b.addEventListener("click", () => dismiss(it, b));
       li.append(t, " " + it.text + " ", b);
       return li;
     }),
   );
   $("no-inbox").hidden = items.length > 0;
+  // The keyboard stays where it was when the inbox is redrawn: on the same item, or the one now
+  // in its place.
+  if (focused) {
+    const same = ul.querySelector(`li[data-id="${CSS.escape(focused.dataset.id)}"]`);
+    if (same) same.querySelector("button").focus();
+    else focusInbox(at);
+  }
+}
+
+// focusInbox gives the keyboard to the inbox item at index i (the last one when fewer are
+// left), or to the inbox's heading when it is empty.
+function focusInbox(i) {
+  const items = $("inbox").children;
+  if (items.length) items[Math.min(i, items.length - 1)].querySelector("button").focus();
+  else $("inbox-title").focus();
 }
 
 // dismiss takes an item out of the inbox for good; the stream's next inbox event agrees.
-async function dismiss(it, li, b) {
+async function dismiss(it, b) {
   b.disabled = true;
   let r;
   try {
@@ -260,10 +288,12 @@ async function dismiss(it, li, b) {
     setStatus("Not dismissed: " + (await errorText(r)), "error");
     return;
   }
-  const next = li.nextElementSibling || li.previousElementSibling;
-  li.remove();
+  // The inbox may have been redrawn meanwhile: find the item as it is now.
+  const now = $("inbox").querySelector(`li[data-id="${CSS.escape(it.id)}"]`);
+  const at = now ? [...$("inbox").children].indexOf(now) : 0;
+  if (now) now.remove();
   $("no-inbox").hidden = $("inbox").children.length > 0;
-  if (next) next.querySelector("button").focus();
+  focusInbox(at);
 }
 
 function summary(s) {
@@ -341,11 +371,65 @@ function closeDetail() {
   $("detail").hidden = true;
 }
 
-function openDetail(id) {
+// closeToRow closes the detail and gives the keyboard back to the row that opened it.
+function closeToRow() {
+  const u = fleet.open;
+  if (!u) return;
+  closeDetail();
+  const tr = fleet.rows.get(u.id);
+  if (tr) tr.focus();
+}
+
+// The detail of an agent has an address, /fleet/sessions/<name> or /fleet/jobs/<id>: opening
+// it pushes that address, Back (or Escape, or Close) leaves it, and a reload opens it again
+// once signed in.
+function agentPath(u) {
+  return PAGE + (u.kind === "job" ? "jobs/" + encodeURIComponent(u.id) : "sessions/" + encodeURIComponent(u.name));
+}
+
+function pushURL(u) {
+  const path = agentPath(u);
+  if (location.pathname === path) return;
+  // One entry for the open detail, whichever agent: Back returns to the fleet.
+  if (history.state && history.state.detail) history.replaceState({ detail: true }, "", path);
+  else history.pushState({ detail: true }, "", path);
+}
+
+function leaveURL() {
+  if (location.pathname === PAGE) return;
+  if (history.state && history.state.detail) history.back();
+  else history.replaceState(null, "", PAGE);
+}
+
+// followURL shows what the address names: an agent's detail, or none.
+function followURL() {
+  if (!fleet.es) return; // not signed in yet: the first snapshot follows it
+  const m = /^\/fleet\/(sessions|jobs)\/([^/]+)$/.exec(location.pathname);
+  if (!m) return closeToRow();
+  const kind = m[1] === "jobs" ? "job" : "session";
+  let key;
+  try {
+    key = decodeURIComponent(m[2]);
+  } catch {
+    key = m[2];
+  }
+  const u = [...fleet.agents.values()].find((a) => a.kind === kind && (kind === "job" ? a.id : a.name) === key);
+  if (!u) {
+    setStatus($("status").textContent + " It has no " + kind + " " + key + ": the address names none of its agents.", "warn");
+    history.replaceState(null, "", PAGE);
+    return;
+  }
+  if (!fleet.open || fleet.open.id !== u.id) openDetail(u.id, true);
+}
+
+// openDetail shows an agent's events and its sandbox's processes; fromURL is set when the
+// address asked for it (a reload, Back or Forward), which then is not pushed again.
+function openDetail(id, fromURL) {
   closeDetail();
   const u = fleet.agents.get(id);
   if (!u) return;
   fleet.open = u;
+  if (!fromURL) pushURL(u);
   $("detail").hidden = false;
   $("detail-title").textContent = u.name + " (" + u.kind + " in " + u.sandbox + ")";
   $("events").replaceChildren();
@@ -425,10 +509,16 @@ $("token-form").addEventListener("submit", (ev) => {
   connect();
 });
 $("signout").addEventListener("click", () => signOut(""));
-$("detail-close").addEventListener("click", closeDetail);
+// Closed by the person: the keyboard goes back to the row, the address back to the fleet's.
+function closeByPerson() {
+  closeToRow();
+  leaveURL();
+}
+$("detail-close").addEventListener("click", closeByPerson);
 document.addEventListener("keydown", (ev) => {
-  if (ev.key === "Escape" && fleet.open) closeDetail();
+  if (ev.key === "Escape" && fleet.open) closeByPerson();
 });
+window.addEventListener("popstate", followURL);
 
 if (fleet.token) connect();
 else showSignin("");
