@@ -24,20 +24,24 @@ type claudeBlock struct {
 func claudeMessage(data json.RawMessage) []wire.Line {
 	var m struct {
 		Message struct {
-			Content json.RawMessage `json:"content"`
+			Content []claudeBlock `json:"content"`
 		} `json:"message"`
 		Error string `json:"error"`
 	}
-	json.Unmarshal(data, &m)
-	var blocks []claudeBlock
-	if json.Unmarshal(m.Message.Content, &blocks) != nil {
-		var s string // content may be a plain string
-		if json.Unmarshal(m.Message.Content, &s) == nil && strings.TrimSpace(s) != "" {
-			blocks = []claudeBlock{{Type: "text", Text: s}}
+	if json.Unmarshal(data, &m) != nil {
+		// Its content may be a plain string (read again only then: blocks are the rule).
+		var p struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		}
+		json.Unmarshal(data, &p)
+		if strings.TrimSpace(p.Message.Content) != "" {
+			m.Message.Content = []claudeBlock{{Type: "text", Text: p.Message.Content}}
 		}
 	}
 	var out []wire.Line
-	for _, b := range blocks {
+	for _, b := range m.Message.Content {
 		if l, ok := claudeBlockLine(b); ok {
 			out = append(out, l)
 		}

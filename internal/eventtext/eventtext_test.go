@@ -190,6 +190,8 @@ func TestLines(t *testing.T) {
 			[]wire.Line{{Kind: "other", Text: "progress: halfway"}}},
 		{"thinking, with its signature", wire.Event{Type: "assistant", Data: json.RawMessage(`{"type":"assistant","message":{"content":[{"type":"thinking","thinking":"Let me look.","signature":"EpYCCkYIBxgCKkB"},{"type":"text","text":"Looking."}]}}`)},
 			[]wire.Line{{Kind: "thinking", Text: "(thinking)"}, {Kind: "message", Text: "Looking."}}},
+		{"a message whose content is a string", wire.Event{Type: "user", Data: json.RawMessage(`{"type":"user","message":{"role":"user","content":"Fix the tests."}}`)},
+			[]wire.Line{{Kind: "message", Text: "Fix the tests."}}},
 		{"a tool call without a command", wire.Event{Type: "assistant", Data: json.RawMessage(`{"type":"assistant","message":{"content":[{"type":"tool_use","name":"TodoWrite","input":{"todos":[{"content":"x"}]}}]}}`)},
 			[]wire.Line{{Kind: "tool_call", Text: "TodoWrite"}}},
 		{"a rate limit", wire.Event{Type: "rate_limit_event", Data: json.RawMessage(`{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1772254800}}`)},
