@@ -95,12 +95,25 @@ func TestTransportsImportNeitherStoreNorEnvd(t *testing.T) {
 
 // TestCLIImportsNoServerPackage: the client verbs (internal/cli) talk to hangar over HTTP only,
 // with their own REST client: of hangar's packages they use only wire, the shapes of what
-// hangar answers, and stamp, its time layout.
+// hangar answers, stamp, its time layout, and eventtext, what its events say to a person.
 func TestCLIImportsNoServerPackage(t *testing.T) {
 	t.Parallel()
+	allowed := []string{module + "internal/wire", module + "internal/stamp", module + "internal/eventtext"}
 	for _, dep := range goList(t, "internal/cli").deps {
-		if strings.HasPrefix(dep, module) && dep != module+"internal/wire" && dep != module+"internal/stamp" {
+		if strings.HasPrefix(dep, module) && !slices.Contains(allowed, dep) {
 			t.Errorf("internal/cli depends on %s", dep)
+		}
+	}
+}
+
+// TestEventtextImportsOnlyWire: the one formatter of events serves the domain (which serves its
+// lines with each event) and the CLI alike, so it is a leaf: of hangar's packages it uses only
+// wire, the shape of an event, and stamp below it.
+func TestEventtextImportsOnlyWire(t *testing.T) {
+	t.Parallel()
+	for _, dep := range goList(t, "internal/eventtext").deps {
+		if strings.HasPrefix(dep, module) && dep != module+"internal/wire" && dep != module+"internal/stamp" {
+			t.Errorf("internal/eventtext depends on %s", dep)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/eventtext"
 	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
@@ -235,10 +236,13 @@ func (s *Service) sendAfter(st *stream.Stream, key string, last *int64,
 	}
 }
 
-// Wire is the event as a client sees it, in a page and on a live stream alike.
+// Wire is the event as a client sees it, in a page and on a live stream alike, with what it
+// says to a person (eventtext's lines).
 func (e Event) Wire() wire.Event {
-	return wire.Event{Seq: e.Seq, JobSeq: e.JobSeq, Turn: e.TurnID, TS: wire.Time(e.TS), Type: e.Type,
+	w := wire.Event{Seq: e.Seq, JobSeq: e.JobSeq, Turn: e.TurnID, TS: wire.Time(e.TS), Type: e.Type,
 		Data: json.RawMessage(e.Data), Invalid: e.Invalid, Truncated: e.Truncated}
+	w.Lines = eventtext.Lines(w)
+	return w
 }
 
 // MarshalJSON writes the event as its wire.Event: what a live stream sends.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -167,6 +168,7 @@ func TestFleetPage(t *testing.T) {
 	if first := value("the events", chromedp.Text(chromedp.CSS("#events li"))); !strings.HasPrefix(first, "#1 ") {
 		t.Errorf("the first event shown is %q, want #1", first)
 	}
+	readableEvents(t, run, value, poll)
 	// Its end is in the inbox; dismissed with the keyboard, it is gone, and stays gone after the
 	// restart below (the dismissal is kept by the server).
 	item := fmt.Sprintf(`#inbox li[data-id="job_finished:%s"]`, job["id"].(string))
@@ -187,6 +189,17 @@ func TestFleetPage(t *testing.T) {
 	again := s.API(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
 		"prompt": replay(t, "claude_error-max-turns_one-bash-call.jsonl")}))
 	run("a job started after the restart appears", chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-id=%q]`, again["id"].(string)))))
+	// Its thinking reads as one folded line, its signature nowhere on the page until its raw JSON
+	// is opened.
+	run("its thinking folded",
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-id=%q]`, again["id"].(string)))),
+		poll(`[...document.querySelectorAll("#events .line-thinking")].some((l) => l.textContent === "(thinking)")`),
+		poll(`[...document.querySelectorAll("#events .line")].some((l) => l.textContent.startsWith("result: error max turns"))`),
+	)
+	if text := value("the page's text", chromedp.Evaluate[string](`document.body.innerText`)); strings.Contains(text, `"signature"`) {
+		t.Errorf("the page shows a thinking block's signature:\n%s", text)
+	}
+	cancelFromPage(t, s, ada, bctx, run, value, poll)
 
 	run("open the first job again", chromedp.Click(chromedp.CSS(row)), chromedp.WaitVisible(chromedp.CSS("#detail")),
 		poll(`document.querySelectorAll("#events li").length >= 5`))
@@ -225,4 +238,117 @@ func saveScreenshot(t *testing.T, png []byte) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// Helpers of TestFleetPage's steps: run runs steps (failing the test with what the page says),
+// value reads one, poll waits for a JavaScript expression to hold.
+type (
+	runFunc   func(what string, steps ...chromedp.Action[chromedp.Void])
+	valueFunc func(what string, a chromedp.Action[string]) string
+	pollFunc  func(expr string) chromedp.Action[chromedp.Void]
+)
+
+// readableEvents checks the open detail of the Codex job (one command, echo one): its events
+// read as hangar's lines, none of them JSON, and an event's raw JSON opens with a click.
+func readableEvents(t *testing.T, run runFunc, value valueFunc, poll pollFunc) {
+	t.Helper()
+	lines := `[...document.querySelectorAll("#events .line")]`
+	run("the command and its outcome read as lines",
+		poll(lines+`.some((l) => l.textContent === "$ /bin/bash -lc 'echo one'")`),
+		poll(lines+`.some((l) => l.textContent.trim() === "→ exit 0 one")`),
+		poll(lines+`.some((l) => l.textContent === "tokens: 33075 in, 168 out")`),
+	)
+	if n := value("events shown as JSON", chromedp.Evaluate[string](
+		`String([...document.querySelectorAll("#events summary")].filter((s) => /[{[]"/.test(s.textContent)).length)`)); n != "0" {
+		t.Errorf("%s events of the detail read as raw JSON", n)
+	}
+	run("the command's raw JSON, a click away",
+		chromedp.Evaluate[chromedp.Void](`[...document.querySelectorAll("#events li")].find((li) => li.querySelector(".line-tool_call")).id = "command-event"`),
+		chromedp.Click(chromedp.CSS("#command-event summary")),
+		poll(`document.querySelector("#command-event pre.raw").textContent.includes('"type": "command_execution"')`),
+	)
+}
+
+// cancelFromPage starts a job that would run for ten minutes and cancels it from the page: the
+// row's Cancel asks first, saying it cannot be undone (and a No leaves the job running); the
+// detail's Cancel, confirmed, ends the job cancelled, in the row, the detail's events and the API.
+func cancelFromPage(t *testing.T, s *server, ada string, bctx context.Context, run runFunc, value valueFunc, poll pollFunc) {
+	t.Helper()
+	asked, answers := dialogs(t, bctx)
+	job := s.API(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box", "prompt": "sleep 600"}))
+	id := job["id"].(string)
+	row := fmt.Sprintf(`tr[data-id=%q]`, id)
+	run("the long job runs, with a Cancel", chromedp.WaitVisible(chromedp.CSS(row+".state-running button.cancel")))
+	title := value("the detail's title", chromedp.Text(chromedp.CSS("#detail-title")))
+
+	answers <- false
+	run("cancel from its row, then not", chromedp.Click(chromedp.CSS(row+" button.cancel")))
+	if msg := asked(); !strings.Contains(msg, "cannot be undone") {
+		t.Errorf("the page asked %q, which does not say a cancel cannot be undone", msg)
+	}
+	if got := value("the row's button", chromedp.Text(chromedp.CSS(row+" button.cancel"))); got != "Cancel" {
+		t.Errorf("after No, the row's button reads %q, want Cancel", got)
+	}
+	if got := value("the detail's title", chromedp.Text(chromedp.CSS("#detail-title"))); got != title {
+		t.Errorf("the row's Cancel opened the detail: %q", got)
+	}
+	if st := s.API(t, "GET", "/api/jobs/"+id, ada, "")["state"]; st != "running" {
+		t.Errorf("after No, the job is %v, want running", st)
+	}
+
+	answers <- true
+	run("cancel from its detail",
+		chromedp.Click(chromedp.CSS(row+" td.name")),
+		chromedp.WaitVisible(chromedp.CSS("#detail-cancel button.cancel")),
+		chromedp.Click(chromedp.CSS("#detail-cancel button.cancel")),
+	)
+	asked()
+	run("the job ends cancelled",
+		chromedp.WaitVisible(chromedp.CSS(row+".state-cancelled")),
+		poll(`document.querySelector("#detail-cancel button") === null`),
+		poll(`[...document.querySelectorAll("#events .line-turn")].some((l) => l.textContent.startsWith("── turn cancelled"))`),
+	)
+	if st := s.API(t, "GET", "/api/jobs/"+id, ada, "")["state"]; st != "cancelled" {
+		t.Errorf("the job is %v, want cancelled", st)
+	}
+}
+
+// dialogs answers the page's dialogs (confirm) with what is sent on answers, one each; asked
+// returns the next one's message, failing the test when none opens within waitTimeout.
+func dialogs(t *testing.T, bctx context.Context) (asked func() string, answers chan<- bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(bctx)
+	msgs, replies, done := make(chan string, 4), make(chan bool, 4), make(chan struct{})
+	opening := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		defer close(done)
+		for d, err := range opening {
+			if err != nil {
+				return
+			}
+			msgs <- d.Message
+			var accept bool
+			select {
+			case accept = <-replies:
+			case <-ctx.Done():
+				return
+			}
+			if _, err := chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: accept}); err != nil && ctx.Err() == nil {
+				t.Errorf("answer the dialog %q: %v", d.Message, err)
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return func() string {
+		t.Helper()
+		wait, stop := context.WithTimeout(ctx, waitTimeout)
+		defer stop()
+		select {
+		case m := <-msgs:
+			return m
+		case <-wait.Done():
+			t.Fatal("the page opened no dialog")
+			return ""
+		}
+	}, replies
 }

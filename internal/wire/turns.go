@@ -47,7 +47,8 @@ type Job struct {
 }
 
 // Event is one recorded event of a session (and of its job): data is the run-log line as
-// written (a JSON string for a line that was not JSON, flagged invalid).
+// written (a JSON string for a line that was not JSON, flagged invalid); lines is what it says
+// to a person (internal/eventtext's), none when it says nothing.
 type Event struct {
 	Seq       int64           `json:"seq"`
 	JobSeq    int64           `json:"job_seq,omitempty"`
@@ -57,6 +58,15 @@ type Event struct {
 	Data      json.RawMessage `json:"data"`
 	Invalid   bool            `json:"invalid,omitempty"`
 	Truncated bool            `json:"truncated,omitempty"`
+	Lines     []Line          `json:"lines,omitempty"`
+}
+
+// Line is one line of what an event says, for a person: its kind (turn, start, message,
+// thinking, tool_call, tool_output, result, usage, retry, error or other) and its text, on one
+// line, never raw JSON.
+type Line struct {
+	Kind string `json:"kind"`
+	Text string `json:"text"`
 }
 
 // Events is a page of events and next, the since of the page after it.

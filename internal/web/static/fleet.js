@@ -23,6 +23,7 @@ const fleet = {
   frame: 0,          // the requestAnimationFrame that draws them
   open: null,        // the unit whose detail is shown
   reads: [],         // AbortControllers of the detail's streams
+  cancelling: new Set(), // ids of units whose cancel was asked and has not ended them yet
 };
 
 function setStatus(text, cls) {
@@ -180,6 +181,7 @@ function when(ts) {
 // upsert shows u: its row is updated in place, or made (at the top: the newest).
 function upsert(u) {
   fleet.agents.set(u.id, u);
+  if (!cancellable(u)) fleet.cancelling.delete(u.id);
   let tr = fleet.rows.get(u.id);
   if (!tr) {
     tr = document.createElement("tr");
@@ -203,17 +205,24 @@ function upsert(u) {
   kind.textContent = u.kind + " · " + u.agent;
   name.append(kind);
   const last = u.last ? (u.last.kind === "tool_call" ? "$ " : "") + u.last.text : "";
+  const stateCell = cell(state, "state");
+  const refocus = document.activeElement && tr.contains(document.activeElement) && document.activeElement.matches("button.cancel");
+  if (cancellable(u)) stateCell.append(" ", cancelButton(u));
   tr.replaceChildren(
     name,
-    cell(state, "state"),
+    stateCell,
     cell(u.sandbox + (u.sandbox_state !== "running" ? " (" + u.sandbox_state + ")" : ""), "sandbox"),
     cell(last, "last"),
     cell(u.cost_usd ? "$" + u.cost_usd.toFixed(2) : "", "cost"),
     cell(when(u.updated_at), "updated"),
   );
   labelCells(tr);
+  if (refocus) (tr.querySelector("button.cancel") || tr).focus();
   $("no-agents").hidden = fleet.rows.size > 0;
-  if (fleet.open && fleet.open.id === u.id) fleet.open = u;
+  if (fleet.open && fleet.open.id === u.id) {
+    fleet.open = u;
+    showDetailCancel(u);
+  }
 }
 
 // labelCells names each cell of a row by its column, for the cards of a narrow screen.
@@ -345,23 +354,100 @@ function append(list, el) {
   el.scrollIntoView({ block: "nearest" });
 }
 
-function describe(ev) {
-  const d = ev.data;
-  if (ev.type === "turn.finished" && d) {
-    // hangar's end of a turn: its state, how the agent ended and why (the agent's error, or its stderr's last lines).
-    return [d.status, d.exit_code !== null && d.exit_code !== undefined ? "exit " + d.exit_code : "", d.signal || "", d.reason || ""].filter(Boolean).join(", ").slice(0, 600);
+// eventItem is an event as hangar's lines say it (the lines `hangar logs` prints: "$ npm test",
+// "→ exit 1", "(thinking)" for a thinking block), its raw JSON one click away.
+function eventItem(ev) {
+  const li = document.createElement("li");
+  li.className = "event event-" + ev.type.replace(/[^a-z0-9_.-]/gi, "");
+  const details = document.createElement("details");
+  const summary = document.createElement("summary");
+  const seq = document.createElement("b");
+  seq.textContent = "#" + ev.seq;
+  const lines = document.createElement("span");
+  lines.className = "lines";
+  for (const l of ev.lines && ev.lines.length ? ev.lines : [{ kind: "quiet", text: ev.type }]) {
+    const span = document.createElement("span");
+    span.className = "line line-" + l.kind.replace(/[^a-z_]/g, "");
+    span.textContent = l.text;
+    lines.append(span);
   }
-  if (ev.type === "system" && d && d.subtype === "api_retry") {
-    return "API call failed, retry " + d.attempt + (d.max_retries ? " of " + d.max_retries : "") + ": " + (d.error || "") + (d.error_status ? " (HTTP " + d.error_status + ")" : "");
+  summary.append(seq, " ", lines);
+  const raw = document.createElement("pre");
+  raw.className = "raw";
+  // Drawn when opened: five hundred events' JSON would weigh on the page for nothing.
+  details.addEventListener("toggle", () => {
+    if (details.open && !raw.textContent) raw.textContent = JSON.stringify(ev.data, null, 2);
+  });
+  details.append(summary, raw);
+  li.append(details);
+  return li;
+}
+
+// cancellable says whether u's turn can still be cancelled.
+function cancellable(u) {
+  return (u.state === "running" || u.state === "queued") && (u.kind === "job" || !!u.turn);
+}
+
+// cancelButton is a Cancel button for u: "Cancelling…" while its cancel has not ended it.
+function cancelButton(u) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "cancel";
+  b.disabled = fleet.cancelling.has(u.id);
+  b.textContent = b.disabled ? "Cancelling…" : "Cancel";
+  b.setAttribute("aria-label", (b.disabled ? "Cancelling " : "Cancel ") + u.name);
+  b.addEventListener("click", (ev) => {
+    ev.stopPropagation(); // not the row's click, which opens the detail
+    cancel(u.id);
+  });
+  b.addEventListener("keydown", (ev) => ev.stopPropagation()); // Enter is the button's, not the row's
+  return b;
+}
+
+// showDetailCancel shows the detail's Cancel while u can be cancelled, keeping the focus there.
+function showDetailCancel(u) {
+  const slot = $("detail-cancel");
+  const refocus = slot.contains(document.activeElement);
+  slot.replaceChildren(...(cancellable(u) ? [cancelButton(u)] : []));
+  if (refocus) (slot.querySelector("button") || $("detail-close")).focus();
+}
+
+// cancel asks hangar to cancel the unit's turn (a session's) or job, once the person has
+// confirmed it. The row changes when the fleet stream says the turn ended; an answer that it
+// has ended already changes it at once.
+async function cancel(id) {
+  const u = fleet.agents.get(id);
+  if (!u || !cancellable(u) || fleet.cancelling.has(id)) return;
+  const what = u.kind === "job" ? "the job " + u.name : "the running turn of " + u.name;
+  if (!confirm("Cancel " + what + "? Its agent is stopped, with whatever it started. This cannot be undone.")) return;
+  fleet.cancelling.add(id);
+  upsert(u);
+  const path = u.kind === "job"
+    ? "/api/jobs/" + encodeURIComponent(u.id) + "/cancel"
+    : "/api/sessions/" + encodeURIComponent(u.id) + "/turns/" + encodeURIComponent(u.turn.id) + "/cancel";
+  let r;
+  try {
+    r = await fetch(path, { method: "POST", headers: headers() });
+  } catch {
+    return cancelFailed(id, "hangar does not answer.");
   }
-  if (ev.type === "system" && d && d.subtype === "init") {
-    return "run started" + (d.model ? ": model " + d.model : "") + (d.cwd ? ", in " + d.cwd : "");
+  if (r.status === 401) return signOut(await errorText(r));
+  if (!r.ok) return cancelFailed(id, await errorText(r));
+  const body = await r.json();
+  const state = body.state;
+  const now = fleet.agents.get(id);
+  if (now && state && state !== "running" && state !== "queued") {
+    upsert({ ...now, state, turn: now.turn && { ...now.turn, state } });
   }
-  if (typeof d === "object" && d) {
-    const text = d.result || d.text || (d.message && typeof d.message === "object" && JSON.stringify(d.message.content)) || "";
-    return text ? String(text).slice(0, 300) : JSON.stringify(d).slice(0, 300);
-  }
-  return String(d).slice(0, 300);
+}
+
+function cancelFailed(id, why) {
+  fleet.cancelling.delete(id);
+  const u = fleet.agents.get(id);
+  if (u) upsert(u);
+  const text = "Not cancelled: " + why;
+  setStatus(text, "error");
+  if (fleet.open && fleet.open.id === id) $("detail-error").textContent = text;
 }
 
 function closeDetail() {
@@ -432,6 +518,8 @@ function openDetail(id, fromURL) {
   if (!fromURL) pushURL(u);
   $("detail").hidden = false;
   $("detail-title").textContent = u.name + " (" + u.kind + " in " + u.sandbox + ")";
+  $("detail-error").textContent = "";
+  showDetailCancel(u);
   $("events").replaceChildren();
   $("processes").replaceChildren();
   $("output").hidden = true;
@@ -441,12 +529,7 @@ function openDetail(id, fromURL) {
   const path = (u.kind === "job" ? "/api/jobs/" : "/api/sessions/") + encodeURIComponent(u.id) + "/events/stream";
   readSSE(path, events.signal, (name, _id, ev) => {
     if (name !== "message") return;
-    const li = document.createElement("li");
-    li.className = "event-" + ev.type.replace(/[^a-z0-9_.-]/gi, "");
-    const b = document.createElement("b");
-    b.textContent = "#" + ev.seq + " " + ev.type;
-    li.append(b, " " + describe(ev));
-    append($("events"), li);
+    append($("events"), eventItem(ev));
   }).catch((e) => {
     if (!events.signal.aborted) append($("events"), Object.assign(document.createElement("li"), { className: "error", textContent: "Events: " + e.message }));
   });
