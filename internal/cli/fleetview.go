@@ -128,7 +128,7 @@ func (v *fleetView) inboxLines(col bool, now time.Time) []string {
 	if len(v.Inbox) == 0 {
 		return nil
 	}
-	t := newTable(nil)
+	t := &table{} // no header
 	for _, it := range v.Inbox {
 		t.row("", ago(time.Time(it.At), now), paint(col, "33", it.Kind), oneLine(it.Text, 200))
 	}

@@ -93,7 +93,7 @@ func TestFleetFitsTheTerminal(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"more agents", "  … ", "31m04s, silent 31 min", "Inbox:"} {
+	for _, want := range []string{"more agents", "  … ", "31m04s, silent 31 min", "Inbox:\n  "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the screen lacks %q:\n%s", want, out.String())
 		}
