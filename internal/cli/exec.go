@@ -18,7 +18,7 @@ import (
 )
 
 // shell is the command of `hangar exec -t SANDBOX` without one: a login shell.
-const shell = "if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh; fi"
+const shell = wire.LoginShell
 
 type execOptions struct {
 	interactive, tty bool

@@ -5,14 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/url"
-	"sort"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/wire"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 )
 
 // fleetView is the fleet as the stream has told it so far.
@@ -49,45 +48,6 @@ func (v *fleetView) apply(ev event) {
 		v.Inbox = in.Inbox
 	case "summary":
 		json.Unmarshal(ev.Data, &v.Summary)
-	}
-}
-
-// render writes the fleet as a person reads it: the summary, the agents newest change first,
-// the inbox.
-func (v *fleetView) render(w io.Writer, col bool, now time.Time) {
-	states := make([]string, 0, len(v.Summary.ByState))
-	for st, n := range v.Summary.ByState {
-		states = append(states, fmt.Sprintf("%d %s", n, paint(col, stateColour(st), st)))
-	}
-	sort.Strings(states)
-	byState := ""
-	if len(states) > 0 {
-		byState = " (" + strings.Join(states, ", ") + ")"
-	}
-	fmt.Fprintf(w, "%s's fleet: %d agents%s, %d stuck, %d in the inbox, $%.2f today\n\n", v.User, v.Summary.Agents, byState, v.Summary.Stuck, v.Summary.Inbox, v.Summary.CostTodayUSD)
-	agents := make([]*wire.FleetUnit, 0, len(v.Agents))
-	for _, ag := range v.Agents {
-		agents = append(agents, ag)
-	}
-	sort.Slice(agents, func(i, j int) bool { return time.Time(agents[i].UpdatedAt).After(time.Time(agents[j].UpdatedAt)) })
-	t := newTable(w, "NAME", "KIND", "STATE", "SANDBOX", "COST", "UPDATED", "LAST")
-	for _, ag := range agents {
-		state := ag.State
-		if ag.Stuck {
-			state = "stuck"
-		}
-		last := ""
-		if ag.Last != nil {
-			last = ag.Last.Kind + ": " + oneLine(ag.Last.Text, 60)
-		}
-		t.row(ag.Name, ag.Kind, paint(col, stateColour(state), state), ag.Sandbox, fmt.Sprintf("$%.2f", ag.CostUSD), ago(time.Time(ag.UpdatedAt), now), last)
-	}
-	t.flush()
-	if len(v.Inbox) > 0 {
-		fmt.Fprintln(w, "\nInbox:")
-		for _, it := range v.Inbox {
-			fmt.Fprintf(w, "  %s  %s  %s\n", ago(time.Time(it.At), now), paint(col, "33", it.Kind), oneLine(it.Text, 100))
-		}
 	}
 }
 
@@ -128,16 +88,66 @@ func (a *app) fleetOnce(ctx context.Context, c *client, asJSON bool) error {
 	}
 	var v fleetView
 	v.apply(event{Name: "snapshot", Data: raw})
-	v.render(a.cfg.Stdout, a.colour(a.cfg.Stdout), time.Now())
+	v.render(a.cfg.Stdout, a.colour(a.cfg.Stdout), time.Now(), screenOf(a.cfg.Stdout))
 	return nil
 }
 
+// screenOf is the size of the terminal w is, or no bound.
+func screenOf(w any) screen {
+	fd, ok := fdOf(w)
+	if !ok {
+		return screen{}
+	}
+	cols, rows, err := term.GetSize(fd)
+	if err != nil {
+		return screen{}
+	}
+	return screen{cols: cols, rows: rows}
+}
+
 // fleetLive follows the fleet stream, opened with a one-time ticket (docs/fleet.md), each time
-// with a new one: after a dropped connection it resumes from the last event's id.
+// with a new one: after a dropped connection it resumes from the last event's id. On a
+// terminal the fleet is redrawn, to its size, on each change and each second (its times tick).
 func (a *app) fleetLive(ctx context.Context, c *client, asJSON bool) error {
 	term := isTerminal(a.cfg.Stdout)
-	col := a.colour(a.cfg.Stdout)
+	var mu sync.Mutex // guards v: the stream's events and the ticker both draw it
 	var v fleetView
+	draw := func(redraw bool) {
+		var out bytes.Buffer
+		if term {
+			out.WriteString("\x1b[H\x1b[2J") // home, clear: the whole table again
+		} else if redraw {
+			out.WriteString("\n")
+		}
+		v.render(&out, a.colour(a.cfg.Stdout), time.Now(), screenOf(a.cfg.Stdout))
+		a.cfg.Stdout.Write(out.Bytes())
+	}
+	if term && !asJSON {
+		tick := time.NewTicker(time.Second)
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-tick.C:
+				case <-done:
+					return
+				}
+				mu.Lock()
+				if v.Agents != nil { // once the snapshot came
+					draw(true)
+				}
+				mu.Unlock()
+			}
+		}()
+		defer func() {
+			tick.Stop()
+			close(done)
+			wg.Wait()
+		}()
+	}
 	lastID := ""
 	r := newReconnect(a.cfg.Stderr)
 	for {
@@ -149,15 +159,10 @@ func (a *app) fleetLive(ctx context.Context, c *client, asJSON bool) error {
 				fmt.Fprintf(a.cfg.Stdout, `{"event":%q,"id":%q,"data":%s}`+"\n", ev.Name, ev.ID, line.Bytes())
 				return
 			}
+			mu.Lock()
 			v.apply(ev)
-			var screen bytes.Buffer
-			if term {
-				screen.WriteString("\x1b[H\x1b[2J") // home, clear: the whole table again
-			} else if ev.Name != "snapshot" {
-				screen.WriteString("\n")
-			}
-			v.render(&screen, col, time.Now())
-			a.cfg.Stdout.Write(screen.Bytes())
+			draw(ev.Name != "snapshot")
+			mu.Unlock()
 			r.reset()
 		})
 		if again, err := r.wait(ctx, err); !again {

@@ -2,15 +2,18 @@ package cli_test
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/creack/pty"
 )
 
 // TestFleet: --once -o json is the fleet; live, the stream (opened with a ticket) gives a
-// snapshot then each change, printed as JSON lines, and on a terminal the table is redrawn.
+// snapshot then each change, printed as JSON lines, and on a terminal the table is redrawn,
+// within the terminal's 80×24, on each change and each second (its times tick).
 func TestFleet(t *testing.T) {
 	t.Parallel()
 	s := sharedServer(t)
@@ -28,8 +31,9 @@ func TestFleet(t *testing.T) {
 	if err := json.Unmarshal([]byte(b.line(t)), &ev); err != nil || ev.Event != "snapshot" {
 		t.Fatalf("first fleet event = %v (%v), want the snapshot", ev, err)
 	}
-	screen, _ := startPTY(t, env, &pty.Winsize{Rows: 40, Cols: 200}, "fleet")
+	screen, _ := startPTY(t, env, &pty.Winsize{Rows: 24, Cols: 80}, "fleet")
 	eventually(t, "the table on the terminal", func() bool { return strings.Contains(screen.text(), "admin's fleet") })
+	eventually(t, "a redraw with nothing changed: the times tick", func() bool { return strings.Count(screen.text(), "\x1b[H\x1b[2J") >= 2 })
 	s.api(t, "POST", "/api/sessions", `{"name": "fleet-chat", "sandbox": "fleet-box", "agent": "command"}`)
 	defer s.api(t, "DELETE", "/api/sessions/fleet-chat", "")
 	for ev.Event != "agent" || ev.Data["name"] != "fleet-chat" {
@@ -39,8 +43,18 @@ func TestFleet(t *testing.T) {
 	}
 	eventually(t, "the new session redrawn on the terminal", func() bool {
 		text := screen.text()
-		return strings.Contains(text, "fleet-chat") && strings.Count(text, "\x1b[H\x1b[2J") >= 2
+		return strings.Contains(text, "fleet-chat")
 	})
+	frames := strings.Split(screen.text(), "\x1b[H\x1b[2J")
+	frame := strings.Split(strings.TrimSuffix(frames[len(frames)-2], "\r\n"), "\r\n") // the last whole one
+	if len(frame) > 23 {
+		t.Errorf("a frame of %d lines on a terminal of 24:\n%s", len(frame), strings.Join(frame, "\n"))
+	}
+	for _, l := range frame {
+		if n := utf8.RuneCountInString(regexp.MustCompile(`\x1b\[[0-9;]*m`).ReplaceAllString(l, "")); n > 80 {
+			t.Errorf("a line of %d cells on a terminal of 80: %q", n, l)
+		}
+	}
 	b.cmd.Process.Signal(syscall.SIGINT)
 	b.rest(t)
 	screen.cmd.Process.Signal(syscall.SIGINT)

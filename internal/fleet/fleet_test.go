@@ -143,18 +143,19 @@ func TestRead(t *testing.T) {
 	if u := byID["s2"]; u.State != "done" || u.CostUSD != 0.25 || u.Last.Kind != "result" || u.Last.Text != "All green." {
 		t.Errorf("s2 = %+v (last %+v)", u, u.Last)
 	}
-	if u := byID["job_1"]; u.Kind != "job" || u.State != "done" || u.Name != "n-s4" {
+	if u := byID["job_1"]; u.Kind != "job" || u.State != "done" || u.Name != "job_1" {
 		t.Errorf("job_1 = %+v", u)
 	}
 	kinds := map[string]string{}
 	for _, it := range f.Inbox {
 		kinds[it.ID] = it.Kind
 	}
-	if kinds["turn_failed:"+failed.ID] != "turn_failed" || kinds["job_finished:job_1"] != "job_finished" || len(f.Inbox) != 3 {
-		t.Errorf("inbox %+v; want s3's failed turn, job_1 finished and the failed sandbox", f.Inbox)
+	if kinds["turn_failed:"+failed.ID] != "turn_failed" || kinds["job_finished:job_1"] != "job_finished" || kinds["turn_done:turn_s2"] != "turn_done" ||
+		len(f.Inbox) != 4 {
+		t.Errorf("inbox %+v; want s3's failed turn, job_1 finished, s2 waiting and the failed sandbox", f.Inbox)
 	}
 	if f.Summary.Agents != 4 || f.Summary.ByState["done"] != 2 || f.Summary.ByState["running"] != 1 || f.Summary.ByState["failed"] != 1 ||
-		f.Summary.CostTodayUSD != 0.5 || f.Summary.Inbox != 3 {
+		f.Summary.CostTodayUSD != 0.5 || f.Summary.Inbox != 4 {
 		t.Errorf("summary %+v", f.Summary)
 	}
 	if b, _ := json.Marshal(f); !strings.Contains(string(b), `"started_at":"2026-11-30T12:00:00.000Z"`) {
@@ -163,8 +164,8 @@ func TestRead(t *testing.T) {
 	// Stuck: running with nothing recorded for StuckAfter.
 	e.clock.Advance(10 * time.Minute).MustWait(ctx)
 	f, _ = e.s.Read(ctx, ada, "")
-	if f.Summary.Stuck != 1 {
-		t.Errorf("after 10 quiet minutes: %d stuck, want 1 (s1)", f.Summary.Stuck)
+	if f.Summary.Stuck != 1 || f.Summary.ByState["stuck"] != 1 || f.Summary.ByState["running"] != 0 {
+		t.Errorf("after 10 quiet minutes: %+v, want s1 stuck, counted once (not running as well)", f.Summary)
 	}
 }
 

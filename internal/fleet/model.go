@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,12 +22,16 @@ type (
 	Unit      = wire.FleetUnit    // one agent: a session, or a job (whose session is not listed again)
 	TurnRef   = wire.TurnRef      // a unit's current turn
 	Activity  = wire.Activity     // what a unit did last
+	Tokens    = wire.Tokens       // the tokens a unit's turns used
 	InboxItem = wire.InboxItem    // something that needs the person
 	Summary   = wire.FleetSummary // the units by state, and what they cost today (UTC)
 )
 
-// activityText bounds what a unit's last activity shows.
-const activityText = 200
+// activityText bounds what a unit's last activity shows; taskText its task.
+const (
+	activityText = 200
+	taskText     = 100
+)
 
 // cache is what was learnt from one person's sessions' events, so each poll reads only the
 // new ones: per session, the seq read up to, each turn's cost and the last activity.
@@ -38,6 +44,8 @@ type sessionCache struct {
 	seq   int64              // events read up to
 	costs map[string]float64 // per turn: its latest cumulative cost
 	last  *Activity
+	// tokens sums the token counts its events reported (Codex's), over every turn.
+	tokens Tokens
 	// eventAt is when the newest event was recorded: any event, shown or not (a hook, an API
 	// retry, a line that is not JSON), says the agent is doing something.
 	eventAt time.Time
@@ -85,7 +93,8 @@ func (s *Service) build(ctx context.Context, user string) (Fleet, error) {
 		}
 		u := s.unit(se, sc, sandboxState, now)
 		if j, ok := jobOf[se.ID]; ok {
-			u.ID, u.Kind = j.ID, "job"
+			// A job is known by its id (the API's, jobs ls'), not its session's made-up name.
+			u.ID, u.Kind, u.Name = j.ID, "job", j.ID
 		}
 		for _, t := range sc.turns {
 			if sameDay(t.CreatedAt, now) {
@@ -93,7 +102,7 @@ func (s *Service) build(ctx context.Context, user string) (Fleet, error) {
 			}
 		}
 		f.Agents = append(f.Agents, u)
-		f.Inbox = append(f.Inbox, s.unitInbox(u, sc, jobOf[se.ID], now)...)
+		f.Inbox = append(f.Inbox, s.unitInbox(u, sc, now)...)
 	}
 	for id := range c.sessions { // deleted sessions
 		if !seen[id] {
@@ -187,6 +196,8 @@ func (sc *sessionCache) take(e store.Event) {
 			if it.CostUSD != nil {
 				sc.costs[e.TurnID] = *it.CostUSD
 			}
+			sc.tokens.Input += it.InputTokens
+			sc.tokens.Output += it.OutputTokens
 		}
 		if a != nil && a.Text != "" {
 			a.Text, a.At = clip(a.Text), wire.Time(e.TS)
@@ -207,10 +218,21 @@ func (s *Service) unit(se store.Session, sc *sessionCache, sandboxState map[stri
 	for _, c := range sc.costs {
 		u.CostUSD += c
 	}
+	if sc.tokens != (Tokens{}) {
+		tk := sc.tokens
+		u.Tokens = &tk
+	}
 	if n := len(sc.turns); n > 0 {
 		t := sc.turns[n-1]
-		u.Turn, u.State = &TurnRef{ID: t.ID, State: t.State}, t.State
+		u.Turn, u.State = &TurnRef{ID: t.ID, State: t.State, StartedAt: wire.Stamp(t.StartedAt)}, t.State
+		u.Task = task(t.Prompt)
+		if store.TurnEnded(t.State) {
+			u.EndedAt = wire.Stamp(t.EndedAt)
+		}
 		u.UpdatedAt = wire.Time(latest(t.CreatedAt, t.StartedAt, t.EndedAt))
+	}
+	if !sc.eventAt.IsZero() {
+		u.LastActivityAt = wire.Stamp(sc.eventAt)
 	}
 	if sc.eventAt.After(time.Time(u.UpdatedAt)) {
 		u.UpdatedAt = wire.Time(sc.eventAt)
@@ -219,30 +241,52 @@ func (s *Service) unit(se store.Session, sc *sessionCache, sandboxState map[stri
 	return u
 }
 
-// unitInbox is what of u needs the person: its current turn failed, or its job finished.
-func (s *Service) unitInbox(u Unit, sc *sessionCache, j store.Job, now time.Time) []InboxItem {
-	if u.Turn == nil || !store.TurnEnded(u.Turn.State) {
+// unitInbox is what of u needs the person: it looks stuck; its current turn failed, or is done
+// and waits for the next prompt; its job ended. A turn cancelled is the person's own doing.
+func (s *Service) unitInbox(u Unit, sc *sessionCache, now time.Time) []InboxItem {
+	if u.Turn == nil {
 		return nil
 	}
 	t := sc.turns[len(sc.turns)-1]
-	if now.Sub(t.EndedAt) > s.cfg.InboxWindow {
+	it := InboxItem{State: t.State, Agent: u.ID, Sandbox: u.Sandbox, At: wire.Time(t.EndedAt)}
+	switch {
+	case u.Stuck:
+		// One item for each time it falls silent: its id names when.
+		quiet := time.Time(u.UpdatedAt)
+		it.ID, it.Kind, it.At = "stuck:"+t.ID+":"+strconv.FormatInt(quiet.UnixMilli(), 10), "stuck", u.UpdatedAt
+		it.Text = fmt.Sprintf("%s looks stuck: nothing from it for over %d min", u.Name, max(1, int(s.cfg.StuckAfter.Minutes())))
+		return []InboxItem{it}
+	case !store.TurnEnded(t.State) || now.Sub(t.EndedAt) > s.cfg.InboxWindow:
+		return nil
+	case u.Kind == "job":
+		it.ID, it.Kind, it.Text = "job_finished:"+u.ID, "job_finished", jobText(u, t)
+	case t.State == store.TurnFailed:
+		it.ID, it.Kind, it.Text = "turn_failed:"+t.ID, "turn_failed", "A turn of "+u.Name+" failed"+colon(t.Reason)
+	case t.State == store.TurnDone:
+		it.ID, it.Kind, it.Text = "turn_done:"+t.ID, "turn_done", u.Name+" is done, waiting for you"+colon(u.Task)
+	default:
 		return nil
 	}
-	switch {
-	case u.Kind == "job":
-		text := "Job " + u.Name + " finished: " + t.State
-		if t.Reason != "" {
-			text += " (" + t.Reason + ")"
-		}
-		return []InboxItem{{ID: "job_finished:" + j.ID, Kind: "job_finished", Agent: u.ID, Sandbox: u.Sandbox, Text: text, At: wire.Time(t.EndedAt)}}
-	case t.State == store.TurnFailed:
-		text := "A turn of " + u.Name + " failed"
-		if t.Reason != "" {
-			text += ": " + t.Reason
-		}
-		return []InboxItem{{ID: "turn_failed:" + t.ID, Kind: "turn_failed", Agent: u.ID, Sandbox: u.Sandbox, Text: text, At: wire.Time(t.EndedAt)}}
+	return []InboxItem{it}
+}
+
+// jobText says how job u's turn t ended, in a person's words.
+func jobText(u Unit, t store.Turn) string {
+	switch t.State {
+	case store.TurnDone:
+		return "Job " + u.ID + " is done" + colon(u.Task)
+	case store.TurnFailed:
+		return "Job " + u.ID + " failed" + colon(t.Reason)
 	}
-	return nil
+	return "Job " + u.ID + " was " + t.State + colon(t.Reason)
+}
+
+// colon is ": text", or "" for no text.
+func colon(text string) string {
+	if text == "" {
+		return ""
+	}
+	return ": " + text
 }
 
 // sandboxInbox lists the sandboxes that failed within the window.
@@ -262,22 +306,44 @@ func (s *Service) processInbox(user string, now time.Time) []InboxItem {
 	if s.cfg.Processes == nil {
 		return nil
 	}
+	return s.processItems(s.cfg.Processes.OfUser(user), now)
+}
+
+// processItems are the items of ps: those that exited non-zero within the window.
+func (s *Service) processItems(ps []process.Info, now time.Time) []InboxItem {
 	var out []InboxItem
-	for _, p := range s.cfg.Processes.OfUser(user) {
-		if p.State != process.StateRunning && p.ExitCode != nil && *p.ExitCode != 0 && now.Sub(p.EndedAt) <= s.cfg.InboxWindow {
+	for _, p := range ps {
+		// A process killed on purpose ends as the kill made it: that is no failure.
+		if p.State != process.StateRunning && !p.Killed && p.ExitCode != nil && *p.ExitCode != 0 && now.Sub(p.EndedAt) <= s.cfg.InboxWindow {
 			out = append(out, InboxItem{ID: "process_failed:" + p.ID, Kind: "process_failed", Sandbox: p.Sandbox, Process: p.ID,
-				Text: fmt.Sprintf("%s in %s ended: %s", clip(p.Command), p.Sandbox, p.Status), At: wire.Time(p.EndedAt)})
+				Text: processText(p), At: wire.Time(p.EndedAt)})
 		}
 	}
 	return out
 }
 
+// processText says how p ended, naming it by the command its person gave.
+func processText(p process.Info) string {
+	what := clip(p.Command)
+	if p.Command == wire.LoginShell {
+		what = "A login shell"
+	}
+	what += " (" + p.ID + " in " + p.Sandbox + ")"
+	if *p.ExitCode >= 0 {
+		return fmt.Sprintf("%s exited with code %d", what, *p.ExitCode)
+	}
+	return what + " ended" + colon(p.Status)
+}
+
+// summarize counts f's units by state, a stuck one as stuck only, and its inbox.
 func summarize(f Fleet, costToday float64) Summary {
 	sum := Summary{Agents: len(f.Agents), ByState: map[string]int{}, Inbox: len(f.Inbox), CostTodayUSD: costToday}
 	for _, u := range f.Agents {
-		sum.ByState[u.State]++
 		if u.Stuck {
+			sum.ByState["stuck"]++
 			sum.Stuck++
+		} else {
+			sum.ByState[u.State]++
 		}
 	}
 	return sum
@@ -311,6 +377,19 @@ func clip(text string) string {
 		return string(r[:activityText]) + "…"
 	}
 	return string(r)
+}
+
+// task is what prompt asks, for a row: its first line that is not blank, cut to taskText.
+func task(prompt string) string {
+	for line := range strings.Lines(prompt) {
+		if line = strings.TrimSpace(line); line != "" {
+			if r := []rune(line); len(r) > taskText {
+				return string(r[:taskText]) + "…"
+			}
+			return line
+		}
+	}
+	return ""
 }
 
 // jsonOf is v's JSON, for comparing what changed.

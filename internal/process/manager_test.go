@@ -46,6 +46,9 @@ func TestStartAttachEnd(t *testing.T) {
 	if err := json.Unmarshal(end, &ended); err != nil || ended.State != StateExited || ended.ExitCode == nil || *ended.ExitCode != 2 {
 		t.Errorf("end item %s (%v)", end, err)
 	}
+	if got, err := h.m.Get(ctx, ada, "box", info.ID); err != nil || got.Killed {
+		t.Errorf("a process that exited on its own: %+v (%v), want it not killed", got, err)
+	}
 	if err := h.m.Input(ctx, ada, "box", info.ID, []byte("more"), false); !errors.Is(err, ErrExited) {
 		t.Errorf("input after the end: %v, want ErrExited", err)
 	}
@@ -84,8 +87,8 @@ func TestOwnership(t *testing.T) {
 	if _, err := h.m.Kill(ctx, admin, "box", info.ID); err != nil {
 		t.Fatal(err)
 	}
-	if end := h.waitEnd(ctx, t, ada, info.ID); end.State != StateExited {
-		t.Errorf("after the admin's kill: %+v", end)
+	if end := h.waitEnd(ctx, t, ada, info.ID); end.State != StateExited || !end.Killed {
+		t.Errorf("after the admin's kill: %+v, want it exited, killed", end)
 	}
 }
 
@@ -302,7 +305,9 @@ func TestReadNext(t *testing.T) {
 	if _, ok := h.m.Locate(ada, info.ID); ok {
 		t.Error("a closed terminal is located")
 	}
-	h.waitEnd(ctx, t, ada, info.ID)
+	if end := h.waitEnd(ctx, t, ada, info.ID); !end.Killed {
+		t.Errorf("a closed terminal's end: %+v, want it killed (on purpose: not a failure)", end)
+	}
 }
 
 // TestCloseStopsKillTimers: Close returns while a kill waits out its grace for a process that

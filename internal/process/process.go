@@ -264,6 +264,7 @@ type Info struct {
 	Adopted   bool
 	Daemon    bool // followed through the daemon (else polled)
 	PTY       bool // runs on a terminal
+	Killed    bool // a kill was asked for while it ran (Kill, CloseTerminal): its end is no failure
 	StartedAt time.Time
 	EndedAt   time.Time // zero while it runs
 	// The range of output offsets still kept: [OutputStart, OutputEnd).
@@ -356,7 +357,7 @@ func (pr *proc) ended() bool {
 
 func (pr *proc) infoLocked() Info {
 	i := Info{ID: pr.id, Sandbox: pr.sandbox, Owner: pr.owner, User: pr.user, Command: pr.command, Cwd: pr.cwd, PID: pr.pid, State: pr.state,
-		Adopted: pr.adopted, Daemon: pr.daemon, PTY: pr.pty, StartedAt: pr.started, EndedAt: pr.endedAt,
+		Adopted: pr.adopted, Daemon: pr.daemon, PTY: pr.pty, Killed: pr.killed, StartedAt: pr.started, EndedAt: pr.endedAt,
 		OutputStart: pr.ring.start, OutputEnd: pr.ring.end}
 	if pr.exit != nil {
 		i.Status = pr.exit.Status

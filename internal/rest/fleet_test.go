@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/hangar-dev/hangar/internal/wire"
 )
 
 // TestFleetOverHTTP: a person's fleet read once and followed live by a browser's way in (a
@@ -185,5 +187,70 @@ func TestDismissOverHTTP(t *testing.T) {
 	}
 	if r := e.do(t, "DELETE", "/api/fleet/inbox/"+item, ada, ""); r.status != http.StatusNotFound || !strings.Contains(r.raw, "not in your inbox") {
 		t.Errorf("dismissing it again = %d %s, want 404 saying it is not in the inbox", r.status, r.raw)
+	}
+}
+
+// endedProcess waits for process id to end, following its stream.
+func (e *env) endedProcess(t *testing.T, tok, sandbox, id string) {
+	t.Helper()
+	s, r := e.attach(t, tok, sandbox, id, "", "")
+	if s == nil {
+		t.Fatalf("attach %s = %d %s", id, r.status, r.raw)
+	}
+	s.until(t, "end")
+}
+
+// TestFleetRowsOverHTTP: GET /api/fleet gives each agent its task, its turn's start and end,
+// its last activity and its tokens; its inbox says a turn is done and waits, and has the
+// process that failed but not the one killed on purpose (DELETE).
+func TestFleetRowsOverHTTP(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user"]}`)
+	e.sandbox(t, ada, "box", "")
+	if r := e.do(t, "POST", "/api/sessions", ada, `{"name": "s1", "sandbox": "box", "agent": "command"}`); r.status != http.StatusCreated {
+		t.Fatalf("POST /api/sessions = %d %s", r.status, r.raw)
+	}
+	prompt := `echo '{"type":"turn.completed","usage":{"input_tokens":12,"output_tokens":3}}'`
+	b, _ := json.Marshal(map[string]string{"prompt": prompt + "\n# and nothing else"})
+	if r := e.do(t, "POST", "/api/sessions/s1/turns", ada, string(b)); r.status != http.StatusAccepted {
+		t.Fatalf("POST turns = %d %s", r.status, r.raw)
+	}
+	failed := e.failedProcess(t, ada, "box")
+	killed := e.startProcess(t, ada, "box", "sleep 100")
+	if r := e.do(t, "DELETE", "/api/sandboxes/box/processes/"+killed, ada, ""); r.status != http.StatusAccepted {
+		t.Fatalf("DELETE %s = %d %s", killed, r.status, r.raw)
+	}
+	e.endedProcess(t, ada, "box", killed)
+	tk := e.do(t, "POST", "/api/fleet/tickets", ada, "")
+	s, r := e.getStream(t, "", "/api/fleet/stream?ticket="+tk.body["ticket"].(string), "")
+	if s == nil {
+		t.Fatalf("stream = %d %s", r.status, r.raw)
+	}
+	for ev, err := s.next(); ; ev, err = s.next() { // until the turn is done
+		if err != nil {
+			t.Fatalf("waiting for s1's turn to end: %v", err)
+		}
+		agents, _ := ev.data["agents"].([]any)
+		if ev.name == "agent" && ev.data["state"] == "done" || len(agents) == 1 && agents[0].(map[string]any)["state"] == "done" {
+			break
+		}
+	}
+	var f wire.Fleet
+	if r := e.do(t, "GET", "/api/fleet", ada, ""); r.status != http.StatusOK || json.Unmarshal([]byte(r.raw), &f) != nil || len(f.Agents) != 1 {
+		t.Fatalf("GET /api/fleet = %d %s", r.status, r.raw)
+	}
+	u := f.Agents[0]
+	if u.Task != prompt || u.Turn == nil || u.Turn.StartedAt == nil || u.EndedAt == nil || u.LastActivityAt == nil ||
+		u.Tokens == nil || *u.Tokens != (wire.Tokens{Input: 12, Output: 3}) {
+		t.Errorf("the agent: %s", r.raw)
+	}
+	items := map[string]string{}
+	for _, it := range f.Inbox {
+		items[it.ID] = it.Text
+	}
+	if items["turn_done:"+u.Turn.ID] != "s1 is done, waiting for you: "+prompt || items["process_failed:"+failed] != "exit 3 ("+failed+" in box) exited with code 3" ||
+		items["process_failed:"+killed] != "" || len(items) != 2 {
+		t.Errorf("inbox %+v; want s1 waiting and %s failed, not %s (killed on purpose)", items, failed, killed)
 	}
 }

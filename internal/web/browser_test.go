@@ -160,6 +160,10 @@ func TestFleetPage(t *testing.T) {
 	row := fmt.Sprintf(`tr[data-id=%q]`, job["id"].(string))
 	run("the job appears", chromedp.WaitVisible(chromedp.CSS(row)))
 	run("its turn ends", chromedp.WaitVisible(chromedp.CSS(row+".state-done")))
+	run("its row says what it was for, how long it took, the tokens it used (Codex: no cost)",
+		poll(fmt.Sprintf(`(() => { const r = document.querySelector(%q);
+			return r.querySelector(".task").textContent !== "" && r.querySelector(".time").textContent.startsWith("took ") &&
+				r.querySelector(".cost").textContent.endsWith(" tokens"); })()`, row)))
 	run("its events open live",
 		chromedp.Click(chromedp.CSS(row)),
 		chromedp.WaitVisible(chromedp.CSS("#detail")),

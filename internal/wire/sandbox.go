@@ -17,6 +17,11 @@ type Sandbox struct {
 	UpdatedAt  Time              `json:"updated_at"`
 }
 
+// LoginShell is the command a client starts for a login shell on a terminal (`hangar exec -it
+// SANDBOX` without a command): bash where the sandbox has it, else sh. The fleet calls such a
+// process "a login shell" rather than show this line.
+const LoginShell = "if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh; fi"
+
 // Process is a background process, as its owner sees it.
 type Process struct {
 	ID       string `json:"process_id"`

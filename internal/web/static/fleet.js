@@ -203,7 +203,7 @@ function upsert(u) {
   const kind = document.createElement("span");
   kind.className = "kind";
   kind.textContent = u.kind + " · " + u.agent;
-  name.append(kind);
+  name.append(kind, taskLine(u));
   const last = u.last ? (u.last.kind === "tool_call" ? "$ " : "") + u.last.text : "";
   const stateCell = cell(state, "state");
   const refocus = document.activeElement && tr.contains(document.activeElement) && document.activeElement.matches("button.cancel");
@@ -213,8 +213,8 @@ function upsert(u) {
     stateCell,
     cell(u.sandbox + (u.sandbox_state !== "running" ? " (" + u.sandbox_state + ")" : ""), "sandbox"),
     cell(last, "last"),
-    cell(u.cost_usd ? "$" + u.cost_usd.toFixed(2) : "", "cost"),
-    cell(when(u.updated_at), "updated"),
+    cell(spent(u), "cost"),
+    cell(howLong(u, Date.now()), "time"),
   );
   labelCells(tr);
   if (refocus) (tr.querySelector("button.cancel") || tr).focus();
@@ -232,6 +232,54 @@ function labelCells(tr) {
   });
 }
 
+// taskLine is what u was asked to do, under its name.
+function taskLine(u) {
+  const t = document.createElement("span");
+  t.className = "task";
+  t.textContent = u.task || "";
+  return t;
+}
+
+// spent is u's cost, or the tokens it used when its agent reports no cost (Codex).
+function spent(u) {
+  if (u.cost_usd) return "$" + u.cost_usd.toFixed(2);
+  if (!u.tokens) return "";
+  const n = u.tokens.input + u.tokens.output;
+  return (n >= 1000 ? (n / 1000).toFixed(1) + "k" : n) + " tokens";
+}
+
+// span is ms for a person: "45s", "3m12s", "1h05m", "2d3h".
+function span(ms) {
+  const s = Math.max(0, Math.floor(ms / 1000)), m = Math.floor(s / 60), h = Math.floor(m / 60);
+  const two = (n) => String(n).padStart(2, "0");
+  if (s < 60) return s + "s";
+  if (m < 60) return m + "m" + two(s % 60) + "s";
+  if (h < 24) return h + "h" + two(m % 60) + "m";
+  return Math.floor(h / 24) + "d" + (h % 24) + "h";
+}
+
+// howLong is how long u's turn has run (and how long it has been silent, past a minute), or
+// how long it took, as the CLI's hangar fleet says it.
+function howLong(u, now) {
+  if (!u.turn) return "";
+  const start = Date.parse(u.turn.started_at || u.started_at);
+  if (u.ended_at) return "took " + span(Date.parse(u.ended_at) - start);
+  if (!u.turn.started_at) return "";
+  const heard = Math.max(start, u.last_activity_at ? Date.parse(u.last_activity_at) : 0);
+  const quiet = now - heard;
+  return span(now - start) + (quiet > 60000 ? ", silent " + Math.floor(quiet / 60000) + " min" : "");
+}
+
+// tick moves every row's time on, each second.
+function tick() {
+  const now = Date.now();
+  for (const [id, tr] of fleet.rows) {
+    const td = tr.querySelector(".time"), u = fleet.agents.get(id);
+    if (td && u) td.textContent = howLong(u, now);
+  }
+}
+setInterval(tick, 1000);
+
 function remove(id) {
   const tr = fleet.rows.get(id);
   if (tr) tr.remove();
@@ -248,7 +296,7 @@ function inbox(items) {
   ul.replaceChildren(
     ...items.map((it) => {
       const li = document.createElement("li");
-      li.className = "inbox-" + it.kind;
+      li.className = "inbox-" + it.kind + (it.state ? " state-" + it.state : "");
       li.dataset.id = it.id;
       const t = document.createElement("time");
       t.textContent = when(it.at);
@@ -308,7 +356,6 @@ async function dismiss(it, b) {
 function summary(s) {
   const parts = [["agents", s.agents]];
   for (const [state, n] of Object.entries(s.by_state)) parts.push([state, n]);
-  if (s.stuck) parts.push(["stuck", s.stuck]);
   parts.push(["inbox", s.inbox], ["today", "$" + s.cost_today_usd.toFixed(2)]);
   $("summary").replaceChildren(
     ...parts.map(([k, v]) => {
