@@ -176,14 +176,14 @@ func TestFleetPageEveryScreen(t *testing.T) {
 	})
 }
 
-// page is a Chromium tab showing the Fleet page of a server.
-type page struct {
+// tab is a Chromium tab showing the Fleet page of a server.
+type tab struct {
 	t   *testing.T
 	ctx context.Context // the browser's: no timeout; each step has its own
 	s   *server
 }
 
-func openChromium(ctx context.Context, t *testing.T, exe string, s *server) *page {
+func openChromium(ctx context.Context, t *testing.T, exe string, s *server) *tab {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1400, 900))
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
@@ -193,17 +193,17 @@ func openChromium(ctx context.Context, t *testing.T, exe string, s *server) *pag
 	if err := chromedp.Do(bctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
-	return &page{t: t, ctx: bctx, s: s}
+	return &tab{t: t, ctx: bctx, s: s}
 }
 
 // on returns the page for subtest t.
-func (p *page) on(t *testing.T) *page {
+func (p *tab) on(t *testing.T) *tab {
 	q := *p
 	q.t = t
 	return &q
 }
 
-func (p *page) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+func (p *tab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	p.t.Helper()
 	c, cancel := context.WithTimeout(p.ctx, waitTimeout)
 	defer cancel()
@@ -212,17 +212,17 @@ func (p *page) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
-func (p *page) status() string {
+func (p *tab) status() string {
 	c, cancel := context.WithTimeout(p.ctx, 5*time.Second)
 	defer cancel()
 	s, _ := chromedp.Run(c, chromedp.Evaluate[string](`document.getElementById("status").textContent`))
 	return s
 }
 
-func (p *page) eval(expr string) { p.t.Helper(); eval[any](p, expr) }
+func (p *tab) eval(expr string) { p.t.Helper(); eval[any](p, expr) }
 
 // eval returns the value of the JavaScript expression expr in the page (a promise awaited).
-func eval[T any](p *page, expr string) T {
+func eval[T any](p *tab, expr string) T {
 	p.t.Helper()
 	c, cancel := context.WithTimeout(p.ctx, waitTimeout)
 	defer cancel()
@@ -235,7 +235,7 @@ func eval[T any](p *page, expr string) T {
 
 // until waits until the JavaScript expression is true, evaluating it every 50 ms, across
 // navigations (a reload, a Back that loads the page again).
-func (p *page) until(what, expr string) {
+func (p *tab) until(what, expr string) {
 	p.t.Helper()
 	deadline := time.After(waitTimeout)
 	for {
@@ -255,7 +255,7 @@ func (p *page) until(what, expr string) {
 
 // fits fails the test when the page is wider than its viewport, any element ends right of it,
 // or any element's content runs out of its box (into the next cell), as measured in the page.
-func (p *page) fits(width int64) {
+func (p *tab) fits(width int64) {
 	p.t.Helper()
 	over := eval[[]string](p, `(() => {
 		const w = innerWidth, out = [];
@@ -284,7 +284,7 @@ func (p *page) fits(width int64) {
 
 // axe runs axe-core (its source: axeSource) in the page and returns its serious and critical
 // violations, one line each.
-func (p *page) axe(src string) []string {
+func (p *tab) axe(src string) []string {
 	p.t.Helper()
 	if !eval[bool](p, `typeof axe !== "undefined"`) {
 		p.eval(src)
@@ -295,7 +295,7 @@ func (p *page) axe(src string) []string {
 }
 
 // docShot writes the page's picture to docs/img/<name>.png when HANGAR_UPDATE_DOCS=1.
-func (p *page) docShot(name string) {
+func (p *tab) docShot(name string) {
 	p.t.Helper()
 	if os.Getenv("HANGAR_UPDATE_DOCS") != "1" {
 		return
