@@ -197,7 +197,7 @@ func (a *app) jobsLsCmd() *cobra.Command {
 func (a *app) jobsLogsCmd() *cobra.Command {
 	var follow bool
 	cmd := &cobra.Command{
-		Use:   "logs [flags] ID",
+		Use:               "logs [flags] ID",
 		Short:             "print a job's events, made readable; -f follows them until its turn ends",
 		Args:              exactArgs(1, "a job's id"),
 		ValidArgsFunction: a.completeJobs(false),

@@ -72,7 +72,7 @@ func (a *app) sessionsLsCmd() *cobra.Command {
 
 func (a *app) sessionsRmCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "rm SESSION",
+		Use:               "rm SESSION",
 		Short:             "delete a session, its turns and events",
 		Args:              exactArgs(1, "a session's name or id"),
 		ValidArgsFunction: a.completeSessions,
@@ -93,7 +93,7 @@ func (a *app) sessionsTurnCmd() *cobra.Command {
 		Short: "give a session a turn with PROMPT; prints the turn's id, or with -f follows it",
 		Long: `turn starts a turn of the session's agent with PROMPT and prints its id. -f follows the
 turn's events, made readable as logs shows them, until it ends, and exits 1 unless it ended done.`,
-		Example: `  hangar sessions turn -f chat 'echo "{\"type\":\"result\",\"result\":\"hi\"}"'`,
+		Example:           `  hangar sessions turn -f chat 'echo "{\"type\":\"result\",\"result\":\"hi\"}"'`,
 		Args:              exactArgs(2, "a session's name or id and a prompt"),
 		ValidArgsFunction: a.completeSessions,
 		RunE: func(cmd *cobra.Command, args []string) error {
