@@ -21,10 +21,12 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/hangar
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(ENVD_BIN) ./cmd/hangar-envd
 
-# The first build downloads hangar's modules and compiles them: minutes, silent, on a cold cache.
+# The first build downloads hangar's modules and compiles them: minutes on a cold cache. go
+# build -v names each package it compiles; scripts/buildprogress counts them, a line every few
+# seconds, so that the build does not look stuck (a warm build compiles nothing: no more lines).
 run:
 	@echo "building hangar (the first build downloads modules and takes a few minutes)..."
-	@$(MAKE) --no-print-directory build
+	@set -o pipefail; GOFLAGS="$$GOFLAGS -v" $(MAKE) --no-print-directory build 2>&1 | scripts/buildprogress/progress.sh
 	./$(BIN) serve
 
 # go test's own output without -v hides skipped tests, so it runs with -json through

@@ -538,7 +538,7 @@ func visibleToken(by Principal, user, sandbox string) bool {
 // ListTokens lists the tokens by may see (visibleToken). Never a secret.
 func (a *Authenticator) ListTokens(ctx context.Context, by Principal) ([]TokenInfo, error) {
 	if !by.IsAdmin() && !by.Has(ScopeUser) {
-		return nil, fmt.Errorf("%w: listing tokens needs the admin or user scope", ErrForbidden)
+		return nil, refuse("Listing tokens needs a token with the user or admin scope; this one has %s.", scopeList(by.Scopes))
 	}
 	user := by.User
 	if by.IsAdmin() {
@@ -574,7 +574,7 @@ func (a *Authenticator) RevokeToken(ctx context.Context, by Principal, id string
 		return nil, fmt.Errorf("%w: %s comes from the tokens file; remove its line there to revoke it", ErrStatic, id)
 	}
 	if !by.IsAdmin() && !by.Has(ScopeUser) {
-		return nil, fmt.Errorf("%w: revoking tokens needs the admin or user scope", ErrForbidden)
+		return nil, refuse("Revoking tokens needs a token with the user or admin scope; this one has %s.", scopeList(by.Scopes))
 	}
 	t, err := a.store.TokenByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !t.RevokedAt.IsZero()) || (err == nil && !visibleToken(by, t.User, t.Sandbox)) {

@@ -49,7 +49,7 @@ func (a *app) jobsCancelCmd() *cobra.Command {
 has already ended is left as it is.`,
 		Example:           "  hangar jobs cancel job_…",
 		Args:              exactArgs(1, "a job's id"),
-		ValidArgsFunction: a.completeRunningJobs,
+		ValidArgsFunction: a.completeJobs(true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := "/api/jobs/" + esc(args[0])
 			what := "job " + args[0]

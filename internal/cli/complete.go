@@ -37,6 +37,11 @@ func (a *app) completeSandboxes(cmd *cobra.Command, args []string, _ string) ([]
 	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
+// completeSandboxFlag completes a flag's value with a sandbox name, whatever the arguments.
+func (a *app) completeSandboxFlag(cmd *cobra.Command, _ []string, prefix string) ([]string, cobra.ShellCompDirective) {
+	return a.completeSandboxes(cmd, nil, prefix)
+}
+
 // completeProcess completes a sandbox's name, then one of its processes' ids (with its
 // command as the description).
 func (a *app) completeProcess(cmd *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
@@ -60,23 +65,30 @@ func (a *app) completeProcess(cmd *cobra.Command, args []string, prefix string) 
 	return ids, cobra.ShellCompDirectiveNoFileComp
 }
 
-// completeSessionTurn completes a session's name, then the id of a turn it is running (with
-// its prompt as the description).
-func (a *app) completeSessionTurn(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+// completeSessions completes a session's name, the first argument (with its agent and
+// sandbox as the description).
+func (a *app) completeSessions(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 	c, err := a.client()
-	if len(args) > 1 || err != nil {
+	if len(args) > 0 || err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	if len(args) == 0 {
-		var out struct {
-			Sessions []wire.Session `json:"sessions"`
-		}
-		c.do(cmd.Context(), "GET", "/api/sessions", nil, &out)
-		var names []string
-		for _, se := range out.Sessions {
-			names = append(names, se.Name)
-		}
-		return names, cobra.ShellCompDirectiveNoFileComp
+	var out struct {
+		Sessions []wire.Session `json:"sessions"`
+	}
+	c.do(cmd.Context(), "GET", "/api/sessions", nil, &out)
+	var names []string
+	for _, se := range out.Sessions {
+		names = append(names, se.Name+"\t"+se.Agent+" in "+se.Sandbox)
+	}
+	return names, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeSessionTurn completes a session's name, then the id of a turn it is running (with
+// its prompt as the description).
+func (a *app) completeSessionTurn(cmd *cobra.Command, args []string, prefix string) ([]string, cobra.ShellCompDirective) {
+	c, err := a.client()
+	if len(args) != 1 || err != nil {
+		return a.completeSessions(cmd, args, prefix)
 	}
 	var out struct {
 		Turns []wire.Turn `json:"turns"`
@@ -91,22 +103,29 @@ func (a *app) completeSessionTurn(cmd *cobra.Command, args []string, _ string) (
 	return ids, cobra.ShellCompDirectiveNoFileComp
 }
 
-// completeRunningJobs completes the id of a job that has not ended (with its prompt as the
-// description).
-func (a *app) completeRunningJobs(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-	c, err := a.client()
-	if len(args) > 0 || err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
-	var out struct {
-		Jobs []wire.Job `json:"jobs"`
-	}
-	c.do(cmd.Context(), "GET", "/api/jobs", nil, &out)
-	var ids []string
-	for _, j := range out.Jobs {
-		if !turnEnded(j.State) && j.Turn != nil {
-			ids = append(ids, j.ID+"\t"+oneLine(j.Turn.Prompt, 50))
+// completeJobs completes the id of a job, the first argument (with its prompt as the
+// description); running only those that have not ended.
+func (a *app) completeJobs(running bool) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		c, err := a.client()
+		if len(args) > 0 || err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
+		var out struct {
+			Jobs []wire.Job `json:"jobs"`
+		}
+		c.do(cmd.Context(), "GET", "/api/jobs", nil, &out)
+		var ids []string
+		for _, j := range out.Jobs {
+			if running && (turnEnded(j.State) || j.Turn == nil) {
+				continue
+			}
+			prompt := ""
+			if j.Turn != nil {
+				prompt = oneLine(j.Turn.Prompt, 50)
+			}
+			ids = append(ids, j.ID+"\t"+prompt)
+		}
+		return ids, cobra.ShellCompDirectiveNoFileComp
 	}
-	return ids, cobra.ShellCompDirectiveNoFileComp
 }

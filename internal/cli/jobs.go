@@ -21,8 +21,9 @@ func (a *app) logsCmd() *cobra.Command {
 		Long: `logs prints a session's events (by name or id): what the agent said, the tools it called
 with their commands, their results, the turn's result and cost. -f goes on with each new event as
 it is recorded, until Ctrl-C. -o json prints the events as hangar gives them, one JSON per line.`,
-		Example: "  hangar logs chat -f",
-		Args:    exactArgs(1, "a session's name or id"),
+		Example:           "  hangar logs chat -f",
+		Args:              exactArgs(1, "a session's name or id"),
+		ValidArgsFunction: a.completeSessions,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.events(cmd.Context(), "/api/sessions/"+esc(args[0])+"/events", 0, follow, nil)
 		},
@@ -169,6 +170,7 @@ did not end done.`,
 	f.StringVar(&provider, "provider", "", "the new sandbox's provider")
 	f.StringVar(&image, "image", "", "the new sandbox's image")
 	f.BoolVarP(&follow, "follow", "f", false, "follow its events until its turn ends")
+	cmd.RegisterFlagCompletionFunc("sandbox", a.completeSandboxFlag)
 	return cmd
 }
 
@@ -195,9 +197,10 @@ func (a *app) jobsLsCmd() *cobra.Command {
 func (a *app) jobsLogsCmd() *cobra.Command {
 	var follow bool
 	cmd := &cobra.Command{
-		Use:   "logs [flags] ID",
-		Short: "print a job's events, made readable; -f follows them until its turn ends",
-		Args:  exactArgs(1, "a job's id"),
+		Use:               "logs [flags] ID",
+		Short:             "print a job's events, made readable; -f follows them until its turn ends",
+		Args:              exactArgs(1, "a job's id"),
+		ValidArgsFunction: a.completeJobs(false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.events(cmd.Context(), "/api/jobs/"+url.PathEscape(args[0])+"/events", 0, follow, turnFinished)
 		},

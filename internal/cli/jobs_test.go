@@ -42,6 +42,9 @@ func TestJobsAndLogs(t *testing.T) {
 		t.Fatalf("jobs ls -o json lists no job in job-box: %v", jobs.Jobs)
 	}
 	id := jobs.Jobs[i]["id"].(string)
+	if r := hangar(t, env, "", "__complete", "jobs", "logs", "").want(t, 0); !strings.Contains(r.stdout, id+"\techo ") {
+		t.Errorf("completing jobs logs' id = %q, want %s (ended) with its prompt", r.stdout, id)
+	}
 	r = hangar(t, env, "", "jobs", "logs", id, "-o", "json").want(t, 0)
 	var types []string
 	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
@@ -75,6 +78,15 @@ func TestSessions(t *testing.T) {
 	if err := json.Unmarshal([]byte(hangar(t, env, "", "sessions", "ls", "-o", "json").want(t, 0).stdout), &list); err != nil {
 		t.Fatal(err)
 	}
+	wantSessionState(t, env, "ses-chat", "idle")
+	for _, args := range [][]string{{"logs", ""}, {"sessions", "rm", ""}, {"sessions", "turn", ""}, {"sessions", "cancel", ""}} {
+		if r := hangar(t, env, "", append([]string{"__complete"}, args...)...).want(t, 0); !strings.Contains(r.stdout, "ses-chat\tcommand in ses-box\n") {
+			t.Errorf("completing %s's session = %q, want ses-chat", args[:len(args)-1], r.stdout)
+		}
+	}
+	if r := hangar(t, env, "", "__complete", "sessions", "create", "x", "--sandbox", "").want(t, 0); !strings.Contains(r.stdout, "ses-box\n") {
+		t.Errorf("completing sessions create --sandbox = %q, want ses-box", r.stdout)
+	}
 	r := hangar(t, env, "", "sessions", "turn", "-f", "ses-chat", claudeTurn).want(t, 0)
 	if !strings.Contains(r.stdout, "$ go test ./...") || !strings.Contains(r.stdout, "── turn done, exit 0") {
 		t.Errorf("turn -f = %q", r.stdout)
@@ -83,7 +95,26 @@ func TestSessions(t *testing.T) {
 	if strings.Contains(r.stdout, "go test") || !strings.Contains(r.stdout, "── turn failed, exit 3") {
 		t.Errorf("the second turn -f = %q, want its own events only, ending failed", r.stdout)
 	}
+	wantSessionState(t, env, "ses-chat", "failed")
 	if r := hangar(t, env, "", "logs", "ses-chat").want(t, 0); strings.Count(r.stdout, "started (command)") != 2 {
 		t.Errorf("logs = %q, want both turns", r.stdout)
 	}
+}
+
+// wantSessionState fails t unless sessions ls shows the session name in state, in its STATE
+// column.
+func wantSessionState(t *testing.T, env []string, name, state string) {
+	t.Helper()
+	lines := strings.Split(hangar(t, env, "", "sessions", "ls").want(t, 0).stdout, "\n")
+	header := strings.Fields(lines[0])
+	col := slices.Index(header, "STATE")
+	for _, line := range lines[1:] {
+		if f := strings.Fields(line); len(f) > col && f[0] == name {
+			if col < 0 || f[col] != state {
+				t.Errorf("sessions ls: %q, want %s's STATE %s (header %q)", line, name, state, lines[0])
+			}
+			return
+		}
+	}
+	t.Errorf("sessions ls = %q, want a line for %s", lines, name)
 }

@@ -25,3 +25,27 @@ func TestTableColour(t *testing.T) {
 		t.Errorf("table:\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestTailStart: where the last n lines of kept output start, a last line without its newline
+// counting as one.
+func TestTailStart(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		data string
+		n    int
+		want string
+	}{
+		{"a\nb\nc\n", 0, ""},
+		{"a\nb\nc\n", 1, "c\n"},
+		{"a\nb\nc\n", 2, "b\nc\n"},
+		{"a\nb\nc\n", 3, "a\nb\nc\n"},
+		{"a\nb\nc\n", 4, "a\nb\nc\n"},
+		{"a\nb", 1, "b"},
+		{"a\n\n", 1, "\n"},
+		{"", 1, ""},
+	} {
+		if got := c.data[tailStart([]byte(c.data), c.n):]; got != c.want {
+			t.Errorf("the last %d lines of %q = %q, want %q", c.n, c.data, got, c.want)
+		}
+	}
+}

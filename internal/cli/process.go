@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/base64"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -95,15 +97,20 @@ func (a *app) killCmd() *cobra.Command {
 }
 
 func (a *app) attachCmd() *cobra.Command {
-	var since int64
+	var since string
+	var tail int
 	cmd := &cobra.Command{
 		Use:   "attach SANDBOX ID",
 		Short: "print a background process's kept output, then follow it until it ends",
 		Long: `attach prints what hangar keeps of the process's output (its last 256 KiB), then follows it
-live, and exits with its exit code when it ends. A dropped connection is resumed where it
-stopped (Last-Event-ID), nothing lost or repeated; if hangar itself restarted, what the process
-printed while hangar was down is lost, and attach says so. Ctrl-C detaches: the process runs on.`,
-		Example:           "  hangar attach demo p_65e945bfdbbd",
+live, and exits with its exit code when it ends. --tail N prints only the last N lines kept
+(0: none), as docker logs --tail does; --since 10m starts with what it printed in the last 10
+minutes (to within a second), as kubectl logs --since does; --since N starts at byte offset N,
+the id of the last output event you saw or a read's next, so nothing is printed twice. A dropped connection is
+resumed where it stopped (Last-Event-ID), nothing lost or repeated; if hangar itself restarted,
+what the process printed while hangar was down is lost, and attach says so. Ctrl-C detaches: the
+process runs on.`,
+		Example:           "  hangar attach demo p_65e945bfdbbd\n  hangar attach --tail 20 demo p_65e945bfdbbd",
 		Args:              exactArgs(2, "a sandbox's name and a process id"),
 		ValidArgsFunction: a.completeProcess,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -111,15 +118,74 @@ printed while hangar was down is lost, and attach says so. Ctrl-C detaches: the 
 			if err != nil {
 				return err
 			}
-			end, err := a.follow(cmd.Context(), c, args[0], args[1], since, a.cfg.Stdout)
+			from, err := attachFrom(cmd.Context(), c, args[0], args[1], since, tail)
+			if err != nil {
+				return err
+			}
+			end, err := a.follow(cmd.Context(), c, args[0], args[1], from, a.cfg.Stdout)
 			if err != nil {
 				return err
 			}
 			return a.exitOf(end.ExitCode, end.Status, false)
 		},
 	}
-	cmd.Flags().Int64Var(&since, "since", 0, "the byte offset to start from (0: all that is kept)")
+	cmd.Flags().StringVar(&since, "since", "", "start at this byte offset (an output event's id, a read's next), or with what was printed in this last while (10m)")
+	cmd.Flags().IntVar(&tail, "tail", -1, "print only the last N lines kept, then follow (0: only what comes next)")
+	cmd.Flags().Lookup("tail").DefValue = "all"
 	return cmd
+}
+
+// attachFrom is the offset attach starts at: since's (a byte offset, or a duration: where what
+// the process printed in it starts), else where the last tail lines kept start (tail < 0: the
+// oldest offset kept, 0).
+func attachFrom(ctx context.Context, c *client, sandbox, id, since string, tail int) (int64, error) {
+	if since != "" && tail >= 0 {
+		return 0, usageError{"--since and --tail do not go together: give one"}
+	}
+	if n, err := strconv.ParseInt(since, 10, 64); err == nil && n >= 0 {
+		return n, nil
+	}
+	query := ""
+	switch {
+	case since != "":
+		d, err := time.ParseDuration(since)
+		if err != nil || d < 0 {
+			return 0, usageError{fmt.Sprintf("--since must be a byte offset (a whole number, 0 or more, as an output event's id or a read's next gives it) or a duration (10m, 1h30m), not %q", since)}
+		}
+		query = "?since_seconds=" + strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10)
+	case tail < 0:
+		return 0, nil
+	}
+	var kept wire.ProcessOutput
+	if err := c.do(ctx, "GET", procPath(sandbox, id)+query, nil, &kept); err != nil {
+		return 0, err
+	}
+	data := []byte(kept.Output)
+	if kept.Encoding == "base64" {
+		var err error
+		if data, err = base64.StdEncoding.DecodeString(kept.Output); err != nil {
+			return 0, fmt.Errorf("read the process's kept output: %w", err)
+		}
+	}
+	start := kept.Next - int64(len(data))
+	if since != "" {
+		return start, nil
+	}
+	return start + int64(tailStart(data, tail)), nil
+}
+
+// tailStart is where data's last n lines start; a last line without its newline counts as one.
+func tailStart(data []byte, n int) int {
+	if n == 0 {
+		return len(data)
+	}
+	end := len(bytes.TrimSuffix(data, []byte("\n")))
+	for ; n > 0; n-- {
+		if end = bytes.LastIndexByte(data[:end], '\n'); end < 0 {
+			return 0
+		}
+	}
+	return end + 1
 }
 
 // follow writes a process's output to w from offset since until it ends, and returns how it

@@ -26,6 +26,19 @@ func TestProcesses(t *testing.T) {
 	if r := hangar(t, env, "", "attach", "--since", "4", "proc-box", id).want(t, 5); r.stdout != "two\n" {
 		t.Errorf("attach --since 4 = %q, want what came after offset 4", r.stdout)
 	}
+	if r := hangar(t, env, "", "attach", "--since", "1h", "proc-box", id).want(t, 5); r.stdout != "one\ntwo\n" {
+		t.Errorf("attach --since 1h = %q, want all it printed (in the last hour)", r.stdout)
+	}
+	for tail, want := range map[string]string{"0": "", "1": "two\n", "2": "one\ntwo\n", "9": "one\ntwo\n"} {
+		if r := hangar(t, env, "", "attach", "--tail", tail, "proc-box", id).want(t, 5); r.stdout != want {
+			t.Errorf("attach --tail %s = %q, want %q", tail, r.stdout, want)
+		}
+	}
+	for _, bad := range [][]string{{"--since", "4", "--tail", "1"}, {"--since", "ten"}, {"--since", "-1"}, {"--since", "-5m"}} {
+		if r := hangar(t, env, "", append(append([]string{"attach"}, bad...), "proc-box", id)...).want(t, 2); !strings.Contains(r.stderr, "--since") {
+			t.Errorf("attach %v: %q, want a sentence about --since", bad, r.stderr)
+		}
+	}
 
 	sleeper := strings.TrimSpace(hangar(t, env, "", "start", "proc-box", "--", "sleep 300").want(t, 0).stdout)
 	var ps struct {

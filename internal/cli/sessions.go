@@ -48,6 +48,7 @@ func (a *app) sessionsCreateCmd() *cobra.Command {
 	f.StringVar(&req.Agent, "agent", "claude-code", "claude-code, codex or command")
 	f.StringToStringVar(&req.Env, "env", nil, "environment for the agent (API keys), KEY=VALUE; never shown again")
 	cmd.MarkFlagRequired("sandbox")
+	cmd.RegisterFlagCompletionFunc("sandbox", a.completeSandboxFlag)
 	return cmd
 }
 
@@ -71,9 +72,10 @@ func (a *app) sessionsLsCmd() *cobra.Command {
 
 func (a *app) sessionsRmCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "rm SESSION",
-		Short: "delete a session, its turns and events",
-		Args:  exactArgs(1, "a session's name or id"),
+		Use:               "rm SESSION",
+		Short:             "delete a session, its turns and events",
+		Args:              exactArgs(1, "a session's name or id"),
+		ValidArgsFunction: a.completeSessions,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := a.call(cmd.Context(), "DELETE", "/api/sessions/"+esc(args[0]), nil, nil); err != nil {
 				return err
@@ -91,8 +93,9 @@ func (a *app) sessionsTurnCmd() *cobra.Command {
 		Short: "give a session a turn with PROMPT; prints the turn's id, or with -f follows it",
 		Long: `turn starts a turn of the session's agent with PROMPT and prints its id. -f follows the
 turn's events, made readable as logs shows them, until it ends, and exits 1 unless it ended done.`,
-		Example: `  hangar sessions turn -f chat 'echo "{\"type\":\"result\",\"result\":\"hi\"}"'`,
-		Args:    exactArgs(2, "a session's name or id and a prompt"),
+		Example:           `  hangar sessions turn -f chat 'echo "{\"type\":\"result\",\"result\":\"hi\"}"'`,
+		Args:              exactArgs(2, "a session's name or id and a prompt"),
+		ValidArgsFunction: a.completeSessions,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.turn(cmd.Context(), args[0], args[1], follow)
 		},
@@ -155,12 +158,13 @@ func (a *app) printSessions(list []json.RawMessage) error {
 		}
 		return printJSON(a.cfg.Stdout, map[string]any{"sessions": list})
 	}
-	t := newTable(a.cfg.Stdout, "NAME", "ID", "AGENT", "SANDBOX", "OWNER", "EVENTS", "CREATED")
-	now := time.Now()
+	t := newTable(a.cfg.Stdout, "NAME", "ID", "STATE", "AGENT", "SANDBOX", "OWNER", "EVENTS", "CREATED")
+	col, now := a.colour(a.cfg.Stdout), time.Now()
 	for _, raw := range list {
 		var se wire.Session
 		json.Unmarshal(raw, &se)
-		t.row(se.Name, se.ID, se.Agent, se.Sandbox, se.Owner, strconv.FormatInt(se.LastSeq, 10), ago(se.CreatedAt.Time(), now))
+		t.row(se.Name, se.ID, paint(col, stateColour(se.State), se.State), se.Agent, se.Sandbox, se.Owner,
+			strconv.FormatInt(se.LastSeq, 10), ago(se.CreatedAt.Time(), now))
 	}
 	return t.flush()
 }

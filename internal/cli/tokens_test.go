@@ -43,6 +43,13 @@ func TestTokens(t *testing.T) {
 	if r := hangar(t, ada, "", "tokens", "create", "--scopes", "admin").want(t, 1); !strings.Contains(r.stderr, "Only an admin can make a token with the admin scope; your token can make tokens with its own scopes (user, mcp).") {
 		t.Errorf("tokens create --scopes admin as a user: %q, want it to say an admin is needed", r.stderr)
 	}
+	mcpOnly := strings.TrimSpace(hangar(t, env, "", "tokens", "create", "--user", "tok-ada", "--scopes", "mcp").want(t, 0).stdout)
+	for _, verb := range [][]string{{"create"}, {"ls"}, {"revoke", id}} {
+		r := hangar(t, s.env(t, "HANGAR_TOKEN="+mcpOnly), "", append([]string{"tokens"}, verb...)...).want(t, 1)
+		if !strings.Contains(r.stderr, "needs a token with the user or admin scope; this one has mcp.") {
+			t.Errorf("tokens %s with an mcp token: %q, want it to say which scope is needed", verb[0], r.stderr)
+		}
+	}
 	hangar(t, env, "", "tokens", "revoke", id).want(t, 0)
 	if r := hangar(t, ada, "", "sandbox", "ls").want(t, 1); !strings.Contains(r.stderr, "revoked") {
 		t.Errorf("a revoked token's error = %q", r.stderr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/coder/quartz"
 
@@ -55,6 +56,22 @@ func readLocked(pr *proc, since int64) Output {
 		out.Next = pr.ring.end
 	}
 	return out
+}
+
+// OffsetSince is the offset of the process's kept output that was printed in the last ago (to
+// within a second, never less): pass it as since to Read or Attach, as kubectl logs --since
+// does. Output older than what is kept is not there to read: that gives the oldest kept.
+func (m *Manager) OffsetSince(ctx context.Context, p auth.Principal, ref, id string, ago time.Duration) (int64, error) {
+	if ago < 0 {
+		return 0, fmt.Errorf("%w: a time back must be 0 or more", ErrInvalid)
+	}
+	pr, _, err := m.find(ctx, p, ref, id)
+	if err != nil {
+		return 0, err
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.ring.offsetAt(m.cfg.Clock.Now().Add(-ago)), nil
 }
 
 // ReadNext returns the kept output from where the caller's last ReadNext of this process ended

@@ -109,7 +109,7 @@ func (f *daemonFollower) follow(ctx context.Context) {
 		if f.reserve != nil {
 			f.reserve(ctx, len(data))
 		}
-		f.pr.output(data)
+		f.pr.output(data, f.clock.Now())
 	})
 	for f.st != nil {
 		stop := context.AfterFunc(ctx, f.cancel)

@@ -508,3 +508,53 @@ func (h *harness) waitOutput(ctx context.Context, t *testing.T, sb, id string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestOffsetSince: the output of the last minute starts where what was printed in it starts;
+// further back than anything printed, at the oldest kept; a time back below 0 is refused.
+func TestOffsetSince(t *testing.T) {
+	t.Parallel()
+	clock := quartz.NewMock(t)
+	clock.Set(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	h := newHarness(t, Config{Clock: clock})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	info, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "cat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.input(ctx, t, info.ID, "one\n", 4)
+	clock.Advance(2 * time.Minute).MustWait(ctx)
+	h.input(ctx, t, info.ID, "two\n", 8)
+	for _, c := range []struct {
+		ago  time.Duration
+		want int64
+	}{{time.Minute, 4}, {0, 4}, {3 * time.Minute, 0}} {
+		if off, err := h.m.OffsetSince(ctx, ada, "box", info.ID, c.ago); err != nil || off != c.want {
+			t.Errorf("OffsetSince(%v) = %d, %v; want %d", c.ago, off, err, c.want)
+		}
+	}
+	if _, err := h.m.OffsetSince(ctx, ada, "box", info.ID, -time.Second); !errors.Is(err, ErrInvalid) {
+		t.Errorf("OffsetSince(-1s) = %v, want ErrInvalid", err)
+	}
+	if _, err := h.m.OffsetSince(ctx, ada2, "box", info.ID, time.Minute); !errors.Is(err, ErrNotFound) {
+		t.Errorf("OffsetSince of another token's process = %v, want ErrNotFound", err)
+	}
+}
+
+// input writes s to ada's process id and waits until its output reaches offset end.
+func (h *harness) input(ctx context.Context, t *testing.T, id, s string, end int64) {
+	t.Helper()
+	if err := h.m.Input(ctx, ada, "box", id, []byte(s), false); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		out, _, err := h.m.Read(ctx, ada, "box", id, 0)
+		if err != nil || ctx.Err() != nil {
+			t.Fatalf("output of %s did not reach %d: %v", id, end, err)
+		}
+		if out.Next >= end {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -151,7 +151,7 @@ func (f *polledFollower) pollOnce(ctx context.Context) bool {
 
 func (f *polledFollower) output(data []byte) {
 	if len(data) > 0 {
-		f.pr.output(data)
+		f.pr.output(data, f.clock.Now())
 	}
 }
 

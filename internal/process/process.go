@@ -375,13 +375,13 @@ func (pr *proc) info() Info {
 	return pr.infoLocked()
 }
 
-// output is the follower's: keep data and pass it to every attachment, under the lock that
-// Attach takes to replay, so an attachment sees each byte exactly once.
-func (pr *proc) output(data []byte) {
+// output is the follower's: keep data, printed at at, and pass it to every attachment, under
+// the lock that Attach takes to replay, so an attachment sees each byte exactly once.
+func (pr *proc) output(data []byte, at time.Time) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	off := pr.ring.end
-	pr.ring.write(data)
+	pr.ring.write(data, at)
 	for s := range pr.subs {
 		sendOutput(s, data, off)
 	}

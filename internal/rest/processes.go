@@ -4,8 +4,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -104,9 +106,29 @@ const (
 	eventSeq   = "an event's seq"
 )
 
+// processSince is where a process's output is read from: since (or Last-Event-ID), or, with
+// ?since_seconds=N, where what it printed in the last N seconds starts. Last-Event-ID still
+// wins: a client reconnecting carries on where it was.
+func (a *api) processSince(r *http.Request) (int64, error) {
+	q := r.URL.Query()
+	secs := q.Get("since_seconds")
+	if secs == "" || r.Header.Get("Last-Event-ID") != "" {
+		return since(r, byteOffset)
+	}
+	if q.Get("since") != "" {
+		return 0, newError(CodeBadRequest, "Give since (a byte offset) or since_seconds (the output of the last N seconds), not both.", nil)
+	}
+	n, err := strconv.ParseInt(secs, 10, 64)
+	if err != nil || n < 0 {
+		return 0, newError(CodeBadRequest, "since_seconds must be a whole number of seconds, 0 or more.", errors.New(secs))
+	}
+	ago := time.Duration(min(n, math.MaxInt64/int64(time.Second))) * time.Second
+	return a.Processes.OffsetSince(r.Context(), principal(r), chi.URLParam(r, "ref"), chi.URLParam(r, "id"), ago)
+}
+
 // readProcess is GET .../processes/{id}: the process and its kept output from since.
 func (a *api) readProcess(w http.ResponseWriter, r *http.Request) {
-	pos, err := since(r, byteOffset)
+	pos, err := a.processSince(r)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -125,7 +147,7 @@ func (a *api) readProcess(w http.ResponseWriter, r *http.Request) {
 // after them (so Last-Event-ID resumes exactly there), a gap event first if output since the
 // offset is gone, then an end event once the process ended.
 func (a *api) streamProcess(w http.ResponseWriter, r *http.Request) {
-	from, err := since(r, byteOffset)
+	from, err := a.processSince(r)
 	if err != nil {
 		a.writeError(w, r, err)
 		return

@@ -158,7 +158,12 @@ func TestProcessGapAndPolling(t *testing.T) {
 	if r.body["output"] != "" || int64(r.body["next"].(float64)) != total {
 		t.Errorf("since past the end = %s", r.raw)
 	}
-	for _, bad := range []string{"?since=-1", "?since=abc"} {
+	// The last hour: all of it was printed then, so all that is kept, and no gap.
+	r = e.do(t, "GET", "/api/sandboxes/box/processes/"+id+"?since_seconds=3600", e.admin, "")
+	if r.body["gap"] != nil || len(r.body["output"].(string)) != 256<<10 || int64(r.body["next"].(float64)) != total {
+		t.Errorf("since_seconds=3600: gap %v, %d bytes, next %v; want all that is kept, no gap", r.body["gap"], len(r.body["output"].(string)), r.body["next"])
+	}
+	for _, bad := range []string{"?since=-1", "?since=abc", "?since_seconds=-1", "?since_seconds=10m", "?since=4&since_seconds=60"} {
 		wantError(t, e.do(t, "GET", "/api/sandboxes/box/processes/"+id+bad, e.admin, ""), 400, "bad_request")
 	}
 }

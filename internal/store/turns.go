@@ -98,6 +98,9 @@ type Session struct {
 	// and status file where SplitUID cannot write.
 	Split    bool
 	SplitUID uint32
+	// LastTurnState is the state of its newest turn ("": it has had none). Read with the
+	// session, never written: the turns table holds it.
+	LastTurnState string
 }
 
 // Turn is a stored turn: one run of the agent with a prompt.

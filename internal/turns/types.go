@@ -1,6 +1,7 @@
 package turns
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
@@ -37,7 +38,13 @@ type Session struct {
 	CreatedAt time.Time
 	Split     bool   // its agent runs as SplitUID, its harness as root
 	SplitUID  uint32 // 0 unless Split
+	// State is its newest turn's state, or SessionIdle when it has had no turn: running or
+	// queued while it works, done/failed/cancelled as its last turn ended.
+	State string
 }
+
+// SessionIdle is the State of a session that has had no turn yet.
+const SessionIdle = "idle"
 
 // Turn is one run of the agent with a prompt.
 type Turn struct {
@@ -93,7 +100,8 @@ func fromStoreSession(se store.Session) Session {
 	}
 	slices.Sort(keys)
 	return Session{ID: se.ID, Name: se.Name, Owner: se.Owner, Sandbox: se.Sandbox, Agent: se.Agent, JobID: se.JobID,
-		EnvKeys: keys, LastSeq: se.LastSeq, CreatedAt: se.CreatedAt, Split: se.Split, SplitUID: se.SplitUID}
+		EnvKeys: keys, LastSeq: se.LastSeq, CreatedAt: se.CreatedAt, Split: se.Split, SplitUID: se.SplitUID,
+		State: cmp.Or(se.LastTurnState, SessionIdle)}
 }
 
 func fromStoreTurn(t store.Turn) Turn {

@@ -16,6 +16,7 @@ type Session struct {
 	Split     bool     `json:"split"`               // its agent runs as split_uid, its harness as root
 	SplitUID  uint32   `json:"split_uid,omitempty"` // set when split
 	Events    string   `json:"events"`              // its events' MCP resource (SessionEventsURI)
+	State     string   `json:"state"`               // its newest turn's state, or "idle" before its first
 }
 
 // Turn is one run of a session's agent with a prompt.

@@ -13,6 +13,11 @@ import (
 
 const sessionColumns = `id, name, owner, token_id, sandbox, agent, env, job_id, last_seq, created_at, split, split_uid`
 
+// sessionSelect is what a read of a session selects: its columns and its newest turn's state
+// (turns_session serves the subquery).
+const sessionSelect = sessionColumns + `, COALESCE((SELECT t.state FROM turns t WHERE t.session_id = sessions.id
+	ORDER BY t.created_at DESC, t.id DESC LIMIT 1), '')`
+
 // CreateSession implements store.Store.
 func (s *DB) CreateSession(ctx context.Context, se store.Session) error {
 	env, err := json.Marshal(orEmpty(se.Env))
@@ -40,7 +45,7 @@ func orEmpty(m map[string]string) map[string]string {
 // GetSession implements store.Store. An id wins over a name (ids have a prefix names may
 // also have).
 func (s *DB) GetSession(ctx context.Context, owner, ref string) (store.Session, error) {
-	se, err := scanSession(s.db.QueryRowContext(ctx, s.q(`SELECT `+sessionColumns+` FROM sessions
+	se, err := scanSession(s.db.QueryRowContext(ctx, s.q(`SELECT `+sessionSelect+` FROM sessions
 		WHERE id = ? OR (owner = ? AND owner <> '' AND name = ?) ORDER BY id = ? DESC LIMIT 1`), ref, owner, ref, ref))
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Session{}, fmt.Errorf("session %s: %w", ref, store.ErrNotFound)
@@ -53,7 +58,7 @@ func (s *DB) GetSession(ctx context.Context, owner, ref string) (store.Session, 
 
 // ListSessions implements store.Store.
 func (s *DB) ListSessions(ctx context.Context, owner string) ([]store.Session, error) {
-	query, args := `SELECT `+sessionColumns+` FROM sessions`, []any{}
+	query, args := `SELECT `+sessionSelect+` FROM sessions`, []any{}
 	if owner != "" {
 		query += ` WHERE owner = ?`
 		args = append(args, owner)
@@ -69,7 +74,7 @@ func scanSession(r scanner) (store.Session, error) {
 		splitUID int64
 	)
 	if err := r.Scan(&se.ID, &se.Name, &se.Owner, &se.TokenID, &se.Sandbox, &se.Agent, &env, &se.JobID, &se.LastSeq, &created,
-		&se.Split, &splitUID); err != nil {
+		&se.Split, &splitUID, &se.LastTurnState); err != nil {
 		return store.Session{}, err
 	}
 	se.SplitUID = uint32(splitUID)

@@ -106,7 +106,9 @@ func testSessions(t *testing.T, ctx context.Context, s store.Store) {
 func testTurnLifecycle(t *testing.T, ctx context.Context, s store.Store) {
 	now := time.UnixMilli(time.Now().UnixMilli())
 	mustCreateSession(t, ctx, s, newSession("ses_a", "alpha", "ada"))
+	wantLastTurn(t, ctx, s, "ses_a", "")
 	mustCreateTurn(t, ctx, s, newTurn("turn_1", "ses_a", now))
+	wantLastTurn(t, ctx, s, "ses_a", store.TurnQueued)
 	if err := s.CreateTurn(ctx, newTurn("turn_2", "ses_a", now)); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("CreateTurn while one is queued = %v, want ErrConflict", err)
 	}
@@ -168,6 +170,25 @@ func testTurnLifecycle(t *testing.T, ctx context.Context, s store.Store) {
 	}
 	if active, err := s.ListActiveTurns(ctx); err != nil || len(active) != 0 {
 		t.Errorf("ListActiveTurns after both ended = %+v, %v; want none", active, err)
+	}
+	wantLastTurn(t, ctx, s, "ses_a", store.TurnCancelled) // turn_2's, the newer, not turn_1's failed
+}
+
+// wantLastTurn fails t unless GetSession and ListSessions both read state as the session's
+// LastTurnState.
+func wantLastTurn(t *testing.T, ctx context.Context, s store.Store, id, state string) {
+	t.Helper()
+	if got, err := s.GetSession(ctx, "", id); err != nil || got.LastTurnState != state {
+		t.Errorf("GetSession(%s).LastTurnState = %q, %v; want %q", id, got.LastTurnState, err, state)
+	}
+	all, err := s.ListSessions(ctx, "")
+	for _, se := range all {
+		if se.ID == id && se.LastTurnState != state {
+			t.Errorf("ListSessions: %s's LastTurnState = %q, want %q", id, se.LastTurnState, state)
+		}
+	}
+	if err != nil {
+		t.Errorf("ListSessions: %v", err)
 	}
 }
 

@@ -67,7 +67,7 @@ func Session(se turns.Session, user string) wire.Session {
 	}
 	return wire.Session{ID: se.ID, Name: se.Name, Sandbox: se.Sandbox, Agent: se.Agent, Owner: se.Owner, Job: se.JobID,
 		EnvKeys: keys, LastSeq: se.LastSeq, CreatedAt: wire.Stamp(se.CreatedAt), Split: se.Split, SplitUID: se.SplitUID,
-		Events: wire.SessionEventsURI(ref)}
+		Events: wire.SessionEventsURI(ref), State: se.State}
 }
 
 // Turn is t on the wire. A summary that is not valid JSON is left out.

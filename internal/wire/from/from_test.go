@@ -28,9 +28,9 @@ func jsonOf(t *testing.T, v any) string {
 // and by id for anyone else (an admin, whose own session that name may be).
 func TestSessionShape(t *testing.T) {
 	t.Parallel()
-	se := turns.Session{ID: "ses_1", Name: "s1", Owner: "ada", Sandbox: "box", Agent: "command", CreatedAt: at, Split: true, SplitUID: 1001}
+	se := turns.Session{ID: "ses_1", Name: "s1", Owner: "ada", Sandbox: "box", Agent: "command", CreatedAt: at, Split: true, SplitUID: 1001, State: "running"}
 	want := `{"id":"ses_1","name":"s1","sandbox":"box","agent":"command","owner":"ada","env_keys":[],"last_seq":0,` +
-		`"created_at":"2026-01-02T03:04:05.120Z","split":true,"split_uid":1001,"events":"hangar://sessions/s1/events"}`
+		`"created_at":"2026-01-02T03:04:05.120Z","split":true,"split_uid":1001,"events":"hangar://sessions/s1/events","state":"running"}`
 	if got := jsonOf(t, from.Session(se, "ada")); got != want {
 		t.Errorf("session as its owner sees it:\n%s\nwant\n%s", got, want)
 	}
