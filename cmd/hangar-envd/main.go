@@ -38,6 +38,7 @@ func verbs() []verb {
 		inSandbox("harness", "run one turn of an agent (started by hangar serve)", sandboxcmd.Harness),
 		inSandbox("tail", "follow a file as it is written, woken by inotify (the turn watcher runs it)", sandboxcmd.Tail),
 		inSandbox("turn-dir", "make, write and read a turn's directory, checked on every use (hangar serve runs it)", sandboxcmd.TurnDir),
+		inSandbox("turn-poll", "read a turn's status file and its run log in one start (hangar serve's turn watcher runs it)", sandboxcmd.TurnPoll),
 		inSandbox("install", "copy this binary to DEST (the Kubernetes provider's init container runs it)", sandboxcmd.Install),
 		// Other in-sandbox verbs go here, with their code in internal/sandboxcmd or a package
 		// as free of the control plane as it is (see imports_test.go).

@@ -33,6 +33,7 @@ func verbs() []verb {
 		inSandbox("harness", "run one turn of an agent in a sandbox (started by serve), as hangar-envd does", sandboxcmd.Harness),
 		inSandbox("tail", "follow a file as it is written, woken by inotify (serve's turn watcher runs it), as hangar-envd does", sandboxcmd.Tail),
 		inSandbox("turn-dir", "make, write and read a turn's directory, checked on every use (serve runs it), as hangar-envd does", sandboxcmd.TurnDir),
+		inSandbox("turn-poll", "read a turn's status file and its run log in one start (serve's turn watcher runs it), as hangar-envd does", sandboxcmd.TurnPoll),
 		inSandbox("install", "copy this binary to DEST (the Kubernetes provider's init container runs it)", sandboxcmd.Install),
 		{Name: "version", Summary: "print hangar's version", Run: runVersion},
 		{Name: "admin-token", Summary: "print the first admin token serve made (<data dir>/admin-token), for an image with no shell", Run: runAdminToken},

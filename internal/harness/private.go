@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // CheckPrivate checks that the agent's uid cannot write dir, nor replace it: dir is not the
@@ -44,20 +46,37 @@ func CheckPrivate(dir string, agentUID uint32) error {
 // ProcStart returns a process's start time, in clock ticks after boot (field 22 of
 // /proc/<pid>/stat): with the pid it names one process, never a later one given the same pid.
 func ProcStart(pid int) (uint64, error) {
+	_, start, err := procStat(pid)
+	return start, err
+}
+
+// Alive reports whether the turn whose harness is pid, started at start (ProcStart; 0: not
+// known), still runs: the harness leads its own process group; with its start time known, the
+// pid must also be that very process, and not a zombie — never a later one given the same pid.
+func Alive(pid int, start uint64) bool {
+	if start == 0 {
+		return unix.Kill(-pid, 0) == nil
+	}
+	state, got, err := procStat(pid)
+	return err == nil && state != "Z" && got == start
+}
+
+// procStat returns a process's state (field 3 of /proc/<pid>/stat) and start time (field 22).
+func procStat(pid int) (string, uint64, error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, fmt.Errorf("read process %d's start time: %w", pid, err)
+		return "", 0, fmt.Errorf("read process %d's start time: %w", pid, err)
 	}
 	// The command name (field 2) is in parentheses and may hold anything: the fields after it
 	// are counted from its last ')'.
 	i := bytes.LastIndexByte(data, ')')
 	fields := bytes.Fields(data[i+1:])
 	if i < 0 || len(fields) < 20 {
-		return 0, fmt.Errorf("read process %d's start time: %q is not a stat line", pid, data)
+		return "", 0, fmt.Errorf("read process %d's start time: %q is not a stat line", pid, data)
 	}
 	v, err := strconv.ParseUint(string(fields[19]), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("read process %d's start time: %w", pid, err)
+		return "", 0, fmt.Errorf("read process %d's start time: %w", pid, err)
 	}
-	return v, nil
+	return string(fields[0]), v, nil
 }

@@ -87,7 +87,7 @@ func TestSplitAgentCannotForgeItsEnd(t *testing.T) {
 		defer f.sbs.mu.Unlock()
 		n := 0
 		for _, c := range f.sbs.cmds {
-			if strings.Contains(c, "status.json") && !strings.Contains(c, "harness") {
+			if strings.Contains(c, " turn-poll ") || strings.Contains(c, "status.json") && !strings.Contains(c, "harness") {
 				n++
 			}
 		}

@@ -284,12 +284,22 @@ func statusPath(t store.Turn) string { return path.Join(t.Dir, "status.json") }
 // shellQuote makes a single-quoted shell word.
 func shellQuote(v string) string { return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'" }
 
-// launch starts the harness for t in sb, detached, in the turn's directory dir (made by
-// makeTurnDir), and returns its pid (its process group) and start time.
-func (s *Service) launch(ctx context.Context, se store.Session, sb store.Sandbox, dir string) (int, uint64, error) {
+// launch makes t's directory in sb, writes its prompt there and starts the harness in it,
+// detached, and returns the directory, the harness's pid (its process group) and its start
+// time. A prompt that fits in one piece takes one command: turn-dir make, then the harness, in
+// one shell; a longer one is written by makeTurnDir first.
+func (s *Service) launch(ctx context.Context, se store.Session, sb store.Sandbox, t store.Turn) (string, int, uint64, error) {
+	bin := s.cfg.HarnessBinary(sb)
+	if bin == "" {
+		return "", 0, 0, fmt.Errorf("no hangar harness in %s sandboxes yet", sb.Provider)
+	}
 	agent, ok := s.cfg.Agents[se.Agent]
 	if !ok {
-		return 0, 0, fmt.Errorf("unknown agent %q", se.Agent)
+		return "", 0, 0, fmt.Errorf("unknown agent %q", se.Agent)
+	}
+	env, err := s.openEnv(se)
+	if err != nil {
+		return "", 0, 0, err
 	}
 	split := ""
 	if se.Split {
@@ -299,64 +309,91 @@ func (s *Service) launch(ctx context.Context, se store.Session, sb store.Sandbox
 	for _, a := range agent.Argv {
 		argv = append(argv, shellQuote(a))
 	}
-	env, err := s.openEnv(se)
-	if err != nil {
-		return 0, 0, err
+	harness := func(dir string) string {
+		return fmt.Sprintf(`exec %s harness --detach %s--turn-dir %s -- %s 2>&1`, shellQuote(bin), split, dir, strings.Join(argv, " "))
 	}
-	cmd := fmt.Sprintf(`exec %s harness --detach %s--turn-dir %s -- %s 2>&1`,
-		shellQuote(s.cfg.HarnessBinary(sb)), split, shellQuote(dir), strings.Join(argv, " "))
+	dir, cmd := "", ""
+	if len(t.Prompt) > promptPiece {
+		if dir, err = s.makeTurnDir(ctx, se, sb, t); err != nil {
+			return "", 0, 0, err
+		}
+		cmd = harness(shellQuote(dir))
+	} else {
+		// turn-dir make's own failure exits 100 more than its code, to tell it from the
+		// harness's; its path is the answer's first line.
+		cmd = fmt.Sprintf(`d=$(%s) || { c=$?; printf '%%s' "$d"; exit $((c + 100)); }; printf '%%s\n' "$d"; %s`,
+			s.makeCmd(se, sb, t, []byte(t.Prompt)), harness(`"$d"`))
+	}
 	out, code, err := s.cfg.Sandboxes.Run(ctx, sb, cmd, env)
 	if err != nil {
-		return 0, 0, err
+		return "", 0, 0, err
+	}
+	if dir == "" {
+		if code >= 100 {
+			return "", 0, 0, turnDirError(sb, code-100, out)
+		}
+		line, rest, _ := strings.Cut(string(out), "\n")
+		if dir, out = line, []byte(rest); !path.IsAbs(dir) || path.Base(dir) != t.ID {
+			return "", 0, 0, fmt.Errorf("making the turn's directory printed %q, not its path", line)
+		}
 	}
 	if code != 0 {
-		return 0, 0, fmt.Errorf("the harness did not start (exit code %d): %s", code, strings.TrimSpace(string(out)))
+		return "", 0, 0, fmt.Errorf("the harness did not start (exit code %d): %s", code, strings.TrimSpace(string(out)))
 	}
 	var pid int
 	var start uint64
 	if n, err := fmt.Sscan(string(out), &pid, &start); n < 1 || pid <= 0 {
-		return 0, 0, fmt.Errorf("the harness printed %q, not its pid and start time: %v", out, err)
+		return "", 0, 0, fmt.Errorf("the harness printed %q, not its pid and start time: %v", out, err)
 	}
-	return pid, start, nil
+	return dir, pid, start, nil
 }
 
 // promptPiece is how much of a prompt one command writes, base64-encoded into its command line:
 // the whole line is one argument of sh -c, which the kernel bounds at 128 KiB.
 const promptPiece = 48 << 10
 
-// makeTurnDir makes t's directory in sb and writes its prompt there, and returns the
-// directory's path. hangar's binary does both (turn-dir make, append), never a shell: it makes
-// the directory 0700 in a root of the sandbox user's that no other uid can write, checking
-// every directory of the path as it walks it, so no agent can make it first, nor swap it or a
-// part of its path for its own (harness.MakeTurnDir). The prompt goes base64-encoded, so that
-// no shell reads it, a piece per command, so that its size is bound by no command line's.
-func (s *Service) makeTurnDir(ctx context.Context, se store.Session, sb store.Sandbox, t store.Turn) (string, error) {
-	bin := s.cfg.HarnessBinary(sb)
-	if bin == "" {
-		return "", fmt.Errorf("no hangar harness in %s sandboxes yet", sb.Provider)
-	}
+// makeCmd is the command that makes t's directory in sb, with piece, the prompt's first piece,
+// in it, and prints its path: hangar's binary does both (turn-dir make), never a shell. It
+// makes the directory 0700 in a root of the sandbox user's that no other uid can write,
+// checking every directory of the path as it walks it, so no agent can make it first, nor swap
+// it or a part of its path for its own (harness.MakeTurnDir). The prompt goes base64-encoded,
+// so that no shell reads it.
+func (s *Service) makeCmd(se store.Session, sb store.Sandbox, t store.Turn, piece []byte) string {
 	root := ""
 	if r := s.turnRoot(se, sb); r != "" {
 		root = " --root " + shellQuote(r)
 	}
+	return fmt.Sprintf(`exec %s turn-dir make --id %s%s --base64 %s 2>&1`, shellQuote(s.cfg.HarnessBinary(sb)),
+		shellQuote(t.ID), root, shellQuote(base64.StdEncoding.EncodeToString(piece)))
+}
+
+// turnDirError is the error of a turn-dir make or append that exited code, saying out.
+func turnDirError(sb store.Sandbox, code int, out []byte) error {
+	if code == turnDirUnknown {
+		return noTurnDir(sb)
+	}
+	return fmt.Errorf("could not make the turn's directory and write its prompt in the sandbox (exit code %d): %s", code, strings.TrimSpace(string(out)))
+}
+
+// makeTurnDir makes t's directory in sb with makeCmd and writes its prompt there, a piece per
+// command (turn-dir append), so that its size is bound by no command line's, and returns the
+// directory's path.
+func (s *Service) makeTurnDir(ctx context.Context, se store.Session, sb store.Sandbox, t store.Turn) (string, error) {
 	var dir string
 	for i, rest := 0, []byte(t.Prompt); i == 0 || len(rest) > 0; i++ {
 		piece := rest[:min(len(rest), promptPiece)]
 		rest = rest[len(piece):]
-		data := shellQuote(base64.StdEncoding.EncodeToString(piece))
-		cmd := fmt.Sprintf(`exec %s turn-dir append --dir %s --base64 %s 2>&1`, shellQuote(bin), shellQuote(dir), data)
+		cmd := fmt.Sprintf(`exec %s turn-dir append --dir %s --base64 %s 2>&1`, shellQuote(s.cfg.HarnessBinary(sb)),
+			shellQuote(dir), shellQuote(base64.StdEncoding.EncodeToString(piece)))
 		if i == 0 {
-			cmd = fmt.Sprintf(`exec %s turn-dir make --id %s%s --base64 %s 2>&1`, shellQuote(bin), shellQuote(t.ID), root, data)
+			cmd = s.makeCmd(se, sb, t, piece)
 		}
 		out, code, err := s.cfg.Sandboxes.Run(ctx, sb, cmd, nil)
 		if err != nil {
 			return "", err
 		}
-		if code == turnDirUnknown {
-			return "", noTurnDir(sb)
-		}
 		if code != 0 {
-			return "", fmt.Errorf("could not make the turn's directory and write its prompt in the sandbox (exit code %d): %s", code, strings.TrimSpace(string(out)))
+			return "", turnDirError(sb, code, out)
 		}
 		if i == 0 {
 			dir = strings.TrimSpace(string(out))
@@ -395,12 +432,7 @@ func (s *Service) start(ctx context.Context, se store.Session, t store.Turn) (st
 		s.fail(ctx, se, t, fmt.Sprintf("sandbox %s: %v", se.Sandbox, err))
 		return t, sb, false
 	}
-	dir, err := s.makeTurnDir(ctx, se, sb, t)
-	if err != nil {
-		s.fail(ctx, se, t, "start the harness: "+err.Error())
-		return t, sb, false
-	}
-	pid, start, err := s.launch(ctx, se, sb, dir)
+	dir, pid, start, err := s.launch(ctx, se, sb, t)
 	if err != nil {
 		s.fail(ctx, se, t, "start the harness: "+err.Error())
 		return t, sb, false

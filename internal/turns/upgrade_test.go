@@ -25,8 +25,11 @@ func fakeEnvd(t *testing.T, before string) string {
 	return p
 }
 
-// oldEnvd is how a hangar-envd older than turn-dir answers it.
-const oldEnvd = `[ "$1" = turn-dir ] && { echo 'hangar-envd: unknown command "turn-dir" (run '\''hangar-envd --help'\'' for the list)' >&2; exit 2; }`
+// oldEnvd is how a hangar-envd older than turn-dir answers it (and turn-poll, which came later).
+const oldEnvd = `case "$1" in turn-dir|turn-poll) echo "hangar-envd: unknown command \"$1\" (run 'hangar-envd --help' for the list)" >&2; exit 2; esac`
+
+// noPollEnvd is how a hangar-envd with turn-dir but older than turn-poll answers turn-poll.
+const noPollEnvd = `[ "$1" = turn-poll ] && { echo 'hangar-envd: unknown command "turn-poll" (run '\''hangar-envd --help'\'' for the list)' >&2; exit 2; }`
 
 // TestOldEnvdNewTurnSaysRecreate: in a sandbox whose hangar-envd is older than turn-dir (made
 // before the upgrade), a new turn fails with a reason that says so and what to do.
@@ -84,7 +87,7 @@ func TestTurnDirPassingFailureRetried(t *testing.T) {
 	defer cancel()
 	f := newFixture(t)
 	once := filepath.Join(t.TempDir(), "failed-once")
-	bin := fakeEnvd(t, fmt.Sprintf(`[ "$1 $2" = "turn-dir read" ] && [ ! -e %[1]s ] && { : > %[1]s; echo 'hangar-envd turn-dir: open turn directory: too many open files'; exit 1; }`, shellQuote(once)))
+	bin := fakeEnvd(t, fmt.Sprintf(`{ [ "$1 $2" = "turn-dir read" ] || [ "$1" = turn-poll ]; } && [ ! -e %[1]s ] && { : > %[1]s; echo 'hangar-envd turn-dir: open turn directory: too many open files'; exit 1; }`, shellQuote(once)))
 	f.cfg.HarnessBinary = func(store.Sandbox) string { return bin }
 	s := f.service(t)
 	if _, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s", Sandbox: "box", Agent: "command"}); err != nil {
@@ -100,6 +103,45 @@ func TestTurnDirPassingFailureRetried(t *testing.T) {
 	}
 	if _, err := os.Stat(once); err != nil {
 		t.Errorf("the read never failed: %v", err)
+	}
+}
+
+// TestEnvdWithoutTurnPoll: in a sandbox whose hangar-envd has turn-dir but no turn-poll (made
+// before it), a turn runs as before: the watcher asks turn-poll once, then reads the status and
+// the log apart with turn-dir read; the turn's lines are recorded and it ends as its status
+// file says.
+func TestEnvdWithoutTurnPoll(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	bin := fakeEnvd(t, noPollEnvd)
+	f.cfg.HarnessBinary = func(store.Sandbox) string { return bin }
+	s := f.service(t)
+	se, err := s.CreateSession(ctx, ada, CreateSessionRequest{Name: "s", Sandbox: "box", Agent: "command"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu, err := s.StartTurn(ctx, ada, "s", `echo '{"type":"hello"}'; exit 3`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := waitTurn(t, ctx, f.st, tu.ID)
+	if end.State != store.TurnFailed || end.ExitCode == nil || *end.ExitCode != 3 {
+		t.Errorf("turn = %s exit %v (%s); want failed with exit code 3, as its status file says", end.State, deref2(end.ExitCode), end.Reason)
+	}
+	if evs, _ := f.st.ListEvents(ctx, se.ID, 0, 10); len(evs) != 3 || evs[1].Type != "hello" {
+		t.Errorf("events %v, want turn.started, the turn's line, turn.finished", evs)
+	}
+	f.sbs.mu.Lock()
+	defer f.sbs.mu.Unlock()
+	polls, reads := 0, 0
+	for _, c := range f.sbs.cmds {
+		polls += strings.Count(c, " turn-poll ")
+		reads += strings.Count(c, " turn-dir read ")
+	}
+	if polls != 1 || reads < 2 {
+		t.Errorf("%d turn-poll and %d turn-dir read commands; want turn-poll asked once, then turn-dir read", polls, reads)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/provider"
@@ -53,6 +54,10 @@ type logReader struct {
 	// directory is in one of Config.OldRunRoots: a turn an older hangar started, read as it
 	// did (cat, tail).
 	old bool
+	// noPoll is set once the sandbox's hangar-envd turned out to have no turn-poll (older than
+	// it): the status and the log are read apart, with turn-dir read. Atomic: checkStatus reads
+	// the status while the log is followed.
+	noPoll atomic.Bool
 }
 
 // lineSplitter cuts bytes read from a log, chunk after chunk, into lines. readAt is the log
@@ -185,9 +190,18 @@ func (r *logReader) read(ctx context.Context) (harnessStatus, bool, error) {
 	return st, ended, err
 }
 
+// readOnce reads the status file, then the log: with one turn-poll where the sandbox's
+// hangar-envd has it (the rest of a log longer than one read with turn-dir read), else with a
+// read of each.
 func (r *logReader) readOnce(ctx context.Context) (harnessStatus, bool, error) {
-	st, ended, err := r.readStatus(ctx)
-	if err == nil {
+	st, ended, chunk, full, err := r.poll(ctx, maxReadBytes)
+	if errors.Is(err, errNoPoll) {
+		st, ended, err = r.readStatusApart(ctx)
+		full = err == nil
+	} else if err == nil {
+		err = r.take(ctx, chunk)
+	}
+	if err == nil && full {
 		err = r.drain(ctx)
 	}
 	return st, ended, err
@@ -384,6 +398,77 @@ func (r *logReader) readError(what string, code int, said []byte) error {
 // the turn too, with an error that says so. errNotPrivate when the turn's directory is not
 // hangar's alone, errNoTurnDir when the sandbox's hangar-envd has no turn-dir.
 func (r *logReader) readStatus(ctx context.Context) (harnessStatus, bool, error) {
+	st, ended, _, _, err := r.poll(ctx, 0)
+	if errors.Is(err, errNoPoll) {
+		return r.readStatusApart(ctx)
+	}
+	return st, ended, err
+}
+
+// errNoPoll means the sandbox has no turn-poll to read a turn with: its hangar-envd is older
+// (it answers "unknown command", exit 2), or there is none, or the turn is an old one (r.old).
+var errNoPoll = errors.New("no turn-poll in the sandbox")
+
+// poll reads the status file, then (limit > 0) the run log from readAt, with one turn-poll,
+// which checks the directory and the files as turn-dir read does and the harness's liveness
+// as aliveCmd does: limit bounds its whole answer. full says the log may hold more than the
+// answer had room for. errNoPoll when the sandbox has no turn-poll (from then on, for a
+// hangar-envd without it).
+func (r *logReader) poll(ctx context.Context, limit int) (st harnessStatus, ended bool, chunk []byte, full bool, err error) {
+	bin := r.s.cfg.HarnessBinary(r.sb)
+	if bin == "" || r.old || r.noPoll.Load() {
+		return st, false, nil, false, errNoPoll
+	}
+	offset := int64(0)
+	if limit > 0 { // not while following: checkStatus's reads of the status race with take
+		offset = r.lines.readAt
+	}
+	cmd := fmt.Sprintf("exec %s turn-poll --dir %s --offset %d --limit %d --pid %d --start %d 2>&1",
+		shellQuote(bin), shellQuote(r.t.Dir), offset, limit, r.t.ProcessPID, r.t.ProcessStart)
+	out, code, err := r.s.cfg.Sandboxes.Run(ctx, r.sb, cmd, nil)
+	switch {
+	case err != nil:
+		return st, false, nil, false, fmt.Errorf("read status file: %w", err)
+	case code == turnDirUnknown:
+		r.noPoll.Store(true)
+		return st, false, nil, false, errNoPoll
+	case code != 0:
+		return st, false, nil, false, r.readError("status file and run log", code, out)
+	}
+	state, status, chunk, room, err := splitPoll(out)
+	if err != nil {
+		return st, false, nil, false, err
+	}
+	switch state {
+	case "running":
+		return st, false, chunk, len(chunk) >= room, nil
+	case "gone":
+		st = harnessStatus{ExitCode: -1, Error: "the harness ended without writing its status file"}
+		return st, true, chunk, len(chunk) >= room, nil
+	}
+	if err := json.Unmarshal(status, &st); err != nil {
+		return st, false, nil, false, fmt.Errorf("decode status file: %w", err)
+	}
+	return st, true, chunk, len(chunk) >= room, nil
+}
+
+// splitPoll splits turn-poll's answer: its line (STATE STATUS-BYTES LOG-ROOM), the status file
+// and the run log's bytes.
+func splitPoll(out []byte) (state string, status, chunk []byte, room int, err error) {
+	line, rest, ok := bytes.Cut(out, []byte("\n"))
+	var n int
+	if ok {
+		_, err = fmt.Sscanf(string(line), "%s %d %d", &state, &n, &room)
+	}
+	if !ok || err != nil || n < 0 || n > len(rest) || room < 0 || (state != "ended" && state != "running" && state != "gone") {
+		return "", nil, nil, 0, fmt.Errorf("read status file and run log: turn-poll answered %.80q", out)
+	}
+	return state, rest[:n], rest[n:], room, nil
+}
+
+// readStatusApart is readStatus without turn-poll: a shell reads the status with turn-dir read
+// (or cat, for an old turn), and checks the harness's liveness with aliveCmd.
+func (r *logReader) readStatusApart(ctx context.Context) (harnessStatus, bool, error) {
 	// The status is read again after the liveness check: the harness may write it and exit
 	// between the two. The command's own codes: 10 not there while the harness runs, 11 not
 	// there and the harness gone; otherwise the read's.
