@@ -119,13 +119,6 @@ func notJSON(ev wire.Event) []wire.Line {
 	return []wire.Line{{Kind: KindOther, Text: fmt.Sprintf("(a line of %d bytes that are not text)", len(raw))}}
 }
 
-func typeOr(t, or string) string {
-	if t == "" || t == "invalid" {
-		return or
-	}
-	return t
-}
-
 // other is a line of a type this package does not know: its type, and its message or text
 // when it has one.
 func other(ev wire.Event) []wire.Line {
