@@ -102,6 +102,42 @@ func TestTurnMovesBetweenReplicas(t *testing.T) {
 	}
 }
 
+// gaining is a replica's view of a lease handed to it while it starts a turn: the lease moves to
+// it as it announces the turn as queued for the owner it asked about.
+type gaining struct{ replica }
+
+func (g gaining) Queued(ctx context.Context, turnID string) {
+	g.replica.Queued(ctx, turnID)
+	g.l.set(g.me)
+}
+
+// TestTurnQueuedAsTheLeaseArrives: a replica that starts a turn while the sandbox's lease is
+// handed to it (asked, the lease was another's; once the turn is stored, its own, its look for
+// queued turns already done) runs the turn itself: its notice reaches only the other replicas,
+// and the old owner starts nothing more.
+func TestTurnQueuedAsTheLeaseArrives(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	l := &lease{owner: "a", appended: map[string]int{}}
+	f.cfg.Replicas = gaining{replica{l, "b"}}
+	b := f.service(t)
+	se, err := b.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu, err := b.StartTurn(ctx, ada, "s1", `echo '{"type":"one"}'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTurn(t, ctx, f.st, tu.ID)
+	if got, _ := f.st.GetTurn(ctx, tu.ID); got.State != store.TurnDone {
+		t.Errorf("the turn ended %s (%s), want done", got.State, got.Reason)
+	}
+	checkEvents(t, ctx, f.st, se.ID, []byte("{\"type\":\"one\"}\n"))
+}
+
 // TestQueuedTurnOnLeaseMove: a turn queued for a replica that never started it is run by the
 // sandbox's next owner when the lease was handed over (the first released it, as a shutdown or a
 // balancing does), and fails when it was taken from a replica that died (which may have

@@ -69,8 +69,14 @@ func (s *Service) startTurn(ctx context.Context, se store.Session, jobID, turnID
 		return store.Turn{}, err
 	}
 	if !mine {
-		// Another replica owns the sandbox: it runs the turn.
+		// Another replica owns the sandbox: it runs the turn. Unless the lease was handed to
+		// this one meanwhile, after it looked for queued turns to run (ResumeSandbox): the
+		// notice reaches only the other replicas, and the old owner starts nothing more, so the
+		// turn is taken here (TakeTurn runs it only while it is queued, and once).
 		s.cfg.Replicas.Queued(ctx, t.ID)
+		if s.owns(ctx, se.Sandbox) {
+			s.TakeTurn(ctx, t.ID)
+		}
 		return t, nil
 	}
 	if !s.spawn(t.ID, se.Sandbox, func(ctx context.Context) { s.run(ctx, se, t, gen) }) {
