@@ -39,7 +39,10 @@ type membership struct {
 	clock quartz.Clock
 
 	processes *process.Manager
-	turns     *turns.Service
+
+	mu     sync.Mutex
+	turns  *turns.Service // set once the turns service exists (setTurns)
+	handed []string       // sandboxes handed to this replica before then, for its Resume
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // Run, and the handlers' own goroutines
@@ -174,8 +177,14 @@ func (r *membership) gained(ctx context.Context, sandbox string, how replicas.Ga
 	if r.processes != nil {
 		r.processes.AdoptSandbox(ctx, sandbox)
 	}
-	if r.turns != nil {
-		if err := r.turns.ResumeSandbox(ctx, sandbox, how == replicas.Handed); err != nil {
+	r.mu.Lock()
+	ts := r.turns
+	if ts == nil && how == replicas.Handed {
+		r.handed = append(r.handed, sandbox)
+	}
+	r.mu.Unlock()
+	if ts != nil {
+		if err := ts.ResumeSandbox(ctx, sandbox, how == replicas.Handed); err != nil {
 			r.log.Warn("watch the turns of a sandbox", "sandbox", sandbox, "err", err)
 		}
 	}
@@ -186,8 +195,11 @@ func (r *membership) lost(sandbox string) {
 	if r.processes != nil {
 		r.processes.Release(sandbox)
 	}
-	if r.turns != nil {
-		r.turns.Release(sandbox)
+	r.mu.Lock()
+	ts := r.turns
+	r.mu.Unlock()
+	if ts != nil {
+		ts.Release(sandbox)
 	}
 }
 
@@ -200,10 +212,17 @@ func (r *membership) setLeases(processes *process.Manager) {
 	r.cl.OnLeases(r.gained, r.lost)
 }
 
-func (r *membership) setTurns(ts *turns.Service) {
-	if r != nil {
-		r.turns = ts
+// setTurns is called once the turns service exists; it returns the sandboxes handed to this
+// replica before then, whose queued turns its Resume runs rather than fails (a peer balances
+// leases to a replica as soon as it is listed, while it still starts).
+func (r *membership) setTurns(ts *turns.Service) []string {
+	if r == nil {
+		return nil
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.turns = ts
+	return r.handed
 }
 
 // start hears the other replicas and keeps the leases until stop.

@@ -141,16 +141,20 @@ func TestTurnQueuedAsTheLeaseArrives(t *testing.T) {
 // TestQueuedTurnOnLeaseMove: a turn queued for a replica that never started it is run by the
 // sandbox's next owner when the lease was handed over (the first released it, as a shutdown or a
 // balancing does), and fails when it was taken from a replica that died (which may have
-// launched its harness unrecorded).
+// launched its harness unrecorded); the same when the lease came as the next owner started,
+// before it could resume the sandbox itself (its Resume is told which were handed).
 func TestQueuedTurnOnLeaseMove(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name   string
 		handed bool
 		want   string
+		start  bool // b gained the lease as it started: its Resume, told which were handed
 	}{
-		{"handed over", true, store.TurnDone},
-		{"taken over", false, store.TurnFailed},
+		{"handed over", true, store.TurnDone, false},
+		{"taken over", false, store.TurnFailed, false},
+		{"handed over as it started", true, store.TurnDone, true},
+		{"owned as it started", false, store.TurnFailed, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -177,7 +181,15 @@ func TestQueuedTurnOnLeaseMove(t *testing.T) {
 				a.Release("box")
 			}
 			l.set("b")
-			if err := b.ResumeSandbox(ctx, "box", c.handed); err != nil {
+			var handed []string
+			if c.handed {
+				handed = []string{"box"}
+			}
+			resume := func() error { return b.ResumeSandbox(ctx, "box", c.handed) }
+			if c.start {
+				resume = func() error { return b.Resume(ctx, handed...) }
+			}
+			if err := resume(); err != nil {
 				t.Fatal(err)
 			}
 			got := waitTurn(t, ctx, f.st, tu.ID)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/hangar-dev/hangar/internal/auth"
@@ -489,9 +490,15 @@ func (s *Service) end(ctx context.Context, t store.Turn, u store.TurnUpdate) err
 
 // Resume watches the turns the store says are running (a control plane restarted while they
 // ran), from their saved read positions. A turn still queued never got its harness: it fails.
-// With several replicas, only the turns of the sandboxes this one owns.
-func (s *Service) Resume(ctx context.Context) error {
-	return s.resume(ctx, func(sandbox string) bool { return s.owns(ctx, sandbox) }, false, 0)
+// With several replicas, only the turns of the sandboxes this one owns; handed names those
+// whose leases a peer handed to this replica as it started, before it could resume them
+// (ResumeSandbox): their queued turns run here.
+func (s *Service) Resume(ctx context.Context, handed ...string) error {
+	err := s.resume(ctx, func(sandbox string) bool { return !slices.Contains(handed, sandbox) && s.owns(ctx, sandbox) }, false, 0)
+	for _, name := range handed {
+		err = errors.Join(err, s.ResumeSandbox(ctx, name, true))
+	}
+	return err
 }
 
 // resume is Resume for the turns whose sandbox passes mine. handed says that their previous
