@@ -496,7 +496,9 @@ func (s *Service) end(ctx context.Context, t store.Turn, u store.TurnUpdate) err
 func (s *Service) Resume(ctx context.Context, handed ...string) error {
 	err := s.resume(ctx, func(sandbox string) bool { return !slices.Contains(handed, sandbox) && s.owns(ctx, sandbox) }, false, 0)
 	for _, name := range handed {
-		err = errors.Join(err, s.ResumeSandbox(ctx, name, true))
+		if s.owns(ctx, name) { // not handed on again meanwhile
+			err = errors.Join(err, s.ResumeSandbox(ctx, name, true))
+		}
 	}
 	return err
 }
