@@ -58,7 +58,8 @@ func (a *api) createSandbox(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	sb, err := a.Sandboxes.Create(r.Context(), principal(r), sandbox.CreateRequest(req))
+	sb, err := a.Sandboxes.Create(r.Context(), principal(r), sandbox.CreateRequest{Name: req.Name, Provider: req.Provider, Image: req.Image,
+		Template: req.Template, Workdir: req.Workdir, Env: req.Env, Daemon: req.Daemon})
 	if err != nil {
 		a.writeError(w, r, err)
 		return

@@ -62,8 +62,12 @@ type Config struct {
 	CreateTimeout time.Duration
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
-	// Clock stamps sandboxes and times execs' timeouts. Default the real clock.
+	// Clock stamps sandboxes, times execs' timeouts and tells when a sandbox's time is up.
+	// Default the real clock.
 	Clock quartz.Clock
+	// Owners, with several replicas on one database, says which one ends a sandbox whose time
+	// is up (ExpireDue). Nil: this Manager ends them all.
+	Owners Owners
 }
 
 // Manager is the sandboxes' domain service. It is safe for concurrent use.
@@ -111,6 +115,9 @@ type Sandbox struct {
 	Workdir    string
 	Env        map[string]string
 	HasDaemon  bool // it has a daemon that answers exec
+	Metadata   map[string]string
+	EndAt      time.Time // when its time is up (OnTimeout); zero: never
+	OnTimeout  string    // store.OnTimeoutKill or store.OnTimeoutPause
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 }
@@ -119,7 +126,7 @@ type Sandbox struct {
 func view(sb store.Sandbox) Sandbox {
 	return Sandbox{Name: sb.Name, Owner: sb.Owner, Provider: sb.Provider, ProviderID: sb.ProviderID, State: sb.State,
 		Reason: sb.Reason, Image: sb.Image, Template: sb.Template, Workdir: sb.Workdir, Env: sb.Env, HasDaemon: sb.DaemonURL != "",
-		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt}
+		Metadata: sb.Metadata, EndAt: sb.EndAt, OnTimeout: onTimeout(sb.OnTimeout), CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt}
 }
 
 // CreateRequest is what a sandbox is made from.
@@ -131,6 +138,12 @@ type CreateRequest struct {
 	Workdir  string
 	Env      map[string]string
 	Daemon   *bool // nil: true
+	// Metadata labels the sandbox for its owner (the E2B API's metadata). Default none.
+	Metadata map[string]string
+	// Timeout, when set, is how long the sandbox may live from now: then it is destroyed, or
+	// paused when OnTimeout is store.OnTimeoutPause (RunDeadlines). Default 0: for good.
+	Timeout   time.Duration
+	OnTimeout string
 }
 
 // visible reports whether p may see sb: an admin every one, anyone else only their own user's,
@@ -216,6 +229,9 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 	if err := limits.CheckPath(req.Workdir); err != nil {
 		return store.Sandbox{}, fmt.Errorf("%w: workdir: %v", ErrInvalid, err)
 	}
+	if err := checkLifetime(req); err != nil {
+		return store.Sandbox{}, err
+	}
 	// Before the row is stored: a spec the provider would refuse leaves nothing listed.
 	if c, ok := prov.(provider.SpecChecker); ok {
 		if err := c.CheckSpec(provider.Spec{Name: req.Name, Owner: p.User, Image: req.Image, Template: req.Template, Workdir: req.Workdir, Env: req.Env}); err != nil {
@@ -230,7 +246,10 @@ func (m *Manager) create(ctx context.Context, p auth.Principal, req CreateReques
 	sb := store.Sandbox{
 		Name: req.Name, Owner: p.User, Provider: req.Provider, State: string(provider.StateCreating),
 		Image: req.Image, Template: req.Template, Workdir: req.Workdir, Env: req.Env, Daemon: daemon,
-		CreatedAt: now, UpdatedAt: now,
+		Metadata: req.Metadata, OnTimeout: req.OnTimeout, CreatedAt: now, UpdatedAt: now,
+	}
+	if req.Timeout > 0 {
+		sb.EndAt = now.Add(req.Timeout)
 	}
 	if err := m.cfg.Store.CreateSandbox(ctx, sb); err != nil {
 		if errors.Is(err, store.ErrConflict) {
@@ -389,6 +408,11 @@ func (m *Manager) Destroy(ctx context.Context, p auth.Principal, ref string) err
 	if p.Sandbox != "" {
 		return fmt.Errorf("%w: a token bound to a sandbox cannot destroy it", ErrForbidden)
 	}
+	return m.destroy(ctx, sb)
+}
+
+// destroy destroys the stored sandbox sb, for whoever may.
+func (m *Manager) destroy(ctx context.Context, sb store.Sandbox) error {
 	if sb.State == string(provider.StateDestroyed) {
 		return fmt.Errorf("%w: sandbox %s is already destroyed", ErrState, sb.Name)
 	}
@@ -432,10 +456,12 @@ func (m *Manager) beingDestroyed(name string) bool {
 
 // Pause pauses a running sandbox; its streams end (their commands are not killed).
 func (m *Manager) Pause(ctx context.Context, p auth.Principal, ref string) (Sandbox, error) {
-	return m.transition(ctx, p, ref, provider.StateRunning, "pause", func(prov provider.Provider, ctx context.Context, sb provider.Sandbox) (provider.Sandbox, error) {
-		m.endStreams(sb.Name, stream.ReasonPaused)
-		return prov.Pause(ctx, sb)
-	})
+	return m.transition(ctx, p, ref, provider.StateRunning, "pause", m.pause)
+}
+
+func (m *Manager) pause(prov provider.Provider, ctx context.Context, sb provider.Sandbox) (provider.Sandbox, error) {
+	m.endStreams(sb.Name, stream.ReasonPaused)
+	return prov.Pause(ctx, sb)
 }
 
 func (m *Manager) endStreams(name string, reason stream.Reason) {
@@ -455,6 +481,12 @@ func (m *Manager) transition(ctx context.Context, p auth.Principal, ref string, 
 	if err != nil {
 		return view(sb), err
 	}
+	return m.transitionStored(ctx, sb, from, verb, do)
+}
+
+// transitionStored is transition on the stored sandbox sb, for whoever may.
+func (m *Manager) transitionStored(ctx context.Context, sb store.Sandbox, from provider.State, verb string,
+	do func(provider.Provider, context.Context, provider.Sandbox) (provider.Sandbox, error)) (Sandbox, error) {
 	if sb.State != string(from) {
 		return view(sb), fmt.Errorf("%w: sandbox %s is %s; only a %s sandbox can %s", ErrState, sb.Name, sb.State, from, verb)
 	}

@@ -58,12 +58,19 @@ type Store interface {
 	GetSandbox(ctx context.Context, name string) (Sandbox, error)
 	// ListSandboxes lists sandboxes by name: an owner's, or everyone's when owner is "".
 	ListSandboxes(ctx context.Context, owner string) ([]Sandbox, error)
-	// UpdateSandbox rewrites a sandbox's mutable fields (all but name, owner, provider and
-	// created_at). ErrNotFound if there is no such sandbox. ErrConflict, and nothing written, if
+	// UpdateSandbox rewrites a sandbox's mutable fields (all but name, owner, provider,
+	// created_at, metadata, end_at and on_timeout: SetSandboxEnd moves the end). ErrNotFound if there is no such sandbox. ErrConflict, and nothing written, if
 	// the stored one is destroyed or is another sandbox of the name (its created_at is not
 	// sb's): a destroyed sandbox stays destroyed, whatever a caller that read it before the
 	// destroy writes.
 	UpdateSandbox(ctx context.Context, sb Sandbox) error
+	// SetSandboxEnd sets when the sandbox name made at createdAt is due to end (zero: never),
+	// the way UpdateSandbox writes: ErrNotFound if there is no such sandbox, ErrConflict (and
+	// nothing written) if it is destroyed or is another sandbox of the name.
+	SetSandboxEnd(ctx context.Context, name string, createdAt, endAt time.Time) error
+	// DueSandboxes lists the running sandboxes whose end is set and at or before at, the
+	// earliest first, at most limit of them.
+	DueSandboxes(ctx context.Context, at time.Time, limit int) ([]Sandbox, error)
 
 	// CreateProcess stores a background process that was just started. ErrConflict when its id
 	// is taken.
@@ -133,9 +140,18 @@ type Sandbox struct {
 	DaemonURL   string // "": it has none
 	DaemonToken string
 	Data        map[string]string // the provider's own facts
+	Metadata    map[string]string // the creator's labels (the E2B API's metadata)
+	EndAt       time.Time         // when it is due to end (OnTimeout); zero: never
+	OnTimeout   string            // what ends it at EndAt: OnTimeoutKill ("" too) or OnTimeoutPause
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 }
+
+// What happens to a sandbox at its EndAt.
+const (
+	OnTimeoutKill  = "kill"  // destroyed (the default)
+	OnTimeoutPause = "pause" // paused
+)
 
 // User is a person (or a service) that tokens belong to.
 type User struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -139,5 +140,63 @@ func testSandboxStaysDestroyed(t *testing.T, ctx context.Context, s store.Store)
 	}
 	if got, _ := s.GetSandbox(ctx, "gone"); got.Owner != "bob" || got.State != "running" {
 		t.Errorf("after a stale write the sandbox is %s's and %s, want bob's and running", got.Owner, got.State)
+	}
+}
+
+func testSandboxEnd(t *testing.T, ctx context.Context, s store.Store) {
+	now := time.UnixMilli(time.Now().UnixMilli())
+	soon, later := newSandbox("soon", "ada"), newSandbox("later", "ada")
+	soon.Metadata, soon.EndAt, soon.OnTimeout = map[string]string{"team": "blue", "run": "7"}, now.Add(time.Minute), store.OnTimeoutPause
+	later.EndAt = now.Add(time.Hour)
+	never := newSandbox("never", "ada")
+	for _, sb := range []store.Sandbox{soon, later, never} {
+		if err := s.CreateSandbox(ctx, sb); err != nil {
+			t.Fatalf("CreateSandbox %s: %v", sb.Name, err)
+		}
+	}
+	got, err := s.GetSandbox(ctx, "soon")
+	if err != nil || !maps.Equal(got.Metadata, soon.Metadata) || !got.EndAt.Equal(soon.EndAt) || got.OnTimeout != store.OnTimeoutPause {
+		t.Fatalf("GetSandbox(soon) = metadata %v end %v on %q, %v; want %v %v pause", got.Metadata, got.EndAt, got.OnTimeout, err, soon.Metadata, soon.EndAt)
+	}
+	if got, _ := s.GetSandbox(ctx, "never"); !got.EndAt.IsZero() || len(got.Metadata) != 0 {
+		t.Errorf("GetSandbox(never) = end %v metadata %v, want none", got.EndAt, got.Metadata)
+	}
+	due := func(at time.Time) []string {
+		t.Helper()
+		sbs, err := s.DueSandboxes(ctx, at, 10)
+		if err != nil {
+			t.Fatalf("DueSandboxes: %v", err)
+		}
+		var names []string
+		for _, sb := range sbs {
+			names = append(names, sb.Name)
+		}
+		return names
+	}
+	if got := due(now); len(got) != 0 {
+		t.Errorf("due now = %v, want none", got)
+	}
+	if got := due(now.Add(2 * time.Hour)); !slices.Equal(got, []string{"soon", "later"}) {
+		t.Errorf("due in 2h = %v, want [soon later] (earliest first; never is never due)", got)
+	}
+	// UpdateSandbox leaves the end and metadata alone; SetSandboxEnd moves the end.
+	soon.State = "paused"
+	if err := s.UpdateSandbox(ctx, soon); err != nil {
+		t.Fatalf("UpdateSandbox: %v", err)
+	}
+	if got := due(now.Add(2 * time.Hour)); !slices.Equal(got, []string{"later"}) {
+		t.Errorf("due with soon paused = %v, want [later]: only running sandboxes are due", got)
+	}
+	if err := s.SetSandboxEnd(ctx, "later", later.CreatedAt, time.Time{}); err != nil {
+		t.Fatalf("SetSandboxEnd(later, never): %v", err)
+	}
+	if got := due(now.Add(2 * time.Hour)); len(got) != 0 {
+		t.Errorf("due after later's end was cleared = %v, want none", got)
+	}
+	if err := s.SetSandboxEnd(ctx, "later", later.CreatedAt.Add(time.Second), now); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("SetSandboxEnd(another sandbox of the name) = %v, want ErrConflict", err)
+	}
+	if err := s.SetSandboxEnd(ctx, "nope", now, now); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SetSandboxEnd(unknown) = %v, want ErrNotFound", err)
 	}
 }

@@ -33,6 +33,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SandboxRoundTrip", testSandboxRoundTrip},
 		{"SandboxNames", testSandboxNames},
 		{"SandboxStaysDestroyed", testSandboxStaysDestroyed},
+		{"SandboxEnd", testSandboxEnd},
 		{"ProcessLifecycle", testProcessLifecycle},
 		{"UserProcesses", testUserProcesses},
 		{"Sessions", testSessions},
