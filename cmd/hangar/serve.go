@@ -26,6 +26,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/config"
+	"github.com/hangar-dev/hangar/internal/e2bapi"
 	"github.com/hangar-dev/hangar/internal/fleet"
 	"github.com/hangar-dev/hangar/internal/mcp"
 	"github.com/hangar-dev/hangar/internal/process"
@@ -130,7 +131,7 @@ const reconcileTimeout = 30 * time.Second
 
 // newSandboxes sets up the providers and the sandbox manager over them.
 // Its close function releases the providers' connections.
-func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, clock quartz.Clock, log *slog.Logger) (*sandbox.Manager, func(), error) {
+func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, clock quartz.Clock, log *slog.Logger, owners sandbox.Owners) (*sandbox.Manager, func(), error) {
 	pc := cfg.Providers
 	loc, err := local.New(local.Config{DataDir: cfg.DataDir, EnvdBinary: pc.DaemonBinary, Clock: clock, Logger: log})
 	if err != nil {
@@ -185,7 +186,7 @@ func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, c
 	if pc.Local {
 		log.Warn("the local provider isolates nothing: its sandboxes are folders under the data dir, and their commands run as this user on this machine (HANGAR_LOCAL_PROVIDER=false turns it off)", "dir", filepath.Join(cfg.DataDir, "sandboxes"))
 	}
-	m := sandbox.New(sandbox.Config{Store: st, Streams: streams, Providers: providers, Unconfigured: unconfigured, Default: pc.Default, Clock: clock, Logger: log})
+	m := sandbox.New(sandbox.Config{Store: st, Streams: streams, Providers: providers, Unconfigured: unconfigured, Default: pc.Default, Clock: clock, Logger: log, Owners: owners})
 	return m, func() { m.Close(); closeAll() }, nil
 }
 
@@ -276,7 +277,17 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	go func() { mcpHandler.Run(rechecks); close(mcpRechecked) }()
 	defer func() { stopRechecks(); <-mcpRechecked }()
 
-	srv := rest.New(rest.Config{Auth: authn, Ready: readiness(st, cfg.DataDir), Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, Clock: clock, MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate, MCP: mcpHandler, OAuth: oauthServer, OAuthHTTP: oauthHTTP,
+	e2bHandler, err := newE2BAPI(cfg, authn, d, clock, log)
+	if err != nil {
+		return err
+	}
+	// Sandboxes whose time (the E2B API's timeout) is up are ended, each by its owner replica.
+	deadlines, stopDeadlines := context.WithCancel(context.WithoutCancel(ctx))
+	deadlinesDone := make(chan struct{})
+	go func() { d.sandboxes.RunDeadlines(deadlines, time.Second); close(deadlinesDone) }()
+	defer func() { stopDeadlines(); <-deadlinesDone }()
+
+	srv := rest.New(rest.Config{E2B: e2bHandler, Auth: authn, Ready: readiness(st, cfg.DataDir), Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, Clock: clock, MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate, MCP: mcpHandler, OAuth: oauthServer, OAuthHTTP: oauthHTTP,
 		Forward: rp.forwarder(streams), MetricsElsewhere: cfg.MetricsListen != ""})
 	if cfg.MetricsListen != "" {
 		stopMetrics, err := serveMetrics(cfg.MetricsListen, reg, log)
@@ -305,6 +316,19 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	return shutdown(ctx, cfg, log, streams, rp, mcpHandler, srv, served)
 }
 
+// newE2BAPI is hangar's E2B-compatible API (/e2b): E2B's SDK with E2B_API_URL=<hangar>/e2b.
+func newE2BAPI(cfg config.Config, authn *auth.Authenticator, d domain, clock quartz.Clock, log *slog.Logger) (http.Handler, error) {
+	grants, err := e2bapi.NewGrants(d.secret, authn, d.sandboxes)
+	if err != nil {
+		return nil, err
+	}
+	templates, err := e2bapi.ParseTemplates(cfg.E2BTemplates) // checked by its setting already
+	if err != nil {
+		return nil, fmt.Errorf("HANGAR_E2B_TEMPLATES: %w", err)
+	}
+	return e2bapi.New(e2bapi.Config{Auth: authn, Sandboxes: d.sandboxes, Grants: grants, Templates: templates, Clock: clock, Logger: log}), nil
+}
+
 // domain is what the transports serve: the sandboxes, the processes and the sessions' turns.
 type domain struct {
 	sandboxes *sandbox.Manager
@@ -312,6 +336,7 @@ type domain struct {
 	turns     *turns.Service
 	watches   *watch.Service
 	fleet     *fleet.Service
+	secret    []byte // the control plane's secret (HANGAR_SECRET), for the E2B API's access tokens
 }
 
 // startDomain sets up the sandboxes, the processes in them and the sessions' turns, and brings
@@ -326,7 +351,7 @@ func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams
 		return d, nil, err
 	}
 	cfg.Providers.DaemonBinary = bin
-	sandboxes, closeSandboxes, err := newSandboxes(cfg, st, streams, clock, log)
+	sandboxes, closeSandboxes, err := newSandboxes(cfg, st, streams, clock, log, rp.owners())
 	if err != nil {
 		return d, nil, err
 	}
@@ -359,7 +384,7 @@ func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams
 	watches := watch.New(watch.Config{Sandboxes: sandboxes, Streams: streams, MaxPerToken: cfg.Stream.WatchMaxPerToken, Clock: clock, Logger: log,
 		Shared: rp.shared()})
 	fl := fleet.New(fleet.Config{Store: st, Processes: processes, Streams: streams, Clock: clock, Logger: log})
-	return domain{sandboxes, processes, ts, watches, fl}, func() { fl.Close(); watches.Close(); stopTurns(); processes.Close(); closeSandboxes() }, nil
+	return domain{sandboxes, processes, ts, watches, fl, secret}, func() { fl.Close(); watches.Close(); stopTurns(); processes.Close(); closeSandboxes() }, nil
 }
 
 // envdBinary is the hangar-envd that sandboxes run (the daemon, the turn harness): the one

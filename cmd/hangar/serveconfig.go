@@ -10,6 +10,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/addrlimit"
 	"github.com/hangar-dev/hangar/internal/config"
+	"github.com/hangar-dev/hangar/internal/e2bapi"
 	"github.com/hangar-dev/hangar/internal/provider/kubernetes"
 	"github.com/hangar-dev/hangar/internal/settings"
 )
@@ -87,6 +88,7 @@ func serveSettings(c *config.Config) []settings.Setting {
 		{Name: "e2b-api-key", Arg: "KEY", Usage: "E2B's API key; setting it offers the e2b provider", Value: settings.String{P: &c.Providers.E2BAPIKey, Check: settings.NonEmpty}},
 		{Name: "e2b-api-url", Arg: "URL", Usage: "E2B's API", Value: settings.String{P: &c.Providers.E2BAPIURL, Check: settings.HTTPURL}},
 		{Name: "e2b-domain", Arg: "DOMAIN", Usage: "the domain of E2B's sandbox daemons (49983-<id>.<domain>)", Value: settings.String{P: &c.Providers.E2BDomain, Check: settings.NonEmpty}},
+		{Name: "e2b-templates", Arg: "LIST", Usage: "the templates of hangar's E2B API (/e2b): name=provider[:image] entries separated by commas, like base=docker:hangar-sandbox:latest,py=docker:python:3.12 (base defaults to the default provider's image)", Value: settings.String{P: &c.E2BTemplates, Check: e2bTemplates}},
 		{Name: "e2b-template", Arg: "TEMPLATE", Usage: "the template of an e2b sandbox whose request names none", Value: settings.String{P: &c.Providers.E2BTemplate, Check: settings.NonEmpty}},
 	}
 }
@@ -127,6 +129,11 @@ func hostList(s string) error {
 		}
 	}
 	return nil
+}
+
+func e2bTemplates(s string) error {
+	_, err := e2bapi.ParseTemplates(s)
+	return err
 }
 
 func prefixList(s string) error {

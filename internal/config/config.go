@@ -66,6 +66,11 @@ type Config struct {
 	OAuth     OAuth
 	Stream    Stream
 	Providers Providers
+	// E2BTemplates maps the E2B API's template ids (/e2b, E2B's SDK's Sandbox.create(template))
+	// to providers and images: comma-separated name=provider[:image] entries
+	// (base=docker:hangar-sandbox:latest). Default "": base only, the default provider's
+	// default image.
+	E2BTemplates string
 	MCP       MCP
 	Turns     Turns
 	Replicas  Replicas

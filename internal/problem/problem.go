@@ -32,6 +32,30 @@ const (
 	CodeInternal     Code = "internal"
 )
 
+// statuses is each code's one HTTP status, for the transports that answer over HTTP (REST, the
+// E2B-compatible API).
+var statuses = map[Code]int{
+	CodeBadRequest:   400,
+	CodeUnauthorized: 401,
+	CodeForbidden:    403,
+	CodeNotFound:     404,
+	CodeMethod:       405,
+	CodeConflict:     409,
+	CodeTooLarge:     413,
+	CodeTimeout:      408,
+	CodeLimit:        429,
+	CodeUnavailable:  503,
+	CodeInternal:     500,
+}
+
+// Status is the code's HTTP status (500 for a code it does not know).
+func (c Code) Status() int {
+	if s, ok := statuses[c]; ok {
+		return s
+	}
+	return 500
+}
+
 // ErrBodyTimeout is a request body that did not arrive within its deadline (HANGAR_BODY_TIMEOUT,
 // plus what HANGAR_BODY_MIN_BYTES_PER_SECOND allows for its size): the client is too slow, or
 // holds the connection on purpose.

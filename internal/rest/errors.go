@@ -29,21 +29,6 @@ const (
 	CodeInternal    = problem.CodeInternal
 )
 
-// statuses is each code's one HTTP status.
-var statuses = map[Code]int{
-	problem.CodeBadRequest:   http.StatusBadRequest,
-	problem.CodeUnauthorized: http.StatusUnauthorized,
-	problem.CodeForbidden:    http.StatusForbidden,
-	problem.CodeNotFound:     http.StatusNotFound,
-	problem.CodeMethod:       http.StatusMethodNotAllowed,
-	problem.CodeConflict:     http.StatusConflict,
-	problem.CodeTooLarge:     http.StatusRequestEntityTooLarge,
-	problem.CodeTimeout:      http.StatusRequestTimeout,
-	problem.CodeLimit:        http.StatusTooManyRequests,
-	problem.CodeUnavailable:  http.StatusServiceUnavailable,
-	problem.CodeInternal:     http.StatusInternalServerError,
-}
-
 // newError is a problem this package finds itself (a malformed request).
 func newError(code Code, message string, cause error) *problem.Problem {
 	return problem.New(code, message, cause)
@@ -100,7 +85,7 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	var body errorBody
 	body.Error.Code, body.Error.Message, body.Error.Detail = e.Code, e.Message, e.Detail
-	writeJSON(w, statuses[e.Code], body)
+	writeJSON(w, e.Code.Status(), body)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -55,6 +55,9 @@ type Config struct {
 	Fleet *fleet.Service
 	// MCP, when set, is served at /mcp (it does its own bearer-token auth).
 	MCP http.Handler
+	// E2B, when set, is served at /e2b: hangar's E2B-compatible API (internal/e2bapi), which
+	// checks its own API keys.
+	E2B http.Handler
 	// OAuth, when set, serves the OAuth authorization server and /mcp's protected resource
 	// metadata (outside /api, without bearer tokens), and /api/oauth/grants.
 	OAuth *oauth.Server
@@ -153,6 +156,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MCP != nil {
 		r.Handle("/mcp", cfg.MCP)
+	}
+	if cfg.E2B != nil {
+		r.Mount("/e2b", cfg.E2B)
 	}
 	if cfg.OAuth != nil {
 		r.Group(oauthhttp.New(cfg.OAuth, cfg.OAuthHTTP).Routes)

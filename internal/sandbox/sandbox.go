@@ -117,7 +117,7 @@ type Sandbox struct {
 	HasDaemon  bool // it has a daemon that answers exec
 	Metadata   map[string]string
 	EndAt      time.Time // when its time is up (OnTimeout); zero: never
-	OnTimeout  string    // store.OnTimeoutKill or store.OnTimeoutPause
+	OnTimeout  string    // store.OnTimeoutKill or store.OnTimeoutPause; "": made without a timeout (killed if one is set)
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 }
@@ -126,7 +126,7 @@ type Sandbox struct {
 func view(sb store.Sandbox) Sandbox {
 	return Sandbox{Name: sb.Name, Owner: sb.Owner, Provider: sb.Provider, ProviderID: sb.ProviderID, State: sb.State,
 		Reason: sb.Reason, Image: sb.Image, Template: sb.Template, Workdir: sb.Workdir, Env: sb.Env, HasDaemon: sb.DaemonURL != "",
-		Metadata: sb.Metadata, EndAt: sb.EndAt, OnTimeout: onTimeout(sb.OnTimeout), CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt}
+		Metadata: sb.Metadata, EndAt: sb.EndAt, OnTimeout: sb.OnTimeout, CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt}
 }
 
 // CreateRequest is what a sandbox is made from.
