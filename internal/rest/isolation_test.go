@@ -154,6 +154,19 @@ var matrix = []row{
 	{"GET /api/jobs/{job}/events/stream", route("GET /api/jobs/{job}/events/stream", ""), want("200", "404", "200", "404", "403", "200", "401", "401", "200")},
 	{"GET /api/oauth/grants", restList("GET /api/oauth/grants", "{grant}"), want("200", "200, hidden", "200", "200, hidden", "403", "403", "401", "401", "200")},
 	{"DELETE /api/oauth/grants/{fgrant}", route("DELETE /api/oauth/grants/{fgrant}", ""), want("204", "404", "204", "404", "403", "403", "401", "401", "204")},
+	// hangar's E2B API (/e2b, internal/e2bapi): its API key is the same token (X-API-Key, or a
+	// bearer token as here); E2B's sandbox ids are hangar's names; another's sandbox is not
+	// found, as E2B answers.
+	{"POST /e2b/v2/sandboxes", route("POST /e2b/v2/sandboxes", `{"templateID": "base", "timeout": 300}`), want("201", "201", "403", "403", "403", "403", "401", "401", "201")},
+	{"GET /e2b/v2/sandboxes", restList("GET /e2b/v2/sandboxes", "{sb}"), want("200", "200, hidden", "200", "200, hidden", "403", "403", "401", "401", "200")},
+	{"GET /e2b/sandboxes/{sb}", route("GET /e2b/sandboxes/{sb}", ""), want("200", "404", "200", "404", "403", "403", "401", "401", "200")},
+	{"POST /e2b/v2/sandboxes/{sb}/connect", route("POST /e2b/v2/sandboxes/{sb}/connect", `{"timeout": 60}`), want("200", "404", "200", "404", "403", "403", "401", "401", "200")},
+	{"POST /e2b/v2/sandboxes/{paused}/connect", route("POST /e2b/v2/sandboxes/{paused}/connect", `{"timeout": 60}`), want("200", "404", "200", "404", "403", "403", "401", "401", "200")},
+	{"POST /e2b/sandboxes/{fresh}/timeout", route("POST /e2b/sandboxes/{fresh}/timeout", `{"timeout": 600}`), want("204", "404", "403", "404", "403", "403", "401", "401", "204")},
+	{"POST /e2b/sandboxes/{fresh}/pause", route("POST /e2b/sandboxes/{fresh}/pause", ""), want("204", "404", "204", "404", "403", "403", "401", "401", "204")},
+	{"DELETE /e2b/sandboxes/{fresh}", route("DELETE /e2b/sandboxes/{fresh}", ""), want("204", "404", "403", "404", "403", "403", "401", "401", "204")},
+	{"GET /e2b/sandboxes/{sb}/metrics", route("GET /e2b/sandboxes/{sb}/metrics", ""), want("501", "404", "501", "404", "403", "403", "401", "401", "501")},
+	{"POST /e2b/sandboxes/{sb}/snapshots", route("POST /e2b/sandboxes/{sb}/snapshots", ""), want("501", "501", "501", "501", "403", "403", "401", "401", "501")},
 	// The OAuth endpoints take no bearer token: each caller's gets the same answer as none.
 	{"GET /.well-known/oauth-protected-resource/mcp", route("GET /.well-known/oauth-protected-resource/mcp", ""), want("200", "200", "200", "200", "200", "200", "200", "200", "200")},
 	{"GET /.well-known/oauth-authorization-server", route("GET /.well-known/oauth-authorization-server", ""), want("200", "200", "200", "200", "200", "200", "200", "200", "200")},

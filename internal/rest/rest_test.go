@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/e2bapi"
 	"github.com/hangar-dev/hangar/internal/fleet"
 	hmcp "github.com/hangar-dev/hangar/internal/mcp"
 	"github.com/hangar-dev/hangar/internal/oauth"
@@ -222,6 +223,11 @@ func newEnv(t *testing.T, opts ...option) *env {
 		cfg.MCP = mcpHandler
 	}
 	cfg.OAuth = oauthServer
+	grants, err := e2bapi.NewGrants([]byte(strings.Repeat("g", 32)), a, sandboxes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.E2B = e2bapi.New(e2bapi.Config{Auth: a, Sandboxes: sandboxes, Grants: grants, Clock: settableClock{quartz.NewReal(), e}, Logger: cfg.Logger})
 	srv := rest.New(cfg)
 	e.srv = srv
 	done := make(chan error, 1)
