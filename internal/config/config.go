@@ -71,9 +71,9 @@ type Config struct {
 	// (base=docker:hangar-sandbox:latest). Default "": base only, the default provider's
 	// default image.
 	E2BTemplates string
-	MCP       MCP
-	Turns     Turns
-	Replicas  Replicas
+	MCP          MCP
+	Turns        Turns
+	Replicas     Replicas
 }
 
 // Replicas configures several `hangar serve` on one PostgreSQL (docs/replicas.md). Unused with
