@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -38,6 +39,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, "dev=local", nil)
+}
+
+// newEnvWith is newEnv with the templates given and more providers beside local.
+func newEnvWith(t *testing.T, templateList string, more map[string]provider.Provider) *env {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlitetest.Open(ctx, t.TempDir())
 	if err != nil {
@@ -59,7 +66,9 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.sandboxes = sandbox.New(sandbox.Config{Store: st, Providers: map[string]provider.Provider{"local": loc}, Clock: e.clock})
+	providers := map[string]provider.Provider{"local": loc}
+	maps.Copy(providers, more)
+	e.sandboxes = sandbox.New(sandbox.Config{Store: st, Providers: providers, Default: "local", Clock: e.clock})
 	t.Cleanup(func() {
 		// Local sandboxes' daemons are detached: none may outlive the test.
 		sbs, _ := e.sandboxes.List(ctx, e.admin, false)
@@ -73,7 +82,7 @@ func newEnv(t *testing.T) *env {
 	if e.grants, err = e2bapi.NewGrants([]byte(strings.Repeat("s", 32)), e.auth, e.sandboxes); err != nil {
 		t.Fatal(err)
 	}
-	templates, err := e2bapi.ParseTemplates("dev=local")
+	templates, err := e2bapi.ParseTemplates(templateList)
 	if err != nil {
 		t.Fatal(err)
 	}
