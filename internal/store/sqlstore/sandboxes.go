@@ -66,21 +66,26 @@ func (s *DB) ListSandboxes(ctx context.Context, owner string) ([]store.Sandbox, 
 		query += ` WHERE owner = ?`
 		args = append(args, owner)
 	}
-	rows, err := s.db.QueryContext(ctx, s.q(query+` ORDER BY name`), args...)
+	return s.querySandboxes(ctx, "list sandboxes", query+` ORDER BY name`, args...)
+}
+
+// querySandboxes reads the sandboxes query selects (sandboxColumns); what names it in errors.
+func (s *DB) querySandboxes(ctx context.Context, what, query string, args ...any) ([]store.Sandbox, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
-		return nil, fmt.Errorf("list sandboxes: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
 	var out []store.Sandbox
 	for rows.Next() {
 		sb, err := scanSandbox(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list sandboxes: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		out = append(out, sb)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list sandboxes: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }
@@ -129,24 +134,8 @@ func (s *DB) SetSandboxEnd(ctx context.Context, name string, createdAt, endAt ti
 
 // DueSandboxes implements store.Store.
 func (s *DB) DueSandboxes(ctx context.Context, at time.Time, limit int) ([]store.Sandbox, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+sandboxColumns+` FROM sandboxes WHERE end_at > 0 AND end_at <= ? AND state = 'running' ORDER BY end_at, name LIMIT ?`),
+	return s.querySandboxes(ctx, "list due sandboxes", `SELECT `+sandboxColumns+` FROM sandboxes WHERE end_at > 0 AND end_at <= ? AND state = 'running' ORDER BY end_at, name LIMIT ?`,
 		at.UnixMilli(), limit)
-	if err != nil {
-		return nil, fmt.Errorf("list due sandboxes: %w", err)
-	}
-	defer rows.Close()
-	var out []store.Sandbox
-	for rows.Next() {
-		sb, err := scanSandbox(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list due sandboxes: %w", err)
-		}
-		out = append(out, sb)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list due sandboxes: %w", err)
-	}
-	return out, nil
 }
 
 // endMillis is a sandbox's end as stored: Unix milliseconds, 0 for none.
