@@ -13,8 +13,13 @@ type Sandbox struct {
 	Workdir    string            `json:"workdir,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
 	Daemon     bool              `json:"daemon"` // it has a daemon that answers exec
-	CreatedAt  Time              `json:"created_at"`
-	UpdatedAt  Time              `json:"updated_at"`
+	// Metadata, EndAt and OnTimeout are a sandbox's made through the E2B API (docs/e2b.md): its
+	// labels, when its time is up (absent: never) and what ends it then (kill or pause).
+	Metadata  map[string]string `json:"metadata,omitempty"`
+	EndAt     *Time             `json:"end_at,omitempty"`
+	OnTimeout string            `json:"on_timeout,omitempty"`
+	CreatedAt Time              `json:"created_at"`
+	UpdatedAt Time              `json:"updated_at"`
 }
 
 // LoginShell is the command a client starts for a login shell on a terminal (`hangar exec -it

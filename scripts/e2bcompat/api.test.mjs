@@ -55,6 +55,10 @@ test('create with metadata and env: an ordinary hangar sandbox of the key\'s use
     // hangar's own API lists it as ada's, and its commands see the env.
     const mine = await hangarAPI('GET', `/sandboxes/${sbx.sandboxId}`, ada)
     assert.equal(mine.status, 200)
+    assert.equal(mine.body.owner, 'ada')
+    assert.deepEqual(mine.body.metadata, { suite: 'api', run: '1' })
+    assert.equal(new Date(mine.body.end_at).getTime(), info.endAt.getTime())
+    assert.equal(mine.body.on_timeout, 'kill')
     const run = await hangarAPI('POST', `/sandboxes/${sbx.sandboxId}/exec`, ada, { command: 'printf %s "$GREETING"' })
     assert.equal(run.status, 200, JSON.stringify(run.body))
     assert.equal(run.body.stdout, 'hello from e2b')

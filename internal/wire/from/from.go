@@ -19,6 +19,7 @@ import (
 func Sandbox(sb sandbox.Sandbox) wire.Sandbox {
 	return wire.Sandbox{Name: sb.Name, Owner: sb.Owner, Provider: sb.Provider, ProviderID: sb.ProviderID, State: sb.State,
 		Reason: sb.Reason, Image: sb.Image, Template: sb.Template, Workdir: sb.Workdir, Env: sb.Env, Daemon: sb.HasDaemon,
+		Metadata: sb.Metadata, EndAt: wire.Stamp(sb.EndAt), OnTimeout: sb.OnTimeout,
 		CreatedAt: wire.Time(sb.CreatedAt), UpdatedAt: wire.Time(sb.UpdatedAt)}
 }
 
