@@ -11,6 +11,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/ids"
 	"github.com/hangar-dev/hangar/internal/problem"
+	"github.com/hangar-dev/hangar/internal/provider"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/stamp"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -323,6 +324,9 @@ func (a *api) pause(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principal(r)
 	if _, err := a.Sandboxes.Pause(r.Context(), p, sb.Name); err != nil {
+		if errors.Is(err, provider.ErrUnsupported) {
+			err = notOffered(fmt.Sprintf("Sandbox %s is on the %s provider, which cannot pause sandboxes.", sb.Name, sb.Provider))
+		}
 		a.writeError(w, r, err)
 		return
 	}

@@ -119,6 +119,10 @@ func (m *Manager) ExpireDue(ctx context.Context) ([]Expired, error) {
 		if e.Action == store.OnTimeoutPause {
 			if _, e.Err = m.transitionStored(ctx, sb, provider.StateRunning, "pause", m.pause); e.Err == nil {
 				e.Err = m.cfg.Store.SetSandboxEnd(ctx, sb.Name, sb.CreatedAt, time.Time{})
+			} else if errors.Is(e.Err, provider.ErrUnsupported) {
+				// Its provider cannot pause (kubernetes): its time is up all the same.
+				m.log.Warn("a sandbox's time is up and its provider cannot pause it: destroyed instead", "sandbox", sb.Name, "provider", sb.Provider)
+				e.Action, e.Err = store.OnTimeoutKill, m.destroy(ctx, sb)
 			}
 		} else {
 			e.Err = m.destroy(ctx, sb)

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -176,5 +177,29 @@ func TestRunDeadlines(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("box was not destroyed once its time was up")
+	}
+}
+
+// TestDeadlineCannotPause: a sandbox to be paused at its time, on a provider that cannot pause
+// (kubernetes), is destroyed instead: its time is up all the same.
+func TestDeadlineCannotPause(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := quartz.NewMock(t)
+	f := newFake("local")
+	f.fail["Pause"] = fmt.Errorf("pods cannot be paused: %w", provider.ErrUnsupported)
+	m := sandbox.New(sandbox.Config{Store: newStore(t), Providers: map[string]provider.Provider{"local": f}, Clock: clock})
+	t.Cleanup(m.Close)
+	p := auth.Principal{TokenID: "tok_ada", User: "ada", Scopes: []auth.Scope{auth.ScopeUser}}
+	if _, err := m.Create(ctx, p, sandbox.CreateRequest{Name: "pod", Timeout: time.Minute, OnTimeout: store.OnTimeoutPause}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Minute)
+	did, err := m.ExpireDue(ctx)
+	if err != nil || len(did) != 1 || did[0].Action != store.OnTimeoutKill || did[0].Err != nil {
+		t.Fatalf("ExpireDue = %+v, %v; want pod destroyed", did, err)
+	}
+	if sb, _ := m.View(ctx, p, "pod"); sb.State != "destroyed" {
+		t.Errorf("pod = %s, want destroyed", sb.State)
 	}
 }
