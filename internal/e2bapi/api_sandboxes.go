@@ -147,10 +147,14 @@ func (a *api) create(w http.ResponseWriter, r *http.Request) {
 	}
 	// The template id is kept as the sandbox's template (the docker, kubernetes and local
 	// providers take none of their own), so the sandbox answers with it; an e2b template keeps
-	// E2B's name.
+	// E2B's name. The default base keeps none: on the e2b provider that is its own default
+	// (HANGAR_E2B_TEMPLATE), and a sandbox with neither template nor image answers base.
 	template := req.TemplateID
-	if tpl.Provider == "e2b" {
+	switch {
+	case tpl.Provider == "e2b":
 		template = tpl.E2B
+	case tpl == (Template{}):
+		template = ""
 	}
 	p := principal(r)
 	sb, err := a.Sandboxes.Create(r.Context(), p, sandbox.CreateRequest{
