@@ -26,6 +26,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/config"
+	"github.com/hangar-dev/hangar/internal/e2bapi"
 	"github.com/hangar-dev/hangar/internal/fleet"
 	"github.com/hangar-dev/hangar/internal/mcp"
 	"github.com/hangar-dev/hangar/internal/process"
@@ -277,7 +278,8 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	defer func() { stopRechecks(); <-mcpRechecked }()
 
 	srv := rest.New(rest.Config{Auth: authn, Ready: readiness(st, cfg.DataDir), Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, Clock: clock, MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate, MCP: mcpHandler, OAuth: oauthServer, OAuthHTTP: oauthHTTP,
-		Forward: rp.forwarder(streams), MetricsElsewhere: cfg.MetricsListen != ""})
+		Forward: rp.forwarder(streams), MetricsElsewhere: cfg.MetricsListen != "",
+		E2BSandbox: e2bapi.NewDaemon(e2bapi.DaemonConfig{Grants: tokenGrants{authn, d.sandboxes}, Daemons: d.sandboxes, Streams: streams, Logger: log})})
 	if cfg.MetricsListen != "" {
 		stopMetrics, err := serveMetrics(cfg.MetricsListen, reg, log)
 		if err != nil {
