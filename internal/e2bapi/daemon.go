@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/problem"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -22,6 +24,8 @@ type Daemons interface {
 	// DaemonPassthrough returns the daemon's base URL and a RoundTripper that sends requests to
 	// it with the daemon's own access token.
 	DaemonPassthrough(sb store.Sandbox) (*url.URL, http.RoundTripper, error)
+	// KillDaemonProcess kills the process pid in the sandbox's daemon.
+	KillDaemonProcess(ctx context.Context, sb store.Sandbox, pid uint32) error
 }
 
 // DaemonConfig configures the daemon pass-through.
@@ -113,28 +117,53 @@ func (d *daemonProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.Close()
+	c := &call{s: s, start: r.URL.Path == "/process.Process/Start"}
+	d.stream(w, r, base, rt, c)
+	switch {
+	case r.Context().Err() != nil:
+		s.End(stream.ReasonClient)
+	case s.Reason() == stream.ReasonRevoked && c.pid.Load() != 0:
+		// As a streamed command of a revoked token is killed (spec/streaming.md): the process
+		// this Start began. A client going away, a shutdown or a destroy leaves it be, as E2B's
+		// envd does when a Start's stream ends.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), killTimeout)
+		defer cancel()
+		if err := d.cfg.Daemons.KillDaemonProcess(ctx, g.Sandbox, c.pid.Load()); err != nil {
+			d.cfg.Logger.Warn("kill the process of a revoked token's e2b stream", "sandbox", g.Sandbox.Name, "pid", c.pid.Load(), "err", err)
+		}
+	}
+}
+
+// killTimeout bounds the kill of a revoked token's process.
+const killTimeout = 10 * time.Second
+
+// call is one streaming call passed through.
+type call struct {
+	s     *stream.Stream
+	start bool          // a Start: pid is its process's, once its start event passed
+	pid   atomic.Uint32 // set by the proxy's copy, read once it is done
+}
+
+// stream passes a streaming call c, ending it upstream when the registry ends c.s.
+func (d *daemonProxy) stream(w http.ResponseWriter, r *http.Request, base *url.URL, rt http.RoundTripper, c *call) {
 	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
 	ended := make(chan struct{})
-	go func() { // ends the call upstream when the registry ends the stream
+	go func() {
 		defer close(ended)
 		select {
-		case <-s.Done():
+		case <-c.s.Done():
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
 	defer func() { cancel(); <-ended }()
-	d.proxy(base, rt, s).ServeHTTP(w, r.WithContext(ctx))
-	if r.Context().Err() != nil {
-		s.End(stream.ReasonClient)
-	}
+	d.proxy(base, rt, c).ServeHTTP(w, r.WithContext(ctx))
 }
 
-// proxy passes one request to the daemon at base through rt. With s (a streaming call), the
-// bytes of the answer count on s, and an answer the registry ended closes with Connect's
-// end-of-stream error naming why.
-func (d *daemonProxy) proxy(base *url.URL, rt http.RoundTripper, s *stream.Stream) *httputil.ReverseProxy {
+// proxy passes one request to the daemon at base through rt. With c (a streaming call), the
+// bytes of the answer count on its stream, and an answer the registry ended closes with
+// Connect's end-of-stream error naming why.
+func (d *daemonProxy) proxy(base *url.URL, rt http.RoundTripper, c *call) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(base)
@@ -147,14 +176,19 @@ func (d *daemonProxy) proxy(base *url.URL, rt http.RoundTripper, s *stream.Strea
 		Transport:     rt,
 		FlushInterval: -1, // every write reaches the client at once: a stream is never held back
 		ModifyResponse: func(res *http.Response) error {
-			if s != nil {
-				res.Body = newPassedBody(res.Body, s, isConnectStream(res.Header.Get("Content-Type")))
+			if c == nil {
+				return nil
 			}
+			var first func([]byte, bool)
+			if c.start {
+				first = func(data []byte, json bool) { c.pid.Store(startPID(data, json)) }
+			}
+			res.Body = newPassedBody(res.Body, c.s, res.Header.Get("Content-Type"), first)
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if s != nil && s.Reason() != "" {
-				code, msg := endedError(s.Reason())
+			if c != nil && c.s.Reason() != "" {
+				code, msg := endedError(c.s.Reason())
 				d.refuse(w, r, http.StatusServiceUnavailable, code, msg, err)
 				return
 			}

@@ -12,12 +12,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hangar-dev/hangar/internal/auth"
@@ -186,6 +188,51 @@ func stdoutUntil(t *testing.T, st *connect.ServerStreamForClient[rpc.StartRespon
 	}
 }
 
+// waitEnded waits until the process pid has ended: Connect to it gives its end (or finds it
+// gone).
+func (e *env) waitEnded(ctx context.Context, t *testing.T, pid uint32) {
+	t.Helper()
+	st, err := e.procs(true).Connect(ctx, connect.NewRequest(&rpc.ConnectRequest{
+		Process: &rpc.ProcessSelector{Selector: &rpc.ProcessSelector_Pid{Pid: pid}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for st.Receive() {
+		if st.Msg().GetEvent().GetEnd() != nil {
+			return
+		}
+	}
+	if connect.CodeOf(st.Err()) != connect.CodeNotFound {
+		t.Fatalf("connect to the process %d: %v, want its end or not_found", pid, st.Err())
+	}
+}
+
+// TestStartPID: the pid of a Start's first message, in both codecs.
+func TestStartPID(t *testing.T) {
+	t.Parallel()
+	msg := &rpc.StartResponse{Event: &rpc.ProcessEvent{Event: &rpc.ProcessEvent_Start{Start: &rpc.ProcessEvent_StartEvent{Pid: 4242}}}}
+	bin, err := proto.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := protojson.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := &rpc.StartResponse{Event: &rpc.ProcessEvent{Event: &rpc.ProcessEvent_Data{Data: &rpc.ProcessEvent_DataEvent{Output: &rpc.ProcessEvent_DataEvent_Stdout{Stdout: []byte("x")}}}}}
+	other, _ := proto.Marshal(data)
+	for _, c := range []struct {
+		data []byte
+		json bool
+		want uint32
+	}{{bin, false, 4242}, {js, true, 4242}, {other, false, 0}, {[]byte("{"), true, 0}, {[]byte{0xff}, false, 0}} {
+		if got := startPID(c.data, c.json); got != c.want {
+			t.Errorf("startPID(%q, json %v) = %d, want %d", c.data, c.json, got, c.want)
+		}
+	}
+}
+
 // waitServed waits until the handler has finished with a call of path.
 func (e *env) waitServed(ctx context.Context, t *testing.T, path string) {
 	t.Helper()
@@ -279,7 +326,7 @@ func TestStartStreamsAsPrinted(t *testing.T) {
 func TestFilesUpAndDown(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, stream.Config{})
-	const size = 48 << 20
+	const size = 32 << 20
 	chunk := bytes.Repeat([]byte("0123456789abcdef"), 4096)
 	pr, pw := io.Pipe()
 	sum := sha256.New()
@@ -407,24 +454,27 @@ func TestLimitRefusesStream(t *testing.T) {
 }
 
 // TestStreamEnds: an open Start ends, with a Connect error saying why, when its token is
-// revoked, its sandbox destroyed or hangar shuts down; the reason is in the metrics.
+// revoked (its process killed, as a revoked token's streamed command), its sandbox destroyed or
+// hangar shuts down (its process left running, as E2B's envd leaves it when a stream ends); the
+// reason is in the metrics.
 func TestStreamEnds(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		reason stream.Reason
 		end    func(*stream.Registry)
 		code   connect.Code
+		killed bool
 	}{
-		{stream.ReasonRevoked, func(r *stream.Registry) { r.EndToken(ada.TokenID) }, connect.CodeUnauthenticated},
-		{stream.ReasonDestroyed, func(r *stream.Registry) { r.EndSandbox("box", stream.ReasonDestroyed) }, connect.CodeUnavailable},
-		{stream.ReasonShutdown, (*stream.Registry).Shutdown, connect.CodeUnavailable},
+		{stream.ReasonRevoked, func(r *stream.Registry) { r.EndToken(ada.TokenID) }, connect.CodeUnauthenticated, true},
+		{stream.ReasonDestroyed, func(r *stream.Registry) { r.EndSandbox("box", stream.ReasonDestroyed) }, connect.CodeUnavailable, false},
+		{stream.ReasonShutdown, (*stream.Registry).Shutdown, connect.CodeUnavailable, false},
 	} {
 		t.Run(string(c.reason), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, stream.Config{})
 			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 			defer cancel()
-			st, _ := e.start(ctx, t, "echo first; read x")
+			st, pid := e.start(ctx, t, "echo first; read x")
 			stdoutUntil(t, st, "first\n")
 			c.end(e.streams)
 			for st.Receive() {
@@ -435,6 +485,17 @@ func TestStreamEnds(t *testing.T) {
 			e.waitServed(ctx, t, "/process.Process/Start")
 			if got := e.closed(t, c.reason); got != 1 {
 				t.Errorf("hangar_streams{kind=e2b,reason=%s} = %v, want 1", c.reason, got)
+			}
+			if c.killed {
+				e.waitEnded(ctx, t, pid)
+				return
+			}
+			list, err := e.procs(false).List(ctx, connect.NewRequest(&rpc.ListRequest{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(list.Msg.GetProcesses(), func(p *rpc.ProcessInfo) bool { return p.GetPid() == pid }) {
+				t.Errorf("the process %d is gone, want it left running", pid)
 			}
 		})
 	}

@@ -1,9 +1,11 @@
 package sandbox
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 
+	"github.com/hangar-dev/hangar/internal/envd"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -16,4 +18,15 @@ func (m *Manager) DaemonPassthrough(sb store.Sandbox) (*url.URL, http.RoundTripp
 		return nil, nil, err
 	}
 	return c.Passthrough()
+}
+
+// KillDaemonProcess kills the process pid in the sandbox's daemon (SIGKILL; hangar's daemon
+// kills its whole process group): a command an E2B SDK started through the pass-through, whose
+// token was revoked, ends as a streamed command of that token would.
+func (m *Manager) KillDaemonProcess(ctx context.Context, sb store.Sandbox, pid uint32) error {
+	c, err := m.Daemon(sb)
+	if err != nil {
+		return err
+	}
+	return c.Signal(ctx, envd.ByPID(pid), envd.SIGKILL)
 }

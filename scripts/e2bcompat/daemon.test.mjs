@@ -175,7 +175,8 @@ test('revoking the token ends its open stream', async () => {
     assert.match(e.message, /revoked/)
     return true
   })
-  await sbx.commands.kill(h.pid)
+  // and its command is killed, as a revoked token's streamed command is
+  while ((await sbx.commands.list()).some((p) => p.pid === h.pid)) await new Promise((r) => setImmediate(r))
 })
 
 test('streams past the token limit are RateLimitError', async () => {
