@@ -116,21 +116,30 @@ func (d *daemonProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.refuseStream(w, r, err)
 		return
 	}
-	defer s.Close()
 	c := &call{s: s, start: r.URL.Path == "/process.Process/Start"}
+	// Deferred: the proxy ends a response it cannot finish (cut mid-message) by panicking
+	// with http.ErrAbortHandler, which net/http takes as "drop the connection".
+	defer d.finish(r, g, c)
 	d.stream(w, r, base, rt, c)
-	switch {
-	case r.Context().Err() != nil:
-		s.End(stream.ReasonClient)
-	case s.Reason() == stream.ReasonRevoked && c.pid.Load() != 0:
-		// As a streamed command of a revoked token is killed (spec/streaming.md): the process
-		// this Start began. A client going away, a shutdown or a destroy leaves it be, as E2B's
-		// envd does when a Start's stream ends.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), killTimeout)
-		defer cancel()
-		if err := d.cfg.Daemons.KillDaemonProcess(ctx, g.Sandbox, c.pid.Load()); err != nil {
-			d.cfg.Logger.Warn("kill the process of a revoked token's e2b stream", "sandbox", g.Sandbox.Name, "pid", c.pid.Load(), "err", err)
-		}
+}
+
+// finish closes a streaming call's registry stream, saying the client went if it did, and
+// kills the process a revoked token's Start began, as a streamed command of a revoked token is
+// killed (spec/streaming.md). A client going away, a shutdown or a destroy leaves it be, as
+// E2B's envd does when a Start's stream ends.
+func (d *daemonProxy) finish(r *http.Request, g Grant, c *call) {
+	defer c.s.Close()
+	if r.Context().Err() != nil {
+		c.s.End(stream.ReasonClient)
+	}
+	pid := c.pid.Load()
+	if c.s.Reason() != stream.ReasonRevoked || pid == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), killTimeout)
+	defer cancel()
+	if err := d.cfg.Daemons.KillDaemonProcess(ctx, g.Sandbox, pid); err != nil {
+		d.cfg.Logger.Warn("kill the process of a revoked token's e2b stream", "sandbox", g.Sandbox.Name, "pid", pid, "err", err)
 	}
 }
 
