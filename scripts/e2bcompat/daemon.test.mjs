@@ -179,6 +179,20 @@ test('revoking the token ends its open stream', async () => {
   while ((await sbx.commands.list()).some((p) => p.pid === h.pid)) await new Promise((r) => setImmediate(r))
 })
 
+test('destroying the sandbox ends its open stream', async () => {
+  const other = `${name}-gone`
+  await api('POST', '/sandboxes', ada, { name: other })
+  const s = await sandboxFor(other, ada)
+  const h = await s.commands.run('echo up; sleep 60', { background: true })
+  await until(() => h.stdout === 'up\n')
+  await api('DELETE', `/sandboxes/${other}`, ada)
+  await assert.rejects(h.wait(), (e) => {
+    assert.ok(e instanceof SandboxError, `got ${e?.constructor?.name}: ${e}`)
+    return true
+  })
+  await assert.rejects(s.commands.run('true'), (e) => e instanceof SandboxError, 'a destroyed sandbox is not found')
+})
+
 test('streams past the token limit are RateLimitError', async () => {
   // daemon.sh sets HANGAR_STREAM_MAX_PER_TOKEN=4 for this.
   const t = (await api('POST', '/tokens', admin, { user: 'ada', scopes: ['user'], description: 'limits' })).token
@@ -195,7 +209,7 @@ test('streams past the token limit are RateLimitError', async () => {
 
 test("the streams show in hangar's metrics under their own kind", async () => {
   const text = await (await fetch(`${hangar}/metrics`)).text()
-  for (const reason of ['done', 'revoked']) {
+  for (const reason of ['done', 'revoked', 'destroyed']) {
     const line = text.split('\n').find((l) => l.startsWith(`hangar_streams{kind="e2b",reason="${reason}"}`))
     assert.ok(line && Number(line.split(' ').at(-1)) > 0, `no hangar_streams{kind="e2b",reason="${reason}"} above 0 in /metrics`)
   }
