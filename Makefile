@@ -113,6 +113,12 @@ conformance:
 e2b-compat:
 	scripts/e2bcompat/run.sh
 
+# E2B's JS SDK, unchanged, through hangar's E2B daemon pass-through (/e2b/sandbox) to a local
+# sandbox of `hangar serve` (needs npm; installs the SDK and Node 22 on first use).
+.PHONY: e2b-daemon
+e2b-daemon:
+	scripts/e2bcompat/daemon.sh
+
 # The image hangar:dev (Dockerfile: FROM scratch, so the local engine builds it without pulls),
 # from `make build`'s static binaries and this machine's CA bundle, put in .cache/image first.
 IMAGE ?= hangar:dev

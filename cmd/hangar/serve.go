@@ -277,7 +277,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	go func() { mcpHandler.Run(rechecks); close(mcpRechecked) }()
 	defer func() { stopRechecks(); <-mcpRechecked }()
 
-	e2bHandler, err := newE2BAPI(cfg, authn, d, clock, log)
+	e2bHandler, e2bDaemon, err := newE2BAPI(cfg, authn, d, streams, clock, log)
 	if err != nil {
 		return err
 	}
@@ -287,7 +287,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	go func() { d.sandboxes.RunDeadlines(deadlines, time.Second); close(deadlinesDone) }()
 	defer func() { stopDeadlines(); <-deadlinesDone }()
 
-	srv := rest.New(rest.Config{E2B: e2bHandler, Auth: authn, Ready: readiness(st, cfg.DataDir), Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, Clock: clock, MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate, MCP: mcpHandler, OAuth: oauthServer, OAuthHTTP: oauthHTTP,
+	srv := rest.New(rest.Config{E2B: e2bHandler, E2BSandbox: e2bDaemon, Auth: authn, Ready: readiness(st, cfg.DataDir), Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, Clock: clock, MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate, MCP: mcpHandler, OAuth: oauthServer, OAuthHTTP: oauthHTTP,
 		Forward: rp.forwarder(streams), MetricsElsewhere: cfg.MetricsListen != ""})
 	if cfg.MetricsListen != "" {
 		stopMetrics, err := serveMetrics(cfg.MetricsListen, reg, log)
@@ -316,17 +316,20 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	return shutdown(ctx, cfg, log, streams, rp, mcpHandler, srv, served)
 }
 
-// newE2BAPI is hangar's E2B-compatible API (/e2b): E2B's SDK with E2B_API_URL=<hangar>/e2b.
-func newE2BAPI(cfg config.Config, authn *auth.Authenticator, d domain, clock quartz.Clock, log *slog.Logger) (http.Handler, error) {
+// newE2BAPI is hangar's E2B-compatible API (/e2b, E2B_API_URL=<hangar>/e2b) and its daemon
+// pass-through (/e2b/sandbox, E2B_SANDBOX_URL), which share the access tokens (grants).
+func newE2BAPI(cfg config.Config, authn *auth.Authenticator, d domain, streams *stream.Registry, clock quartz.Clock, log *slog.Logger) (api, daemon http.Handler, err error) {
 	grants, err := e2bapi.NewGrants(d.secret, authn, d.sandboxes)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	templates, err := e2bapi.ParseTemplates(cfg.E2BTemplates) // checked by its setting already
 	if err != nil {
-		return nil, fmt.Errorf("HANGAR_E2B_TEMPLATES: %w", err)
+		return nil, nil, fmt.Errorf("HANGAR_E2B_TEMPLATES: %w", err)
 	}
-	return e2bapi.New(e2bapi.Config{Auth: authn, Sandboxes: d.sandboxes, Grants: grants, Templates: templates, Clock: clock, Logger: log}), nil
+	api = e2bapi.New(e2bapi.Config{Auth: authn, Sandboxes: d.sandboxes, Grants: grants, Templates: templates, Clock: clock, Logger: log})
+	daemon = e2bapi.NewDaemon(e2bapi.DaemonConfig{Grants: grants, Daemons: d.sandboxes, Streams: streams, Logger: log})
+	return api, daemon, nil
 }
 
 // domain is what the transports serve: the sandboxes, the processes and the sessions' turns.

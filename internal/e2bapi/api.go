@@ -41,9 +41,6 @@ type Config struct {
 	// Templates maps E2B template ids to providers and images. Default: base only (the
 	// server's default provider).
 	Templates Templates
-	// Daemon, when set, serves the sandboxes' daemons at /sandbox (E2B_SANDBOX_URL): it checks
-	// the access tokens itself, not the API key.
-	Daemon http.Handler
 	// Clock tells when a sandbox's timeout ends. Default the real clock.
 	Clock quartz.Clock
 	// Logger. Default slog.Default().
@@ -75,9 +72,6 @@ func New(cfg Config) http.Handler {
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, problem.New(problem.CodeMethod, r.Method+" is not allowed on "+r.URL.Path+" in hangar's E2B API.", nil))
 	})
-	if cfg.Daemon != nil {
-		r.Mount("/sandbox", cfg.Daemon)
-	}
 	r.Group(func(r chi.Router) {
 		r.Use(a.authenticate)
 		r.Post("/v2/sandboxes", a.create)

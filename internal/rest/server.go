@@ -58,6 +58,10 @@ type Config struct {
 	// E2B, when set, is served at /e2b: hangar's E2B-compatible API (internal/e2bapi), which
 	// checks its own API keys.
 	E2B http.Handler
+	// E2BSandbox, when set, is served at /e2b/sandbox, the prefix stripped: E2B's SDKs' daemon
+	// calls (E2B_SANDBOX_URL, e2bapi.NewDaemon), which check their own access tokens and take
+	// bodies of any size (file uploads).
+	E2BSandbox http.Handler
 	// OAuth, when set, serves the OAuth authorization server and /mcp's protected resource
 	// metadata (outside /api, without bearer tokens), and /api/oauth/grants.
 	OAuth *oauth.Server
@@ -159,6 +163,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.E2B != nil {
 		r.Mount("/e2b", cfg.E2B)
+	}
+	if cfg.E2BSandbox != nil {
+		r.Mount(e2bSandboxPrefix, http.StripPrefix(e2bSandboxPrefix, cfg.E2BSandbox))
 	}
 	if cfg.OAuth != nil {
 		r.Group(oauthhttp.New(cfg.OAuth, cfg.OAuthHTTP).Routes)
@@ -289,11 +296,15 @@ func (s *Server) ready(a *api) http.HandlerFunc {
 	}
 }
 
+// e2bSandboxPrefix is where Config.E2BSandbox is served.
+const e2bSandboxPrefix = "/e2b/sandbox"
+
 // limitBody caps every request body at MaxBodyBytes; /mcp caps its own (mcp.Config.MaxBodyBytes,
-// given the same), to answer in JSON-RPC.
+// given the same), to answer in JSON-RPC, and E2B's daemon calls pass theirs to the sandbox's
+// daemon as they come (a file upload of any size, never held whole).
 func (a *api) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/mcp" {
+		if r.URL.Path == "/mcp" || (a.E2BSandbox != nil && strings.HasPrefix(r.URL.Path, e2bSandboxPrefix+"/")) {
 			next.ServeHTTP(w, r)
 			return
 		}

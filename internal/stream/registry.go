@@ -38,6 +38,9 @@ const (
 	KindTurnLog Kind = "turn_log"
 	// KindFollower is hangar's own stream from a background process's daemon.
 	KindFollower Kind = "follower"
+	// KindE2B is a streaming envd call (Start, Connect, StreamInput, WatchDir) that an E2B SDK
+	// makes through hangar's /e2b/sandbox, passed to the sandbox's daemon as it is.
+	KindE2B Kind = "e2b"
 )
 
 // Reason is why a stream ended. The values are the spec's close reasons.

@@ -445,15 +445,27 @@ func (s *Stream) takeLocked() (Item, bool) {
 }
 
 // countLocked accounts for an item handed to the writer.
-func (s *Stream) countLocked(it Item) {
-	s.bytes += int64(len(it.Data))
-	if !s.firstOut && len(it.Data) > 0 {
+func (s *Stream) countLocked(it Item) { s.countBytesLocked(len(it.Data)) }
+
+func (s *Stream) countBytesLocked(n int) {
+	if n <= 0 {
+		return
+	}
+	s.bytes += int64(n)
+	if !s.firstOut {
 		s.firstOut = true
 		s.mFirstOutput.Observe(s.r.cfg.Clock.Since(s.opened).Seconds())
 	}
-	if len(it.Data) > 0 {
-		s.mBytes.Add(float64(len(it.Data)))
-	}
+	s.mBytes.Add(float64(n))
+}
+
+// Passed accounts for n bytes a stream's owner sent to its client itself, not through the
+// stream's queue: a proxied stream (an E2B SDK's envd call) whose bytes are the daemon's, passed
+// on as they come. They count in Bytes and the kind's metrics as if the writer had taken them.
+func (s *Stream) Passed(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.countBytesLocked(n)
 }
 
 // pace waits until the limiter allows the item, the stream ends or ctx ends.

@@ -111,6 +111,7 @@ var modes = []mode{
 	{name: "rest_exec_result", run: (*bench).restExecResult},
 	{name: "mcp_terminal_poll", run: (*bench).mcpTerminalPoll},
 	{name: "raw_daemon", run: (*bench).rawDaemon},
+	{name: "e2b_passthrough", run: (*bench).e2bPassthrough},
 	{name: "relay_floor", run: (*bench).relayFloor},
 	{name: "docker_exec", docker: true, run: (*bench).dockerExec},
 }
@@ -408,6 +409,35 @@ func (b *bench) rawDaemon(ctx context.Context, cmd string, _ time.Duration) (run
 	err = daemonStream(ctx, c, cmd, func(data []byte, at time.Time) { lr.feed(string(data), at) })
 	r.lines = lr.lines
 	return r, err
+}
+
+// e2bPassthrough runs the command as E2B's SDK does with E2B_SANDBOX_URL at hangar: a Start in
+// Connect's JSON to /e2b/sandbox with the sandbox in E2b-Sandbox-Id, which hangar passes to the
+// sandbox's daemon (the access token: hangar's own token, as the pass-through takes it).
+func (b *bench) e2bPassthrough(ctx context.Context, cmd string, _ time.Duration) (run, error) {
+	c, err := envd.New(envd.Config{URL: b.srv.url + "/e2b/sandbox", AccessToken: b.srv.token, JSON: true,
+		HTTPClient: &http.Client{Transport: e2bSandboxHeader{id: b.sandbox, next: http.DefaultTransport}}})
+	if err != nil {
+		return run{}, err
+	}
+	defer c.Close()
+	var lr lineReader
+	r := run{start: time.Now()}
+	err = daemonStream(ctx, c, cmd, func(data []byte, at time.Time) { lr.feed(string(data), at) })
+	r.lines = lr.lines
+	return r, err
+}
+
+// e2bSandboxHeader names the sandbox of every request as E2B's SDK does.
+type e2bSandboxHeader struct {
+	id   string
+	next http.RoundTripper
+}
+
+func (h e2bSandboxHeader) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("E2b-Sandbox-Id", h.id)
+	return h.next.RoundTrip(r)
 }
 
 // daemonStream runs cmd through the daemon c and feeds its stdout to onData as it arrives.

@@ -31,6 +31,7 @@ var modeLabels = map[string]string{
 	"rest_exec_result":     "exec, the result at the end",
 	"mcp_terminal_poll":    "terminal_open + terminal_read every second",
 	"raw_daemon":           "the daemon's own stream, read directly",
+	"e2b_passthrough":      "E2B's SDK's Start (Connect, JSON) through hangar's /e2b/sandbox",
 	"relay_floor":          "the floor of any relay: the daemon's stream through a one-goroutine TCP relay process",
 	"docker_exec":          "docker exec (CLI)",
 }
