@@ -59,6 +59,12 @@ func envdBeside(bin string) string {
 // Start runs bin as `hangar serve` in dir (its data dir, tokens file and log hangar.log) with
 // the given extra environment, and waits until it is ready.
 func Start(ctx context.Context, bin, dir string, env ...string) (*Server, error) {
+	return StartWrapped(ctx, nil, bin, dir, env...)
+}
+
+// StartWrapped is Start with the server run behind wrap, a command that runs it (valgrind's,
+// for one), given 5 minutes instead of 30 s to become ready.
+func StartWrapped(ctx context.Context, wrap []string, bin, dir string, env ...string) (*Server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -73,7 +79,8 @@ func Start(ctx context.Context, bin, dir string, env ...string) (*Server, error)
 	if err := os.WriteFile(tokens, []byte(s.Token+" bench user,mcp\n"), 0o600); err != nil {
 		return nil, err
 	}
-	s.cmd = exec.CommandContext(ctx, bin, "serve")
+	argv := append(append(append([]string{}, wrap...), bin), "serve")
+	s.cmd = exec.CommandContext(ctx, argv[0], argv[1:]...)
 	s.cmd.Env = append(os.Environ(), "HANGAR_LISTEN="+addr, "HANGAR_DATA_DIR="+s.DataDir, "HANGAR_TOKENS_FILE="+tokens,
 		"HANGAR_DAEMON_BINARY="+envdBeside(bin), "HANGAR_LOG_LEVEL=warn")
 	s.cmd.Env = append(s.cmd.Env, env...)
@@ -87,7 +94,11 @@ func Start(ctx context.Context, bin, dir string, env ...string) (*Server, error)
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	ready := 30 * time.Second
+	if len(wrap) > 0 {
+		ready = 5 * time.Minute
+	}
+	deadline := time.Now().Add(ready)
 	for {
 		resp, err := http.Get(s.URL + "/readyz")
 		if err == nil {
