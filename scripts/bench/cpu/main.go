@@ -36,6 +36,7 @@ type config struct {
 	hangar    string
 	outDir    string
 	readme    string
+	keep      string // where valgrind's files are kept ("": not kept)
 	date      string
 }
 
@@ -54,6 +55,7 @@ func main() {
 	flag.StringVar(&c.hangar, "hangar", "", "a hangar binary with hangar-envd beside it (empty: build both)")
 	flag.StringVar(&c.outDir, "out", "bench/results", "where the JSON results go")
 	flag.StringVar(&c.readme, "readme", "bench/README.md", "the README whose cpu section is rewritten (empty: none)")
+	flag.StringVar(&c.keep, "keep", "", "keep each run's cachegrind.out in this folder, to read with cg_annotate or cg_diff (high against low: where a line's instructions go)")
 	flag.Parse()
 	c.subjects = strings.Split(*subjects, ",")
 	for _, s := range c.subjects {

@@ -207,7 +207,22 @@ func measureOnce(ctx context.Context, c config, e *env, s subject, lines int) (s
 		return smp, ctx.Err()
 	}
 	smp.Instructions, err = instructions(out)
+	if err == nil && c.keep != "" {
+		err = keep(out, filepath.Join(c.keep, fmt.Sprintf("%s-%d.cachegrind.out", s.name, lines)))
+	}
 	return smp, err
+}
+
+// keep copies valgrind's file to path.
+func keep(from, path string) error {
+	b, err := os.ReadFile(from)
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(path), 0o755)
+	}
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	return err
 }
 
 // streams runs c.streams commands printing lines lines each over c.seconds through m at once,
