@@ -145,9 +145,12 @@ func (p *progress) notifyDirect(event string, data []byte, at float64) (bool, er
 		return false, nil
 	}
 	if p.tokenJSON == nil {
-		if p.tokenJSON, p.tokenErr = tokenJSON(p.token); p.tokenErr {
+		tok, ok := tokenJSON(p.token)
+		if !ok {
+			p.tokenErr = true
 			return false, nil
 		}
+		p.tokenJSON = tok
 	}
 	p.event = appendProgressEvent(p.event[:0], p.tokenJSON, event, data, at)
 	sent, err := p.sk.event(p.event)
