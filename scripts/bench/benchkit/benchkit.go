@@ -280,3 +280,21 @@ func LoadAvg() float64 {
 	fmt.Sscanf(string(b), "%f", &l)
 	return l
 }
+
+// LoadAvgs is the machine's 1, 5 and 15-minute load averages (/proc/loadavg), or nil where
+// there are none.
+func LoadAvgs() []float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return nil
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return nil
+	}
+	out := make([]float64, 3)
+	for i := range out {
+		out[i], _ = strconv.ParseFloat(f[i], 64)
+	}
+	return out
+}

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/envd"
 )
 
 // ExecStream posts cmd to the sandbox's REST exec/stream and calls onData with each stdout or
@@ -121,4 +123,26 @@ func (s *Server) MCPExecStream(ctx context.Context, sess MCPSession, id int64, s
 		err = errors.New("tools/call: the stream ended without an answer")
 	}
 	return err
+}
+
+// DaemonStream runs cmd with bash through the daemon c and calls onData with its stdout as it
+// arrives, until the command ends.
+func DaemonStream(ctx context.Context, c *envd.Client, cmd string, onData func(data []byte, at time.Time)) error {
+	st, err := c.Start(ctx, envd.StartRequest{Cmd: "bash", Args: []string{"-lc", cmd}})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for {
+		ev, err := st.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if ev.Kind == envd.EventStdout {
+			onData(ev.Data, time.Now())
+		}
+	}
 }

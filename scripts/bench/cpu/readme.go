@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
@@ -28,23 +27,6 @@ const (
 	beginMarker = "<!-- cpu:begin (written by scripts/bench/cpu) -->"
 	endMarker   = "<!-- cpu:end -->"
 )
-
-// loadAvg is /proc/loadavg's 1, 5 and 15 minute averages, or nil where there is none.
-func loadAvg() []float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return nil
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return nil
-	}
-	out := make([]float64, 3)
-	for i := range out {
-		out[i], _ = strconv.ParseFloat(f[i], 64)
-	}
-	return out
-}
 
 // write saves rep as JSON, prints its table and rewrites the README's section.
 func write(c config, rep report) error {

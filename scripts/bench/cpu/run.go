@@ -108,7 +108,7 @@ func run(ctx context.Context, c config) error {
 			e.daemon.Stop()
 		}
 	}()
-	rep := report{Date: c.date, Machine: benchkit.MachineInfo(), LoadBefore: loadAvg(), Streams: c.streams, Low: c.low, High: c.high, Seconds: c.seconds,
+	rep := report{Date: c.date, Machine: benchkit.MachineInfo(), LoadBefore: benchkit.LoadAvgs(), Streams: c.streams, Low: c.low, High: c.high, Seconds: c.seconds,
 		Method: fmt.Sprintf("valgrind --tool=cachegrind --cache-sim=no, the measured process with GODEBUG=asyncpreemptoff=1; per subject and repeat three runs of %d s: idle, %d streams × %d lines, %d × %d; marginal = (Ir high − Ir low) ÷ (%d × %d lines); fixed per stream = (Ir low − Ir idle) ÷ %d − %d × marginal",
 			c.seconds, c.streams, c.low, c.streams, c.high, c.streams, c.high-c.low, c.streams, c.low)}
 	results := map[string]*result{}
@@ -131,7 +131,7 @@ func run(ctx context.Context, c config) error {
 			}
 		}
 	}
-	rep.LoadAfter = loadAvg()
+	rep.LoadAfter = benchkit.LoadAvgs()
 	for _, name := range c.subjects {
 		r := results[name]
 		summarise(c, r)
@@ -417,23 +417,7 @@ func startEnvd(ctx context.Context, e *env, wrap []string, dir string) (measured
 }
 
 func (s envdSubject) stream(ctx context.Context, cmd string, onData func([]byte)) error {
-	st, err := s.client.Start(ctx, envd.StartRequest{Cmd: "bash", Args: []string{"-lc", cmd}})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	for {
-		ev, err := st.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if ev.Kind == envd.EventStdout {
-			onData(ev.Data)
-		}
-	}
+	return benchkit.DaemonStream(ctx, s.client, cmd, func(data []byte, _ time.Time) { onData(data) })
 }
 
 func (s envdSubject) stop() {

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -320,23 +319,7 @@ func (b *bench) rawDaemon(ctx context.Context, cmd string, _ time.Duration) (run
 
 // daemonStream runs cmd through the daemon c and feeds its stdout to onData as it arrives.
 func daemonStream(ctx context.Context, c *envd.Client, cmd string, onData func(data []byte, at time.Time)) error {
-	st, err := c.Start(ctx, envd.StartRequest{Cmd: "bash", Args: []string{"-lc", cmd}})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	for {
-		ev, err := st.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if ev.Kind == envd.EventStdout {
-			onData(ev.Data, time.Now())
-		}
-	}
+	return benchkit.DaemonStream(ctx, c, cmd, onData)
 }
 
 func (b *bench) dockerExec(ctx context.Context, cmd string, _ time.Duration) (run, error) {
