@@ -19,6 +19,7 @@ type report struct {
 	Low        int              `json:"lines_low"`
 	High       int              `json:"lines_high"`
 	Seconds    int              `json:"seconds"`
+	Repeats    int              `json:"repeats"` // the figures are the medians over them
 	Subjects   []result         `json:"subjects"`
 }
 
@@ -48,7 +49,7 @@ func table(rep report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n### %s: %d cores, load %s before and %s after (shared machine), %s, hangar %s\n\n",
 		rep.Date, rep.Machine.Cores, loads(rep.LoadBefore), loads(rep.LoadAfter), rep.Machine.GoVersion, rep.Machine.HangarCommit)
-	fmt.Fprintf(&b, "%d streams × %d and × %d lines over %d s, idle beside.\n\n", rep.Streams, rep.Low, rep.High, rep.Seconds)
+	fmt.Fprintf(&b, "%d streams × %d and × %d lines over %d s, idle beside; medians of %d repeats.\n\n", rep.Streams, rep.Low, rep.High, rep.Seconds, rep.Repeats)
 	b.WriteString("| Process measured | Marginal instructions a line | Fixed instructions a stream | Messages a line (high run) | Lines missing | Target (issue 31) |\n|---|---|---|---|---|---|\n")
 	byName := map[string]result{}
 	for _, r := range rep.Subjects {

@@ -108,7 +108,7 @@ func run(ctx context.Context, c config) error {
 			e.daemon.Stop()
 		}
 	}()
-	rep := report{Date: c.date, Machine: benchkit.MachineInfo(), LoadBefore: benchkit.LoadAvgs(), Streams: c.streams, Low: c.low, High: c.high, Seconds: c.seconds,
+	rep := report{Date: c.date, Machine: benchkit.MachineInfo(), LoadBefore: benchkit.LoadAvgs(), Streams: c.streams, Low: c.low, High: c.high, Seconds: c.seconds, Repeats: c.runs,
 		Method: fmt.Sprintf("valgrind --tool=cachegrind --cache-sim=no, the measured process with GODEBUG=asyncpreemptoff=1; per subject and repeat three runs of %d s: idle, %d streams × %d lines, %d × %d; marginal = (Ir high − Ir low) ÷ (%d × %d lines); fixed per stream = (Ir low − Ir idle) ÷ %d − %d × marginal",
 			c.seconds, c.streams, c.low, c.streams, c.high, c.streams, c.high-c.low, c.streams, c.low)}
 	results := map[string]*result{}
