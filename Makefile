@@ -90,13 +90,15 @@ generate:
 
 # Stream latency and scale, written to bench/results and the table in bench/README.md; then
 # the daemon's footprint and wire speed, hangar-envd beside the daemon before it (envd section);
-# file watches; the Fleet page with 200 agents in headless Chromium (needs chromium).
+# file watches; the Fleet page with 200 agents in headless Chromium (needs chromium); then the
+# instructions a line costs, counted by valgrind's cachegrind (needs valgrind; about 8 minutes).
 bench:
 	$(GO) run ./scripts/bench/streams
 	$(GO) run ./scripts/bench/turns
 	$(GO) run ./scripts/bench/envd
 	$(GO) run ./scripts/bench/watch
 	$(GO) run ./scripts/bench/fleet
+	$(GO) run ./scripts/bench/cpu
 
 clean:
 	rm -rf bin

@@ -132,7 +132,11 @@ func New(cfg Config) (*Client, error) {
 		CheckRedirect: c.http.CheckRedirect,
 		Jar:           c.http.Jar,
 	}
-	var opts []connect.ClientOption
+	// No compression asked of the daemon: connect-go asks for gzip by default
+	// (Connect-Accept-Encoding), and E2B's envd then gzips every output message, a line at a
+	// time: larger messages (53 bytes instead of 32 for one line) and ~200k instructions a line
+	// in the daemon (issue 31). Output comes over loopback or a sandbox's own network.
+	opts := []connect.ClientOption{connect.WithAcceptCompression("gzip", nil, nil)}
 	if cfg.JSON {
 		opts = append(opts, connect.WithProtoJSON())
 	}

@@ -135,3 +135,44 @@ func TestProtocolNegotiation(t *testing.T) {
 		})
 	}
 }
+
+// TestNoCompressionAsked: the client asks no daemon to compress what it sends back (issue 31:
+// E2B's envd gzips every output line when asked, as connect-go's client does by default), on
+// a stream, a unary call or its HTTP/1.1 form alike.
+func TestNoCompressionAsked(t *testing.T) {
+	t.Parallel()
+	for _, protocol := range []envd.Protocol{envd.ProtocolH2C, envd.ProtocolHTTP1} {
+		d := daemon.New(daemon.Config{AccessToken: "tok", Workdir: t.TempDir()})
+		t.Cleanup(d.Close)
+		var mu sync.Mutex
+		asked := map[string][]string{} // path → the compressions asked for
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			for _, k := range []string{"Connect-Accept-Encoding", "Grpc-Accept-Encoding"} {
+				if v := r.Header.Get(k); v != "" {
+					asked[r.URL.Path] = append(asked[r.URL.Path], k+": "+v)
+				}
+			}
+			mu.Unlock()
+			d.Handler().ServeHTTP(w, r)
+		})
+		ps := serveProtocols(t, h, true, true)
+		c, err := envd.New(envd.Config{URL: ps.url, AccessToken: "tok", Protocol: protocol})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		ctx := testCtx(t, shortWait)
+		if r := run(t, ctx, c, envd.StartRequest{Cmd: "sh", Args: []string{"-c", "echo hi"}}); string(r.stdout) != "hi\n" {
+			t.Errorf("protocol %d: run: %q", protocol, r.stdout)
+		}
+		if _, err := c.List(ctx); err != nil {
+			t.Errorf("protocol %d: list: %v", protocol, err)
+		}
+		mu.Lock()
+		if len(asked) > 0 {
+			t.Errorf("protocol %d: the client asked the daemon for compression: %v", protocol, asked)
+		}
+		mu.Unlock()
+	}
+}

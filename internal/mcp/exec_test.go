@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	hmcp "github.com/hangar-dev/hangar/internal/mcp"
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
 )
 
@@ -17,6 +18,9 @@ func TestExecStreamsProgress(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{})
 	e.sandbox(t, staticSecret, "box", "")
+	// Output notifications are written to the response by hangar, in the SDK's bytes: the SDK
+	// sends none of them (progresswire.go).
+	viaSDK := hmcp.SDKProgress(e.mcp)
 	for _, era := range eras {
 		t.Run(era, func(t *testing.T) {
 			c := e.connect(t, staticSecret, era)
@@ -60,6 +64,9 @@ func TestExecStreamsProgress(t *testing.T) {
 			case p := <-c.progress:
 				t.Errorf("progress after the result: %+v", p)
 			default:
+			}
+			if n := viaSDK.Load(); n != 0 {
+				t.Errorf("the SDK sent %d output notifications; hangar writes them itself", n)
 			}
 		})
 	}

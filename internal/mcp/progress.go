@@ -39,6 +39,11 @@ type progress struct {
 	runFirst []byte // the run's only item, not copied
 	merged   []byte // the run's items copied together
 	spare    []byte // the last merged run's buffer, for the next
+
+	// Output notifications written straight to the response (progresswire.go).
+	tokenJSON []byte // the token's JSON, once encoded
+	tokenErr  bool   // the token cannot be encoded: the SDK sends everything
+	event     []byte // the buffer events are encoded in, kept for the next
 }
 
 // write is the renderer as a stream's writer: it renders a batch's items, then flushes.
@@ -113,16 +118,46 @@ func (p *progress) flush(ctx context.Context) error {
 	if p.merged != nil {
 		data = p.merged
 	}
-	params := &mcp.ProgressNotificationParams{Progress: p.runAt, Meta: mcp.Meta{metaStream: p.runEvent}}
+	event, at := p.runEvent, p.runAt
+	if p.merged != nil && cap(p.merged) <= maxKeptRun {
+		p.spare = p.merged // reused by the next run, once this one is written
+	}
+	p.run, p.runFirst, p.merged = false, nil, nil
+	if p.token == nil {
+		return nil
+	}
+	if sent, err := p.notifyDirect(event, data, at); sent {
+		return p.notified(err, at)
+	}
+	params := &mcp.ProgressNotificationParams{Progress: at, Meta: mcp.Meta{metaStream: event}}
 	var enc string
 	if params.Message, enc = wire.Text(data); enc != "" {
 		params.Meta[metaEncoding] = enc
 	}
-	if p.merged != nil && cap(p.merged) <= maxKeptRun {
-		p.spare = p.merged
-	}
-	p.run, p.runFirst, p.merged = false, nil, nil
 	return p.notify(ctx, params)
+}
+
+// notifyDirect writes an output notification straight to the call's response, as the SDK
+// would (progresswire.go). It reports false, having written nothing, when there is no such
+// response to write to (no sink, or it is not an open event stream): the SDK sends it then.
+func (p *progress) notifyDirect(event string, data []byte, at float64) (bool, error) {
+	if p.sk == nil || p.tokenErr {
+		return false, nil
+	}
+	if p.tokenJSON == nil {
+		tok, ok := tokenJSON(p.token)
+		if !ok {
+			p.tokenErr = true
+			return false, nil
+		}
+		p.tokenJSON = tok
+	}
+	p.event = appendProgressEvent(p.event[:0], p.tokenJSON, event, data, at)
+	sent, err := p.sk.event(p.event)
+	if cap(p.event) > maxKeptRun {
+		p.event = nil
+	}
+	return sent, err
 }
 
 // maxKeptRun is the largest merged buffer kept for the next run.
@@ -133,7 +168,13 @@ func (p *progress) notify(ctx context.Context, params *mcp.ProgressNotificationP
 		return nil
 	}
 	params.ProgressToken = p.token
-	if err := p.req.Session.NotifyProgress(ctx, params); err != nil {
+	return p.notified(p.req.Session.NotifyProgress(ctx, params), params.Progress)
+}
+
+// notified records a notification of progress written, or, when its write failed (err), ends
+// the stream: slow when the client did not take it in time, else the client is gone.
+func (p *progress) notified(err error, progress float64) error {
+	if err != nil {
 		if p.sk != nil {
 			if _, slow := p.sk.failed(); slow {
 				p.st.EndSlow(stream.SlowWriteTimeout)
@@ -143,6 +184,6 @@ func (p *progress) notify(ctx context.Context, params *mcp.ProgressNotificationP
 		p.st.End(stream.ReasonClient)
 		return errGone
 	}
-	p.last = params.Progress
+	p.last = progress
 	return nil
 }

@@ -128,6 +128,27 @@ func (s *sink) noteLocked(err error) {
 // Unwrap lets http.ResponseController reach the connection (deadlines, hijacking).
 func (s *sink) Unwrap() http.ResponseWriter { return s.w }
 
+// event writes one event, whole, to the response and flushes it, when the response is an open
+// event stream; sent is false, nothing written, when it is not (its header not yet written, or
+// not SSE, or closed). progress writes its output notifications with it (progresswire.go).
+func (s *sink) event(b []byte) (sent bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.wroteHeader || !s.sse || s.closed {
+		return false, nil
+	}
+	if s.err != nil {
+		return true, s.err
+	}
+	s.armLocked()
+	_, err = s.w.Write(b)
+	s.noteLocked(err)
+	if err == nil {
+		err = s.flushLocked()
+	}
+	return true, err
+}
+
 // startStream says that the SDK has set this response's headers for an event stream and will
 // not change them: the sink sends them at once, with an SSE comment (proxies that hold headers
 // until the body's first bytes pass them on then), so that a quiet command does not leave the

@@ -144,64 +144,6 @@ func (s *sseWriter) send() error {
 // timedOut reports whether a write failed because the client did not take it in time.
 func timedOut(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 
-const hexDigits = "0123456789abcdef"
-
-// jsonSafe[c] reports whether the ASCII byte c goes into an HTML-safe JSON string as itself.
-var jsonSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
-
-// appendJSONString appends s, valid UTF-8, as a JSON string exactly as encoding/json writes it
-// (HTML-safe: <, > and & escaped; U+2028 and U+2029 escaped), so the wire does not change.
-func appendJSONString(b, s []byte) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if jsonSafe[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRune(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(append(b, s[start:]...), '"')
-}
+// appendJSONString appends s, valid UTF-8, as a JSON string exactly as encoding/json writes it,
+// HTML-safe (wire.AppendJSONString).
+func appendJSONString(b, s []byte) []byte { return wire.AppendJSONString(b, s, true) }

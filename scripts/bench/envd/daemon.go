@@ -9,8 +9,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/hangar-dev/hangar/scripts/bench/benchkit"
 )
 
 // subject is a daemon binary the bench starts itself: run as `<bin> envd`.
@@ -20,60 +21,9 @@ type subject struct {
 	desc string // how it was built
 }
 
-// daemon is one running daemon the bench started.
-type daemon struct {
-	url string
-	cmd *exec.Cmd
-}
-
 // start runs s's daemon on 127.0.0.1:0 without a token and waits for its address.
-func (s subject) start(ctx context.Context, dir string) (*daemon, error) {
-	addrFile := filepath.Join(dir, "address")
-	workdir := filepath.Join(dir, "work")
-	if err := os.MkdirAll(workdir, 0o755); err != nil {
-		return nil, err
-	}
-	os.Remove(addrFile)
-	cmd := exec.Command(s.bin, "envd", "--listen", "127.0.0.1:0", "--address-file", addrFile, "--workdir", workdir)
-	logf, err := os.Create(filepath.Join(dir, "envd.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// The daemon dies with the bench, however it ends.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", s.name, err)
-	}
-	d := &daemon{cmd: cmd}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if b, err := os.ReadFile(addrFile); err == nil && len(b) > 0 {
-			d.url = "http://" + strings.TrimSpace(string(b))
-			return d, nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			d.stop()
-			return nil, fmt.Errorf("%s wrote no address in 10s (see %s)", s.name, logf.Name())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func (d *daemon) pid() int { return d.cmd.Process.Pid }
-
-// stop ends the daemon (SIGTERM: it kills its processes) and reaps it.
-func (d *daemon) stop() {
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { d.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = d.cmd.Process.Kill()
-		<-done
-	}
+func (s subject) start(ctx context.Context, dir string) (*benchkit.Daemon, error) {
+	return benchkit.StartDaemon(ctx, nil, s.bin, dir)
 }
 
 // procStatus reads a process's resident memory (bytes) and OS threads from /proc.

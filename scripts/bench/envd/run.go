@@ -125,8 +125,8 @@ func measureOwn(ctx context.Context, c config, r *result, s subject, dir string)
 	if err != nil {
 		return err
 	}
-	defer d.stop()
-	cl, err := envd.New(envd.Config{URL: d.url})
+	defer d.Stop()
+	cl, err := envd.New(envd.Config{URL: d.URL})
 	if err != nil {
 		return err
 	}
@@ -139,13 +139,13 @@ func measureOwn(ctx context.Context, c config, r *result, s subject, dir string)
 		return err
 	}
 	time.Sleep(time.Second)
-	rss, threads, err := procStatus(d.pid())
+	rss, threads, err := procStatus(d.PID())
 	if err != nil {
 		return err
 	}
 	r.rests = append(r.rests, rss)
 	r.RestThreads = max(r.RestThreads, threads)
-	return measureWire(ctx, c, r, d.url, "", func() *sampler { return sample(d.pid()) })
+	return measureWire(ctx, c, r, d.URL, "", func() *sampler { return sample(d.PID()) })
 }
 
 // measureWire runs the latency, concurrent and throughput measures once against url (the

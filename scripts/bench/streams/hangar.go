@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"net/http"
 
 	"github.com/hangar-dev/hangar/scripts/bench/benchkit"
@@ -34,8 +33,3 @@ func (s *server) api(ctx context.Context, method, path string, body any, out any
 
 // rss is the server process's resident memory in bytes.
 func (s *server) rss() int64 { return s.RSS() }
-
-// sseEvents reads Server-Sent Events from r, calling fn with each event's name and data.
-func sseEvents(r io.Reader, fn func(name string, data []byte) error) error {
-	return benchkit.SSEEvents(r, fn)
-}

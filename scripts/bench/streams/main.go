@@ -21,6 +21,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hangar-dev/hangar/scripts/bench/benchkit"
 )
 
 // config is what one invocation measures.
@@ -42,9 +44,9 @@ type config struct {
 }
 
 func main() {
-	if len(os.Args) == 4 && os.Args[1] == relayVerb {
+	if len(os.Args) == 4 && os.Args[1] == benchkit.RelayVerb {
 		// The relay serves until it is killed: it returns only on an error.
-		fmt.Fprintln(os.Stderr, "streams relay:", relayMain(os.Args[2], os.Args[3]))
+		fmt.Fprintln(os.Stderr, "streams relay:", benchkit.RelayMain(os.Args[2], os.Args[3]))
 		os.Exit(1)
 	}
 	var c config

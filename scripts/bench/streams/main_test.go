@@ -13,11 +13,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hangar-dev/hangar/internal/provider/providertest"
+	"github.com/hangar-dev/hangar/scripts/bench/benchkit"
 )
 
 func TestMain(m *testing.M) {
-	if len(os.Args) == 4 && os.Args[1] == relayVerb { // the relay_floor mode runs this binary as its relay
-		if err := relayMain(os.Args[2], os.Args[3]); err != nil {
+	if len(os.Args) == 4 && os.Args[1] == benchkit.RelayVerb { // the relay_floor mode runs this binary as its relay
+		if err := benchkit.RelayMain(os.Args[2], os.Args[3]); err != nil {
 			os.Exit(1)
 		}
 		return

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -35,8 +34,7 @@ type bench struct {
 	nextTok  atomic.Int64
 	want     int // lines a run prints
 
-	relay     *exec.Cmd // the relay_floor mode's relay, once started
-	relayAddr string
+	relay *benchkit.Relay // the relay_floor mode's relay, once started
 }
 
 func (b *bench) connectMCP(ctx context.Context) error {
@@ -193,106 +191,15 @@ func (b *bench) mcpExecStream(ctx context.Context, cmd string, _ time.Duration) 
 func (b *bench) mcpExecStreamHTTP(ctx context.Context, cmd string, _ time.Duration) (run, error) {
 	var lr lineReader
 	r := run{start: time.Now()}
-	version := b.session.InitializeResult().ProtocolVersion
-	// What go-sdk's client puts in every request of the stateless protocol (2026-07-28 and on).
-	meta := map[string]any{"progressToken": "http", "io.modelcontextprotocol/protocolVersion": version,
-		"io.modelcontextprotocol/clientInfo": map[string]any{"name": "hangar-bench-http", "version": "1"}, "io.modelcontextprotocol/clientCapabilities": map[string]any{}}
-	call := map[string]any{"jsonrpc": "2.0", "id": b.nextTok.Add(1), "method": "tools/call", "params": map[string]any{
-		"name": "exec", "arguments": map[string]any{"sandbox": b.sandbox, "command": cmd, "stream": true}, "_meta": meta}}
-	body, _ := json.Marshal(call)
-	req, _ := http.NewRequestWithContext(ctx, "POST", b.srv.url+"/mcp", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+b.srv.token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if id := b.session.ID(); id != "" {
-		req.Header.Set("Mcp-Session-Id", id)
-	}
-	req.Header.Set("Mcp-Protocol-Version", version)
-	req.Header.Set("Mcp-Method", "tools/call")
-	req.Header.Set("Mcp-Name", "exec")
-	resp, err := b.srv.http.Do(req)
-	if err != nil {
-		return r, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		raw, _ := io.ReadAll(resp.Body)
-		return r, fmt.Errorf("tools/call: %d %s", resp.StatusCode, raw)
-	}
-	var done bool
-	err = sseEvents(resp.Body, func(_ string, data []byte) error {
-		at := time.Now()
-		var msg struct {
-			Method string `json:"method"`
-			Params struct {
-				Message string `json:"message"`
-			} `json:"params"`
-			Result *struct {
-				IsError bool `json:"isError"`
-			} `json:"result"`
-			Error *struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(data, &msg); err != nil {
-			return err
-		}
-		switch {
-		case msg.Method == "notifications/progress":
-			lr.feed(msg.Params.Message, at)
-		case msg.Error != nil:
-			return fmt.Errorf("tools/call: %s", msg.Error.Message)
-		case msg.Result != nil:
-			if msg.Result.IsError {
-				return errors.New("tools/call: the tool failed")
-			}
-			done = true
-			return io.EOF // the answer: the stream is over
-		}
-		return nil
-	})
-	if errors.Is(err, io.EOF) {
-		err = nil
-	}
-	if err == nil && !done {
-		err = errors.New("tools/call: the stream ended without an answer")
-	}
+	sess := benchkit.MCPSession{ID: b.session.ID(), Version: b.session.InitializeResult().ProtocolVersion}
+	err := b.srv.MCPExecStream(ctx, sess, b.nextTok.Add(1), b.sandbox, cmd, func(msg string, at time.Time) { lr.feed(msg, at) })
 	r.lines = lr.lines
 	return r, err
 }
 
-// restStream posts to exec/stream and feeds stdout events to lr; it returns the result event.
+// restStream posts to exec/stream and feeds stdout events to onData; it returns the result event.
 func (b *bench) restStream(ctx context.Context, cmd string, onData func(data []byte, at time.Time)) (map[string]any, error) {
-	body, _ := json.Marshal(map[string]any{"command": cmd})
-	req, _ := http.NewRequestWithContext(ctx, "POST", b.srv.url+"/api/sandboxes/"+b.sandbox+"/exec/stream", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+b.srv.token)
-	resp, err := b.srv.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		raw, _ := io.ReadAll(resp.Body)
-		return nil, fmt.Errorf("exec/stream: %d %s", resp.StatusCode, raw)
-	}
-	var result map[string]any
-	err = sseEvents(resp.Body, func(name string, data []byte) error {
-		at := time.Now()
-		switch name {
-		case "stdout", "stderr":
-			var ev struct{ Data string }
-			if err := json.Unmarshal(data, &ev); err != nil {
-				return err
-			}
-			onData([]byte(ev.Data), at)
-		case "result":
-			return json.Unmarshal(data, &result)
-		case "error":
-			return fmt.Errorf("exec/stream error event: %s", data)
-		}
-		return nil
-	})
-	return result, err
+	return b.srv.ExecStream(ctx, b.sandbox, cmd, onData)
 }
 
 func (b *bench) restExecStream(ctx context.Context, cmd string, _ time.Duration) (run, error) {
@@ -442,23 +349,7 @@ func (h e2bSandboxHeader) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // daemonStream runs cmd through the daemon c and feeds its stdout to onData as it arrives.
 func daemonStream(ctx context.Context, c *envd.Client, cmd string, onData func(data []byte, at time.Time)) error {
-	st, err := c.Start(ctx, envd.StartRequest{Cmd: "bash", Args: []string{"-lc", cmd}})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	for {
-		ev, err := st.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if ev.Kind == envd.EventStdout {
-			onData(ev.Data, time.Now())
-		}
-	}
+	return benchkit.DaemonStream(ctx, c, cmd, onData)
 }
 
 func (b *bench) dockerExec(ctx context.Context, cmd string, _ time.Duration) (run, error) {

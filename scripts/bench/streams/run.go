@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
@@ -42,21 +41,7 @@ type load struct {
 }
 
 // loadAvg is /proc/loadavg's 1, 5 and 15 minute averages, or nil where there is none.
-func loadAvg() []float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return nil
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return nil
-	}
-	out := make([]float64, 3)
-	for i := range out {
-		out[i], _ = strconv.ParseFloat(f[i], 64)
-	}
-	return out
-}
+func loadAvg() []float64 { return benchkit.LoadAvgs() }
 
 type machine struct {
 	Cores        int    `json:"cores"`
