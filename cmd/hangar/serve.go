@@ -27,6 +27,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/config"
 	"github.com/hangar-dev/hangar/internal/fleet"
+	"github.com/hangar-dev/hangar/internal/limits"
 	"github.com/hangar-dev/hangar/internal/mcp"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/provider"
@@ -193,6 +194,9 @@ func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, c
 func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stderr io.Writer) error {
 	defer ln.Close()
 	log := newLogger(cfg, stderr)
+	if _, err := limits.RaiseOpenFiles(log); err != nil {
+		log.Warn("the open files limit stays where it was", "error", err)
+	}
 	// Sandboxes' daemons run in other working directories and outlive this process: every
 	// path handed to them must be absolute.
 	dataDir, err := resolveDataDir(cfg.DataDir, cfg.Providers.Local)
