@@ -229,9 +229,10 @@ func (p *process) run(lifetime, killGrace time.Duration, clock quartz.Clock) {
 		close(drained)
 	}()
 	// The exit is waited for on a pidfd only once the output has ended or a kill was sent, so
-	// that a running process costs no descriptor for it (see descriptors). A leader that
-	// exits while descendants still write stays a zombie until they are done; nothing is
-	// waiting for it sooner, the end event comes after the output anyway.
+	// that a running process costs no descriptor for it (see process). A leader that exits
+	// while descendants still write stays a zombie until they are done: the end event comes
+	// after the output anyway. The lifetime, stopped at the leader's reaping, so bounds those
+	// descendants too (they were let run for ever).
 	select {
 	case <-drained:
 	case <-p.killed:
