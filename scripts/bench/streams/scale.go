@@ -118,9 +118,12 @@ func runScale(ctx context.Context, c config, work string, out io.Writer) error {
 			fmt.Fprintf(out, "scale %5d streams: per line %.2f / %.2f / %.2f ms (daemon directly %.2f / %.2f / %.2f), RSS %.1f MiB, %.2f goroutines a stream, %d fds (%d on hangar.db), %d missing, %d failed %s; missed: %v\n",
 				n, st.Hangar.DelayP50Ms, st.Hangar.DelayP95Ms, st.Hangar.DelayP99Ms, st.Daemon.DelayP50Ms, st.Daemon.DelayP95Ms, st.Daemon.DelayP99Ms,
 				float64(st.Hangar.MaxRSSBytes)/(1<<20), st.GoroutinesPerStream, st.Hangar.MaxFDs, st.Hangar.MaxDBFDs, st.Hangar.Missing, st.Hangar.Failed, st.Hangar.FirstError, st.Missed)
-			// Goroutines a stream do not grow with N: that target is told at every step, and the
-			// steps go on until one that does (delay, memory, errors) breaks.
-			if slices.ContainsFunc(st.Missed, func(m string) bool { return !strings.Contains(m, "goroutines a stream") }) {
+			// Goroutines a stream do not grow with N, and a tail the daemon's own streams have
+			// too is the machine's: those are told at every step, and the steps go on until
+			// hangar's delay, memory or errors break.
+			if slices.ContainsFunc(st.Missed, func(m string) bool {
+				return !strings.Contains(m, "goroutines a stream") && !strings.HasPrefix(m, "machine:")
+			}) {
 				r.BrokeAt, r.Why = n, st.Missed
 				break
 			}
@@ -144,7 +147,13 @@ func missed(st scaleStep) []string {
 	if h.Failed > 0 || h.Missing > 0 {
 		m = append(m, fmt.Sprintf("errors: %d streams failed, %d lines missing (%s)", h.Failed, h.Missing, h.FirstError))
 	}
-	if h.DelayP99Ms > scaleP99Ms {
+	switch {
+	case h.DelayP99Ms <= scaleP99Ms:
+	case st.Daemon.DelayP99Ms > scaleP99Ms:
+		// The same load read from the daemon directly missed it too: the machine's tail, which
+		// no relay can be below, so the step is told but does not end the steps.
+		m = append(m, fmt.Sprintf("machine: p99 %.1f ms > %.0f ms, and %.1f ms from the daemon directly", h.DelayP99Ms, scaleP99Ms, st.Daemon.DelayP99Ms))
+	default:
 		m = append(m, fmt.Sprintf("p99 %.1f ms > %.0f ms (the daemon directly: %.1f ms)", h.DelayP99Ms, scaleP99Ms, st.Daemon.DelayP99Ms))
 	}
 	if h.MaxRSSBytes > scaleRSSBytes {
