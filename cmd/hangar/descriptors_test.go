@@ -2,11 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,44 +27,29 @@ func TestOutOfDescriptorsIs503(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	wrapper := filepath.Join(dir, "hangar")
+	if err := os.WriteFile(wrapper, []byte(fmt.Sprintf("#!/bin/sh\nulimit -n 96 || exit 1\nexec %q \"$@\"\n", bin)), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	const token = "descriptors-test-token-0123456789abcdef"
-	tokens := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokens, []byte(token+" ada user,mcp\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("/bin/sh", "-c", `ulimit -n 96 && exec "$0" serve`, bin)
-	cmd.Env = append(os.Environ(), "HANGAR_LISTEN="+addr, "HANGAR_DATA_DIR="+filepath.Join(dir, "data"), "HANGAR_TOKENS_FILE="+tokens,
-		"HANGAR_STREAM_MAX_PER_TOKEN=1000", "HANGAR_STREAM_MAX_PER_USER=1000", "HANGAR_STREAM_MAX_TOTAL=1000", "HANGAR_LOG_LEVEL=warn",
+	srv, err := providertest.NewServe(wrapper, filepath.Join(dir, "data"), "--stream-max-per-token", "1000", "--stream-max-per-user", "1000",
+		"--stream-max-total", "1000",
 		// One store connection, open from the start: a pool that opened one more as the last
 		// descriptors went could take the one the listener frees to answer (see shed).
-		"HANGAR_DATABASE_MAX_CONNS=1")
-	var logs providertest.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
+		"--database-max-conns", "1")
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	url := "http://" + addr
-	// Another process: polled until it listens, there is no event to wait on.
-	err = wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, waitTimeout, true, func(context.Context) (bool, error) {
-		resp, err := http.Get(url + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("hangar did not answer /healthz: %v\n%s", err, logs.String())
+	sctx, scancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer scancel()
+	if err := srv.Start(sctx); err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(srv.Kill)
+	token, err := srv.AdminToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, logs := srv.URL, srv.Logs
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
