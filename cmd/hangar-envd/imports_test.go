@@ -22,7 +22,7 @@ func TestImportsOnlyTheDaemon(t *testing.T) {
 	allowed := []string{
 		"cmd/hangar-envd", "internal/sandboxcmd", "internal/settings", "internal/envd/daemon",
 		"internal/envd/spec/", "internal/queue", "internal/harness", "internal/turns/runlog", "internal/logtail",
-		"internal/ids",
+		"internal/ids", "internal/limits", "internal/shed",
 	}
 	banned := []string{
 		"k8s.io/", "sigs.k8s.io/", "github.com/docker/", "github.com/moby/", "github.com/containerd/",

@@ -28,6 +28,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/config"
 	"github.com/hangar-dev/hangar/internal/e2bapi"
 	"github.com/hangar-dev/hangar/internal/fleet"
+	"github.com/hangar-dev/hangar/internal/limits"
 	"github.com/hangar-dev/hangar/internal/mcp"
 	"github.com/hangar-dev/hangar/internal/process"
 	"github.com/hangar-dev/hangar/internal/provider"
@@ -39,6 +40,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/seal"
 	"github.com/hangar-dev/hangar/internal/settings"
+	"github.com/hangar-dev/hangar/internal/shed"
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/postgres"
 	"github.com/hangar-dev/hangar/internal/store/sqlite"
@@ -190,10 +192,17 @@ func newSandboxes(cfg config.Config, st store.Store, streams *stream.Registry, c
 	return m, func() { m.Close(); closeAll() }, nil
 }
 
+// outOfDescriptors is the answer to a connection hangar cannot take for want of a descriptor,
+// in the shape of every REST error.
+const outOfDescriptors = `{"error":{"code":"unavailable","message":"hangar is out of file descriptors, so it cannot take this connection now; try again in a moment (if it lasts, raise its RLIMIT_NOFILE or spread the load over more replicas)."}}`
+
 // serve runs the control plane on ln until ctx ends, then shuts down gracefully.
 func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stderr io.Writer) error {
 	defer ln.Close()
 	log := newLogger(cfg, stderr)
+	if _, err := limits.RaiseOpenFiles(log); err != nil {
+		log.Warn("the open files limit stays where it was", "error", err)
+	}
 	// Sandboxes' daemons run in other working directories and outlive this process: every
 	// path handed to them must be absolute.
 	dataDir, err := resolveDataDir(cfg.DataDir, cfg.Providers.Local)
@@ -306,7 +315,9 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	// Said before serving (ln takes connections already), so it is in the log before any answer.
 	log.Info("hangar serving", "addr", ln.Addr().String(), "fleet", pageURL(ln.Addr()), "store", where, "version", version)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	// Out of file descriptors, a new connection is answered 503 saying so, not left waiting in
+	// the backlog; what is open goes on.
+	go func() { served <- srv.Serve(shed.NewListener(ln, log, outOfDescriptors)) }()
 
 	select {
 	case err := <-served:

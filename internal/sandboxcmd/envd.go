@@ -10,6 +10,7 @@ import (
 	"github.com/google/renameio/v2"
 
 	"github.com/hangar-dev/hangar/internal/envd/daemon"
+	"github.com/hangar-dev/hangar/internal/limits"
 	"github.com/hangar-dev/hangar/internal/settings"
 )
 
@@ -51,6 +52,9 @@ func Envd(ctx context.Context, cmd string, args []string, stdout, stderr io.Writ
 
 	running := tuneRuntime(os.LookupEnv)
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	if _, err := limits.RaiseOpenFiles(logger); err != nil {
+		logger.Warn("the open files limit stays where it was", "error", err)
+	}
 	d := daemon.New(daemon.Config{AccessToken: token, AccessTokenSHA256: tokenHash, Workdir: workdir, DefaultUser: user, OwnHome: os.Getenv("HOME"), Logger: logger, Running: running})
 	ln, err := daemon.Listen(listen)
 	if err != nil {

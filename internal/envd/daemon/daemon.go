@@ -29,6 +29,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/envd/spec/filesystem/filesystemconnect"
 	"github.com/hangar-dev/hangar/internal/envd/spec/process/processconnect"
+	"github.com/hangar-dev/hangar/internal/shed"
 )
 
 // Config is the daemon's configuration. Every zero value has a working default.
@@ -261,7 +262,9 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 			srv.Close()
 		}
 	})
-	err := srv.Serve(newShedListener(ln, d.log))
+	// The body is a Connect error whose message starts as envd's client expects of a daemon
+	// out of a resource ("the daemon is out of <what>: ...").
+	err := srv.Serve(shed.NewListener(ln, d.log, `{"code":"unavailable","message":"the daemon is out of file descriptors: it could not accept a connection"}`))
 	close(done)
 	wg.Wait()
 	if errors.Is(err, http.ErrServerClosed) {

@@ -3,7 +3,8 @@ package daemon
 import (
 	"fmt"
 	"os"
-	"os/exec"
+	"strconv"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -41,23 +42,52 @@ func pollable(f *os.File) (*os.File, error) {
 	return os.NewFile(uintptr(dup), f.Name()), nil
 }
 
-// waitExit waits until cmd's process has exited, on a pidfd parked in the runtime's poller
-// (a pidfd becomes readable when its process exits), then reaps it with cmd.Wait, which by
-// then returns at once. Without pidfds (Linux before 5.4, or a seccomp filter that refuses
-// them) it is cmd.Wait, holding a thread while it waits.
-func waitExit(cmd *exec.Cmd) error {
-	if f := pidfdOf(cmd.Process.Pid); f != nil {
+// waitExit waits until the child pid has exited and reaps it. It waits on a pidfd parked in
+// the runtime's poller (a pidfd becomes readable when its process exits), opened only now: a
+// running process costs the daemon no pidfd (see descriptors in process.go). Then wait4 reaps
+// it at once. Without pidfds (Linux before 5.4, or a seccomp filter that refuses them) wait4
+// blocks, holding a thread while it waits. pid must be an unreaped child of ours, so that it
+// names that process.
+func waitExit(pid int) (syscall.WaitStatus, error) {
+	if f := pidfdOf(pid); f != nil {
 		if rc, err := f.SyscallConn(); err == nil {
 			_ = rc.Read(func(fd uintptr) bool {
-				// WNOWAIT: only look; cmd.Wait reaps. Signo stays 0 while it runs.
+				// WNOWAIT: only look; wait4 reaps. Signo stays 0 while it runs.
 				var info unix.Siginfo
 				err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-				return err != nil || info.Signo != 0 // an error: let cmd.Wait say it
+				return err != nil || info.Signo != 0 // an error: let wait4 say it
 			})
 		}
 		f.Close()
 	}
-	return cmd.Wait()
+	var ws syscall.WaitStatus
+	for {
+		_, err := syscall.Wait4(pid, &ws, 0, nil)
+		if err != syscall.EINTR {
+			if err != nil {
+				return ws, fmt.Errorf("wait for process %d: %w", pid, err)
+			}
+			return ws, nil
+		}
+	}
+}
+
+// exitStatus describes how a process ended as os.ProcessState does ("exit status 3",
+// "signal: killed"), the words E2B's envd sends.
+func exitStatus(ws syscall.WaitStatus) string {
+	var s string
+	switch {
+	case ws.Exited():
+		s = "exit status " + strconv.Itoa(ws.ExitStatus())
+	case ws.Signaled():
+		s = "signal: " + ws.Signal().String()
+	default:
+		s = "unknown status " + strconv.Itoa(int(ws))
+	}
+	if ws.CoreDump() {
+		s += " (core dumped)"
+	}
+	return s
 }
 
 // pidfdOf opens a pidfd of pid, nonblocking and on the runtime's poller; nil when pidfds are

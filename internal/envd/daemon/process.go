@@ -28,6 +28,13 @@ const eventOverhead = 64
 
 // process is one process started by the daemon. Its output is published to its subscribers as
 // it is read; with no subscriber it is discarded (the control plane keeps history).
+//
+// Descriptors: while it runs the daemon holds at most three of its own for it, the read ends
+// of its stdout and stderr and the write end of its stdin (none when started with stdin
+// false), or one, a pty's master. The protocol sends stdout and stderr apart, so they cannot
+// share a pipe. Its pidfd is opened only once its output has ended or it was killed, and Go's
+// own is released at start (the daemon reaps it: waitExit). A daemon out of descriptors
+// refuses new work (startError) and serves what runs; TestDescriptorsPerProcess counts them.
 type process struct {
 	pid    uint32
 	tag    *string
@@ -216,16 +223,25 @@ func (p *process) run(lifetime, killGrace time.Duration, clock quartz.Clock) {
 			_ = p.signal(syscall.SIGKILL)
 		}, "daemon", "lifetime")
 	}
-	waitErr := waitExit(p.cmd)
-	if timer != nil {
-		timer.Stop()
-	}
-
 	drained := make(chan struct{})
 	go func() {
 		readers.Wait()
 		close(drained)
 	}()
+	// The exit is waited for on a pidfd only once the output has ended or a kill was sent, so
+	// that a running process costs no descriptor for it (see process). A leader that exits
+	// while descendants still write stays a zombie until they are done: the end event comes
+	// after the output anyway. The lifetime, stopped at the leader's reaping, so bounds those
+	// descendants too (they were let run for ever).
+	select {
+	case <-drained:
+	case <-p.killed:
+	}
+	ws, waitErr := waitExit(int(p.pid))
+	if timer != nil {
+		timer.Stop()
+	}
+
 	// As envd: descendants still writing to the pipes keep the stream open. But a killed
 	// group's pipes close when its last member dies, and one that escaped the group (setsid)
 	// could hold them open for ever, so after a kill they are closed after a grace period.
@@ -249,14 +265,15 @@ func (p *process) run(lifetime, killGrace time.Duration, clock quartz.Clock) {
 	}
 	p.stdinMu.Unlock()
 
-	st := p.cmd.ProcessState
-	end := &rpc.ProcessEvent_EndEvent{
-		ExitCode: int32(st.ExitCode()),
-		Exited:   st.Exited(),
-		Status:   st.String(),
+	end := &rpc.ProcessEvent_EndEvent{ExitCode: -1, Exited: ws.Exited(), Status: exitStatus(ws)}
+	if ws.Exited() {
+		end.ExitCode = int32(ws.ExitStatus())
 	}
-	if waitErr != nil {
-		msg := waitErr.Error()
+	if waitErr != nil || end.ExitCode != 0 {
+		msg := end.Status
+		if waitErr != nil {
+			msg = waitErr.Error()
+		}
 		if p.lifetime.Load() {
 			msg = fmt.Sprintf("%s (the process outlived its lifetime of %s and was killed)", msg, lifetime)
 		}

@@ -137,9 +137,12 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[rpc.Sta
 		err = startOnPipes(p, req.Msg.Stdin == nil || req.Msg.GetStdin(), id)
 	}
 	if err != nil {
-		return err
+		return s.d.withOpenFiles(err)
 	}
 	p.pid = uint32(cmd.Process.Pid)
+	// The daemon reaps the process itself (waitExit): Go's handle, a pidfd held until Wait,
+	// would be one more descriptor for as long as it runs.
+	_ = cmd.Process.Release()
 	// The start event is queued before the output readers exist, so it is always first.
 	q.push(&rpc.ProcessEvent{Event: &rpc.ProcessEvent_Start{Start: &rpc.ProcessEvent_StartEvent{Pid: p.pid}}}, eventOverhead)
 	s.d.log.Info("process started", "pid", p.pid, "cmd", cfg.GetCmd(), "user", id.name, "lifetime", lifetime)

@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"connectrpc.com/connect"
+
+	"github.com/hangar-dev/hangar/internal/limits"
 )
 
 // startError is the answer to a Start whose program could not be started (what says which). A daemon that lacks something the kernel gives (descriptors,
@@ -62,4 +64,20 @@ func exhausted(err error) string {
 		return "disk space"
 	}
 	return ""
+}
+
+// withOpenFiles adds to err, a start refused for want of descriptors (EMFILE), how many
+// processes the daemon runs and its limit, so that whoever reads it knows what ran out and
+// what to raise. Any other error is returned as it is.
+func (d *Daemon) withOpenFiles(err error) error {
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeResourceExhausted || !errors.Is(err, syscall.EMFILE) {
+		return err
+	}
+	lim, lerr := limits.OpenFilesLimit()
+	if lerr != nil {
+		return err
+	}
+	return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("%w (%d processes run, and the daemon may open %d files: raise its RLIMIT_NOFILE, or end some)",
+		ce.Unwrap(), len(d.procs.list()), lim.Soft))
 }

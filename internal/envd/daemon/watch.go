@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"connectrpc.com/connect"
 	"github.com/fsnotify/fsnotify"
@@ -71,6 +72,11 @@ func (ws *watchers) start(root string, recursive, includeEntry bool, queueBytes 
 	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
 		release()
+		if errors.Is(err, syscall.EMFILE) {
+			// inotify_init1 says EMFILE both when the daemon has no descriptor left and when its
+			// user has all the inotify instances the kernel allows.
+			err = fmt.Errorf("the daemon is out of file descriptors or inotify instances (RLIMIT_NOFILE, fs.inotify.max_user_instances): %w", err)
+		}
 		return nil, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("watch %q: %w", root, err))
 	}
 	// A watch's queue never waits for room (a full one ends the subscriber), so it needs no clock.

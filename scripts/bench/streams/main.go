@@ -8,6 +8,7 @@
 //	go run ./scripts/bench/streams                     # local and docker (when an engine answers)
 //	go run ./scripts/bench/streams -providers local -runs 3
 //	go run ./scripts/bench/streams -providers local -modes raw_daemon,rest_exec_stream -scale '' -pace-bytes 0 -throughput-mib 0
+//	go run ./scripts/bench/streams -scale-step 1024,2048,4096,8192 -scale-seconds 20 -background 10000   # the scale mode
 package main
 
 import (
@@ -40,7 +41,11 @@ type config struct {
 	outDir        string
 	readme        string // "": do not touch a README
 	hangar        string // a built hangar binary; "": build one
-	date          string
+	// The scale mode (scale.go): when scaleSteps or background is set, only it runs.
+	scaleSteps          []int
+	background          int
+	backgroundSandboxes int
+	date                string
 }
 
 func main() {
@@ -64,6 +69,9 @@ func main() {
 	flag.StringVar(&c.readme, "readme", "bench/README.md", "the README whose table is refreshed (empty: none)")
 	flag.StringVar(&c.hangar, "hangar", "", "a static hangar binary to run (empty: build ./cmd/hangar)")
 	cpuProfile := flag.String("cpuprofile", "", "write this program's own CPU profile (the client's side) to this file")
+	scaleSteps := flag.String("scale-step", "", "the scale mode: N concurrent REST streams at a line a second for -scale-seconds, stepped up through these N (e.g. 1024,2048,4096,8192) until a target breaks; writes <date>-scale.json and runs nothing else")
+	flag.IntVar(&c.background, "background", 0, "the scale mode: this many background processes across -background-sandboxes sandboxes, each attached (0: none)")
+	flag.IntVar(&c.backgroundSandboxes, "background-sandboxes", 4, "sandboxes the -background processes are spread over")
 	readmeOnly := flag.Bool("readme-only", false, "only rewrite the README's table from the results already in -out")
 	flag.Parse()
 	if *readmeOnly {
@@ -95,6 +103,14 @@ func main() {
 			os.Exit(2)
 		}
 		c.scale = append(c.scale, n)
+	}
+	for _, s := range split(*scaleSteps) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "streams: -scale-step %q: want positive numbers\n", *scaleSteps)
+			os.Exit(2)
+		}
+		c.scaleSteps = append(c.scaleSteps, n)
 	}
 	c.date = time.Now().UTC().Format("2006-01-02")
 	if *cpuProfile != "" {

@@ -382,8 +382,11 @@ type scaleResult struct {
 	DelayP99Ms    float64 `json:"line_delay_p99_ms"`
 	MaxRSSBytes   int64   `json:"max_rss_bytes"`
 	MaxGoroutines int     `json:"max_goroutines"`
-	FirstError    string  `json:"first_error,omitempty"`
-	WallSeconds   float64 `json:"wall_seconds"`
+	// hangar's open descriptors at most, in all and on its SQLite files (hangar.db, -wal, -shm).
+	MaxFDs      int     `json:"max_fds,omitempty"`
+	MaxDBFDs    int     `json:"max_db_fds,omitempty"`
+	FirstError  string  `json:"first_error,omitempty"`
+	WallSeconds float64 `json:"wall_seconds"`
 	// hangar's own CPU time (user and system) while the streams ran, and per line received:
 	// what the machine's load does not change much, unlike the delays.
 	HangarCPUSeconds float64 `json:"hangar_cpu_seconds"`
@@ -391,19 +394,19 @@ type scaleResult struct {
 	PerStreamLines   int     `json:"lines_per_stream"`
 }
 
-// scale runs n streams at once, each printing 10 lines a second for seconds, through hangar's
-// REST exec/stream; with daemon, through one client of the sandbox's daemon instead (the
-// floor: the same shells, the same daemon, no hangar).
-func (b *bench) scale(ctx context.Context, n int, seconds int, daemon bool) scaleResult {
-	lines := seconds * 10
+// scale runs n streams at once, each printing a line every interval for seconds, through
+// hangar's REST exec/stream; with daemon, through one client of the sandbox's daemon instead
+// (the floor: the same shells, the same daemon, no hangar).
+func (b *bench) scale(ctx context.Context, n, seconds int, interval time.Duration, daemon bool) scaleResult {
+	lines := max(1, int(time.Duration(seconds)*time.Second/interval))
 	// Every stream opens first; lines start once the slowest shell is up, the streams' first
 	// lines spread over one interval, as independent streams' would be. The shells end together
 	// a second after the last line is due (with a tenth more for their drift): n shells ending
 	// at once take the machine for a while (the kernel unmapping n address spaces), and every
 	// line printed meanwhile would wait behind them, through hangar or not.
 	from := time.Now().Add(2*time.Second + time.Duration(n)*10*time.Millisecond)
-	step := 100 * time.Millisecond / time.Duration(n)
-	until := from.Add(100*time.Millisecond + time.Duration(lines)*100*time.Millisecond*11/10 + time.Second)
+	step := interval / time.Duration(n)
+	until := from.Add(interval + time.Duration(lines)*interval*11/10 + time.Second)
 	var d delays
 	var failed atomic.Int64
 	var firstErr sync.Once
@@ -435,6 +438,8 @@ func (b *bench) scale(ctx context.Context, n int, seconds int, daemon bool) scal
 		for {
 			res.MaxRSSBytes = max(res.MaxRSSBytes, b.srv.rss())
 			res.MaxGoroutines = max(res.MaxGoroutines, b.goroutines(sctx))
+			all, db := openFiles(b.srv.PID())
+			res.MaxFDs, res.MaxDBFDs = max(res.MaxFDs, all), max(res.MaxDBFDs, db)
 			select {
 			case <-sctx.Done():
 				return
@@ -446,7 +451,7 @@ func (b *bench) scale(ctx context.Context, n int, seconds int, daemon bool) scal
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
-		cmd := stampedCommandFrom(lines, 100*time.Millisecond, from.Add(time.Duration(i)*step), until)
+		cmd := stampedCommandFrom(lines, interval, from.Add(time.Duration(i)*step), until)
 		go func() {
 			defer wg.Done()
 			var lr lineReader

@@ -111,6 +111,9 @@ func runAll(ctx context.Context, c config, out io.Writer) error {
 			return err
 		}
 	}
+	if len(c.scaleSteps) > 0 || c.background > 0 {
+		return runScale(ctx, c, work, out)
+	}
 	var reports []report
 	for _, p := range c.providers {
 		r, err := runProvider(ctx, c, p, work, out)
@@ -180,12 +183,12 @@ func runProvider(ctx context.Context, c config, provider, work string, out io.Wr
 	fmt.Fprintf(out, "%-8s load before: %v on %d CPUs\n", provider, r.Load.Before, r.Machine.Cores)
 	runModes(ctx, c, b, provider, r, out)
 	for _, n := range c.scale {
-		s := b.scale(ctx, n, c.scaleSeconds, false)
+		s := b.scale(ctx, n, c.scaleSeconds, 100*time.Millisecond, false)
 		r.Scale = append(r.Scale, s)
 		fmt.Fprintf(out, "%-8s scale %4d streams: per line %.2f / %.2f / %.2f ms (p50/p95/p99), RSS %.1f MiB, %d goroutines, hangar CPU %.1f µs a line, %d lines missing, %d failed %s\n",
 			provider, n, s.DelayP50Ms, s.DelayP95Ms, s.DelayP99Ms, float64(s.MaxRSSBytes)/(1<<20), s.MaxGoroutines, s.HangarCPUPerLine, s.Missing, s.Failed, s.FirstError)
 		if c.scaleDaemon {
-			s := b.scale(ctx, n, c.scaleSeconds, true)
+			s := b.scale(ctx, n, c.scaleSeconds, 100*time.Millisecond, true)
 			r.Scale = append(r.Scale, s)
 			fmt.Fprintf(out, "%-8s scale %4d streams, the daemon read directly: per line %.2f / %.2f / %.2f ms (p50/p95/p99), %d lines missing, %d failed %s\n",
 				provider, n, s.DelayP50Ms, s.DelayP95Ms, s.DelayP99Ms, s.Missing, s.Failed, s.FirstError)

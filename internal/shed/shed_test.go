@@ -1,4 +1,4 @@
-package daemon
+package shed
 
 import (
 	"bufio"
@@ -36,31 +36,32 @@ func (l *emfileListener) Accept() (net.Conn, error) {
 
 func (l *emfileListener) Close() error { return nil }
 
-// TestShedOutOfDescriptors: a connection that waits while the daemon is out of descriptors is
+// TestShedOutOfDescriptors: a connection that waits while the server is out of descriptors is
 // answered 503 (Unavailable, saying so) at once, instead of hanging until one frees.
 func TestShedOutOfDescriptors(t *testing.T) {
 	server, client := net.Pipe()
 	defer client.Close()
-	ln := newShedListener(&emfileListener{conn: server}, slog.New(slog.DiscardHandler))
+	const body = `{"code":"unavailable","message":"out of file descriptors"}`
+	ln := NewListener(&emfileListener{conn: server}, slog.New(slog.DiscardHandler), body)
 	defer ln.Close()
-	got := make(chan *http.Response, 1)
+	answered := make(chan *http.Response, 1)
 	go func() {
 		client.Write([]byte("GET /health HTTP/1.1\r\nHost: envd\r\n\r\n"))
 		resp, err := http.ReadResponse(bufio.NewReader(client), nil)
 		if err != nil {
 			t.Errorf("read the answer: %v", err)
 		}
-		got <- resp
+		answered <- resp
 	}()
 	if _, err := ln.Accept(); err != net.ErrClosed {
 		t.Errorf("Accept after shedding = %v, want the listener's next answer", err)
 	}
-	resp := <-got
+	resp := <-answered
 	if resp == nil {
 		return
 	}
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusServiceUnavailable || string(body) != `{"code":"unavailable","message":"the daemon is out of file descriptors: it could not accept a connection"}` {
-		t.Errorf("the shed connection got %d %s", resp.StatusCode, body)
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable || string(got) != body || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("the shed connection got %d %s", resp.StatusCode, got)
 	}
 }
