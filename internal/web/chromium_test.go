@@ -23,15 +23,23 @@ var browser struct {
 
 // chromium finds Debian's chromium, or skips (loudly) where there is none; CI installs it.
 func chromium(t *testing.T) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+	return findBrowser(t, "chromium", "browser tests", "chromium", "chromium-browser", "google-chrome")
+}
+
+// findBrowser returns the path of the first of names found, or skips t (loudly) where there is
+// none — fails it under CI=true, where the Debian package pkg is always installed; tests says
+// which of the Fleet page's tests need it.
+func findBrowser(t *testing.T, pkg, tests string, names ...string) string {
+	t.Helper()
+	for _, name := range names {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
 	if os.Getenv("CI") == "true" {
-		t.Fatal("no chromium here, and CI always installs it (apt-get install chromium)")
+		t.Fatalf("no %s here, and CI always installs it (apt-get install %s)", names[0], pkg)
 	}
-	t.Skip("SKIPPING: no chromium here; apt-get install chromium to run the Fleet page's browser test")
+	t.Skipf("SKIPPING: no %s here; apt-get install %s to run the Fleet page's %s", names[0], pkg, tests)
 	return ""
 }
 
