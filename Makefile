@@ -35,7 +35,7 @@ run:
 # whose sources did not change since the last run as it is (measured on 8 of the largest: 14.0
 # CPU-s of links under go test, 0.9 CPU-s to find all 8 up to date). testrun then runs as many
 # binaries at once as go test would (one per CPU), each in its package's folder, with go
-# test's own -count=1, -timeout and JSON events. (bin/test holds ~3 GB; make clean removes it.)
+# test's own -count=1, -timeout and JSON events. (bin/test holds ~1 GB; make clean removes it.)
 # Without -v skipped tests are hidden, so the events go through scripts/testsummary, which
 # prints what go test would (ok/FAIL per package, failed tests' output, build errors), then
 # each skipped test with its reason, and closes with "N passed, N failed, N skipped". Exit
