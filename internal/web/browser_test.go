@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,8 +21,9 @@ import (
 // hangarBin is the built hangar binary the browser test serves the page with.
 var hangarBin string
 
-// TestMain builds hangar, and hangar-envd beside it (what its local sandboxes run).
-func TestMain(m *testing.M) { os.Exit(providertest.MainWithHangar(m, &hangarBin)) }
+// TestMain builds hangar, and hangar-envd beside it (what its local sandboxes run); the tests
+// share one Chromium, closed after them.
+func TestMain(m *testing.M) { os.Exit(providertest.MainWithHangar(closingBrowser{m}, &hangarBin)) }
 
 // waitTimeout bounds every wait of the browser test.
 const waitTimeout = 60 * time.Second
@@ -41,20 +41,6 @@ func (s *server) start(ctx context.Context) {
 	if err := s.Start(ctx); err != nil {
 		s.t.Fatal(err)
 	}
-}
-
-// chromium finds Debian's chromium, or skips (loudly) where there is none; CI installs it.
-func chromium(t *testing.T) string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("no chromium here, and CI always installs it (apt-get install chromium)")
-	}
-	t.Skip("SKIPPING: no chromium here; apt-get install chromium to run the Fleet page's browser test")
-	return ""
 }
 
 // replay is a command-agent prompt that prints a fixture run log a line every 100 ms.
@@ -99,21 +85,11 @@ func serveAda(ctx context.Context, t *testing.T) (*server, string) {
 // open live, and the page carries on after the server restarts.
 func TestFleetPage(t *testing.T) {
 	t.Parallel()
-	exe := chromium(t)
+	chromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*waitTimeout)
 	defer cancel()
 	s, ada := serveAda(ctx, t)
-
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1400, 900))
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	// The first run starts the browser, which lives as long as that run's context: bctx, with no
-	// timeout. Each step below has its own.
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	bctx := newTab(t) // no timeout: each step below has its own
 	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		c, cancel := context.WithTimeout(bctx, waitTimeout)

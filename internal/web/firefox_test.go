@@ -19,16 +19,7 @@ import (
 
 // firefox finds Debian's firefox-esr, or skips (loudly) where there is none; CI installs it.
 func firefox(t *testing.T) string {
-	for _, name := range []string{"firefox-esr", "firefox"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("no firefox here, and CI always installs it (apt-get install firefox-esr)")
-	}
-	t.Skip("SKIPPING: no firefox here; apt-get install firefox-esr to run the Fleet page's Firefox test")
-	return ""
+	return findBrowser(t, "firefox-esr", "Firefox test", "firefox-esr", "firefox")
 }
 
 // bidi is a WebDriver BiDi session with a headless Firefox (the W3C protocol Firefox speaks

@@ -31,11 +31,11 @@ const axeVersion = "4.14.1"
 // HANGAR_UPDATE_DOCS=1 writes the screenshots of docs/fleet.md to docs/img.
 func TestFleetPageEveryScreen(t *testing.T) {
 	t.Parallel()
-	exe := chromium(t)
+	chromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*waitTimeout)
 	defer cancel()
 	s, ada := serveAda(ctx, t)
-	p := openChromium(ctx, t, exe, s)
+	p := openChromium(t, s)
 
 	p.do("sign in",
 		chromedp.EmulateViewport(1400, 900),
@@ -183,17 +183,9 @@ type tab struct {
 	s   *server
 }
 
-func openChromium(ctx context.Context, t *testing.T, exe string, s *server) *tab {
+func openChromium(t *testing.T, s *server) *tab {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.WindowSize(1400, 900))
-	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	t.Cleanup(acancel)
-	bctx, bcancel := chromedp.NewContext(actx)
-	t.Cleanup(bcancel)
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	return &tab{t: t, ctx: bctx, s: s}
+	return &tab{t: t, ctx: newTab(t), s: s}
 }
 
 // on returns the page for subtest t.

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"testing"
 
 	"go.uber.org/goleak"
 
@@ -127,13 +126,17 @@ func shared(names ...string) (string, error) {
 // MainWithEnvd is a TestMain for packages whose tests run hangar-envd (as sandboxes' daemon or
 // turn harness): it builds it (SharedEnvd), sets *bin, runs the tests, checks for leaked
 // goroutines (goleak) and returns the exit code for os.Exit.
-func MainWithEnvd(m *testing.M, bin *string) int { return mainWith(m, bin, SharedEnvd) }
+func MainWithEnvd(m Runner, bin *string) int { return mainWith(m, bin, SharedEnvd) }
 
 // MainWithHangar is MainWithEnvd for packages whose tests run hangar itself (hangar serve, the
 // CLI): *bin is hangar's path, hangar-envd beside it (SharedHangar).
-func MainWithHangar(m *testing.M, bin *string) int { return mainWith(m, bin, SharedHangar) }
+func MainWithHangar(m Runner, bin *string) int { return mainWith(m, bin, SharedHangar) }
 
-func mainWith(m *testing.M, bin *string, build func() (string, error)) int {
+// Runner runs a package's tests: a *testing.M, or one wrapped to free what its tests share
+// once they have run (before the goroutine-leak check).
+type Runner interface{ Run() int }
+
+func mainWith(m Runner, bin *string, build func() (string, error)) int {
 	var err error
 	if *bin, err = build(); err != nil {
 		fmt.Fprintln(os.Stderr, err)

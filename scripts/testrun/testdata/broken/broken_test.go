@@ -1,0 +1,5 @@
+package broken
+
+import "testing"
+
+func TestDoesNotCompile(t *testing.T) { undefined() }
