@@ -215,6 +215,38 @@ func TestTickets(t *testing.T) {
 	}
 }
 
+// TestSignInTickets: a sign-in ticket is used once, within its TTL, names its token, and is
+// never taken for a stream ticket nor a stream ticket for it.
+func TestSignInTickets(t *testing.T) {
+	e := newEnv(t, Config{TicketTTL: time.Minute})
+	ctx := context.Background()
+	if _, err := e.s.IssueSignIn(ctx, auth.Principal{TokenID: "tok_jobs", User: "ada", Scopes: []auth.Scope{auth.ScopeJobs}}); !errors.Is(err, ErrForbidden) {
+		t.Errorf("a jobs token's sign-in ticket: %v, want ErrForbidden", err)
+	}
+	tk, err := e.s.IssueSignIn(ctx, ada)
+	if err != nil || !strings.HasPrefix(tk.Ticket, "hfs_") {
+		t.Fatalf("sign-in ticket %+v, %v", tk, err)
+	}
+	if _, err := e.s.RedeemTicket(ctx, tk.Ticket); !errors.Is(err, ErrTicket) {
+		t.Errorf("a sign-in ticket opening a stream: %v, want ErrTicket", err)
+	}
+	stream, _ := e.s.IssueTicket(ctx, ada)
+	if _, err := e.s.RedeemSignIn(ctx, stream.Ticket); !errors.Is(err, ErrSignIn) {
+		t.Errorf("a stream ticket signing in: %v, want ErrSignIn", err)
+	}
+	if id, err := e.s.RedeemSignIn(ctx, tk.Ticket); err != nil || id != ada.TokenID {
+		t.Errorf("signing in = %q, %v; want %s", id, err, ada.TokenID)
+	}
+	if _, err := e.s.RedeemSignIn(ctx, tk.Ticket); !errors.Is(err, ErrSignIn) {
+		t.Errorf("a second use: %v, want ErrSignIn", err)
+	}
+	late, _ := e.s.IssueSignIn(ctx, ada)
+	e.clock.Advance(time.Minute).MustWait(ctx)
+	if _, err := e.s.RedeemSignIn(ctx, late.Ticket); !errors.Is(err, ErrSignIn) {
+		t.Errorf("a sign-in ticket a minute old: %v, want ErrSignIn", err)
+	}
+}
+
 // next returns what st holds now, without waiting.
 func next(t *testing.T, st *stream.Stream) []stream.Item {
 	t.Helper()

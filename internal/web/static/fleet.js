@@ -650,5 +650,37 @@ document.addEventListener("keydown", (ev) => {
 });
 window.addEventListener("popstate", followURL);
 
-if (fleet.token) connect();
+// signInWith exchanges a one-time sign-in ticket (hangar fleet --web put it in this page's
+// address) for the page's own token, as if it had been pasted. A used, expired or unknown
+// ticket leaves the sign-in form up, saying so in hangar's words.
+async function signInWith(ticket) {
+  setStatus("Signing in…");
+  let r;
+  try {
+    r = await fetch("/api/fleet/sign-in", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ ticket }),
+    });
+  } catch {
+    showSignin("hangar does not answer, so the sign-in link could not be used: run hangar fleet --web again, or paste a token.");
+    return;
+  }
+  if (!r.ok) {
+    showSignin(await errorText(r));
+    return;
+  }
+  fleet.token = (await r.json()).token;
+  sessionStorage.setItem(TOKEN_KEY, fleet.token);
+  fleet.lastId = "";
+  connect();
+}
+
+// The ticket comes in the address's fragment (#ticket=…), which a browser sends to no server
+// and in no Referer; it leaves the address, and so the history, before it is used.
+const signInTicket = new URLSearchParams(location.hash.slice(1)).get("ticket");
+if (signInTicket) {
+  history.replaceState(null, "", location.pathname + location.search);
+  signInWith(signInTicket);
+} else if (fleet.token) connect();
 else showSignin("");
