@@ -169,6 +169,29 @@ func TestRead(t *testing.T) {
 	}
 }
 
+// TestStuckAfterIsASetting: a running agent is stuck once silent for the configured time, not
+// before, and its inbox item says that time.
+func TestStuckAfterIsASetting(t *testing.T) {
+	e := newEnv(t, Config{StuckAfter: 30 * time.Second})
+	ctx := context.Background()
+	e.session(t, "s1", "ada", "box", store.TurnRunning)
+	e.clock.Advance(29 * time.Second).MustWait(ctx)
+	if f, _ := e.s.Read(ctx, ada, ""); f.Summary.Stuck != 0 {
+		t.Errorf("29 s silent with StuckAfter 30 s: %+v, want none stuck", f.Summary)
+	}
+	e.clock.Advance(time.Second).MustWait(ctx)
+	f, _ := e.s.Read(ctx, ada, "")
+	said := ""
+	for _, it := range f.Inbox {
+		if it.Kind == "stuck" {
+			said = it.Text
+		}
+	}
+	if f.Summary.Stuck != 1 || !strings.HasSuffix(said, "looks stuck: nothing from it for over 30 s") {
+		t.Errorf("30 s silent: summary %+v, inbox %+v; want s1 stuck, saying 30 s", f.Summary, f.Inbox)
+	}
+}
+
 // TestWhoMaySee: only a person's own token, or an admin, sees a fleet.
 func TestWhoMaySee(t *testing.T) {
 	e := newEnv(t, Config{})
