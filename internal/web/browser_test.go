@@ -66,9 +66,9 @@ func replay(t *testing.T, name string) string {
 
 // serveAda starts a hangar with a token of ada's (scope user) and her sandbox "box", both
 // gone when the test ends.
-func serveAda(ctx context.Context, t *testing.T) (*server, string) {
+func serveAda(ctx context.Context, t *testing.T, args ...string) (*server, string) {
 	t.Helper()
-	proc, err := providertest.NewServe(hangarBin, t.TempDir(), "--session-poll-seconds", "1")
+	proc, err := providertest.NewServe(hangarBin, t.TempDir(), append([]string{"--session-poll-seconds", "1"}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

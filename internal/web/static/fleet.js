@@ -652,7 +652,8 @@ window.addEventListener("popstate", followURL);
 
 // signInWith exchanges a one-time sign-in ticket (hangar fleet --web put it in this page's
 // address) for the page's own token, as if it had been pasted. A used, expired or unknown
-// ticket leaves the sign-in form up, saying so in hangar's words.
+// ticket signs the page out (a token it held is forgotten: the link was meant to replace it),
+// saying why in hangar's words above the token field.
 async function signInWith(ticket) {
   setStatus("Signing in…");
   let r;
@@ -663,11 +664,11 @@ async function signInWith(ticket) {
       body: JSON.stringify({ ticket }),
     });
   } catch {
-    showSignin("hangar does not answer, so the sign-in link could not be used: run hangar fleet --web again, or paste a token.");
+    signOut("hangar does not answer, so the sign-in link could not be used: run hangar fleet --web again, or paste a token.");
     return;
   }
   if (!r.ok) {
-    showSignin(await errorText(r));
+    signOut(await errorText(r));
     return;
   }
   fleet.token = (await r.json()).token;
