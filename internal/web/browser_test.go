@@ -177,8 +177,8 @@ func TestFleetPage(t *testing.T) {
 	// restart below (the dismissal is kept by the server).
 	item := fmt.Sprintf(`#inbox li[data-id="job_finished:%s"]`, job["id"].(string))
 	run("dismiss the finished job from the inbox",
-		chromedp.WaitVisible(chromedp.CSS(item+" button")),
-		chromedp.Focus(chromedp.CSS(item+" button")),
+		chromedp.WaitVisible(chromedp.CSS(item+" button.dismiss")),
+		chromedp.Focus(chromedp.CSS(item+" button.dismiss")),
 		chromedp.KeyEvent(kb.Enter),
 		poll(fmt.Sprintf(`document.querySelector(%q) === null`, item)),
 	)

@@ -251,7 +251,7 @@ func TestFleetPageFirefox(t *testing.T) {
 	}
 	item := fmt.Sprintf(`document.querySelector('#inbox li[data-id="job_finished:%s"]')`, job["id"].(string))
 	b.until(ctx, "the finished job is in the inbox", item+` !== null`)
-	b.eval(ctx, "("+item+`.querySelector("button").click(), true)`)
+	b.eval(ctx, "("+item+`.querySelector("button.dismiss").click(), true)`)
 	b.until(ctx, "the item is dismissed", item+` === null`)
 	if got := s.API(t, "GET", "/api/fleet", ada, "")["inbox"]; strings.Contains(mustJSON(got), job["id"].(string)) {
 		t.Errorf("the server still has the dismissed item: %v", got)

@@ -14,7 +14,8 @@ import (
 //   - hangar fleet --web's link (a sign-in ticket in the address's fragment) signs the page in
 //     with no token pasted, and leaves the address at once; the same link again shows hangar's
 //     sentence on the sign-in form;
-//   - a session silent past 2 s reads stuck in its row and in the inbox (docs/img/fleet-stuck.png);
+//   - a session silent past 2 s reads stuck in its row and in the inbox (docs/img/fleet-stuck.png),
+//     whose item opens it;
 //   - a cancel that hangar refuses (the session was deleted meanwhile) says hangar's sentence
 //     in the status line and the panel, and the row keeps its Cancel.
 func TestFleetPageSignInLinkStuckAndRefusedCancel(t *testing.T) {
@@ -59,8 +60,8 @@ func TestFleetPageSignInLinkStuckAndRefusedCancel(t *testing.T) {
 	}
 	s.API(t, "DELETE", "/api/sessions/fix-tests", ada, "")
 	answers <- true
-	p.do("open the session", chromedp.Click(chromedp.CSS(`#agents tr.state-stuck td.name`)))
-	p.until("its panel opens", `!document.getElementById("detail").hidden`)
+	p.do("open the session from its inbox item", chromedp.Click(chromedp.CSS(`#inbox li.inbox-stuck button.open-agent`)))
+	p.until("its panel opens, at its address", `!document.getElementById("detail").hidden && location.pathname === "/fleet/sessions/fix-tests"`)
 	p.do("cancel it from its panel", chromedp.Click(chromedp.CSS("#detail-cancel button.cancel")))
 	asked()
 	p.until("the status line says why not", `document.getElementById("status").textContent.startsWith("Not cancelled: ")`)

@@ -306,7 +306,7 @@ function inbox(items) {
       b.textContent = "Dismiss";
       b.setAttribute("aria-label", "Dismiss: " + it.text);
       b.addEventListener("click", () => dismiss(it, b));
-      li.append(t, " " + it.text + " ", b);
+      li.append(t, " ", openAgentButton(it) || it.text, " ", b);
       return li;
     }),
   );
@@ -315,16 +315,32 @@ function inbox(items) {
   // in its place.
   if (focused) {
     const same = ul.querySelector(`li[data-id="${CSS.escape(focused.dataset.id)}"]`);
-    if (same) same.querySelector("button").focus();
+    if (same) same.querySelector("button.dismiss").focus();
     else focusInbox(at);
   }
+}
+
+// openAgentButton is an inbox item's text as a button that opens its agent, when the item is
+// about an agent (null otherwise: a sandbox's or a process's item). The agent is looked up on
+// the click: an item may come before its agent's row does, or outlive it.
+function openAgentButton(it) {
+  if (!it.agent) return null;
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "open-agent";
+  b.textContent = it.text;
+  b.addEventListener("click", () => {
+    if (fleet.agents.has(it.agent)) openDetail(it.agent);
+    else setStatus("That agent is no longer in your fleet.", "warn");
+  });
+  return b;
 }
 
 // focusInbox gives the keyboard to the inbox item at index i (the last one when fewer are
 // left), or to the inbox's heading when it is empty.
 function focusInbox(i) {
   const items = $("inbox").children;
-  if (items.length) items[Math.min(i, items.length - 1)].querySelector("button").focus();
+  if (items.length) items[Math.min(i, items.length - 1)].querySelector("button.dismiss").focus();
   else $("inbox-title").focus();
 }
 
