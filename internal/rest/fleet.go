@@ -83,13 +83,7 @@ func (a *api) fleetSignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, err := a.Auth.PageToken(r.Context(), id)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	out := toTokenJSON(c.Token)
-	out.Token = c.Secret
-	writeJSON(w, http.StatusCreated, out)
+	a.writeCreated(w, r, c, err)
 }
 
 // dismissInbox is DELETE /api/fleet/inbox/{item}: the item leaves the caller's own inbox for
