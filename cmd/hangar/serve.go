@@ -397,7 +397,7 @@ func startDomain(ctx context.Context, cfg config.Config, st store.Store, streams
 	}
 	watches := watch.New(watch.Config{Sandboxes: sandboxes, Streams: streams, MaxPerToken: cfg.Stream.WatchMaxPerToken, Clock: clock, Logger: log,
 		Shared: rp.shared()})
-	fl := fleet.New(fleet.Config{Store: st, Processes: processes, Streams: streams, Clock: clock, Logger: log})
+	fl := fleet.New(fleet.Config{Store: st, Processes: processes, Streams: streams, StuckAfter: cfg.StuckAfter, Clock: clock, Logger: log})
 	return domain{sandboxes, processes, ts, watches, fl, secret}, func() { fl.Close(); watches.Close(); stopTurns(); processes.Close(); closeSandboxes() }, nil
 }
 

@@ -150,7 +150,26 @@ func (a *Authenticator) Authenticate(ctx context.Context, secret string) (Princi
 	if err := usable(t, now); err != nil {
 		return Principal{}, err
 	}
+	if err := a.makerUsable(ctx, t); err != nil {
+		return Principal{}, err
+	}
 	return principal(t), nil
+}
+
+// makerUsable is nil unless t is a Fleet page's token (PageToken) whose maker is no longer
+// valid (ErrRevoked): a page is signed in only as long as the token that signed it in, static
+// ones included (whose line may leave the tokens file).
+func (a *Authenticator) makerUsable(ctx context.Context, t store.Token) error {
+	if t.Description != pageTokenDescription || t.CreatedBy == "" {
+		return nil
+	}
+	if _, err := a.Principal(ctx, t.CreatedBy); err != nil {
+		if errors.Is(err, ErrExpired) || errors.Is(err, ErrUnknownToken) || errors.Is(err, ErrRevoked) {
+			return ErrRevoked
+		}
+		return err
+	}
+	return nil
 }
 
 func usable(t store.Token, now time.Time) error {
@@ -212,7 +231,10 @@ func (a *Authenticator) check(ctx context.Context, p Principal) (store.Token, er
 	if err != nil {
 		return store.Token{}, fmt.Errorf("look up token %s: %w", p.TokenID, err)
 	}
-	return t, usable(t, a.clock.Now())
+	if err := usable(t, a.clock.Now()); err != nil {
+		return t, err
+	}
+	return t, a.makerUsable(ctx, t)
 }
 
 // checkGrant reports whether an OAuth grant still stands (else ErrRevoked): not revoked, the
@@ -413,6 +435,33 @@ func (a *Authenticator) PrepareToken(ctx context.Context, by Principal, req NewT
 	return Created{Secret: secret, Token: info(t)}, t, nil
 }
 
+// PageTokenTTL is the longest a page token lives (PageToken): a working day. It never outlives
+// the token it was made from.
+const PageTokenTTL = 8 * time.Hour
+
+// pageTokenDescription marks the tokens PageToken makes, which are revoked with their maker.
+const pageTokenDescription = "the Fleet page, signed in by hangar fleet --web"
+
+// PageToken makes the Fleet page a token of its own from the token id (hangar fleet --web's,
+// whose one-time sign-in ticket the page redeemed), if that one is still valid: of its user,
+// with the user scope only (what the page uses: never admin, never another scope), bound to
+// its sandbox if it is bound, expiring within PageTokenTTL and no later than it. The page's
+// token is listed with the others and revoked with the token that made it (revoke).
+func (a *Authenticator) PageToken(ctx context.Context, id string) (Created, error) {
+	by, err := a.Principal(ctx, id)
+	if err != nil {
+		return Created{}, err
+	}
+	if !by.Has(ScopeUser) {
+		return Created{}, refuse("Signing the Fleet page in needs a token with the user scope; this one has %s.", scopeList(by.Scopes))
+	}
+	expires := a.clock.Now().Add(PageTokenTTL)
+	if !by.ExpiresAt.IsZero() && by.ExpiresAt.Before(expires) {
+		expires = by.ExpiresAt
+	}
+	return a.CreateToken(ctx, by, NewToken{Scopes: []Scope{ScopeUser}, Sandbox: by.Sandbox, ExpiresAt: expires, Description: pageTokenDescription})
+}
+
 // narrower holds a token made by a non-admin to its maker's user, scopes, binding and expiry,
 // filling in the binding and expiry it inherits.
 func narrower(by Principal, req *NewToken) error {
@@ -591,8 +640,9 @@ func (a *Authenticator) RevokeToken(ctx context.Context, by Principal, id string
 }
 
 // revoke revokes t and what it leaves behind: the OAuth grants it consented to (first: if that
-// fails, t still stands and the call can be repeated) and, when t is bound to a sandbox, the
-// tokens it made (bound to that sandbox too) and theirs, so revoking an agent's token cuts off
+// fails, t still stands and the call can be repeated), the Fleet pages it signed in
+// (PageToken) and, when t is bound to a sandbox, the tokens it made (bound to that sandbox too)
+// and theirs, so revoking an agent's token cuts off
 // the copies the agent made of it. Those are listed once t is revoked: a token t makes after
 // that is revoked by CreateToken, which checks its maker once it is stored. It returns the ids
 // of the other tokens it revoked, whose streams are to end now.
@@ -604,15 +654,14 @@ func (a *Authenticator) revoke(ctx context.Context, t store.Token) ([]string, er
 	if err := a.store.RevokeToken(ctx, t.ID, a.clock.Now()); err != nil {
 		return ended, err
 	}
-	if t.Sandbox == "" {
-		return ended, nil
-	}
 	made, err := a.store.ListTokens(ctx, t.User)
 	if err != nil {
 		return ended, fmt.Errorf("list the tokens %s made: %w", t.ID, err)
 	}
 	for _, c := range made {
-		if c.CreatedBy != t.ID {
+		// A bound token's every token; an unbound one's Fleet pages (PageToken): a person may
+		// make tokens to outlive the one they made them with, never a page's.
+		if c.CreatedBy != t.ID || !c.RevokedAt.IsZero() || (t.Sandbox == "" && c.Description != pageTokenDescription) {
 			continue
 		}
 		ids, err := a.revoke(ctx, c)

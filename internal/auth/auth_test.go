@@ -472,6 +472,63 @@ func TestRevokingABoundTokenRevokesWhatItMade(t *testing.T) {
 	}
 }
 
+// TestPageToken: the Fleet page's token is its maker's person with the user scope only, lives
+// at most PageTokenTTL and never past its maker, and stands only while its maker does: revoked
+// with it through the API, refused once it is revoked past the API or has expired.
+func TestPageToken(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	ctx := context.Background()
+	if _, err := f.a.PageToken(ctx, "tok_nope"); !errors.Is(err, auth.ErrUnknownToken) {
+		t.Errorf("PageToken of no token = %v, want ErrUnknownToken", err)
+	}
+	_, mcpOnly := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeMCP}})
+	if _, err := f.a.PageToken(ctx, mcpOnly.TokenID); !errors.Is(err, auth.ErrForbidden) {
+		t.Errorf("PageToken of an mcp token = %v, want ErrForbidden", err)
+	}
+	adaExpiry := f.clock.t.Add(2 * time.Hour)
+	_, ada := f.create(t, f.admin, auth.NewToken{User: "ada", Scopes: []auth.Scope{auth.ScopeUser, auth.ScopeMCP}, ExpiresAt: adaExpiry})
+	page, err := f.a.PageToken(ctx, ada.TokenID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page.Token.User != "ada" || !slices.Equal(page.Token.Scopes, []auth.Scope{auth.ScopeUser}) || !page.Token.ExpiresAt.Equal(adaExpiry) {
+		t.Errorf("ada's page token %+v; want ada's, user scope only, expiring with her token at %s", page.Token, adaExpiry)
+	}
+	admins, err := f.a.PageToken(ctx, f.admin.TokenID)
+	if err != nil || slices.Contains(admins.Token.Scopes, auth.ScopeAdmin) || !admins.Token.ExpiresAt.Equal(f.clock.t.Add(auth.PageTokenTTL).Truncate(time.Millisecond)) {
+		t.Errorf("the admin's page token %+v, %v; want the user scope only, for PageTokenTTL", admins.Token, err)
+	}
+	pageP, err := f.a.Authenticate(ctx, page.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Revoked past the API (no cascade): the page's token is refused all the same.
+	if err := f.store.RevokeToken(ctx, ada.TokenID, f.clock.t); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.a.Authenticate(ctx, page.Secret); !errors.Is(err, auth.ErrRevoked) {
+		t.Errorf("Authenticate(page) once its maker is revoked = %v, want ErrRevoked", err)
+	}
+	if err := f.a.Check(ctx, pageP); !errors.Is(err, auth.ErrRevoked) {
+		t.Errorf("Check(page) once its maker is revoked = %v, want ErrRevoked", err)
+	}
+	// Through the API: revoked with its maker, and said so (its streams end at once).
+	_, bob := f.create(t, f.admin, auth.NewToken{User: "bob", Scopes: []auth.Scope{auth.ScopeUser}})
+	bobsPage, err := f.a.PageToken(ctx, bob.TokenID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, bobsOwn := f.create(t, bob, auth.NewToken{Scopes: []auth.Scope{auth.ScopeUser}})
+	ended, err := f.a.RevokeToken(ctx, bob, bob.TokenID)
+	if err != nil || !slices.Equal(ended, []string{bobsPage.Token.ID}) {
+		t.Errorf("revoking bob's token ended %v, %v; want his page's %s only", ended, err, bobsPage.Token.ID)
+	}
+	if err := f.a.Check(ctx, bobsOwn); err != nil {
+		t.Errorf("a token bob made for himself, after his maker was revoked: %v", err)
+	}
+}
+
 // TestBoundIsNeverAdmin: a bound principal is confined to its sandbox whatever its scopes (a
 // tokens-file line may give one the admin scope; the API refuses to).
 func TestBoundIsNeverAdmin(t *testing.T) {

@@ -52,20 +52,29 @@ func (v *fleetView) apply(ev event) {
 }
 
 func (a *app) fleetCmd() *cobra.Command {
-	var once bool
+	var once, web bool
 	cmd := &cobra.Command{
 		Use:   "fleet",
 		Short: "your agents at a glance, live: a table redrawn as they change",
 		Long: `fleet shows your sessions and jobs, their state, what they did last and their cost, and the
 inbox of what needs you, redrawn on a terminal as the fleet stream changes (until Ctrl-C).
 Elsewhere it prints the table again after each change. --once prints it once and exits; -o json
-prints the stream's events, one JSON a line ({"event", "id", "data"}), or with --once the fleet.`,
-		Example: "  hangar fleet\n  hangar fleet --once -o json",
+prints the stream's events, one JSON a line ({"event", "id", "data"}), or with --once the fleet.
+--web opens the Fleet page in your browser instead, signed in as you by a link that works once,
+within a minute (no token to paste); with no browser to start ($BROWSER, xdg-open) it prints
+the link.`,
+		Example: "  hangar fleet\n  hangar fleet --once -o json\n  hangar fleet --web",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			asJSON, c, err := a.jsonClient()
 			if err != nil {
 				return err
+			}
+			if web {
+				if once || asJSON {
+					return usageError{"--web opens the page: it goes with neither --once nor -o json"}
+				}
+				return a.fleetWeb(cmd.Context(), c)
 			}
 			if once {
 				return a.fleetOnce(cmd.Context(), c, asJSON)
@@ -74,6 +83,7 @@ prints the stream's events, one JSON a line ({"event", "id", "data"}), or with -
 		},
 	}
 	cmd.Flags().BoolVar(&once, "once", false, "print the fleet once and exit")
+	cmd.Flags().BoolVar(&web, "web", false, "open the Fleet page in your browser, signed in as you (a link that works once)")
 	a.outputFlag(cmd)
 	return cmd
 }

@@ -2,6 +2,9 @@ package cli_test
 
 import (
 	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -61,4 +64,54 @@ func TestFleet(t *testing.T) {
 	if code := screen.wait(t); code != 0 {
 		t.Errorf("fleet after Ctrl-C exited %d", code)
 	}
+}
+
+// TestFleetWeb: hangar fleet --web starts $BROWSER on the page with a one-time sign-in ticket
+// in the address's fragment, which signs a page in once; with no browser to start it prints
+// the address to open.
+func TestFleetWeb(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	dir := t.TempDir()
+	opened := filepath.Join(dir, "opened")
+	browser := filepath.Join(dir, "browser")
+	if err := os.WriteFile(browser, []byte("#!/bin/sh\nprintf '%s' \"$1\" > "+opened+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := hangar(t, s.env(t, "BROWSER="+browser), "", "fleet", "--web").want(t, 0)
+	if !strings.Contains(r.stdout, "Opened "+s.url+"/fleet/ in your browser") || strings.Contains(r.stdout, "hfs_") {
+		t.Errorf("fleet --web said %q; want the page's address, without its ticket", r.stdout)
+	}
+	link, err := os.ReadFile(opened)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, ticket, _ := strings.Cut(string(link), "#ticket=")
+	if page != s.url+"/fleet/" || !strings.HasPrefix(ticket, "hfs_") {
+		t.Fatalf("the browser was given %q; want %s/fleet/#ticket=hfs_…", link, s.url)
+	}
+	signIn := func(ticket string) int {
+		resp, err := http.Post(s.url+"/api/fleet/sign-in", "application/json", strings.NewReader(`{"ticket": "`+ticket+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := signIn(ticket); code != http.StatusCreated {
+		t.Errorf("signing in with the browser's ticket = %d, want 201", code)
+	}
+	if code := signIn(ticket); code != http.StatusUnauthorized {
+		t.Errorf("its ticket again = %d, want 401", code)
+	}
+
+	r = hangar(t, s.env(t, "PATH="+dir+"/none"), "", "fleet", "--web").want(t, 0)
+	printed := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(s.url) + `/fleet/#ticket=(hfs_\S+)$`).FindStringSubmatch(r.stdout)
+	if printed == nil || !strings.Contains(r.stderr, "no browser") {
+		t.Fatalf("fleet --web without a browser: stdout %q, stderr %q; want the link printed and why", r.stdout, r.stderr)
+	}
+	if code := signIn(printed[1]); code != http.StatusCreated {
+		t.Errorf("signing in with the printed ticket = %d, want 201", code)
+	}
+	hangar(t, s.env(t), "", "fleet", "--web", "--once").want(t, 2)
 }

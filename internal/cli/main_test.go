@@ -86,8 +86,8 @@ func sharedServer(t *testing.T) *server {
 }
 
 // newServer starts hangar serve on a free port with its data in dir.
-func newServer(dir string) (*server, error) {
-	proc, err := providertest.NewServe(hangarBin, dir, "--session-poll-seconds", "1")
+func newServer(dir string, args ...string) (*server, error) {
+	proc, err := providertest.NewServe(hangarBin, dir, append([]string{"--session-poll-seconds", "1"}, args...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ func (a *app) sessionsCreateCmd() *cobra.Command {
 			if err := a.call(cmd.Context(), "POST", "/api/sessions", req, &raw); err != nil {
 				return err
 			}
-			return a.printSessions([]json.RawMessage{raw})
+			return a.printSessions(cmd.Context(), []json.RawMessage{raw})
 		},
 	}
 	f := cmd.Flags()
@@ -65,7 +65,7 @@ func (a *app) sessionsLsCmd() *cobra.Command {
 			if err := a.call(cmd.Context(), "GET", "/api/sessions", nil, &out); err != nil {
 				return err
 			}
-			return a.printSessions(out.Sessions)
+			return a.printSessions(cmd.Context(), out.Sessions)
 		},
 	}
 }
@@ -147,7 +147,7 @@ func (a *app) call(ctx context.Context, method, path string, body, out any) erro
 	return c.do(ctx, method, path, body, out)
 }
 
-func (a *app) printSessions(list []json.RawMessage) error {
+func (a *app) printSessions(ctx context.Context, list []json.RawMessage) error {
 	asJSON, err := a.json()
 	if err != nil {
 		return err
@@ -158,13 +158,44 @@ func (a *app) printSessions(list []json.RawMessage) error {
 		}
 		return printJSON(a.cfg.Stdout, map[string]any{"sessions": list})
 	}
+	stuck := a.stuckAgents(ctx, list)
 	t := newTable(a.cfg.Stdout, "NAME", "ID", "STATE", "AGENT", "SANDBOX", "OWNER", "EVENTS", "CREATED")
 	col, now := a.colour(a.cfg.Stdout), time.Now()
 	for _, raw := range list {
 		var se wire.Session
 		json.Unmarshal(raw, &se)
+		if stuck[se.ID] || (se.Job != "" && stuck[se.Job]) {
+			se.State = "stuck"
+		}
 		t.row(se.Name, se.ID, paint(col, stateColour(se.State), se.State), se.Agent, se.Sandbox, se.Owner,
 			strconv.FormatInt(se.LastSeq, 10), ago(se.CreatedAt.Time(), now))
 	}
 	return t.flush()
+}
+
+// stuckAgents is the ids of the fleet's stuck agents (sessions', jobs') when a session of list
+// is running: the fleet decides what is stuck (HANGAR_STUCK_AFTER), so the table says so
+// exactly when the fleet does. A token that may not see a fleet (or another person's
+// sessions, which an admin lists) shows them running.
+func (a *app) stuckAgents(ctx context.Context, list []json.RawMessage) map[string]bool {
+	running := false
+	for _, raw := range list {
+		var se wire.Session
+		json.Unmarshal(raw, &se)
+		running = running || se.State == "running"
+	}
+	if !running {
+		return nil
+	}
+	var f wire.FleetSnapshot
+	if err := a.call(ctx, "GET", "/api/fleet", nil, &f); err != nil {
+		return nil
+	}
+	stuck := map[string]bool{}
+	for _, u := range f.Agents {
+		if u.Stuck {
+			stuck[u.ID] = true
+		}
+	}
+	return stuck
 }

@@ -74,6 +74,10 @@ type Config struct {
 	MCP          MCP
 	Turns        Turns
 	Replicas     Replicas
+
+	// StuckAfter is how long a running agent may record nothing before the Fleet (the page,
+	// hangar fleet, the inbox, hangar sessions ls) calls it stuck. Default 10m.
+	StuckAfter time.Duration
 }
 
 // Replicas configures several `hangar serve` on one PostgreSQL (docs/replicas.md). Unused with
@@ -248,6 +252,7 @@ func Default() Config {
 		DatabaseMaxConns: 7,
 		DatabaseWait:     5 * time.Second,
 		Turns:            Turns{PollSeconds: 5, FollowLogs: true, EventRetentionDays: 30},
+		StuckAfter:       10 * time.Minute,
 		Stream: Stream{
 			MaxPerToken:           16,
 			MaxPerUser:            128,

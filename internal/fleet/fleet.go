@@ -32,6 +32,9 @@ var (
 	// ErrTicket: the ticket is unknown, used already, or expired.
 	ErrTicket error = &problem.Sentinel{Text: "the ticket is not valid: it is unknown, used already or expired", Code: problem.CodeUnauthorized,
 		Message: "The ticket is not valid: it is unknown, used already or expired; ask for a new one (POST /api/fleet/tickets)."}
+	// ErrSignIn: the sign-in ticket is unknown, used already, or expired.
+	ErrSignIn error = &problem.Sentinel{Text: "the sign-in ticket is not valid: it is unknown, used already or expired", Code: problem.CodeUnauthorized,
+		Message: "This sign-in link was used already, has expired (it works once, within a minute of being made), or was never made: run hangar fleet --web again, or paste a token.", Quiet: true}
 	// ErrTooManyTickets: the token holds as many unused tickets as it may; it comes wrapped
 	// with the bound, which is what a client is told.
 	ErrTooManyTickets error = &problem.Sentinel{Text: "too many unused tickets", Code: problem.CodeLimit, RetryAfter: 10 * time.Second, Quiet: true}

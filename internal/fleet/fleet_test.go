@@ -169,6 +169,29 @@ func TestRead(t *testing.T) {
 	}
 }
 
+// TestStuckAfterIsASetting: a running agent is stuck once silent for the configured time, not
+// before, and its inbox item says that time.
+func TestStuckAfterIsASetting(t *testing.T) {
+	e := newEnv(t, Config{StuckAfter: 30 * time.Second})
+	ctx := context.Background()
+	e.session(t, "s1", "ada", "box", store.TurnRunning)
+	e.clock.Advance(29 * time.Second).MustWait(ctx)
+	if f, _ := e.s.Read(ctx, ada, ""); f.Summary.Stuck != 0 {
+		t.Errorf("29 s silent with StuckAfter 30 s: %+v, want none stuck", f.Summary)
+	}
+	e.clock.Advance(time.Second).MustWait(ctx)
+	f, _ := e.s.Read(ctx, ada, "")
+	said := ""
+	for _, it := range f.Inbox {
+		if it.Kind == "stuck" {
+			said = it.Text
+		}
+	}
+	if f.Summary.Stuck != 1 || !strings.HasSuffix(said, "looks stuck: nothing from it for over 30 s") {
+		t.Errorf("30 s silent: summary %+v, inbox %+v; want s1 stuck, saying 30 s", f.Summary, f.Inbox)
+	}
+}
+
 // TestWhoMaySee: only a person's own token, or an admin, sees a fleet.
 func TestWhoMaySee(t *testing.T) {
 	e := newEnv(t, Config{})
@@ -212,6 +235,38 @@ func TestTickets(t *testing.T) {
 	e.clock.Advance(time.Minute).MustWait(ctx)
 	if _, err := e.s.RedeemTicket(ctx, late.Ticket); !errors.Is(err, ErrTicket) {
 		t.Errorf("a ticket a minute old: %v, want ErrTicket", err)
+	}
+}
+
+// TestSignInTickets: a sign-in ticket is used once, within its TTL, names its token, and is
+// never taken for a stream ticket nor a stream ticket for it.
+func TestSignInTickets(t *testing.T) {
+	e := newEnv(t, Config{TicketTTL: time.Minute})
+	ctx := context.Background()
+	if _, err := e.s.IssueSignIn(ctx, auth.Principal{TokenID: "tok_jobs", User: "ada", Scopes: []auth.Scope{auth.ScopeJobs}}); !errors.Is(err, ErrForbidden) {
+		t.Errorf("a jobs token's sign-in ticket: %v, want ErrForbidden", err)
+	}
+	tk, err := e.s.IssueSignIn(ctx, ada)
+	if err != nil || !strings.HasPrefix(tk.Ticket, "hfs_") {
+		t.Fatalf("sign-in ticket %+v, %v", tk, err)
+	}
+	if _, err := e.s.RedeemTicket(ctx, tk.Ticket); !errors.Is(err, ErrTicket) {
+		t.Errorf("a sign-in ticket opening a stream: %v, want ErrTicket", err)
+	}
+	stream, _ := e.s.IssueTicket(ctx, ada)
+	if _, err := e.s.RedeemSignIn(ctx, stream.Ticket); !errors.Is(err, ErrSignIn) {
+		t.Errorf("a stream ticket signing in: %v, want ErrSignIn", err)
+	}
+	if id, err := e.s.RedeemSignIn(ctx, tk.Ticket); err != nil || id != ada.TokenID {
+		t.Errorf("signing in = %q, %v; want %s", id, err, ada.TokenID)
+	}
+	if _, err := e.s.RedeemSignIn(ctx, tk.Ticket); !errors.Is(err, ErrSignIn) {
+		t.Errorf("a second use: %v, want ErrSignIn", err)
+	}
+	late, _ := e.s.IssueSignIn(ctx, ada)
+	e.clock.Advance(time.Minute).MustWait(ctx)
+	if _, err := e.s.RedeemSignIn(ctx, late.Ticket); !errors.Is(err, ErrSignIn) {
+		t.Errorf("a sign-in ticket a minute old: %v, want ErrSignIn", err)
 	}
 }
 

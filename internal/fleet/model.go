@@ -254,7 +254,7 @@ func (s *Service) unitInbox(u Unit, sc *sessionCache, now time.Time) []InboxItem
 		// One item for each time it falls silent: its id names when.
 		quiet := time.Time(u.UpdatedAt)
 		it.ID, it.Kind, it.At = "stuck:"+t.ID+":"+strconv.FormatInt(quiet.UnixMilli(), 10), "stuck", u.UpdatedAt
-		it.Text = fmt.Sprintf("%s looks stuck: nothing from it for over %d min", u.Name, max(1, int(s.cfg.StuckAfter.Minutes())))
+		it.Text = fmt.Sprintf("%s looks stuck: nothing from it for over %s", u.Name, spell(s.cfg.StuckAfter))
 		return []InboxItem{it}
 	case !store.TurnEnded(t.State) || now.Sub(t.EndedAt) > s.cfg.InboxWindow:
 		return nil
@@ -396,4 +396,15 @@ func task(prompt string) string {
 func jsonOf(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// spell is d as the inbox says it: "10 min", "2 h", "30 s" (cut to its largest unit).
+func spell(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return strconv.Itoa(int(d.Hours())) + " h"
+	case d >= time.Minute:
+		return strconv.Itoa(int(d.Minutes())) + " min"
+	}
+	return strconv.Itoa(max(1, int(d.Seconds()))) + " s"
 }

@@ -14,8 +14,12 @@ import (
 	"github.com/hangar-dev/hangar/internal/wire"
 )
 
-// ticketPrefix starts every ticket, so one is recognisable in a log or a URL.
-const ticketPrefix = "hft_"
+// ticketPrefix starts every stream ticket, signInPrefix every sign-in ticket, so one is
+// recognisable in a log or a URL.
+const (
+	ticketPrefix = "hft_"
+	signInPrefix = "hfs_"
+)
 
 // maxTicketsPerToken bounds the tickets one token may hold unused: asking again and again
 // grows nothing.
@@ -28,6 +32,21 @@ type Ticket = wire.Ticket
 
 // IssueTicket makes a ticket for p's own fleet, usable once within TicketTTL.
 func (s *Service) IssueTicket(ctx context.Context, p auth.Principal) (Ticket, error) {
+	return s.issue(ctx, p, ticketPrefix, hashTicket)
+}
+
+// IssueSignIn makes a sign-in ticket for p (hangar fleet --web): the page that redeems it,
+// once within TicketTTL, is signed in as p's token (RedeemSignIn). It is kept apart from a
+// stream ticket, which a browser puts in a URL that servers log: its hash is of another
+// domain, so neither kind is ever taken for the other. Tickets of both kinds count against the
+// same bound per token.
+func (s *Service) IssueSignIn(ctx context.Context, p auth.Principal) (Ticket, error) {
+	return s.issue(ctx, p, signInPrefix, hashSignIn)
+}
+
+// issue makes a ticket for p's own fleet, its secret starting with prefix and stored as hash
+// makes it.
+func (s *Service) issue(ctx context.Context, p auth.Principal, prefix string, hash func(string) string) (Ticket, error) {
 	if _, err := whose(p, ""); err != nil {
 		return Ticket{}, err
 	}
@@ -35,12 +54,12 @@ func (s *Service) IssueTicket(ctx context.Context, p auth.Principal) (Ticket, er
 	if _, err := rand.Read(b); err != nil {
 		return Ticket{}, fmt.Errorf("make a ticket: %w", err)
 	}
-	secret := ticketPrefix + base64.RawURLEncoding.EncodeToString(b)
+	secret := prefix + base64.RawURLEncoding.EncodeToString(b)
 	now := s.cfg.Clock.Now()
 	expires := now.Add(s.cfg.TicketTTL)
 	// Only what says who the person is: not a sandbox binding (whose refused those), not admin
 	// (a ticket shows its person's own fleet), never the token's secret (hangar has none).
-	t := store.Ticket{Hash: hashTicket(secret), TokenID: p.TokenID, User: p.User, TokenExpiresAt: p.ExpiresAt,
+	t := store.Ticket{Hash: hash(secret), TokenID: p.TokenID, User: p.User, TokenExpiresAt: p.ExpiresAt,
 		Static: p.Static, ExpiresAt: expires}
 	err := s.cfg.Store.CreateTicket(ctx, t, maxTicketsPerToken, now)
 	if errors.Is(err, store.ErrLimit) {
@@ -71,7 +90,27 @@ func (s *Service) RedeemTicket(ctx context.Context, secret string) (auth.Princip
 		ExpiresAt: t.TokenExpiresAt, Static: t.Static}, nil
 }
 
+// RedeemSignIn uses a sign-in ticket up: it returns the id of the token it was made for, or
+// ErrSignIn. The caller makes the page its own token from that one, if it is still valid
+// (auth.Authenticator.PageToken).
+func (s *Service) RedeemSignIn(ctx context.Context, secret string) (tokenID string, err error) {
+	t, err := s.cfg.Store.RedeemTicket(ctx, hashSignIn(secret), s.cfg.Clock.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return "", ErrSignIn
+	}
+	if err != nil {
+		return "", err
+	}
+	return t.TokenID, nil
+}
+
 func hashTicket(secret string) string {
 	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:])
+}
+
+// hashSignIn hashes a sign-in ticket in a domain of its own (see IssueSignIn).
+func hashSignIn(secret string) string {
+	h := sha256.Sum256([]byte("hangar fleet sign-in\x00" + secret))
 	return hex.EncodeToString(h[:])
 }

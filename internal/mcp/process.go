@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,16 +18,17 @@ import (
 
 // processArgs are the process tool's arguments; which ones apply depends on the action.
 type processArgs struct {
-	Action      string  `json:"action" jsonschema:"start, attach, input, kill or list"`
-	Sandbox     string  `json:"sandbox,omitempty" jsonschema:"the sandbox; a token bound to one sandbox may leave it out"`
-	Command     string  `json:"command,omitempty" jsonschema:"start: the command, run with bash -lc"`
-	Cwd         string  `json:"cwd,omitempty" jsonschema:"start: the working directory; default the sandbox's"`
-	ProcessID   string  `json:"process_id,omitempty" jsonschema:"attach, input, kill: the process, as start returned it"`
-	Since       int64   `json:"since,omitempty" jsonschema:"attach: the byte offset to read from, the next of the previous attach; default 0, all output still kept"`
-	WaitSeconds float64 `json:"wait_seconds,omitempty" jsonschema:"attach: how long to wait for more output after what is kept, at most 600 (more is clamped to 600); default 0, return at once; the call returns early when the process ends"`
-	Input       string  `json:"input,omitempty" jsonschema:"input: what to write to its standard input"`
-	Base64      bool    `json:"base64,omitempty" jsonschema:"input: input is base64, for bytes that are not text"`
-	EOF         bool    `json:"eof,omitempty" jsonschema:"input: close its standard input after writing"`
+	Action       string  `json:"action" jsonschema:"start, attach, input, kill or list"`
+	Sandbox      string  `json:"sandbox,omitempty" jsonschema:"the sandbox; a token bound to one sandbox may leave it out"`
+	Command      string  `json:"command,omitempty" jsonschema:"start: the command, run with bash -lc"`
+	Cwd          string  `json:"cwd,omitempty" jsonschema:"start: the working directory; default the sandbox's"`
+	ProcessID    string  `json:"process_id,omitempty" jsonschema:"attach, input, kill: the process, as start returned it"`
+	Since        int64   `json:"since,omitempty" jsonschema:"attach: the byte offset to read from, the next of the previous attach; default 0, all output still kept"`
+	SinceSeconds *int64  `json:"since_seconds,omitempty" jsonschema:"attach, instead of since: read what it printed in the last N seconds (to within a second), as REST's ?since_seconds and kubectl logs --since"`
+	WaitSeconds  float64 `json:"wait_seconds,omitempty" jsonschema:"attach: how long to wait for more output after what is kept, at most 600 (more is clamped to 600); default 0, return at once; the call returns early when the process ends"`
+	Input        string  `json:"input,omitempty" jsonschema:"input: what to write to its standard input"`
+	Base64       bool    `json:"base64,omitempty" jsonschema:"input: input is base64, for bytes that are not text"`
+	EOF          bool    `json:"eof,omitempty" jsonschema:"input: close its standard input after writing"`
 }
 
 // maxWait bounds an attach's wait_seconds (the spec's 600): a longer wait is clamped, and the
@@ -39,7 +41,7 @@ func (h *Handler) addProcess() {
 		Title: "Background processes in a sandbox",
 		Description: "Background processes that outlive the call. action start {command, cwd} starts one (bash -lc) and " +
 			"returns its process_id at once. attach {process_id, since, wait_seconds} returns its output from since " +
-			"(default: all still kept, the last 256 KiB), then waits up to wait_seconds (at most 600) for more, sent as " +
+			"(default: all still kept, the last 256 KiB; since_seconds: N instead, what it printed in the last N seconds), then waits up to wait_seconds (at most 600) for more, sent as " +
 			"notifications/progress when the call has a progressToken (progress = the byte offset reached, message = " +
 			"the text); it returns the last 64 KiB it saw (tail), state, exit_code and next: pass next as since to " +
 			"carry on exactly where this left off. input {process_id, input, base64, eof} writes to its stdin. kill " +
@@ -122,6 +124,11 @@ func (h *Handler) attach(ctx context.Context, req *mcp.CallToolRequest, p auth.P
 	if err != nil {
 		return wire.ProcessAttach{}, err
 	}
+	if in.SinceSeconds != nil {
+		if in.Since, err = h.sinceSeconds(ctx, p, ref, in); err != nil {
+			return wire.ProcessAttach{}, err
+		}
+	}
 	token := req.Params.GetProgressToken()
 	sk := h.startCall(req)
 	att, err := h.cfg.Processes.Attach(ctx, p, ref, in.ProcessID, in.Since)
@@ -144,6 +151,23 @@ func (h *Handler) attach(ctx context.Context, req *mcp.CallToolRequest, p auth.P
 		return wire.ProcessAttach{}, errorf("The call was cancelled.")
 	}
 	return attachResult(seen, token != nil, notes), nil
+}
+
+// sinceSeconds is the offset an attach with since_seconds starts at: where what the process
+// printed in the last since_seconds begins.
+func (h *Handler) sinceSeconds(ctx context.Context, p auth.Principal, ref string, in processArgs) (int64, error) {
+	switch {
+	case in.Since != 0:
+		return 0, errorf("Give since (a byte offset) or since_seconds (the output of the last N seconds), not both.")
+	case *in.SinceSeconds < 0:
+		return 0, errorf("since_seconds must be a whole number of seconds, 0 or more.")
+	}
+	ago := time.Duration(min(*in.SinceSeconds, math.MaxInt64/int64(time.Second))) * time.Second
+	off, err := h.cfg.Processes.OffsetSince(ctx, p, ref, in.ProcessID, ago)
+	if err != nil {
+		return 0, classify(h.log, "process attach", err)
+	}
+	return off, nil
 }
 
 // attachWait checks an attach's since and wait_seconds, and returns how long to wait and the

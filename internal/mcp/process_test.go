@@ -194,6 +194,10 @@ func TestProcessAttachExited(t *testing.T) {
 			if out["state"] != "exited" || out["exit_code"] != 3.0 || out["tail"] != "done\n" || out["next"] != 5.0 {
 				t.Errorf("attach = %v", out)
 			}
+			// since_seconds: what it printed in the last hour, which is all of it.
+			if out := c.ok(t, "process", map[string]any{"action": "attach", "sandbox": "box", "process_id": id, "since_seconds": 3600}); out["tail"] != "done\n" || out["next"] != 5.0 {
+				t.Errorf("attach with since_seconds 3600 = %v, want all its output", out)
+			}
 			if ns := strings.Join(notes(out), " "); !strings.Contains(ns, "at most 600") {
 				t.Errorf("notes %q do not say wait_seconds was clamped", ns)
 			}
@@ -258,6 +262,8 @@ func TestProcessBadInput(t *testing.T) {
 		{"unknown process", map[string]any{"action": "attach", "sandbox": "box", "process_id": "p_nope"}, "no such process"},
 		{"no process", map[string]any{"action": "kill", "sandbox": "box"}, "process_id"},
 		{"negative since", map[string]any{"action": "attach", "sandbox": "box", "process_id": id, "since": -1}, "since"},
+		{"negative since_seconds", map[string]any{"action": "attach", "sandbox": "box", "process_id": id, "since_seconds": -1}, "since_seconds must be"},
+		{"since and since_seconds", map[string]any{"action": "attach", "sandbox": "box", "process_id": id, "since": 3, "since_seconds": 10}, "not both"},
 		{"negative wait", map[string]any{"action": "attach", "sandbox": "box", "process_id": id, "wait_seconds": -1}, "wait_seconds"},
 		{"bad base64", map[string]any{"action": "input", "sandbox": "box", "process_id": id, "input": "!!", "base64": true}, "base64"},
 		{"nothing to send", map[string]any{"action": "input", "sandbox": "box", "process_id": id}, "nothing to send"},

@@ -18,6 +18,7 @@ func (a *api) fleetRoutes(r chi.Router) {
 	r.Get("/fleet", a.getFleet)
 	r.Get("/fleet/stream", a.fleetStream)
 	r.Post("/fleet/tickets", a.fleetTicket)
+	r.Post("/fleet/sign-in-tickets", a.fleetSignInTicket)
 	r.Delete("/fleet/inbox/{item}", a.dismissInbox)
 }
 
@@ -50,6 +51,39 @@ func (a *api) fleetTicket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, t)
+}
+
+// fleetSignInTicket is POST /api/fleet/sign-in-tickets: a one-time ticket, valid for a minute,
+// that signs a Fleet page in as the caller (POST /api/fleet/sign-in): hangar fleet --web puts
+// it in the address of the page it opens.
+func (a *api) fleetSignInTicket(w http.ResponseWriter, r *http.Request) {
+	t, err := a.Fleet.IssueSignIn(r.Context(), principal(r))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, t)
+}
+
+// fleetSignIn is POST /api/fleet/sign-in {"ticket"}, the one route under /api without a
+// token (the ticket is the credential): it uses the sign-in ticket up and answers, as POST
+// /api/tokens does, the page's own token (auth.Authenticator.PageToken). The ticket comes in
+// the body, never in a URL a server or proxy logs.
+func (a *api) fleetSignIn(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Ticket string `json:"ticket"`
+	}
+	if err := decodeJSON(r, &req); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	id, err := a.Fleet.RedeemSignIn(r.Context(), req.Ticket)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	c, err := a.Auth.PageToken(r.Context(), id)
+	a.writeCreated(w, r, c, err)
 }
 
 // dismissInbox is DELETE /api/fleet/inbox/{item}: the item leaves the caller's own inbox for

@@ -1,18 +1,17 @@
 package rest_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/wire"
 )
 
-// TestFleetOverHTTP: a person's fleet read once and followed live by a browser's way in (a
-// one-time ticket, no Authorization header): a session appears, its turn runs and ends; a
-// ticket works once; another person's ticket never shows it; revoking the token ends the stream.
 // TestRootLeadsToTheFleet: hangar's address opened in a browser shows the Fleet page.
 func TestRootLeadsToTheFleet(t *testing.T) {
 	t.Parallel()
@@ -36,6 +35,87 @@ func TestRootLeadsToTheFleet(t *testing.T) {
 	}
 }
 
+// TestFleetSignIn: hangar fleet --web's way in. A sign-in ticket, asked for with a person's
+// token, signs a page in once (within a minute: fleet's TestSignInTickets), as that person only: the page gets a token of
+// its own with the user scope, no later expiry than its maker's, which stops working when its
+// maker is revoked. A stream ticket never signs a page in, a sign-in ticket never opens a
+// stream, and the tokens that cannot see a fleet get no sign-in ticket.
+func TestFleetSignIn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	adaID, ada := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["user", "mcp"], "expires_in": "2h"}`)
+	_, jobs := e.newToken(t, e.admin, `{"user": "ada", "scopes": ["jobs"]}`)
+	e.sandbox(t, ada, "box", "")
+	_, bound := e.newToken(t, ada, `{"scopes": ["user"], "sandbox": "box"}`)
+	for name, tok := range map[string]string{"a jobs token": jobs, "a bound token": bound} {
+		if r := e.do(t, "POST", "/api/fleet/sign-in-tickets", tok, ""); r.status != http.StatusForbidden {
+			t.Errorf("%s asking for a sign-in ticket = %d %s, want 403", name, r.status, r.raw)
+		}
+	}
+	ticket := func(path, tok string) string {
+		t.Helper()
+		r := e.do(t, "POST", path, tok, "")
+		if r.status != http.StatusCreated {
+			t.Fatalf("POST %s = %d %s", path, r.status, r.raw)
+		}
+		return r.body["ticket"].(string)
+	}
+	signIn := func(tk string) response {
+		t.Helper()
+		return e.do(t, "POST", "/api/fleet/sign-in", "", `{"ticket": "`+tk+`"}`)
+	}
+
+	tk := ticket("/api/fleet/sign-in-tickets", ada)
+	if !strings.HasPrefix(tk, "hfs_") {
+		t.Errorf("a sign-in ticket %q does not start with hfs_", tk)
+	}
+	if s, r := e.getStream(t, "", "/api/fleet/stream?ticket="+tk, ""); s != nil || r.status != http.StatusUnauthorized {
+		t.Errorf("a sign-in ticket opening the stream = %d %s, want 401", r.status, r.raw)
+	}
+	if r := signIn(ticket("/api/fleet/tickets", ada)); r.status != http.StatusUnauthorized {
+		t.Errorf("a stream ticket signing in = %d %s, want 401", r.status, r.raw)
+	}
+	for _, body := range []string{"", `{"ticket": "hfs_forged"}`, `{"ticket": 7}`} {
+		if r := e.do(t, "POST", "/api/fleet/sign-in", "", body); r.status/100 != 4 || r.body["error"] == nil {
+			t.Errorf("signing in with %q = %d %s, want a 4xx JSON error", body, r.status, r.raw)
+		}
+	}
+
+	r := signIn(tk)
+	if r.status != http.StatusCreated {
+		t.Fatalf("signing in = %d %s", r.status, r.raw)
+	}
+	page, _ := r.body["token"].(string)
+	adaExpiry := e.clock().Add(2 * time.Hour)
+	if exp, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(r.body["expires_at"])); r.body["user"] != "ada" || fmt.Sprint(r.body["scopes"]) != "[user]" || exp.After(adaExpiry) {
+		t.Errorf("the page's token = %s; want ada's, the user scope only, expiring no later than %s", r.raw, adaExpiry)
+	}
+	if again := signIn(tk); again.status != http.StatusUnauthorized || !strings.Contains(again.raw, "hangar fleet --web") {
+		t.Errorf("the sign-in ticket again = %d %s, want 401 saying to run hangar fleet --web again", again.status, again.raw)
+	}
+	if f := e.do(t, "GET", "/api/fleet", page, ""); f.status != http.StatusOK || f.body["user"] != "ada" {
+		t.Errorf("GET /api/fleet with the page's token = %d %s, want ada's fleet", f.status, f.raw)
+	}
+
+	// The admin's page is the admin's own fleet, never the admin's powers.
+	r = signIn(ticket("/api/fleet/sign-in-tickets", e.admin))
+	adminPage, _ := r.body["token"].(string)
+	if f := e.do(t, "GET", "/api/fleet?user=ada", adminPage, ""); r.status != http.StatusCreated || f.status != http.StatusForbidden {
+		t.Errorf("the admin's page asking for ada's fleet = %d %s (sign-in %d %s), want 403", f.status, f.raw, r.status, r.raw)
+	}
+
+	// Revoked in the store (past the API's revoking what it made): its page stops too.
+	if err := e.store.RevokeToken(context.Background(), adaID, e.clock()); err != nil {
+		t.Fatal(err)
+	}
+	if f := e.do(t, "GET", "/api/fleet", page, ""); f.status != http.StatusUnauthorized {
+		t.Errorf("the page's token once its maker is revoked = %d %s, want 401", f.status, f.raw)
+	}
+}
+
+// TestFleetOverHTTP: a person's fleet read once and followed live by a browser's way in (a
+// one-time ticket, no Authorization header): a session appears, its turn runs and ends; a
+// ticket works once; another person's ticket never shows it; revoking the token ends the stream.
 func TestFleetOverHTTP(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

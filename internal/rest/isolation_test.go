@@ -135,6 +135,8 @@ var matrix = []row{
 	{"GET /api/fleet?user=ada", restList("GET /api/fleet?user=ada", "{ses}"), want("200", "403", "403", "403", "403", "403", "401", "401", "200")},
 	{"GET /api/fleet/stream?user=ada", route("GET /api/fleet/stream?user=ada", ""), want("200", "403", "403", "403", "403", "403", "401", "401", "200")},
 	{"POST /api/fleet/tickets", route("POST /api/fleet/tickets", ""), want("201", "201", "403", "403", "403", "403", "401", "401", "201")},
+	{"POST /api/fleet/sign-in-tickets", route("POST /api/fleet/sign-in-tickets", ""), want("201", "201", "403", "403", "403", "403", "401", "401", "201")},
+	{"POST /api/fleet/sign-in {signin}", route("POST /api/fleet/sign-in", `{"ticket": "{signin}"}`), want("201", "201", "201", "201", "201", "201", "201", "201", "201")},
 	{"DELETE /api/fleet/inbox/{item}", route("DELETE /api/fleet/inbox/{item}", ""), want("204", "404", "403", "403", "403", "403", "401", "401", "404")},
 	{"POST /api/sessions", route("POST /api/sessions", `{"name": "{new}", "sandbox": "{sb}", "agent": "command"}`), want("201", "404", "201", "404", "403", "403", "401", "401", "201")},
 	{"GET /api/sessions", restList("GET /api/sessions", "{ses}"), want("200", "200, hidden", "200", "200, hidden", "403", "403", "401", "401", "200")},
@@ -230,6 +232,7 @@ var placeholders = []struct{ name, doc string }{
 	{"{fses}", "a session of ada's in {sb}, made for the row, unused"},
 	{"{job}", "a job ada's jobs token started in {sb}"},
 	{"{item}", "an item in ada's inbox made for the row, unused: a process of the owner token's that exited non-zero"},
+	{"{signin}", "a sign-in ticket ada's owner token asked for, made for the row, unused: the ticket is the credential and signs a page in as ada whoever sends it, with whatever token (TestFleetSignIn: replay, a stream ticket, a revoked maker; expiry in fleet's TestSignInTickets)"},
 	{"{grant}", "an OAuth grant of ada's, bound to {sb}"},
 	{"{fgrant}", "an OAuth grant of ada's, bound to {sb}, made for the row, unused"},
 }
@@ -369,6 +372,12 @@ func (w *world) fresh(t *testing.T, name, era string) string {
 		sp.cleanup = func(t *testing.T) { w.do(t, "DELETE", "/api/sandboxes/ada-box/processes/"+id, owner, "") }
 	case "{item}":
 		sp.value = "process_failed:" + w.e.failedProcess(t, owner, "ada-box") // fleet_test.go
+	case "{signin}":
+		r := w.e.do(t, "POST", "/api/fleet/sign-in-tickets", owner, "")
+		if r.status != http.StatusCreated {
+			t.Fatalf("POST /api/fleet/sign-in-tickets = %d %s", r.status, r.raw)
+		}
+		sp.value = r.body["ticket"].(string)
 	case "{grant}":
 		if w.grant == "" {
 			w.grant = w.oauthGrant(t) // oauth_test.go

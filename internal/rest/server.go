@@ -176,6 +176,8 @@ func New(cfg Config) *Server {
 		// hangar's address opened in a browser leads to the page (302: / may serve more one
 		// day, and a browser must not remember this).
 		r.Get("/", http.RedirectHandler("/fleet/", http.StatusFound).ServeHTTP)
+		// The sign-in ticket in its body is its credential: no token (see fleetSignIn).
+		r.Post("/api/fleet/sign-in", a.fleetSignIn)
 	}
 	r.Route("/api", func(r chi.Router) {
 		r.Use(a.authenticate)

@@ -70,6 +70,12 @@ func (a *api) createToken(w http.ResponseWriter, r *http.Request) {
 		nt.ExpiresAt = a.Clock.Now().Add(d)
 	}
 	c, err := a.Auth.CreateToken(r.Context(), principal(r), nt)
+	a.writeCreated(w, r, c, err)
+}
+
+// writeCreated answers a token just made (201, with its secret: the only time it is seen), or
+// err.
+func (a *api) writeCreated(w http.ResponseWriter, r *http.Request, c auth.Created, err error) {
 	if err != nil {
 		a.writeError(w, r, err)
 		return

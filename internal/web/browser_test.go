@@ -52,9 +52,9 @@ func replay(t *testing.T, name string) string {
 
 // serveAda starts a hangar with a token of ada's (scope user) and her sandbox "box", both
 // gone when the test ends.
-func serveAda(ctx context.Context, t *testing.T) (*server, string) {
+func serveAda(ctx context.Context, t *testing.T, args ...string) (*server, string) {
 	t.Helper()
-	proc, err := providertest.NewServe(hangarBin, t.TempDir(), "--session-poll-seconds", "1")
+	proc, err := providertest.NewServe(hangarBin, t.TempDir(), append([]string{"--session-poll-seconds", "1"}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,8 +153,8 @@ func TestFleetPage(t *testing.T) {
 	// restart below (the dismissal is kept by the server).
 	item := fmt.Sprintf(`#inbox li[data-id="job_finished:%s"]`, job["id"].(string))
 	run("dismiss the finished job from the inbox",
-		chromedp.WaitVisible(chromedp.CSS(item+" button")),
-		chromedp.Focus(chromedp.CSS(item+" button")),
+		chromedp.WaitVisible(chromedp.CSS(item+" button.dismiss")),
+		chromedp.Focus(chromedp.CSS(item+" button.dismiss")),
 		chromedp.KeyEvent(kb.Enter),
 		poll(fmt.Sprintf(`document.querySelector(%q) === null`, item)),
 	)

@@ -204,8 +204,9 @@ func (b *bidi) close() {
 
 // TestFleetPageFirefox loads the Fleet page in headless Firefox against a real hangar: signing
 // in opens the live stream (ticket, EventSource), a job appears and changes state when its turn
-// ends, its events open, an inbox item is dismissed, and the job's address is opened, reloaded
-// and left with Back (linksFirefox).
+// ends, its row says its task, how long it took and its tokens, its events open as hangar's
+// lines (none as JSON), an inbox item is dismissed, and the job's address is opened, reloaded
+// and left with Back (linksFirefox); hangar fleet --web's link signs a page in.
 func TestFleetPageFirefox(t *testing.T) {
 	t.Parallel()
 	exe := firefox(t)
@@ -224,17 +225,36 @@ func TestFleetPageFirefox(t *testing.T) {
 	row := fmt.Sprintf(`document.querySelector('tr[data-id="%s"]')`, job["id"].(string))
 	b.until(ctx, "the job appears", row+` !== null`)
 	b.until(ctx, "its turn ends", row+`.classList.contains("state-done")`)
+	b.until(ctx, "its row says what it was for, how long it took, the tokens it used (Codex: no cost)",
+		row+`.querySelector(".task").textContent !== "" && `+row+`.querySelector(".time").textContent.startsWith("took ") && `+
+			row+`.querySelector(".cost").textContent.endsWith(" tokens")`)
 	b.eval(ctx, "("+row+".click(), true)")
 	b.until(ctx, "its events open live", `document.querySelectorAll("#events li").length >= 5`)
+	lines := `[...document.querySelectorAll("#events .line")]`
+	b.until(ctx, "the command and its outcome read as lines, as in Chromium",
+		lines+`.some((l) => l.textContent === "$ /bin/bash -lc 'echo one'") && `+lines+`.some((l) => l.textContent.trim() === "→ exit 0 one") && `+
+			lines+`.some((l) => l.textContent === "tokens: 33075 in, 168 out")`)
+	if n := b.eval(ctx, `String([...document.querySelectorAll("#events summary")].filter((s) => /[{[]"/.test(s.textContent)).length)`); n != "0" {
+		t.Errorf("%s events of the detail read as raw JSON in Firefox", n)
+	}
 	if first := b.eval(ctx, `document.querySelector("#events li").textContent`); !strings.HasPrefix(first, "#1 ") {
 		t.Errorf("the first event shown is %q, want #1", first)
 	}
 	item := fmt.Sprintf(`document.querySelector('#inbox li[data-id="job_finished:%s"]')`, job["id"].(string))
 	b.until(ctx, "the finished job is in the inbox", item+` !== null`)
-	b.eval(ctx, "("+item+`.querySelector("button").click(), true)`)
+	b.eval(ctx, "("+item+`.querySelector("button.dismiss").click(), true)`)
 	b.until(ctx, "the item is dismissed", item+` === null`)
 	if got := s.API(t, "GET", "/api/fleet", ada, "")["inbox"]; strings.Contains(mustJSON(got), job["id"].(string)) {
 		t.Errorf("the server still has the dismissed item: %v", got)
 	}
 	linksFirefox(ctx, t, b, job["id"].(string))
+
+	// hangar fleet --web's link signs a page in, and leaves its address, in Firefox too.
+	ticket := s.API(t, "POST", "/api/fleet/sign-in-tickets", ada, "")["ticket"].(string)
+	b.call(ctx, "browsingContext.navigate", map[string]any{"context": b.ctx, "url": "about:blank", "wait": "complete"}, nil)
+	b.call(ctx, "browsingContext.navigate", map[string]any{"context": b.ctx, "url": s.url + "/fleet/#ticket=" + ticket, "wait": "complete"}, nil)
+	b.until(ctx, "live, signed in by the link", `document.getElementById("status").textContent.startsWith("Live: ada's fleet.")`)
+	if href := b.eval(ctx, `location.href`); href != s.url+"/fleet/" {
+		t.Errorf("the address after signing in by the link is %q, want %s/fleet/", href, s.url)
+	}
 }

@@ -157,12 +157,12 @@ func TestFleetPageEveryScreen(t *testing.T) {
 		item := func(id string) string { return fmt.Sprintf(`document.querySelector('#inbox li[data-id="%s"]')`, id) }
 		// The stream's inbox event after the dismissal redraws the inbox (whether before or after
 		// the page hears back from its DELETE): the button marked here is replaced then.
-		p.eval(item(ids[1]) + `.querySelector("button").dataset.before = "yes"`)
-		p.eval(item(ids[0]) + `.querySelector("button").focus()`)
+		p.eval(item(ids[1]) + `.querySelector("button.dismiss").dataset.before = "yes"`)
+		p.eval(item(ids[0]) + `.querySelector("button.dismiss").focus()`)
 		p.do("dismiss the first item", chromedp.KeyEvent(kb.Enter))
-		p.until("it is gone, the keyboard on the next one", item(ids[0])+` === null && document.activeElement === `+item(ids[1])+`?.querySelector("button")`)
-		p.until("the inbox is redrawn", item(ids[1])+`?.querySelector("button").dataset.before === undefined`)
-		if !eval[bool](p, `document.activeElement === `+item(ids[1])+`.querySelector("button")`) {
+		p.until("it is gone, the keyboard on the next one", item(ids[0])+` === null && document.activeElement === `+item(ids[1])+`?.querySelector("button.dismiss")`)
+		p.until("the inbox is redrawn", item(ids[1])+`?.querySelector("button.dismiss").dataset.before === undefined`)
+		if !eval[bool](p, `document.activeElement === `+item(ids[1])+`.querySelector("button.dismiss")`) {
 			t.Errorf("after the inbox was redrawn the keyboard is on %s", eval[string](p, `document.activeElement.outerHTML.slice(0, 120)`))
 		}
 		p.do("dismiss the last item", chromedp.KeyEvent(kb.Enter))

@@ -306,7 +306,7 @@ function inbox(items) {
       b.textContent = "Dismiss";
       b.setAttribute("aria-label", "Dismiss: " + it.text);
       b.addEventListener("click", () => dismiss(it, b));
-      li.append(t, " " + it.text + " ", b);
+      li.append(t, " ", openAgentButton(it) || it.text, " ", b);
       return li;
     }),
   );
@@ -315,16 +315,32 @@ function inbox(items) {
   // in its place.
   if (focused) {
     const same = ul.querySelector(`li[data-id="${CSS.escape(focused.dataset.id)}"]`);
-    if (same) same.querySelector("button").focus();
+    if (same) same.querySelector("button.dismiss").focus();
     else focusInbox(at);
   }
+}
+
+// openAgentButton is an inbox item's text as a button that opens its agent, when the item is
+// about an agent (null otherwise: a sandbox's or a process's item). The agent is looked up on
+// the click: an item may come before its agent's row does, or outlive it.
+function openAgentButton(it) {
+  if (!it.agent) return null;
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "open-agent";
+  b.textContent = it.text;
+  b.addEventListener("click", () => {
+    if (fleet.agents.has(it.agent)) openDetail(it.agent);
+    else setStatus("That agent is no longer in your fleet.", "warn");
+  });
+  return b;
 }
 
 // focusInbox gives the keyboard to the inbox item at index i (the last one when fewer are
 // left), or to the inbox's heading when it is empty.
 function focusInbox(i) {
   const items = $("inbox").children;
-  if (items.length) items[Math.min(i, items.length - 1)].querySelector("button").focus();
+  if (items.length) items[Math.min(i, items.length - 1)].querySelector("button.dismiss").focus();
   else $("inbox-title").focus();
 }
 
@@ -650,5 +666,38 @@ document.addEventListener("keydown", (ev) => {
 });
 window.addEventListener("popstate", followURL);
 
-if (fleet.token) connect();
+// signInWith exchanges a one-time sign-in ticket (hangar fleet --web put it in this page's
+// address) for the page's own token, as if it had been pasted. A used, expired or unknown
+// ticket signs the page out (a token it held is forgotten: the link was meant to replace it),
+// saying why in hangar's words above the token field.
+async function signInWith(ticket) {
+  setStatus("Signing in…");
+  let r;
+  try {
+    r = await fetch("/api/fleet/sign-in", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ ticket }),
+    });
+  } catch {
+    signOut("hangar does not answer, so the sign-in link could not be used: run hangar fleet --web again, or paste a token.");
+    return;
+  }
+  if (!r.ok) {
+    signOut(await errorText(r));
+    return;
+  }
+  fleet.token = (await r.json()).token;
+  sessionStorage.setItem(TOKEN_KEY, fleet.token);
+  fleet.lastId = "";
+  connect();
+}
+
+// The ticket comes in the address's fragment (#ticket=…), which a browser sends to no server
+// and in no Referer; it leaves the address, and so the history, before it is used.
+const signInTicket = new URLSearchParams(location.hash.slice(1)).get("ticket");
+if (signInTicket) {
+  history.replaceState(null, "", location.pathname + location.search);
+  signInWith(signInTicket);
+} else if (fleet.token) connect();
 else showSignin("");

@@ -264,7 +264,7 @@ func attachOne(ctx context.Context, srv *server, sandbox, id string) (io.ReadClo
 		return nil, fmt.Errorf("%d %s", resp.StatusCode, raw)
 	}
 	errGot := fmt.Errorf("got it")
-	err = sseEvents(resp.Body, func(name string, data []byte) error {
+	err = benchkit.SSEEvents(resp.Body, func(name string, data []byte) error {
 		switch name {
 		case "output":
 			var ev struct{ Data string }
