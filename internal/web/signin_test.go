@@ -20,11 +20,11 @@ import (
 //     in the status line and the panel, and the row keeps its Cancel.
 func TestFleetPageSignInLinkStuckAndRefusedCancel(t *testing.T) {
 	t.Parallel()
-	exe := chromium(t)
+	chromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*waitTimeout)
 	defer cancel()
 	s, ada := serveAda(ctx, t, "--stuck-after", "2s")
-	p := openChromium(ctx, t, exe, s)
+	p := openChromium(t, s)
 
 	ticket := s.API(t, "POST", "/api/fleet/sign-in-tickets", ada, "")["ticket"].(string)
 	p.do("open the sign-in link", chromedp.EmulateViewport(1400, 900), chromedp.Navigate(s.url+"/fleet/#ticket="+ticket))
