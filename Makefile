@@ -116,17 +116,15 @@ clean:
 conformance:
 	scripts/conformance.sh
 
-# E2B's JS SDK (pinned in scripts/e2bcompat/package.json) in debug mode against hangar-envd,
-# asserting what E2B's envd answers (needs npm; installs the SDK and Node 22 on first use).
+# E2B's JS SDK (pinned in scripts/e2bcompat/package.json), unchanged: in debug mode against
+# hangar-envd, asserting what E2B's envd answers; then against hangar as the E2B API and daemon
+# (E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY; docs/e2b.md) with local sandboxes, then Docker ones
+# (needs npm and a Docker engine; installs the SDK and Node 22 on first use).
 .PHONY: e2b-compat
 e2b-compat:
 	scripts/e2bcompat/run.sh
-
-# E2B's JS SDK, unchanged, through hangar's E2B daemon pass-through (/e2b/sandbox) to a local
-# sandbox of `hangar serve` (needs npm; installs the SDK and Node 22 on first use).
-.PHONY: e2b-daemon
-e2b-daemon:
-	scripts/e2bcompat/daemon.sh
+	scripts/e2bcompat/hangar.sh local
+	scripts/e2bcompat/hangar.sh docker
 
 # The image hangar:dev (Dockerfile: FROM scratch, so the local engine builds it without pulls),
 # from `make build`'s static binaries and this machine's CA bundle, put in .cache/image first.

@@ -28,7 +28,7 @@ var wallClockAllowed = map[string]string{
 	"rest/sse.go":         "an SSE response's write deadline",
 	"rest/bodytime.go":    "a request body's read deadline",
 	"mcp/sink.go":         "an MCP response's write deadline",
-	"envd/daemon/shed.go": "the deadline of the answer to a refused connection",
+	"shed/shed.go": "the deadline of the answer to a refused connection (a net.Conn deadline is a wall time)",
 	// A context's deadline is wall-clock time.
 	"store/sqlstore/pool.go": "half of what a context's deadline leaves",
 	// Before anything runs.

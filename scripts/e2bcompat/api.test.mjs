@@ -4,19 +4,19 @@
 // (a wrong API key, another user's sandbox, an unknown template, what hangar does not offer).
 // The daemon calls (commands, files, pty) are daemon.test.mjs's.
 //
-// api.sh starts `hangar serve` (SQLite, the local provider) and sets HANGAR_URL and
-// HANGAR_TOKEN (its admin token); run it with scripts/e2bcompat/api.sh.
+// hangar.sh starts `hangar serve` (SQLite, the local or the docker provider) and sets HANGAR_URL,
+// HANGAR_TOKEN (its admin token), E2B_API_URL and E2B_SANDBOX_URL; run it with `make e2b-compat`.
 import { test, before } from 'node:test'
 import assert from 'node:assert/strict'
 import { Sandbox, AuthenticationError, NotFoundError, SandboxError } from 'e2b'
 
 const hangar = process.env.HANGAR_URL
 const admin = process.env.HANGAR_TOKEN
-assert.ok(hangar && admin, 'run through api.sh: HANGAR_URL and HANGAR_TOKEN unset')
+assert.ok(hangar && admin, 'run through hangar.sh: HANGAR_URL and HANGAR_TOKEN unset')
 
-// The three variables an E2B user sets (docs/e2b.md); E2B_API_KEY is set per user below.
-process.env.E2B_API_URL = `${hangar}/e2b`
-process.env.E2B_SANDBOX_URL = `${hangar}/e2b/sandbox`
+// The three variables an E2B user sets (docs/e2b.md): hangar.sh sets E2B_API_URL and
+// E2B_SANDBOX_URL; E2B_API_KEY is ada's token, set below.
+assert.ok(process.env.E2B_API_URL && process.env.E2B_SANDBOX_URL, 'run through hangar.sh: E2B_API_URL or E2B_SANDBOX_URL unset')
 
 // hangarAPI calls hangar's own REST API.
 async function hangarAPI(method, path, token, body) {
@@ -102,6 +102,29 @@ test('setTimeout moves the end; pause, then connect by id resumes', async () => 
     assert.equal((await again.getInfo()).state, 'running')
   } finally {
     await sbx.kill()
+  }
+})
+
+test('expiry: a sandbox whose time is up is killed, or paused when asked', async () => {
+  const killed = await Sandbox.create({ timeoutMs: 1000 })
+  const paused = await Sandbox.create({ timeoutMs: 1000, lifecycle: { onTimeout: 'pause' } })
+  try {
+    // hangar ends them within a second or so of their end; the test's own timeout bounds the
+    // waits, which only pace the polling.
+    for (;;) {
+      const gone = await Sandbox.getInfo(killed.sandboxId).then(() => false, (e) => {
+        if (e instanceof NotFoundError) return true
+        throw e
+      })
+      if (gone) break
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    while ((await paused.getInfo()).state !== 'paused') await new Promise((r) => setTimeout(r, 100))
+    const resumed = await Sandbox.connect(paused.sandboxId, { timeoutMs: 60_000 })
+    assert.equal((await resumed.getInfo()).state, 'running')
+    assert.equal((await resumed.commands.run('echo back')).stdout, 'back\n')
+  } finally {
+    await paused.kill()
   }
 })
 

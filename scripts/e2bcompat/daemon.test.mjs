@@ -1,15 +1,16 @@
 // E2B's JS SDK, unchanged, making its daemon calls through hangar: E2B_SANDBOX_URL is
 // $HANGAR_URL/e2b/sandbox, so every envd call goes to hangar's pass-through, which checks the
-// sandbox's access token and passes the call to the sandbox's own daemon (docs/e2b-daemon.md).
+// sandbox's access token (the envdAccessToken hangar's E2B API handed out) and passes the call
+// to the sandbox's own daemon (docs/e2b.md).
 //
-// daemon.sh starts `hangar serve` (the local provider) and sets HANGAR_URL, HANGAR_TOKEN (an
-// admin token) and E2B_SANDBOX_URL; run it with `make e2b-daemon`.
+// hangar.sh starts `hangar serve` (the local or the docker provider) and sets HANGAR_URL,
+// HANGAR_TOKEN (an admin token), E2B_API_URL and E2B_SANDBOX_URL; run it with `make e2b-compat`.
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox, CommandExitError, AuthenticationError, RateLimitError, SandboxError, NotFoundError, TimeoutError } from 'e2b'
+import { Sandbox, CommandExitError, AuthenticationError, RateLimitError, SandboxError, NotFoundError } from 'e2b'
 
-const { HANGAR_URL: hangar, HANGAR_TOKEN: admin, E2B_SANDBOX_URL: sandboxURL } = process.env
-assert.ok(hangar && admin && sandboxURL, 'run through daemon.sh: HANGAR_URL, HANGAR_TOKEN or E2B_SANDBOX_URL unset')
+const { HANGAR_URL: hangar, HANGAR_TOKEN: admin, E2B_API_URL: apiURL, E2B_SANDBOX_URL: sandboxURL } = process.env
+assert.ok(hangar && admin && apiURL && sandboxURL, 'run through hangar.sh: HANGAR_URL, HANGAR_TOKEN, E2B_API_URL or E2B_SANDBOX_URL unset')
 
 // api calls hangar's own REST API.
 async function api(method, path, token, body) {
@@ -23,23 +24,21 @@ async function api(method, path, token, body) {
   return text ? JSON.parse(text) : undefined
 }
 
-// A user of hangar, ada, with her own token, and another, bob.
+// A user of hangar, ada, with her own token (her E2B_API_KEY), and another, bob.
 const ada = (await api('POST', '/tokens', admin, { user: 'ada', scopes: ['user'], description: 'e2b daemon test' })).token
 const bob = (await api('POST', '/tokens', admin, { user: 'bob', scopes: ['user'], description: 'e2b daemon test' })).token
+process.env.E2B_API_KEY = ada
 
-// sandboxFor is the SDK's Sandbox for a hangar sandbox, as Sandbox.connect(id) returns it.
-// Until hangar's E2B API (POST /e2b/v2/sandboxes/{id}/connect) is merged, the sandbox is made
-// with hangar's REST API and the SDK's Sandbox is constructed with hangar's token as its
-// envdAccessToken, which the pass-through takes for now. Once it is: `return Sandbox.connect(name, {apiKey: token})`.
-async function sandboxFor(name, token) {
-  return new Sandbox({ sandboxId: name, envdAccessToken: token, envdVersion: '0.5.7' })
+const sbx = await Sandbox.create({ metadata: { suite: 'daemon' } })
+after(() => sbx.kill())
+const name = sbx.sandboxId
+const home = (await sbx.commands.run('pwd')).stdout.trim()
+
+// forged is the SDK's Sandbox for sandbox id with an access token hangar did not hand out for
+// it, as an attacker would build one.
+function forged(id, envdAccessToken) {
+  return new Sandbox({ sandboxId: id, envdAccessToken, envdVersion: '0.6.4' })
 }
-
-const name = `e2bd-${process.pid}`
-const made = await api('POST', '/sandboxes', ada, { name })
-after(() => api('DELETE', `/sandboxes/${name}`, ada))
-const sbx = await sandboxFor(name, ada)
-const home = made.workdir ?? (await sbx.commands.run('pwd')).stdout.trim()
 
 // until resolves once pred() holds, polling each event-loop turn; the test's own timeout
 // bounds it (no sleeps decide anything).
@@ -144,29 +143,32 @@ test('pty: create, sendInput, resize', async () => {
 })
 
 test('a wrong access token is AuthenticationError', async () => {
-  const wrong = await sandboxFor(name, 'hgr_not-a-token')
+  const wrong = forged(name, 'hgr_not-a-token')
   await assert.rejects(wrong.files.list(home), (e) => {
     assert.ok(e instanceof AuthenticationError, `got ${e?.constructor?.name}: ${e}`)
     return true
   })
 })
 
-test("another user's sandbox is not found, as E2B answers for a sandbox it does not run", async () => {
-  const asBob = await sandboxFor(name, bob)
-  await assert.rejects(asBob.commands.run('true'), (e) => {
-    assert.ok(e instanceof SandboxError, `got ${e?.constructor?.name}: ${e}`)
-    assert.match(String(e.message), /not running|not found/i)
-    return true
-  })
-  await assert.rejects(asBob.files.list(home), (e) => {
-    assert.ok(e instanceof TimeoutError || e instanceof NotFoundError, `got ${e?.constructor?.name}: ${e}`)
-    return true
-  })
+test("another user's access token does not open ada's sandbox", async () => {
+  // bob's own sandbox's access token, sent for ada's sandbox: the token was handed out for
+  // another sandbox, so it is refused as E2B's envd refuses a wrong token (401).
+  const his = await Sandbox.create({ apiKey: bob })
+  after(() => his.kill())
+  assert.equal((await his.commands.run('echo mine')).stdout, 'mine\n')
+  const asBob = forged(name, his.envdAccessToken)
+  for (const call of [() => asBob.commands.run('true'), () => asBob.files.list(home), () => asBob.files.write(`${home}/x`, 'x')]) {
+    await assert.rejects(call(), (e) => {
+      assert.ok(e instanceof AuthenticationError, `got ${e?.constructor?.name}: ${e}`)
+      return true
+    })
+  }
+  assert.equal(await sbx.files.exists(`${home}/x`), false)
 })
 
 test('revoking the token ends its open stream', async () => {
   const t = await api('POST', '/tokens', admin, { user: 'ada', scopes: ['user'], description: 'revoked mid-stream' })
-  const s = await sandboxFor(name, t.token)
+  const s = await Sandbox.connect(name, { apiKey: t.token })
   const h = await s.commands.run('echo up; sleep 60', { background: true })
   await until(() => h.stdout === 'up\n')
   await api('DELETE', `/tokens/${t.id}`, admin)
@@ -180,12 +182,10 @@ test('revoking the token ends its open stream', async () => {
 })
 
 test('destroying the sandbox ends its open stream', async () => {
-  const other = `${name}-gone`
-  await api('POST', '/sandboxes', ada, { name: other })
-  const s = await sandboxFor(other, ada)
+  const s = await Sandbox.create()
   const h = await s.commands.run('echo up; sleep 60', { background: true })
   await until(() => h.stdout === 'up\n')
-  await api('DELETE', `/sandboxes/${other}`, ada)
+  assert.equal(await s.kill(), true)
   await assert.rejects(h.wait(), (e) => {
     assert.ok(e instanceof SandboxError, `got ${e?.constructor?.name}: ${e}`)
     return true
@@ -194,9 +194,9 @@ test('destroying the sandbox ends its open stream', async () => {
 })
 
 test('streams past the token limit are RateLimitError', async () => {
-  // daemon.sh sets HANGAR_STREAM_MAX_PER_TOKEN=4 for this.
+  // hangar.sh sets HANGAR_STREAM_MAX_PER_TOKEN=4 for this.
   const t = (await api('POST', '/tokens', admin, { user: 'ada', scopes: ['user'], description: 'limits' })).token
-  const s = await sandboxFor(name, t)
+  const s = await Sandbox.connect(name, { apiKey: t })
   const hs = []
   for (let i = 0; i < 4; i++) hs.push(await s.commands.run('sleep 60', { background: true }))
   await assert.rejects(s.commands.run('sleep 60', { background: true }), (e) => {
