@@ -320,9 +320,16 @@ func (b *bench) rawDaemon(ctx context.Context, cmd string, _ time.Duration) (run
 
 // e2bPassthrough runs the command as E2B's SDK does with E2B_SANDBOX_URL at hangar: a Start in
 // Connect's JSON to /e2b/sandbox with the sandbox in E2b-Sandbox-Id, which hangar passes to the
-// sandbox's daemon (the access token: hangar's own token, as the pass-through takes it).
+// sandbox's daemon. The access token is the envdAccessToken hangar's E2B API answers to the
+// SDK's Sandbox.connect, asked for before the clock starts.
 func (b *bench) e2bPassthrough(ctx context.Context, cmd string, _ time.Duration) (run, error) {
-	c, err := envd.New(envd.Config{URL: b.srv.url + "/e2b/sandbox", AccessToken: b.srv.token, JSON: true,
+	var connected struct {
+		EnvdAccessToken string `json:"envdAccessToken"`
+	}
+	if err := b.srv.api(ctx, "POST", "/e2b/v2/sandboxes/"+b.sandbox+"/connect", map[string]any{"timeout": 3600}, &connected); err != nil {
+		return run{}, fmt.Errorf("connect through the E2B API: %w", err)
+	}
+	c, err := envd.New(envd.Config{URL: b.srv.url + "/e2b/sandbox", AccessToken: connected.EnvdAccessToken, JSON: true,
 		HTTPClient: &http.Client{Transport: e2bSandboxHeader{id: b.sandbox, next: http.DefaultTransport}}})
 	if err != nil {
 		return run{}, err
