@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/hangar-dev/hangar/internal/doctest"
+	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
@@ -65,6 +66,12 @@ type action struct {
 	method, path string
 	body         string // for a resource operation, its URI
 	listed       string
+	// access, for a call to a sandbox's daemon through /e2b/sandbox (E2B_SANDBOX_URL), is the
+	// X-Access-Token the caller sends: "grant", an envdAccessToken for the caller's token and
+	// the sandbox that verifies (what the E2B API's connect answers, minted here for every
+	// caller, so that each check behind the signature is what refuses); "token", the caller's
+	// hangar token itself.
+	access string
 }
 
 func route(methodPath, body string) action {
@@ -79,6 +86,14 @@ func restList(methodPath, listed string) action {
 }
 
 func tool(name, args string) action { return action{tool: name, body: args} }
+
+// daemonCall is a call to {sb}'s daemon through /e2b/sandbox, as E2B's SDK makes it: the sandbox
+// in E2b-Sandbox-Id, access as action.access says.
+func daemonCall(methodPath, body, access string) action {
+	a := route(methodPath, body)
+	a.access = access
+	return a
+}
 
 // resource is an MCP resource operation (read or subscribe) on uri.
 func resource(op, uri string) action { return action{resource: op, body: uri} }
@@ -169,6 +184,13 @@ var matrix = []row{
 	{"DELETE /e2b/sandboxes/{fresh}", route("DELETE /e2b/sandboxes/{fresh}", ""), want("204", "404", "403", "404", "403", "403", "401", "401", "204")},
 	{"GET /e2b/sandboxes/{sb}/metrics", route("GET /e2b/sandboxes/{sb}/metrics", ""), want("501", "404", "501", "404", "403", "403", "401", "401", "501")},
 	{"POST /e2b/sandboxes/{sb}/snapshots", route("POST /e2b/sandboxes/{sb}/snapshots", ""), want("501", "501", "501", "501", "403", "403", "401", "401", "501")},
+	// The daemon pass-through (/e2b/sandbox, E2B_SANDBOX_URL) takes no API key: the access token
+	// is an envdAccessToken, good for one token and one sandbox. One that verifies is still
+	// refused when its token may no longer act (401) or no longer reach the sandbox (502, as
+	// E2B's edge answers for a sandbox it does not run); a hangar token is no access token.
+	{"POST /e2b/sandbox/…/ListDir, {sb}, the caller's envdAccessToken", daemonCall("POST /e2b/sandbox/filesystem.Filesystem/ListDir", `{"path": "."}`, "grant"), want("200", "502", "200", "502", "401", "401", "401", "401", "200")},
+	{"GET /e2b/sandbox/files, {sb}, the caller's envdAccessToken", daemonCall("GET /e2b/sandbox/files?path=.hangar-isolation", "", "grant"), want("404", "502", "404", "502", "401", "401", "401", "401", "404")},
+	{"POST /e2b/sandbox/…/ListDir, {sb}, the caller's hangar token", daemonCall("POST /e2b/sandbox/filesystem.Filesystem/ListDir", `{"path": "."}`, "token"), want("401", "401", "401", "401", "401", "401", "401", "401", "401")},
 	// The OAuth endpoints take no bearer token: each caller's gets the same answer as none.
 	{"GET /.well-known/oauth-protected-resource/mcp", route("GET /.well-known/oauth-protected-resource/mcp", ""), want("200", "200", "200", "200", "200", "200", "200", "200", "200")},
 	{"GET /.well-known/oauth-authorization-server", route("GET /.well-known/oauth-authorization-server", ""), want("200", "200", "200", "200", "200", "200", "200", "200", "200")},
@@ -449,6 +471,9 @@ func (c *cell) run(t *testing.T, r row) string {
 	if r.do.resource != "" {
 		return c.w.onResource(t, c.era, c.col, tok, r.do.resource, c.expand(r.do.body), c.vars[r.do.listed]) // mcpresources_test.go
 	}
+	if r.do.access != "" {
+		return c.w.daemonRequest(t, r.do, c.vars["{sb}"], tok)
+	}
 	out, body := c.w.request(t, r.do.method, c.expand(r.do.path), tok, c.expand(r.do.body))
 	if r.do.listed != "" && out == "200" && !strings.Contains(body, `"`+c.vars[r.do.listed]+`"`) {
 		out = "200, hidden"
@@ -480,6 +505,44 @@ func (w *world) request(t *testing.T, method, path, token, body string) (string,
 		t.Fatalf("%s %s: read body: %v", method, path, err)
 	}
 	return strconv.Itoa(resp.StatusCode), string(raw)
+}
+
+// daemonRequest calls sandbox's daemon through /e2b/sandbox as E2B's SDK does, with the access
+// token a.access names for the caller's token, and returns the status.
+func (w *world) daemonRequest(t *testing.T, a action, sandbox, token string) string {
+	t.Helper()
+	access := token
+	if a.access == "grant" {
+		sum := sha256.Sum256([]byte(token))
+		tok, err := w.e.store.TokenByHash(context.Background(), hex.EncodeToString(sum[:]))
+		if err != nil {
+			t.Fatalf("the caller's token: %v", err)
+		}
+		// An admin principal of the caller's token id may mint a grant for any sandbox; what the
+		// grant stands for is only the token id and the sandbox.
+		admin := auth.Principal{TokenID: tok.ID, User: tok.User, Scopes: []auth.Scope{auth.ScopeAdmin}}
+		if access, err = w.e.grants.Mint(context.Background(), admin, sandbox); err != nil {
+			t.Fatalf("mint the caller's envdAccessToken: %v", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), isolationTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, a.method, w.e.url+a.path, strings.NewReader(a.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("E2b-Sandbox-Id", sandbox)
+	req.Header.Set("X-Access-Token", access)
+	if a.body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", a.method, a.path, err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body)
+	return strconv.Itoa(resp.StatusCode)
 }
 
 func (w *world) do(t *testing.T, method, path, token, body string) string {

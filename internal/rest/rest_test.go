@@ -59,6 +59,7 @@ type env struct {
 
 	reg            *prometheus.Registry
 	streams        *stream.Registry
+	grants         e2bapi.Grants // the E2B API's access tokens (/e2b, /e2b/sandbox)
 	procs          *process.Manager
 	srv            *rest.Server
 	bytesPerSecond int64 // 0: the default
@@ -227,7 +228,9 @@ func newEnv(t *testing.T, opts ...option) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.grants = grants
 	cfg.E2B = e2bapi.New(e2bapi.Config{Auth: a, Sandboxes: sandboxes, Grants: grants, Clock: settableClock{quartz.NewReal(), e}, Logger: cfg.Logger})
+	cfg.E2BSandbox = e2bapi.NewDaemon(e2bapi.DaemonConfig{Grants: grants, Daemons: sandboxes, Streams: e.streams, Logger: cfg.Logger})
 	srv := rest.New(cfg)
 	e.srv = srv
 	done := make(chan error, 1)
