@@ -18,8 +18,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/hangar-dev/hangar/internal/doctest"
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/doctest"
 	"github.com/hangar-dev/hangar/internal/store"
 )
 
