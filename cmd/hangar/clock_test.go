@@ -25,10 +25,10 @@ var wallClock = map[string]bool{"Now": true, "Since": true, "Until": true, "Afte
 // clock, and why.
 var wallClockAllowed = map[string]string{
 	// Connection deadlines: the kernel compares them with the wall clock, not hangar.
-	"rest/sse.go":         "an SSE response's write deadline",
-	"rest/bodytime.go":    "a request body's read deadline",
-	"mcp/sink.go":         "an MCP response's write deadline",
-	"shed/shed.go": "the deadline of the answer to a refused connection (a net.Conn deadline is a wall time)",
+	"rest/sse.go":      "an SSE response's write deadline",
+	"rest/bodytime.go": "a request body's read deadline",
+	"mcp/sink.go":      "an MCP response's write deadline",
+	"shed/shed.go":     "the deadline of the answer to a refused connection (a net.Conn deadline is a wall time)",
 	// A context's deadline is wall-clock time.
 	"store/sqlstore/pool.go": "half of what a context's deadline leaves",
 	// Before anything runs.
