@@ -34,14 +34,17 @@ type bidi struct {
 	next    int
 	waiting map[int]chan bidiAnswer
 	done    chan struct{}
+	prompts chan string // the messages of the page's dialogs (confirm), once subscribed (dialogs)
 }
 
 type bidiAnswer struct {
-	Type   string          `json:"type"` // success, error (events are not asked for)
+	Type   string          `json:"type"` // success, error, event
 	ID     *int            `json:"id"`
 	Result json.RawMessage `json:"result"`
 	Error  string          `json:"error"`
 	Msg    string          `json:"message"`
+	Method string          `json:"method"` // an event's
+	Params json.RawMessage `json:"params"` // an event's
 }
 
 // listening is what Firefox prints once its WebDriver BiDi server is up.
@@ -49,7 +52,17 @@ var listening = regexp.MustCompile(`WebDriver BiDi listening on (ws://\S+)`)
 
 func startFirefox(ctx context.Context, t *testing.T, exe string) *bidi {
 	t.Helper()
+	return startFirefoxWith(ctx, t, exe, "")
+}
+
+// startFirefoxWith starts a headless Firefox whose profile has the preferences userJS (user.js
+// lines) and opens a WebDriver BiDi session with it.
+func startFirefoxWith(ctx context.Context, t *testing.T, exe, userJS string) *bidi {
+	t.Helper()
 	profile := t.TempDir()
+	if err := os.WriteFile(profile+"/user.js", []byte(userJS), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(exe, "--headless", "--no-remote", "--profile", profile, "--remote-debugging-port", "0", "about:blank")
 	cmd.Env = append(os.Environ(), "HOME="+profile, "MOZ_CRASHREPORTER_DISABLE=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -60,7 +73,7 @@ func startFirefox(ctx context.Context, t *testing.T, exe string) *bidi {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start firefox: %v", err)
 	}
-	b := &bidi{t: t, cmd: cmd, waiting: map[int]chan bidiAnswer{}, done: make(chan struct{})}
+	b := &bidi{t: t, cmd: cmd, waiting: map[int]chan bidiAnswer{}, done: make(chan struct{}), prompts: make(chan string, 4)}
 	t.Cleanup(b.close)
 	found := make(chan string, 1)
 	var log strings.Builder
@@ -93,7 +106,10 @@ func startFirefox(ctx context.Context, t *testing.T, exe string) *bidi {
 	}
 	b.conn = conn
 	go b.read()
-	b.call(ctx, "session.new", map[string]any{"capabilities": map[string]any{}}, nil)
+	// Dialogs (confirm) wait for the test to answer them (answerDialog), rather than being
+	// dismissed as they open, the default.
+	b.call(ctx, "session.new", map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
+		"unhandledPromptBehavior": map[string]any{"default": "ignore"}}}}, nil)
 	var tree struct {
 		Contexts []struct {
 			Context string `json:"context"`
@@ -114,8 +130,17 @@ func (b *bidi) read() {
 		if err := b.conn.ReadJSON(&a); err != nil {
 			return
 		}
-		if a.ID == nil {
-			continue // an event
+		if a.ID == nil { // an event
+			var prompt struct {
+				Message string `json:"message"`
+			}
+			if a.Method == "browsingContext.userPromptOpened" && json.Unmarshal(a.Params, &prompt) == nil {
+				select {
+				case b.prompts <- prompt.Message:
+				default: // more dialogs than the test answers: it fails waiting for them
+				}
+			}
+			continue
 		}
 		b.mu.Lock()
 		ch := b.waiting[*a.ID]
@@ -161,6 +186,13 @@ func (b *bidi) call(ctx context.Context, method string, params, out any) {
 // eval runs a JavaScript expression in the page and returns its value as a string.
 func (b *bidi) eval(ctx context.Context, expr string) string {
 	b.t.Helper()
+	return b.evaluate(ctx, "String("+expr+")")
+}
+
+// evaluate runs a JavaScript expression whose value is a string (a promise of one awaited) and
+// returns it.
+func (b *bidi) evaluate(ctx context.Context, expr string) string {
+	b.t.Helper()
 	var r struct {
 		Type   string `json:"type"`
 		Result struct {
@@ -170,13 +202,68 @@ func (b *bidi) eval(ctx context.Context, expr string) string {
 			Text string `json:"text"`
 		} `json:"exceptionDetails"`
 	}
-	b.call(ctx, "script.evaluate", map[string]any{"expression": "String(" + expr + ")", "target": map[string]any{"context": b.ctx},
+	b.call(ctx, "script.evaluate", map[string]any{"expression": expr, "target": map[string]any{"context": b.ctx},
 		"awaitPromise": true}, &r)
 	if r.Type != "success" {
-		b.t.Fatalf("evaluate %s: %s", expr, r.ExceptionDetails.Text)
+		b.t.Fatalf("evaluate %.200s: %s", expr, r.ExceptionDetails.Text)
 	}
 	s, _ := r.Result.Value.(string)
 	return s
+}
+
+// evalJSON runs a JavaScript expression in the page (a promise awaited) and decodes its value,
+// as JSON, into out.
+func (b *bidi) evalJSON(ctx context.Context, expr string, out any) {
+	b.t.Helper()
+	if err := json.Unmarshal([]byte(b.evaluate(ctx, `(async () => JSON.stringify(await (`+expr+`)))()`)), out); err != nil {
+		b.t.Fatalf("evaluate %.80s: %v", expr, err)
+	}
+}
+
+// run runs a script (statements, such as a library's source) in the page.
+func (b *bidi) run(ctx context.Context, script string) {
+	b.t.Helper()
+	var r struct {
+		Type             string `json:"type"`
+		ExceptionDetails struct {
+			Text string `json:"text"`
+		} `json:"exceptionDetails"`
+	}
+	b.call(ctx, "script.evaluate", map[string]any{"expression": script, "target": map[string]any{"context": b.ctx}, "awaitPromise": false}, &r)
+	if r.Type != "success" {
+		b.t.Fatalf("run a script of %d bytes: %s", len(script), r.ExceptionDetails.Text)
+	}
+}
+
+// viewport sets the page's viewport to width × height CSS pixels.
+func (b *bidi) viewport(ctx context.Context, width, height int) {
+	b.t.Helper()
+	b.call(ctx, "browsingContext.setViewport", map[string]any{"context": b.ctx, "viewport": map[string]any{"width": width, "height": height}}, nil)
+	if got := b.eval(ctx, "innerWidth"); got != fmt.Sprint(width) {
+		b.t.Fatalf("the viewport is %s px wide, want %d", got, width)
+	}
+}
+
+// click clicks the element selector names once the current script has returned, so that a
+// dialog the click opens (confirm) does not hold the call up.
+func (b *bidi) click(ctx context.Context, selector string) {
+	b.t.Helper()
+	b.until(ctx, selector+" is there", fmt.Sprintf(`document.querySelector(%q) !== null`, selector))
+	b.eval(ctx, fmt.Sprintf(`(setTimeout(() => document.querySelector(%q).click()), true)`, selector))
+}
+
+// answerDialog waits for the page's next dialog, answers it (accept: OK, else Cancel) and
+// returns its message.
+func (b *bidi) answerDialog(ctx context.Context, accept bool) string {
+	b.t.Helper()
+	select {
+	case msg := <-b.prompts:
+		b.call(ctx, "browsingContext.handleUserPrompt", map[string]any{"context": b.ctx, "accept": accept}, nil)
+		return msg
+	case <-ctx.Done():
+		b.t.Fatal("the page opened no dialog")
+		return ""
+	}
 }
 
 // until evaluates expr every 50 ms until it is true, failing the test at ctx's end.

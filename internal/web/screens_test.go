@@ -70,8 +70,7 @@ func TestFleetPageEveryScreen(t *testing.T) {
 	t.Run("layout", func(t *testing.T) {
 		p := p.on(t)
 		p.fits(1400)
-		if !eval[bool](p, `getComputedStyle(document.querySelector("#agents tr")).display === "table-row" &&
-			document.querySelector(".inbox").getBoundingClientRect().left >= document.querySelector(".agents").getBoundingClientRect().right`) {
+		if !eval[bool](p, wideLayoutJS) {
 			t.Error("at 1,400 px the agents are not a table with the inbox on their right")
 		}
 		p.docShot("fleet-busy")
@@ -83,8 +82,7 @@ func TestFleetPageEveryScreen(t *testing.T) {
 		for _, width := range []int64{390, 320} {
 			p.do("resize", chromedp.EmulateViewport(width, 800))
 			p.fits(width)
-			if !eval[bool](p, `getComputedStyle(document.querySelector("#agents tr")).display === "block" &&
-				document.querySelector(".inbox").getBoundingClientRect().bottom <= document.querySelector(".agents").getBoundingClientRect().top`) {
+			if !eval[bool](p, phoneLayoutJS) {
 				t.Errorf("at %d px the rows are not cards below the inbox", width)
 			}
 			if width == 390 {
@@ -249,7 +247,19 @@ func (p *tab) until(what, expr string) {
 // or any element's content runs out of its box (into the next cell), as measured in the page.
 func (p *tab) fits(width int64) {
 	p.t.Helper()
-	over := eval[[]string](p, `(() => {
+	over := eval[[]string](p, overflowJS)
+	if got := eval[int64](p, `innerWidth`); got != width {
+		p.t.Fatalf("the viewport is %d px wide, want %d", got, width)
+	}
+	if len(over) > 0 {
+		p.t.Errorf("at %d px, wider than the viewport:\n%s", width, strings.Join(over, "\n"))
+	}
+}
+
+// overflowJS lists what runs past the viewport: the document wider than it, any element ending
+// right of it, or any element's content running out of its box (into the next cell), as
+// measured in the page. fits (Chromium) and fitsFirefox run it.
+const overflowJS = `(() => {
 		const w = innerWidth, out = [];
 		const doc = document.documentElement.scrollWidth;
 		if (doc > w) out.push("the document is " + doc + " px wide");
@@ -265,14 +275,22 @@ func (p *tab) fits(width int64) {
 				out.push(name + "'s content is " + el.scrollWidth + " px wide in " + el.clientWidth + " px");
 		}
 		return out;
-	})()`)
-	if got := eval[int64](p, `innerWidth`); got != width {
-		p.t.Fatalf("the viewport is %d px wide, want %d", got, width)
-	}
-	if len(over) > 0 {
-		p.t.Errorf("at %d px, wider than the viewport:\n%s", width, strings.Join(over, "\n"))
-	}
-}
+	})()`
+
+// wideLayoutJS: the agents are a table with the inbox on their right (a wide screen);
+// phoneLayoutJS: the rows are cards below the inbox (a phone).
+const (
+	wideLayoutJS = `getComputedStyle(document.querySelector("#agents tr")).display === "table-row" &&
+		document.querySelector(".inbox").getBoundingClientRect().left >= document.querySelector(".agents").getBoundingClientRect().right`
+	phoneLayoutJS = `getComputedStyle(document.querySelector("#agents tr")).display === "block" &&
+		document.querySelector(".inbox").getBoundingClientRect().bottom <= document.querySelector(".agents").getBoundingClientRect().top`
+)
+
+// axeJS runs axe-core (loaded in the page) and lists its serious and critical violations, one
+// line each.
+const axeJS = `axe.run(document, {resultTypes: ["violations"]}).then((r) => r.violations
+		.filter((v) => v.impact === "serious" || v.impact === "critical")
+		.map((v) => v.id + " (" + v.impact + "): " + v.help + ": " + v.nodes.slice(0, 5).map((n) => n.target.join(" ") + " " + (n.failureSummary || "").replace(/\s+/g, " ")).join("; ")))`
 
 // axe runs axe-core (its source: axeSource) in the page and returns its serious and critical
 // violations, one line each.
@@ -281,9 +299,7 @@ func (p *tab) axe(src string) []string {
 	if !eval[bool](p, `typeof axe !== "undefined"`) {
 		p.eval(src)
 	}
-	return eval[[]string](p, `axe.run(document, {resultTypes: ["violations"]}).then((r) => r.violations
-		.filter((v) => v.impact === "serious" || v.impact === "critical")
-		.map((v) => v.id + " (" + v.impact + "): " + v.help + ": " + v.nodes.slice(0, 5).map((n) => n.target.join(" ") + " " + (n.failureSummary || "").replace(/\s+/g, " ")).join("; ")))`)
+	return eval[[]string](p, axeJS)
 }
 
 // docShot writes the page's picture to docs/img/<name>.png when HANGAR_UPDATE_DOCS=1.
