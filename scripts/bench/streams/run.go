@@ -161,7 +161,7 @@ func runProvider(ctx context.Context, c config, provider, work string, out io.Wr
 	dir := filepath.Join(work, provider)
 	os.MkdirAll(dir, 0o700)
 	// Limits raised so the scale test fits; the pace stays the default 1 MiB/s.
-	srv, err := startServer(ctx, c.hangar, dir, "HANGAR_STREAM_MAX_PER_TOKEN=4096", "HANGAR_STREAM_MAX_TOTAL=8192")
+	srv, err := startServer(ctx, c.hangar, dir, "HANGAR_STREAM_MAX_PER_TOKEN=4096", "HANGAR_STREAM_MAX_PER_USER=8192", "HANGAR_STREAM_MAX_TOTAL=8192")
 	if err != nil {
 		return nil, err
 	}
