@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -54,6 +55,28 @@ var streaming = map[string]struct{ lifetime bool }{
 	"/process.Process/Connect":        {},
 	"/process.Process/StreamInput":    {},
 	"/filesystem.Filesystem/WatchDir": {lifetime: true},
+	// A file's upload or download is as long as the file: it counts against the limits and
+	// ends on revocation like a stream.
+	"/files": {},
+}
+
+// passable says whether a call is of the daemon's API that E2B's SDKs use: its two Connect
+// services, /files and /health. Nothing else of the daemon is reached from outside: not
+// POST /init, which sets the daemon's access token, user and environment (hangar's to set),
+// nor anything a future daemon adds.
+func passable(method, p string) bool {
+	if path.Clean(p) != p {
+		return false // dot segments, doubled slashes: never a call of the API
+	}
+	switch {
+	case isConnectCall(p):
+		return method == http.MethodPost
+	case p == "/files":
+		return method == http.MethodGet || method == http.MethodPost
+	case p == "/health":
+		return method == http.MethodGet
+	}
+	return false
 }
 
 // NewDaemon returns the handler of E2B_SANDBOX_URL (mounted at /e2b/sandbox, the prefix
@@ -78,6 +101,10 @@ func (d *daemonProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id == "" {
 		d.refuse(w, r, http.StatusBadRequest, "invalid_argument",
 			"The request names no sandbox: E2B's SDK sends its id in the E2b-Sandbox-Id header (E2B_SANDBOX_URL points here).", nil)
+		return
+	}
+	if !passable(r.Method, r.URL.Path) {
+		d.refuse(w, r, http.StatusNotFound, "not_found", fmt.Sprintf("%s %.100s is not a call hangar passes to a sandbox's daemon: only its process and filesystem services (POST), /files (GET, POST) and /health (GET).", r.Method, r.URL.Path), nil)
 		return
 	}
 	token := r.Header.Get(tokenHeader)
@@ -114,6 +141,13 @@ func (d *daemonProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Lifetime: kind.lifetime, Unpaced: true})
 	if err != nil {
 		d.refuseStream(w, r, err)
+		return
+	}
+	// The sandbox may have been paused or destroyed, or the token revoked, between the check
+	// and the open, after the registry ended that sandbox's or token's streams: check again.
+	if _, err := d.cfg.Grants.Check(r.Context(), id, token); err != nil {
+		s.Close()
+		d.refuse(w, r, http.StatusBadGateway, "unavailable", fmt.Sprintf("The sandbox %s was not found: it does not exist, is not running, or is not yours.", id), err)
 		return
 	}
 	c := &call{s: s, start: r.URL.Path == "/process.Process/Start"}
@@ -177,14 +211,23 @@ func (d *daemonProxy) proxy(base *url.URL, rt http.RoundTripper, c *call) *httpu
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(base)
 			pr.Out.Host = base.Host
-			// The client's token was hangar's grant; the daemon's own is rt's to set.
-			for _, h := range []string{tokenHeader, sandboxHeader, portHeader} {
+			// The client's token was hangar's grant; the daemon's own is rt's to set. hangar's
+			// own credentials (a cookie, an API key, a bearer token) never reach the sandbox;
+			// Basic authorization, E2B's way of naming the user a call runs as, does.
+			for _, h := range []string{tokenHeader, sandboxHeader, portHeader, "Cookie", "X-API-Key"} {
 				pr.Out.Header.Del(h)
+			}
+			if a := pr.Out.Header.Get("Authorization"); a != "" && !strings.HasPrefix(a, "Basic ") {
+				pr.Out.Header.Del("Authorization")
 			}
 		},
 		Transport:     rt,
 		FlushInterval: -1, // every write reaches the client at once: a stream is never held back
 		ModifyResponse: func(res *http.Response) error {
+			// What the sandbox answers is served from hangar's origin: it sets no cookie there,
+			// and is never taken for a page.
+			res.Header.Del("Set-Cookie")
+			res.Header.Set("X-Content-Type-Options", "nosniff")
 			if c == nil {
 				return nil
 			}

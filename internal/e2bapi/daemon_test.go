@@ -451,6 +451,18 @@ func TestLimitRefusesStream(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "HANGAR_STREAM_MAX_PER_TOKEN") {
 		t.Errorf("the second Start gave %v, want resource_exhausted naming HANGAR_STREAM_MAX_PER_TOKEN", err)
 	}
+	// A file's transfer counts too: envd's error shape, 429, which E2B's SDK raises as its
+	// RateLimitError.
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/files?path=x", nil)
+	resp, err := client("box", "ada-grant").Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(raw), `"code":429`) || !strings.Contains(string(raw), "HANGAR_STREAM_MAX_PER_TOKEN") {
+		t.Errorf("a download past the limit = %d %s, want 429 naming HANGAR_STREAM_MAX_PER_TOKEN", resp.StatusCode, raw)
+	}
 }
 
 // TestStreamEnds: an open Start ends, with a Connect error saying why, when its token is

@@ -135,9 +135,18 @@ func (g *grants) Check(ctx context.Context, sandboxID, accessToken string) (Gran
 	if err := usable(p); err != nil {
 		return Grant{}, fmt.Errorf("%w: %w", ErrAccessDenied, err)
 	}
+	// What Authenticate asks of a token beyond its own record (a Fleet page token's maker
+	// still valid, say), asked of the one behind the grant too.
+	if err := g.auth.Check(ctx, p); err != nil {
+		return Grant{}, fmt.Errorf("%w: %w", ErrAccessDenied, err)
+	}
 	sb, err = g.sandboxes.Get(ctx, p, name)
-	if errors.Is(err, sandbox.ErrNotFound) || (err == nil && sb.State == "destroyed") {
+	if errors.Is(err, sandbox.ErrNotFound) {
 		return Grant{}, fmt.Errorf("%w: %s", ErrNoSandbox, name)
+	}
+	if err == nil && sb.State != "running" {
+		// A paused sandbox's daemon is stopped: a call would hang rather than fail.
+		return Grant{}, fmt.Errorf("%w: %s is %s", ErrNoSandbox, name, sb.State)
 	}
 	if err != nil {
 		return Grant{}, err

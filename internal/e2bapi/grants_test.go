@@ -55,6 +55,20 @@ func TestGrants(t *testing.T) {
 		t.Errorf("Mint for bob on ada's sandbox = %v, want not found", err)
 	}
 
+	// A paused sandbox is not running (its daemon stopped): not found until it is resumed.
+	if _, err := e.sandboxes.Pause(ctx, e.adaP, box.SandboxID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.grants.Check(ctx, box.SandboxID, box.EnvdAccessToken); !errors.Is(err, e2bapi.ErrNoSandbox) {
+		t.Errorf("Check on a paused sandbox = %v, want ErrNoSandbox", err)
+	}
+	if _, err := e.sandboxes.Resume(ctx, e.adaP, box.SandboxID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.grants.Check(ctx, box.SandboxID, box.EnvdAccessToken); err != nil {
+		t.Errorf("Check on the resumed sandbox = %v", err)
+	}
+
 	// A killed sandbox is not found; a revoked hangar token's grants all fail.
 	if a := e.do(t, "DELETE", "/sandboxes/"+other.SandboxID, e.ada, ""); a.status != 204 {
 		t.Fatalf("kill: %d %s", a.status, a.raw)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/problem"
@@ -29,7 +30,10 @@ import (
 // the connection.
 func (a *api) bodyDeadline(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		// E2B's daemon calls pass their bodies to the sandbox as they come (a keystroke at a
+		// time for StreamInput, a file as slow as its sender); each is a registry stream of a
+		// checked token, bounded by its limits instead.
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 || (a.E2BSandbox != nil && strings.HasPrefix(r.URL.Path, e2bSandboxPrefix+"/")) {
 			next.ServeHTTP(w, r)
 			return
 		}
