@@ -23,17 +23,7 @@ func TestFleetPageFirefoxScreens(t *testing.T) {
 	defer cancel()
 	s, ada := serveAda(ctx, t)
 
-	const longBox = "integrationsandboxforthepaymentsserviceineuwest1b" // nowhere to break
-	const longSession = "fix-the-flaky-settlement-reconciliation-test-on-main-today"
-	s.API(t, "POST", "/api/sandboxes", ada, mustJSON(map[string]any{"name": longBox}))
-	t.Cleanup(func() { s.API(t, "DELETE", "/api/sandboxes/"+longBox, ada, "") })
-	s.API(t, "POST", "/api/sessions", ada, mustJSON(map[string]any{"name": longSession, "sandbox": longBox, "agent": "command"}))
-	s.API(t, "POST", "/api/sessions/"+longSession+"/turns", ada, mustJSON(map[string]any{
-		"prompt": `echo '{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash","input":{"command":"go test -run TestSettlementReconciliationAcrossCurrenciesAndTimezones ./internal/payments/settlement/..."}}]}}'; sleep 600`}))
-	done := s.API(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
-		"prompt": replay(t, "codex_exec_one-command_completed.jsonl")}))["id"].(string)
-	failed := s.API(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
-		"prompt": "echo 'the tests need a database: connection refused' >&2; exit 3"}))["id"].(string)
+	done, failed := busyFleet(t, s, ada)
 
 	// open signs a Firefox in and waits for the three agents' states.
 	open := func(t *testing.T, b *bidi) {
@@ -44,7 +34,7 @@ func TestFleetPageFirefoxScreens(t *testing.T) {
 		b.eval(ctx, fmt.Sprintf(`(document.getElementById("token").value = %q, document.querySelector('#token-form button[type="submit"]').click(), true)`, ada))
 		b.until(ctx, "live after signing in", `document.getElementById("status").textContent.startsWith("Live: ada's fleet.")`)
 		row := func(id string) string { return fmt.Sprintf(`document.querySelector('#agents tr[data-id="%s"]')`, id) }
-		b.until(ctx, "the session runs", fmt.Sprintf(`[...document.querySelectorAll("#agents tr")].find((tr) => tr.querySelector(".name").firstChild.textContent === %q)?.classList.contains("state-running") === true`, longSession))
+		b.until(ctx, "the session runs", fmt.Sprintf(`[...document.querySelectorAll("#agents tr")].find((tr) => tr.querySelector(".name").firstChild.textContent === %q)?.classList.contains("state-running") === true`, busySession))
 		b.until(ctx, "a job is done", row(done)+`?.classList.contains("state-done") === true`)
 		b.until(ctx, "a job failed", row(failed)+`?.classList.contains("state-failed") === true`)
 	}

@@ -48,20 +48,9 @@ func TestFleetPageEveryScreen(t *testing.T) {
 	p.fits(1400)
 	p.docShot("fleet-empty")
 
-	// A session with long names, running (a tool call, then silence), a done job, a failed one.
-	const longBox = "integrationsandboxforthepaymentsserviceineuwest1b" // nowhere to break
-	const longSession = "fix-the-flaky-settlement-reconciliation-test-on-main-today"
-	s.API(t, "POST", "/api/sandboxes", ada, mustJSON(map[string]any{"name": longBox}))
-	t.Cleanup(func() { s.API(t, "DELETE", "/api/sandboxes/"+longBox, ada, "") })
-	s.API(t, "POST", "/api/sessions", ada, mustJSON(map[string]any{"name": longSession, "sandbox": longBox, "agent": "command"}))
-	s.API(t, "POST", "/api/sessions/"+longSession+"/turns", ada, mustJSON(map[string]any{
-		"prompt": `echo '{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash","input":{"command":"go test -run TestSettlementReconciliationAcrossCurrenciesAndTimezones ./internal/payments/settlement/..."}}]}}'; sleep 600`}))
-	done := s.API(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
-		"prompt": replay(t, "codex_exec_one-command_completed.jsonl")}))["id"].(string)
-	failed := s.API(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
-		"prompt": "echo 'the tests need a database: connection refused' >&2; exit 3"}))["id"].(string)
+	done, failed := busyFleet(t, s, ada)
 	row := func(id string) string { return fmt.Sprintf(`document.querySelector('#agents tr[data-id="%s"]')`, id) }
-	sessionRow := fmt.Sprintf(`[...document.querySelectorAll("#agents tr")].find((tr) => tr.querySelector(".name").firstChild.textContent === %q)`, longSession)
+	sessionRow := fmt.Sprintf(`[...document.querySelectorAll("#agents tr")].find((tr) => tr.querySelector(".name").firstChild.textContent === %q)`, busySession)
 	p.until("the session runs", sessionRow+`?.classList.contains("state-running") === true`)
 	p.until("a job is done", row(done)+`?.classList.contains("state-done") === true`)
 	p.until("a job failed", row(failed)+`?.classList.contains("state-failed") === true`)
@@ -128,7 +117,7 @@ func TestFleetPageEveryScreen(t *testing.T) {
 	t.Run("back", func(t *testing.T) {
 		p := p.on(t)
 		p.do("open the session", chromedp.Click(chromedp.CSS(`#agents tr.state-running`)))
-		p.until("its detail opens at its address", fmt.Sprintf(`!document.getElementById("detail").hidden && location.pathname === "/fleet/sessions/%s"`, longSession))
+		p.until("its detail opens at its address", fmt.Sprintf(`!document.getElementById("detail").hidden && location.pathname === "/fleet/sessions/%s"`, busySession))
 		p.eval(`history.back()`)
 		p.until("Back closes it, the keyboard on its row",
 			`document.getElementById("detail").hidden && location.pathname === "/fleet/" && document.activeElement === `+sessionRow)
@@ -254,6 +243,26 @@ func (p *tab) fits(width int64) {
 	if len(over) > 0 {
 		p.t.Errorf("at %d px, wider than the viewport:\n%s", width, strings.Join(over, "\n"))
 	}
+}
+
+// busySession is the long-named session busyFleet starts.
+const busySession = "fix-the-flaky-settlement-reconciliation-test-on-main-today"
+
+// busyFleet gives ada a session with long names, running (a tool call, then silence), in a
+// sandbox with a long name, a job that will be done and one that will fail; it returns the jobs.
+func busyFleet(t *testing.T, s *server, ada string) (done, failed string) {
+	t.Helper()
+	const longBox = "integrationsandboxforthepaymentsserviceineuwest1b" // nowhere to break
+	s.API(t, "POST", "/api/sandboxes", ada, mustJSON(map[string]any{"name": longBox}))
+	t.Cleanup(func() { s.API(t, "DELETE", "/api/sandboxes/"+longBox, ada, "") })
+	s.API(t, "POST", "/api/sessions", ada, mustJSON(map[string]any{"name": busySession, "sandbox": longBox, "agent": "command"}))
+	s.API(t, "POST", "/api/sessions/"+busySession+"/turns", ada, mustJSON(map[string]any{
+		"prompt": `echo '{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash","input":{"command":"go test -run TestSettlementReconciliationAcrossCurrenciesAndTimezones ./internal/payments/settlement/..."}}]}}'; sleep 600`}))
+	done = s.API(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
+		"prompt": replay(t, "codex_exec_one-command_completed.jsonl")}))["id"].(string)
+	failed = s.API(t, "POST", "/api/jobs", ada, mustJSON(map[string]any{"agent": "command", "sandbox": "box",
+		"prompt": "echo 'the tests need a database: connection refused' >&2; exit 3"}))["id"].(string)
+	return done, failed
 }
 
 // overflowJS lists what runs past the viewport: the document wider than it, any element ending

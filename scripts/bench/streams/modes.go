@@ -311,9 +311,14 @@ func (b *bench) rawDaemon(ctx context.Context, cmd string, _ time.Duration) (run
 		return run{}, err
 	}
 	defer c.Close()
+	return timedDaemonRun(ctx, c, cmd)
+}
+
+// timedDaemonRun runs cmd through the daemon client c, its lines stamped as they arrive.
+func timedDaemonRun(ctx context.Context, c *envd.Client, cmd string) (run, error) {
 	var lr lineReader
 	r := run{start: time.Now()}
-	err = daemonStream(ctx, c, cmd, func(data []byte, at time.Time) { lr.feed(string(data), at) })
+	err := daemonStream(ctx, c, cmd, func(data []byte, at time.Time) { lr.feed(string(data), at) })
 	r.lines = lr.lines
 	return r, err
 }
@@ -335,11 +340,7 @@ func (b *bench) e2bPassthrough(ctx context.Context, cmd string, _ time.Duration)
 		return run{}, err
 	}
 	defer c.Close()
-	var lr lineReader
-	r := run{start: time.Now()}
-	err = daemonStream(ctx, c, cmd, func(data []byte, at time.Time) { lr.feed(string(data), at) })
-	r.lines = lr.lines
-	return r, err
+	return timedDaemonRun(ctx, c, cmd)
 }
 
 // e2bSandboxHeader names the sandbox of every request as E2B's SDK does.
