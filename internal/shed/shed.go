@@ -30,8 +30,9 @@ type Listener struct {
 	log      *slog.Logger
 	response []byte // the whole HTTP answer
 
-	mu    sync.Mutex // guards spare
-	spare *os.File   // nil: none (it could not be opened again yet)
+	mu     sync.Mutex // guards spare and closed; never held across Accept or a connection's I/O
+	spare  *os.File   // nil: none (it could not be opened again yet, or is freed for a shed)
+	closed bool       // Close was called: no spare is taken again
 }
 
 // NewListener sheds ln's connections when the process is out of descriptors, answering each
@@ -56,16 +57,19 @@ func (l *Listener) Accept() (net.Conn, error) {
 }
 
 // shed frees the spare, takes one waiting connection and answers it, and takes the spare
-// again. It reports whether it had a spare to free.
+// again. It reports whether it had a spare to free. The lock is not held meanwhile: at the
+// descriptor limit accept fails whether or not a connection waits, so the Accept below may
+// wait for the next one, and Close must be able to end it.
 func (l *Listener) shed() bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.spare == nil {
-		l.spare, _ = os.Open(os.DevNull)
+	spare := l.spare
+	l.spare = nil
+	l.mu.Unlock()
+	if spare == nil {
+		l.reopen()
 		return false
 	}
-	l.spare.Close()
-	l.spare = nil
+	spare.Close()
 	c, err := l.Listener.Accept()
 	if err == nil {
 		l.log.Warn("out of file descriptors: a connection was answered 503", "remote", c.RemoteAddr().String())
@@ -77,17 +81,28 @@ func (l *Listener) shed() bool {
 		c.Write(l.response)
 		c.Close()
 	}
-	l.spare, _ = os.Open(os.DevNull)
+	l.reopen()
 	return true
 }
 
-// Close closes the listener and lets the spare go.
-func (l *Listener) Close() error {
+// reopen takes a spare again, unless there is one or the listener is closed.
+func (l *Listener) reopen() {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.spare == nil && !l.closed {
+		l.spare, _ = os.Open(os.DevNull)
+	}
+}
+
+// Close closes the listener (ending an Accept that waits, a shed's too) and lets the spare go.
+func (l *Listener) Close() error {
+	err := l.Listener.Close()
+	l.mu.Lock()
+	l.closed = true
 	if l.spare != nil {
 		l.spare.Close()
 		l.spare = nil
 	}
 	l.mu.Unlock()
-	return l.Listener.Close()
+	return err
 }
