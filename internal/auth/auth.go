@@ -183,7 +183,8 @@ func usable(t store.Token, now time.Time) error {
 }
 
 func principal(t store.Token) Principal {
-	p := Principal{TokenID: t.ID, User: t.User, Sandbox: t.Sandbox, ExpiresAt: t.ExpiresAt, Audience: t.Audience, Grant: t.Grant}
+	p := Principal{TokenID: t.ID, User: t.User, Sandbox: t.Sandbox, ExpiresAt: t.ExpiresAt, Audience: t.Audience, Grant: t.Grant,
+		Page: t.Description == pageTokenDescription && t.CreatedBy != ""}
 	for _, s := range t.Scopes {
 		p.Scopes = append(p.Scopes, Scope(s))
 	}
@@ -364,6 +365,14 @@ const MaxDescription = 1000
 // subset of its scopes, bound to its sandbox if it is bound, expiring no later than it does.
 // A token bound to a sandbox belongs to that sandbox's owner (see bind).
 func (a *Authenticator) CreateToken(ctx context.Context, by Principal, req NewToken) (Created, error) {
+	if req.Description == pageTokenDescription {
+		return Created{}, fmt.Errorf("%w: the description %q is hangar's for the Fleet page's tokens; give another", ErrInvalid, req.Description)
+	}
+	return a.create(ctx, by, req)
+}
+
+// create is CreateToken past the check of the description, which PageToken's tokens take.
+func (a *Authenticator) create(ctx context.Context, by Principal, req NewToken) (Created, error) {
 	c, t, err := a.PrepareToken(ctx, by, req)
 	if err != nil {
 		return Created{}, err
@@ -391,6 +400,11 @@ func (a *Authenticator) CreateToken(ctx context.Context, by Principal, req NewTo
 func (a *Authenticator) PrepareToken(ctx context.Context, by Principal, req NewToken) (Created, store.Token, error) {
 	if !by.IsAdmin() && !by.Has(ScopeUser) {
 		return Created{}, store.Token{}, refuse("Making tokens needs a token with the user or admin scope; this one has %s.", scopeList(by.Scopes))
+	}
+	// A page's token lives in a browser, and is revoked with the token that signed the page in:
+	// a token it made would outlive that.
+	if by.Page {
+		return Created{}, store.Token{}, refuse("A Fleet page's token cannot make tokens; make them with your own token (hangar tokens create).")
 	}
 	if req.User != "" {
 		if err := CheckUserName(req.User); err != nil {
@@ -459,7 +473,10 @@ func (a *Authenticator) PageToken(ctx context.Context, id string) (Created, erro
 	if !by.ExpiresAt.IsZero() && by.ExpiresAt.Before(expires) {
 		expires = by.ExpiresAt
 	}
-	return a.CreateToken(ctx, by, NewToken{Scopes: []Scope{ScopeUser}, Sandbox: by.Sandbox, ExpiresAt: expires, Description: pageTokenDescription})
+	if by.Page {
+		return Created{}, refuse("A Fleet page's token cannot sign another page in; run hangar fleet --web with your own token.")
+	}
+	return a.create(ctx, by, NewToken{Scopes: []Scope{ScopeUser}, Sandbox: by.Sandbox, ExpiresAt: expires, Description: pageTokenDescription})
 }
 
 // narrower holds a token made by a non-admin to its maker's user, scopes, binding and expiry,

@@ -503,6 +503,20 @@ func TestPageToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A page's token makes no token, and signs no page in: either would outlive the revocation
+	// of the token that signed it in. Its description is hangar's alone.
+	if !pageP.Page {
+		t.Error("the page's principal does not say it is a page's")
+	}
+	if _, err := f.a.CreateToken(ctx, pageP, auth.NewToken{Scopes: []auth.Scope{auth.ScopeUser}}); !errors.Is(err, auth.ErrForbidden) {
+		t.Errorf("CreateToken by a page's token = %v, want ErrForbidden", err)
+	}
+	if _, err := f.a.PageToken(ctx, pageP.TokenID); !errors.Is(err, auth.ErrForbidden) {
+		t.Errorf("PageToken of a page's token = %v, want ErrForbidden", err)
+	}
+	if _, err := f.a.CreateToken(ctx, ada, auth.NewToken{Scopes: []auth.Scope{auth.ScopeUser}, Description: page.Token.Description}); !errors.Is(err, auth.ErrInvalid) {
+		t.Errorf("CreateToken with the page's description = %v, want ErrInvalid", err)
+	}
 	// Revoked past the API (no cascade): the page's token is refused all the same.
 	if err := f.store.RevokeToken(ctx, ada.TokenID, f.clock.t); err != nil {
 		t.Fatal(err)

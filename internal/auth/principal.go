@@ -37,6 +37,7 @@ type Principal struct {
 	Static    bool      // from the tokens file, not the store
 	Audience  string    // "": any resource; else the only resource (RFC 8707) it may be used at
 	Grant     string    // "": none; else the OAuth grant that issued it (see Check)
+	Page      bool      // a Fleet page's token (PageToken): it makes no tokens and signs no page in
 }
 
 // Has reports whether the principal holds scope s. Admins hold them all; a bound principal

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -41,6 +42,9 @@ func (s *Service) IssueTicket(ctx context.Context, p auth.Principal) (Ticket, er
 // domain, so neither kind is ever taken for the other. Tickets of both kinds count against the
 // same bound per token.
 func (s *Service) IssueSignIn(ctx context.Context, p auth.Principal) (Ticket, error) {
+	if p.Page {
+		return Ticket{}, fmt.Errorf("%w: a Fleet page's token cannot sign another page in; run hangar fleet --web with your own token", auth.ErrForbidden)
+	}
 	return s.issue(ctx, p, signInPrefix, hashSignIn)
 }
 
@@ -94,6 +98,12 @@ func (s *Service) RedeemTicket(ctx context.Context, secret string) (auth.Princip
 // ErrSignIn. The caller makes the page its own token from that one, if it is still valid
 // (auth.Authenticator.PageToken).
 func (s *Service) RedeemSignIn(ctx context.Context, secret string) (tokenID string, err error) {
+	// Only what issue makes reaches the store (this route takes no token): the prefix and 32
+	// bytes in base64url, 43 characters.
+	if len(secret) != len(signInPrefix)+43 || !strings.HasPrefix(secret, signInPrefix) ||
+		strings.Trim(secret[len(signInPrefix):], "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != "" {
+		return "", ErrSignIn
+	}
 	t, err := s.cfg.Store.RedeemTicket(ctx, hashSignIn(secret), s.cfg.Clock.Now())
 	if errors.Is(err, store.ErrNotFound) {
 		return "", ErrSignIn

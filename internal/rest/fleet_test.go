@@ -96,6 +96,13 @@ func TestFleetSignIn(t *testing.T) {
 	if f := e.do(t, "GET", "/api/fleet", page, ""); f.status != http.StatusOK || f.body["user"] != "ada" {
 		t.Errorf("GET /api/fleet with the page's token = %d %s, want ada's fleet", f.status, f.raw)
 	}
+	// The page's token makes no token and signs no other page in (either would outlive the
+	// revocation of ada's token, which revokes her pages), and says why.
+	for _, c := range []struct{ path, body string }{{"/api/tokens", `{"scopes": ["user"]}`}, {"/api/fleet/sign-in-tickets", ""}} {
+		if r := e.do(t, "POST", c.path, page, c.body); r.status != http.StatusForbidden || !strings.Contains(r.raw, "Fleet page's token") {
+			t.Errorf("POST %s with the page's token = %d %s, want 403 saying a page's token cannot", c.path, r.status, r.raw)
+		}
+	}
 
 	// The admin's page is the admin's own fleet, never the admin's powers.
 	r = signIn(ticket("/api/fleet/sign-in-tickets", e.admin))
