@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/quartz"
@@ -83,6 +84,8 @@ type Service struct {
 	ctx    context.Context // the root of the feeds; Close cancels it
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	swept atomic.Int64 // when expired tickets were last deleted (Unix nanoseconds)
 }
 
 // New returns a Service. Close it when the server stops.

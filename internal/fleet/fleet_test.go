@@ -268,6 +268,25 @@ func TestSignInTickets(t *testing.T) {
 	if _, err := e.s.RedeemSignIn(ctx, late.Ticket); !errors.Is(err, ErrSignIn) {
 		t.Errorf("a sign-in ticket a minute old: %v, want ErrSignIn", err)
 	}
+	// Links never opened do not stay: a ticket's life on, the next ask sweeps the expired.
+	for range 3 {
+		if _, err := e.s.IssueSignIn(ctx, ada); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clock.Advance(time.Minute).MustWait(ctx)
+	if _, err := e.s.IssueSignIn(ctx, ada); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.st.DeleteExpiredTickets(ctx, e.clock.Now()); err != nil || n != 0 {
+		t.Errorf("%d expired tickets were left, %v; want them swept by the ask", n, err)
+	}
+	// Whatever is not of the shape hangar makes is refused before the store.
+	for _, bad := range []string{"", "hfs_", "hfs_" + strings.Repeat("a", 42), "hfs_" + strings.Repeat("a", 42) + "!", "hft_" + strings.Repeat("a", 43)} {
+		if _, err := e.s.RedeemSignIn(ctx, bad); !errors.Is(err, ErrSignIn) {
+			t.Errorf("RedeemSignIn(%q) = %v, want ErrSignIn", bad, err)
+		}
+	}
 }
 
 // next returns what st holds now, without waiting.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -65,12 +66,15 @@ func (s *Service) issue(ctx context.Context, p auth.Principal, prefix string, ha
 	// (a ticket shows its person's own fleet), never the token's secret (hangar has none).
 	t := store.Ticket{Hash: hash(secret), TokenID: p.TokenID, User: p.User, TokenExpiresAt: p.ExpiresAt,
 		Static: p.Static, ExpiresAt: expires}
-	err := s.cfg.Store.CreateTicket(ctx, t, maxTicketsPerToken, now)
-	if errors.Is(err, store.ErrLimit) {
-		// The expired ones no longer count; sweep them now and then, not on every ask.
+	// Expired tickets no longer count, but stay until deleted: at most once a ticket's life, the
+	// next ask sweeps them (a link never opened would otherwise stay for good).
+	if last := s.swept.Load(); now.Sub(time.Unix(0, last)) >= s.cfg.TicketTTL && s.swept.CompareAndSwap(last, now.UnixNano()) {
 		if _, err := s.cfg.Store.DeleteExpiredTickets(ctx, now); err != nil {
 			s.log.Warn("fleet: sweeping expired tickets", "err", err)
 		}
+	}
+	err := s.cfg.Store.CreateTicket(ctx, t, maxTicketsPerToken, now)
+	if errors.Is(err, store.ErrLimit) {
 		return Ticket{}, fmt.Errorf("%w: this token holds %d unused tickets, the most it may; use one, or wait %s for them to expire",
 			ErrTooManyTickets, maxTicketsPerToken, s.cfg.TicketTTL)
 	}
