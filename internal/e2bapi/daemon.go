@@ -114,22 +114,13 @@ func (d *daemonProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g, err := d.cfg.Grants.Check(r.Context(), id, token)
-	switch {
-	case errors.Is(err, ErrNoSandbox):
-		// E2B's edge answers 502 for a sandbox it does not know (or no longer runs): the SDK
-		// raises its SandboxNotFoundError (a stream's start) or TimeoutError.
-		d.refuse(w, r, http.StatusBadGateway, "unavailable", fmt.Sprintf("The sandbox %s was not found: it does not exist, is not running, or is not yours.", id), nil)
-		return
-	case errors.Is(err, ErrAccessDenied):
-		d.refuse(w, r, http.StatusUnauthorized, "unauthenticated", "The access token is not valid for this sandbox (wrong, or its hangar token was revoked or expired).", err)
-		return
-	case err != nil:
-		d.refuse(w, r, http.StatusServiceUnavailable, "unavailable", "hangar could not check the access token; try again in a moment.", err)
+	if err != nil {
+		d.refuseGrant(w, r, id, err)
 		return
 	}
 	base, rt, err := d.cfg.Daemons.DaemonPassthrough(g.Sandbox)
 	if err != nil {
-		d.refuse(w, r, http.StatusBadGateway, "unavailable", fmt.Sprintf("The sandbox %s has no daemon that can be reached.", id), err)
+		d.refuse(w, r, http.StatusBadGateway, "unavailable", fmt.Sprintf("The sandbox %.100q has no daemon that can be reached.", id), err)
 		return
 	}
 	kind, isStream := streaming[r.URL.Path]
@@ -147,7 +138,7 @@ func (d *daemonProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// and the open, after the registry ended that sandbox's or token's streams: check again.
 	if _, err := d.cfg.Grants.Check(r.Context(), id, token); err != nil {
 		s.Close()
-		d.refuse(w, r, http.StatusBadGateway, "unavailable", fmt.Sprintf("The sandbox %s was not found: it does not exist, is not running, or is not yours.", id), err)
+		d.refuseGrant(w, r, id, err)
 		return
 	}
 	c := &call{s: s, start: r.URL.Path == "/process.Process/Start"}
@@ -155,6 +146,20 @@ func (d *daemonProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// with http.ErrAbortHandler, which net/http takes as "drop the connection".
 	defer d.finish(r, g, c)
 	d.stream(w, r, base, rt, c)
+}
+
+// refuseGrant answers a call whose access token Grants.Check refused with err, as E2B answers.
+func (d *daemonProxy) refuseGrant(w http.ResponseWriter, r *http.Request, id string, err error) {
+	switch {
+	case errors.Is(err, ErrNoSandbox):
+		// E2B's edge answers 502 for a sandbox it does not know (or no longer runs): the SDK
+		// raises its SandboxNotFoundError (a stream's start) or TimeoutError.
+		d.refuse(w, r, http.StatusBadGateway, "unavailable", fmt.Sprintf("The sandbox %.100q was not found: it does not exist, is not running, or is not yours.", id), nil)
+	case errors.Is(err, ErrAccessDenied):
+		d.refuse(w, r, http.StatusUnauthorized, "unauthenticated", "The access token is not valid for this sandbox (wrong, or its hangar token was revoked or expired).", err)
+	default:
+		d.refuse(w, r, http.StatusServiceUnavailable, "unavailable", "hangar could not check the access token; try again in a moment.", err)
+	}
 }
 
 // finish closes a streaming call's registry stream, saying the client went if it did, and
