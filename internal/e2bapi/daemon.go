@@ -245,7 +245,16 @@ func (d *daemonProxy) proxy(base *url.URL, rt http.RoundTripper, c *call) *httpu
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if c != nil && c.s.Reason() != "" {
+				// Ended before the daemon answered: a Connect stream's error is its
+				// end-of-stream message, under 200, so the SDK reads why (a revoked token is
+				// its AuthenticationError) rather than "the sandbox is not running".
 				code, msg := endedError(c.s.Reason())
+				if ct := r.Header.Get("Content-Type"); isConnectStream(ct) {
+					w.Header().Set("Content-Type", ct)
+					w.WriteHeader(http.StatusOK)
+					w.Write(endOfStreamError(code, msg))
+					return
+				}
 				d.refuse(w, r, http.StatusServiceUnavailable, code, msg, err)
 				return
 			}

@@ -119,3 +119,50 @@ func TestDaemonGuards(t *testing.T) {
 		}
 	}
 }
+
+// TestEndedBeforeHeaders: a stream the registry ends (its token revoked) before the daemon has
+// answered tells the SDK why in Connect's end-of-stream message, as one ended later does, not
+// with a bare 503 the SDK would read as "the sandbox is not running".
+func TestEndedBeforeHeaders(t *testing.T) {
+	t.Parallel()
+	reached, done := make(chan struct{}), make(chan struct{})
+	daemon := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(reached)
+		select { // never answers: hangar gives up on it
+		case <-r.Context().Done():
+		case <-done:
+		}
+	}))
+	t.Cleanup(daemon.Close)
+	t.Cleanup(func() { close(done) })
+	box := store.Sandbox{Name: "box", Owner: "ada", State: "running"}
+	grants := &fakeGrants{byToken: map[string]Grant{"ada-grant": {Principal: ada, Sandbox: box}}, names: map[string]bool{"box": true}}
+	streams := stream.New(stream.Config{})
+	t.Cleanup(streams.Shutdown)
+	srv := httptest.NewServer(NewDaemon(DaemonConfig{Grants: grants, Daemons: fixedDaemon(daemon.URL), Streams: streams}))
+	t.Cleanup(srv.Close)
+	go func() { <-reached; streams.EndToken(ada.TokenID) }()
+	req, _ := http.NewRequest("POST", srv.URL+"/process.Process/Start", strings.NewReader("\x00\x00\x00\x00\x02{}"))
+	req.Header.Set("E2b-Sandbox-Id", "box")
+	req.Header.Set("X-Access-Token", "ada-grant")
+	req.Header.Set("Content-Type", "application/connect+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"code":"unauthenticated"`) {
+		t.Errorf("a Start whose token was revoked before the daemon answered = %d %q, want 200 and an unauthenticated end of stream", resp.StatusCode, body)
+	}
+}
+
+// fixedDaemon reaches every sandbox's daemon at one URL.
+type fixedDaemon string
+
+func (f fixedDaemon) DaemonPassthrough(store.Sandbox) (*url.URL, http.RoundTripper, error) {
+	u, err := url.Parse(string(f))
+	return u, http.DefaultTransport, err
+}
+
+func (fixedDaemon) KillDaemonProcess(context.Context, store.Sandbox, uint32) error { return nil }
