@@ -35,7 +35,8 @@ func TestSessionUpdates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if _, err := s.StartTurn(ctx, ada, "s1", "true"); err != nil {
+	tu, err := s.StartTurn(ctx, ada, "s1", "true")
+	if err != nil {
 		t.Fatal(err)
 	}
 	items, err := st.Next(ctx, 0)
@@ -51,4 +52,11 @@ func TestSessionUpdates(t *testing.T) {
 	if !errors.As(err, &ended) || ended.Reason != stream.ReasonShutdown {
 		t.Errorf("after Close: %v, want the stream ended (shutdown)", err)
 	}
+	// The turn's harness outlives the service: a service of its own sees it to its end, so
+	// that nothing writes in the run root once the test's cleanup removes it.
+	s2 := f.service(t)
+	if err := s2.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitTurn(t, ctx, f.st, tu.ID)
 }
