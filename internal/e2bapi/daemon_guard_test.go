@@ -32,15 +32,6 @@ func newRecordingDaemons(t *testing.T) *recordingDaemons {
 	return d
 }
 
-func (d *recordingDaemons) DaemonPassthrough(store.Sandbox) (*url.URL, http.RoundTripper, error) {
-	u, err := url.Parse(d.srv.URL)
-	return u, http.DefaultTransport, err
-}
-
-func (d *recordingDaemons) KillDaemonProcess(_ context.Context, _ store.Sandbox, _ uint32) error {
-	return nil
-}
-
 // TestDaemonGuards: only the daemon's API that E2B's SDKs use is reached (not POST /init, which
 // sets the daemon's own token, user and environment); hangar's credentials never reach the
 // sandbox, while Basic authorization (the user a call runs as) does; what the sandbox answers
@@ -52,7 +43,7 @@ func TestDaemonGuards(t *testing.T) {
 	grants := &fakeGrants{byToken: map[string]Grant{"ada-grant": {Principal: ada, Sandbox: box}}, names: map[string]bool{"box": true}}
 	streams := stream.New(stream.Config{})
 	t.Cleanup(streams.Shutdown)
-	srv := httptest.NewServer(NewDaemon(DaemonConfig{Grants: grants, Daemons: d, Streams: streams}))
+	srv := httptest.NewServer(NewDaemon(DaemonConfig{Grants: grants, Daemons: fixedDaemon(d.srv.URL), Streams: streams}))
 	t.Cleanup(srv.Close)
 	do := func(method, path string, header http.Header) *http.Response {
 		t.Helper()
