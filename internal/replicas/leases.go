@@ -88,7 +88,9 @@ func (c *Cluster) Owner(ctx context.Context, sandbox string) (url string, mine b
 		WHERE l.expires_at < now() OR NOT EXISTS (SELECT 1 FROM replicas r WHERE r.id = l.replica)
 		RETURNING l.replica`, sandbox, c.cfg.ID, c.cfg.LeaseTTL.Milliseconds()).Scan(&owner)
 	if err == nil {
-		c.gain(ctx, sandbox, Taken)
+		if !c.gain(ctx, sandbox, Taken) {
+			return "", false, fmt.Errorf("find the owner of sandbox %s: %w", sandbox, ErrLeaving)
+		}
 		return c.cfg.AdvertiseURL, true, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
@@ -120,7 +122,8 @@ func (c *Cluster) Owner(ctx context.Context, sandbox string) (url string, mine b
 }
 
 // renewHanded renews sandbox's lease when the rows say this replica holds it, unexpired,
-// though it did not know: a peer handed it over. It is gained then, as handed.
+// though it did not know: a peer handed it over. It is gained then, as handed; ErrLeaving when
+// this replica began to leave meanwhile (its leave hands the lease on).
 func (c *Cluster) renewHanded(ctx context.Context, sandbox string) (bool, error) {
 	tag, err := c.pool.Exec(ctx, `UPDATE leases SET expires_at = now() + $3 * interval '1 millisecond'
 		WHERE sandbox = $1 AND replica = $2 AND expires_at >= now()`, sandbox, c.cfg.ID, c.cfg.LeaseTTL.Milliseconds())
@@ -130,7 +133,9 @@ func (c *Cluster) renewHanded(ctx context.Context, sandbox string) (bool, error)
 	if tag.RowsAffected() != 1 {
 		return false, nil
 	}
-	c.gain(ctx, sandbox, Handed)
+	if !c.gain(ctx, sandbox, Handed) {
+		return false, fmt.Errorf("find the owner of sandbox %s: %w", sandbox, ErrLeaving)
+	}
 	return true, nil
 }
 
@@ -169,12 +174,16 @@ func unavailable(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 }
 
-// gain records a lease this replica holds, running the gained handler when it is new.
-func (c *Cluster) gain(ctx context.Context, sandbox string, how Gain) {
+// gain records a lease this replica holds, running the gained handler when it is new. False
+// when this replica is leaving: it follows nothing more, and the lease is not its to use (leave
+// hands it on with the rest, or it is free once this replica is unlisted). Owner, which may
+// have passed its own check of leaving before Leave, must then not say the sandbox is this
+// replica's: Leave did not return it, so nothing would release what its caller starts there.
+func (c *Cluster) gain(ctx context.Context, sandbox string, how Gain) bool {
 	c.mu.Lock()
 	if c.leaving {
 		c.mu.Unlock()
-		return
+		return false
 	}
 	_, known := c.held[sandbox]
 	if !known {
@@ -188,6 +197,7 @@ func (c *Cluster) gain(ctx context.Context, sandbox string, how Gain) {
 			c.gained(ctx, sandbox, how)
 		}
 	}
+	return true
 }
 
 // keep runs a round every Round (at once when a peer says it released or handed over leases),

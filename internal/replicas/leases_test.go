@@ -171,6 +171,54 @@ func TestHandedWhileAsking(t *testing.T) {
 	}
 }
 
+// TestLeavingWhileAsking: a replica that begins to leave while Owner asks about a sandbox (past
+// Owner's own check of leaving) does not say the sandbox is its own, whether it took a free
+// lease or found one handed to it: Leave did not return that sandbox, so nothing would release
+// what the caller started there, and leave hands the lease to a peer that starts it again.
+func TestLeavingWhileAsking(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("free", func(t *testing.T) {
+		t.Parallel()
+		_, a, b, _, eb, _ := newPair(t)
+		b.beforeTake = func() { b.Leave() }
+		if url, mine, err := b.Owner(ctx, "sb1"); !errors.Is(err, ErrLeaving) || mine {
+			t.Fatalf("b.Owner of a free sandbox as b began to leave = %q, %v, %v; want ErrLeaving", url, mine, err)
+		}
+		if len(eb.gained) != 0 {
+			t.Errorf("b, leaving, gained %v", eb.gained)
+		}
+		b.leave()
+		if url, mine, err := a.Owner(ctx, "sb1"); err != nil || !mine {
+			t.Errorf("after b left, a.Owner = %q, %v, %v; want a's", url, mine, err)
+		}
+	})
+	t.Run("handed", func(t *testing.T) {
+		t.Parallel()
+		db, a, b, _, eb, _ := newPair(t)
+		c, _ := newReplica(t, db, "c")
+		if _, mine, _ := a.Owner(ctx, "sb1"); !mine {
+			t.Fatal("a does not own a free sandbox")
+		}
+		b.beforeTake = func() {
+			if err := a.handOver(ctx, "sb1", "b"); err != nil {
+				t.Error(err)
+			}
+			b.Leave()
+		}
+		if url, mine, err := b.Owner(ctx, "sb1"); !errors.Is(err, ErrLeaving) || mine {
+			t.Fatalf("b.Owner of a sandbox handed to it as it began to leave = %q, %v, %v; want ErrLeaving", url, mine, err)
+		}
+		if len(eb.gained) != 0 {
+			t.Errorf("b, leaving, gained %v", eb.gained)
+		}
+		b.leave()
+		if url, mine, err := c.Owner(ctx, "sb1"); err != nil || (!mine && url != "http://a") {
+			t.Errorf("after b left, c.Owner = %q, %v, %v; want a live replica's", url, mine, err)
+		}
+	})
+}
+
 // TestLeavingPeerGetsNoLease: two replicas that leave at once (a rollout replacing several
 // pods) do not hand each other their leases: the one leaving second finds the first marked
 // leaving and hands its lease to a replica that stays, though the first holds fewer.
