@@ -35,7 +35,7 @@ const (
 const cappedNotice = "[hangar: this stream reached HANGAR_STREAM_MAX_BYTES; nothing more is sent until the result]"
 
 func (h *Handler) addExec() {
-	mcp.AddTool(h.server, &mcp.Tool{
+	addTool(h.server, &mcp.Tool{
 		Name:  "exec",
 		Title: "Run a command in a sandbox",
 		Description: "Runs a command in a sandbox and returns its exit code and the last 256 KiB of its stdout " +

@@ -36,7 +36,7 @@ type processArgs struct {
 const maxWait = 600 * time.Second
 
 func (h *Handler) addProcess() {
-	mcp.AddTool(h.server, &mcp.Tool{
+	addTool(h.server, &mcp.Tool{
 		Name:  "process",
 		Title: "Background processes in a sandbox",
 		Description: "Background processes that outlive the call. action start {command, cwd} starts one (bash -lc) and " +

@@ -73,30 +73,30 @@ const defaultShell = "if command -v bash >/dev/null 2>&1; then exec bash -l; els
 const maxTermSize = 1000
 
 func (h *Handler) addTerminals() {
-	mcp.AddTool(h.server, &mcp.Tool{
+	addTool(h.server, &mcp.Tool{
 		Name:  "terminal_open",
 		Title: "Open a terminal in a sandbox",
 		Description: "Starts a command (default a login shell) on a terminal in a sandbox and returns its terminal_id. " +
 			"Type into it with terminal_write, poll what it shows with terminal_read, end it with terminal_close. " +
 			"To follow output as it prints, use the process tool's attach with the terminal_id as process_id.",
 	}, h.terminalOpen)
-	mcp.AddTool(h.server, &mcp.Tool{
+	addTool(h.server, &mcp.Tool{
 		Name:        "terminal_write",
 		Title:       "Type into a terminal",
 		Description: "Types input into a terminal opened with terminal_open (end a line with \\n to run it).",
 	}, h.terminalWrite)
-	mcp.AddTool(h.server, &mcp.Tool{
+	addTool(h.server, &mcp.Tool{
 		Name:  "terminal_read",
 		Title: "Read a terminal",
 		Description: "Returns what a terminal printed since the last terminal_read of it (the first read: everything " +
 			"still kept, the last 256 KiB), with its state and exit_code. It returns at once.",
 	}, h.terminalRead)
-	mcp.AddTool(h.server, &mcp.Tool{
+	addTool(h.server, &mcp.Tool{
 		Name:        "terminal_resize",
 		Title:       "Resize a terminal",
 		Description: "Changes a terminal's size in columns and rows.",
 	}, h.terminalResize)
-	mcp.AddTool(h.server, &mcp.Tool{
+	addTool(h.server, &mcp.Tool{
 		Name:        "terminal_close",
 		Title:       "Close a terminal",
 		Description: "Ends a terminal: SIGTERM to what runs in it, SIGKILL 3 s later if it is still running.",

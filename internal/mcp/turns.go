@@ -70,7 +70,7 @@ type newSandboxArgs struct {
 const defaultToolPage = 100
 
 func (h *Handler) addTurns() {
-	mcp.AddTool(h.server, &mcp.Tool{
+	addTool(h.server, &mcp.Tool{
 		Name:  "session",
 		Title: "Agent sessions",
 		Description: "Agent sessions: an agent (claude-code, codex, command) in a sandbox, taking one turn at a time. " +
@@ -78,7 +78,7 @@ func (h *Handler) addTurns() {
 			"{session, since, limit} returns its events after since and next (pass it as since next time). Start a turn " +
 			"in a session with the turn tool. Its events are also the resource hangar://sessions/<name>/events.",
 	}, h.session)
-	mcp.AddTool(h.server, &mcp.Tool{
+	addTool(h.server, &mcp.Tool{
 		Name:  "turn",
 		Title: "Turns of an agent session",
 		Description: "Turns: one run of a session's agent with a prompt. action start {session, prompt} starts one and " +
@@ -86,7 +86,7 @@ func (h *Handler) addTurns() {
 			"its state (queued, running, done, failed, cancelled), exit_code and summary; cancel {session, turn_id} stops " +
 			"it; list {session} lists the session's turns.",
 	}, h.turn)
-	mcp.AddTool(h.server, &mcp.Tool{
+	addTool(h.server, &mcp.Tool{
 		Name:  "job",
 		Title: "Agent jobs",
 		Description: "Jobs: a prompt run by an agent unattended, in a sandbox (given by name, or new_sandbox to make one). " +
