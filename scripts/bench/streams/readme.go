@@ -84,24 +84,44 @@ func table(reports []report) string {
 	return b.String()
 }
 
-// ratioText is issue 11's measure: each line's delay through hangar against the raw daemon's
-// (p50 / p95), and what REST adds over the relay floor. "" without the raw daemon's row.
+// ratioText is issue 31's measure, each line's delay through hangar over the relay floor's (p50
+// and p95; targets on p50: REST ≤ +0.05 ms, MCP read by a bare HTTP client ≤ +0.10 ms), then
+// issue 11's retired one, against the raw daemon's, for comparison with earlier runs. "" without
+// the relay floor's row.
 func ratioText(r report) string {
-	raw, ok := r.Modes["raw_daemon"]
-	if !ok || raw.Runs == 0 || raw.DelayP50Ms <= 0 || raw.DelayP95Ms <= 0 {
+	floor, ok := r.Modes["relay_floor"]
+	if !ok || floor.Runs == 0 {
 		return ""
 	}
-	var parts []string
-	for _, m := range []struct{ name, label string }{{"rest_exec_stream", "REST"}, {"mcp_exec_stream", "MCP (go-sdk's client)"}, {"relay_floor", "the relay floor"}} {
-		if st, ok := r.Modes[m.name]; ok && st.Runs > 0 {
-			parts = append(parts, fmt.Sprintf("%s %.2f× / %.2f×", m.label, st.DelayP50Ms/raw.DelayP50Ms, st.DelayP95Ms/raw.DelayP95Ms))
+	var over []string
+	for _, m := range []struct {
+		name, label string
+		target      float64
+	}{{"rest_exec_stream", "REST", 0.05}, {"mcp_exec_stream_http", "MCP read by a bare HTTP client", 0.10}, {"mcp_exec_stream", "MCP (go-sdk's client)", 0}} {
+		st, ok := r.Modes[m.name]
+		if !ok || st.Runs == 0 {
+			continue
 		}
+		part := fmt.Sprintf("%s %+.2f / %+.2f ms", m.label, st.DelayP50Ms-floor.DelayP50Ms, st.DelayP95Ms-floor.DelayP95Ms)
+		if m.target > 0 {
+			verdict := "met"
+			if st.DelayP50Ms-floor.DelayP50Ms > m.target {
+				verdict = "not met"
+			}
+			part += fmt.Sprintf(" (target p50 ≤ +%.2f ms: %s)", m.target, verdict)
+		}
+		over = append(over, part)
 	}
-	text := "\nEach line's delay against the raw daemon's, p50 / p95 (issue 11's targets: REST ≤ 1.15×, MCP ≤ 1.3×): " + strings.Join(parts, "; ") + "."
-	rest, okR := r.Modes["rest_exec_stream"]
-	floor, okF := r.Modes["relay_floor"]
-	if okR && okF && rest.Runs > 0 && floor.Runs > 0 {
-		text += fmt.Sprintf(" REST over the relay floor: %+.2f / %+.2f ms.", rest.DelayP50Ms-floor.DelayP50Ms, rest.DelayP95Ms-floor.DelayP95Ms)
+	text := "\nEach line's delay over the relay floor's, p50 / p95 (issue 31): " + strings.Join(over, "; ") + "."
+	raw, ok := r.Modes["raw_daemon"]
+	if ok && raw.Runs > 0 && raw.DelayP50Ms > 0 && raw.DelayP95Ms > 0 {
+		var parts []string
+		for _, m := range []struct{ name, label string }{{"rest_exec_stream", "REST"}, {"mcp_exec_stream", "MCP (go-sdk's client)"}, {"relay_floor", "the relay floor"}} {
+			if st, ok := r.Modes[m.name]; ok && st.Runs > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.2f× / %.2f×", m.label, st.DelayP50Ms/raw.DelayP50Ms, st.DelayP95Ms/raw.DelayP95Ms))
+			}
+		}
+		text += " Against the raw daemon's (issue 11's ratios, retired): " + strings.Join(parts, "; ") + "."
 	}
 	return text + "\n"
 }
