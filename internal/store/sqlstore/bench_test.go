@@ -53,3 +53,25 @@ func BenchmarkAppendEvents(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGetSandbox is the read every exec, process start and daemon call makes first: one
+// SELECT of one sandbox, with its JSON columns (a local sandbox's data, an env, metadata).
+func BenchmarkGetSandbox(b *testing.B) {
+	s := benchStore(b)
+	ctx := context.Background()
+	sb := store.Sandbox{Name: "box", Owner: "ada", Provider: "local", State: "running", Daemon: true,
+		DaemonURL: "http://127.0.0.1:40000", DaemonToken: "secret",
+		Env:       map[string]string{"LANG": "C.UTF-8"},
+		Data:      map[string]string{"pid": "4242", "sid": "4242", "turns": "/var/lib/hangar/data/sandboxes/box/turns"},
+		Metadata:  map[string]string{"team": "infra"},
+		CreatedAt: time.UnixMilli(time.Now().UnixMilli())}
+	if err := s.CreateSandbox(ctx, sb); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.GetSandbox(ctx, "box"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
