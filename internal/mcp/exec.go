@@ -9,7 +9,6 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/auth"
 	"github.com/hangar-dev/hangar/internal/sandbox"
-	"github.com/hangar-dev/hangar/internal/stream"
 	"github.com/hangar-dev/hangar/internal/wire"
 	"github.com/hangar-dev/hangar/internal/wire/from"
 )
@@ -82,17 +81,21 @@ func (h *Handler) exec(ctx context.Context, req *mcp.CallToolRequest, in execArg
 }
 
 // execStream runs a command whose output goes to the caller as progress notifications. This
-// goroutine (the tool handler's) is the call's one writer: it renders the exec's stream.
+// goroutine (the tool handler's) reads the command's output from the daemon and renders it
+// (sandbox.StreamedExec.Run).
 func (h *Handler) execStream(ctx context.Context, req *mcp.CallToolRequest, p auth.Principal, ref string, ereq sandbox.ExecRequest, token any) (*mcp.CallToolResult, wire.ExecResult, error) {
 	ex, err := h.cfg.Sandboxes.StreamExec(ctx, p, ref, ereq)
 	if err != nil {
 		return nil, wire.ExecResult{}, classify(h.log, "exec", err)
 	}
-	sk := h.startCall(req)
+	sk := h.callSink(req)
 	// A 2025-era call's context does not end when its HTTP request does: watch the request too.
 	ctx, cancel := watchClient(ctx, sk)
 	defer cancel()
-	o, err := ex.Wait(ctx, h.pump(ctx, req, ex.Stream, sk, token))
+	pr := &progress{req: req, token: token, sk: sk, st: ex.Stream}
+	// The call's stream begins once the command started: one that does not start is the
+	// call's error, as any other.
+	o, err := ex.Run(ctx, 0, func() error { h.beginCall(sk); return nil }, pr.write(ctx))
 	switch {
 	case errors.Is(err, sandbox.ErrClientGone):
 		return nil, wire.ExecResult{}, errorf("The client went away; the command was killed.")
@@ -106,16 +109,26 @@ func (h *Handler) execStream(ctx context.Context, req *mcp.CallToolRequest, p au
 // response is written, so that a shutdown can wait for it, and the stream's headers go out at
 // once. It returns the call's sink, or nil when it has none (a test's in-memory transport).
 func (h *Handler) startCall(req *mcp.CallToolRequest) *sink {
+	sk := h.callSink(req)
+	h.beginCall(sk)
+	return sk
+}
+
+// callSink is the call's sink, or nil when it has none (a test's in-memory transport).
+func (h *Handler) callSink(req *mcp.CallToolRequest) *sink {
 	if req.Extra == nil {
 		return nil
 	}
-	sk := h.sinkOf(req.Extra.Header)
+	return h.sinkOf(req.Extra.Header)
+}
+
+// beginCall is startCall for a sink already found (nil: nothing to do).
+func (h *Handler) beginCall(sk *sink) {
 	if sk != nil {
 		h.running.Enter()
 		sk.whenClosed(h.running.Leave)
 		sk.startStream()
 	}
-	return sk
 }
 
 // watchClient returns ctx, ended also when the call's HTTP request ends (sk nil: ctx alone).
@@ -131,14 +144,6 @@ func watchClient(ctx context.Context, sk *sink) (context.Context, context.Cancel
 		}()
 	}
 	return ctx, cancel
-}
-
-// pump renders the stream as progress notifications, in order, until the stream finishes
-// (ReasonDone) or ends, and returns why. Its writes may run on a producer's goroutine
-// (stream.Render's write-through).
-func (h *Handler) pump(ctx context.Context, req *mcp.CallToolRequest, st *stream.Stream, sk *sink, token any) stream.Reason {
-	p := &progress{req: req, token: token, sk: sk, st: st}
-	return st.Render(ctx, 0, p.write(ctx))
 }
 
 // result is exec's answer: the structured output, and a short text for readers of text

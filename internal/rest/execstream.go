@@ -30,16 +30,19 @@ func (a *api) execStream(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	sse, err := startSSE(w)
+	// This goroutine reads the command's output from the daemon and writes it (Run): the
+	// headers go out once the command started, so a command that does not start gets a
+	// status of its own.
+	sse := newSSE(w)
 	defer sse.release()
-	if err != nil {
-		ex.Wait(r.Context(), stream.ReasonClient)
-		return
-	}
-	o, err := ex.Wait(r.Context(), a.pump(r.Context(), ex.Stream, sse))
+	began := false
+	o, err := ex.Run(r.Context(), keepAliveInterval, func() error { began = true; return sse.open() }, a.render(ex.Stream, sse))
 	switch {
 	case errors.Is(err, sandbox.ErrClientGone):
 		return // nobody to tell
+	case err != nil && !began:
+		a.writeError(w, r, err)
+		return
 	case err != nil: // the stream is open, so the error travels as an event
 		e := a.classify(r, err)
 		sse.event("error", "", map[string]any{"code": e.Code, "message": e.Message, "detail": e.Detail})
@@ -50,14 +53,20 @@ func (a *api) execStream(w http.ResponseWriter, r *http.Request) {
 	sse.send()
 }
 
-// pump is the stream's one writer, the one SSE renderer of every kind of stream: it sends what
-// the stream gives as SSE events, a batch per write, with a keep-alive comment when idle, until
-// the stream finishes (ReasonDone) or ends, and returns why. An item is output (data: its text,
-// or base64) or, marked JSON, an event whose data it is; the stream's own capped notice says
-// how much was not sent. The item's ID is the event's id, what Last-Event-ID resumes from.
-// Its writes may run on a producer's goroutine (stream.Render's write-through).
+// pump is the stream's one writer, with render: it sends what the stream gives as SSE events,
+// a batch per write, with a keep-alive comment when idle, until the stream finishes
+// (ReasonDone) or ends, and returns why.
 func (a *api) pump(ctx context.Context, st *stream.Stream, sse *sseWriter) stream.Reason {
-	return st.Render(ctx, keepAliveInterval, func(items []stream.Item) error {
+	return st.Render(ctx, keepAliveInterval, a.render(st, sse))
+}
+
+// render is the one SSE renderer of every kind of stream: it writes a batch of the stream's
+// items, or a keep-alive comment for none. An item is output (data: its text, or base64) or,
+// marked JSON, an event whose data it is; the stream's own capped notice says how much was not
+// sent. The item's ID is the event's id, what Last-Event-ID resumes from. It may run on a
+// producer's goroutine (stream.Render's write-through, stream.Produce).
+func (a *api) render(st *stream.Stream, sse *sseWriter) stream.Write {
+	return func(items []stream.Item) error {
 		if len(items) == 0 {
 			sse.comment("keep-alive")
 		}
@@ -77,7 +86,7 @@ func (a *api) pump(ctx context.Context, st *stream.Stream, sse *sseWriter) strea
 			return err
 		}
 		return nil
-	})
+	}
 }
 
 // clientFailed ends a stream whose client write failed: slow when the write timed out, else

@@ -689,3 +689,36 @@ func TestExecAfterDaemonDied(t *testing.T) {
 		t.Errorf("the sandbox = %v, want failed", r.body)
 	}
 }
+
+// TestExecStreamOverH2C: hangar serves HTTP/2 without TLS to a client that speaks it with prior
+// knowledge (curl --http2-prior-knowledge), on the same port as HTTP/1.1, and a streamed exec
+// works over it as over HTTP/1.1, many on one connection.
+func TestExecStreamOverH2C(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.sandbox(t, e.admin, "box", "")
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &p}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	for i := range 2 { // the second on the first's connection
+		req, _ := http.NewRequest("POST", e.url+"/api/sandboxes/box/exec/stream", strings.NewReader(execBody("echo one; echo two >&2; exit 4")))
+		req.Header.Set("Authorization", "Bearer "+e.admin)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			t.Fatalf("exec %d over h2c: %s %d, want HTTP/2 200", i, resp.Proto, resp.StatusCode)
+		}
+		s := &sseStream{resp: resp, r: newReader(resp.Body), cancel: func() {}}
+		events := s.all(t)
+		resp.Body.Close()
+		if len(events) != 3 || events[2].name != "result" || events[2].data["exit_code"] != 4.0 ||
+			output(events, "stdout") != "one\n" || output(events, "stderr") != "two\n" {
+			t.Fatalf("exec %d over h2c: events %v", i, events)
+		}
+	}
+}

@@ -42,14 +42,25 @@ const maxKeptBuf = 256 << 10
 // startSSE sends the stream's headers and flushes them, so the client sees the stream open at
 // once. Call release when done.
 func startSSE(w http.ResponseWriter) (*sseWriter, error) {
-	h := w.Header()
+	s := newSSE(w)
+	return s, s.open()
+}
+
+// newSSE is an SSE writer that has sent nothing yet: open sends the headers. Call release
+// when done.
+func newSSE(w http.ResponseWriter) *sseWriter {
+	rc := http.NewResponseController(w)
+	return &sseWriter{w: w, rc: rc, buf: bufs.Get().(*[]byte), deadline: serving.WriteDeadline{RC: rc, Timeout: writeTimeout}}
+}
+
+// open sends the stream's headers and flushes them.
+func (s *sseWriter) open() error {
+	h := s.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx and friends: do not buffer this response
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	s := &sseWriter{w: w, rc: rc, buf: bufs.Get().(*[]byte), deadline: serving.WriteDeadline{RC: rc, Timeout: writeTimeout}}
-	return s, s.send()
+	s.w.WriteHeader(http.StatusOK)
+	return s.send()
 }
 
 // release gives the writer's buffer back; the writer is not used after.

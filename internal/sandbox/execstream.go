@@ -3,12 +3,14 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/hangar-dev/hangar/internal/auth"
+	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/stream"
 )
 
-// ErrClientGone is what a streamed exec's Wait returns when its client went away or stopped
+// ErrClientGone is what a streamed exec's Run returns when its client went away or stopped
 // reading: the command was killed, and nobody is left to tell.
 var ErrClientGone = errors.New("the stream's client is gone; the command was killed")
 
@@ -36,19 +38,13 @@ var detaches = map[stream.Reason]bool{stream.ReasonShutdown: true, stream.Reason
 
 // StreamedExec is one command whose output goes to a client as it prints. Its Stream carries
 // items "stdout" and "stderr" (Data: the bytes, whole characters where the output is text) and
-// at most one stream.EventCapped; it finishes when the command's output ends. The transport
-// renders Stream with its one writer until Next says it finished or ended, then calls Wait
-// exactly once with how that went.
+// at most one stream.EventCapped. StreamExec admits it; Run runs it, once.
 type StreamedExec struct {
 	Stream *stream.Stream
 
-	cancel  context.CancelCauseFunc // ends the command's context: kill, or detach with ErrDetach
-	outcome chan execOutcome        // capacity 1: the command's goroutine sends once
-}
-
-type execOutcome struct {
-	res ExecResult
-	err error
+	m   *Manager
+	sb  store.Sandbox
+	req ExecRequest
 }
 
 // ExecOutcome is how a streamed exec ended, for its client.
@@ -66,11 +62,9 @@ type ExecOutcome struct {
 	Capped bool
 }
 
-// StreamExec admits a streamed exec (the registry's limits apply to p), starts the command in
-// the sandbox ref (through its daemon, else the provider's exec) and returns at once. A
-// command printing faster than the stream's pace waits for it, as for a slow terminal. The
-// command's context is not ctx: it may outlive the request (a shutdown lets it run on); Wait
-// decides its fate.
+// StreamExec admits a streamed exec (the registry's limits apply to p) of a command in the
+// sandbox ref and returns it, not yet started: Run starts it. A refusal (a limit, a sandbox
+// that does not run, a bad request) is the error, before anything was sent to the client.
 func (m *Manager) StreamExec(ctx context.Context, p auth.Principal, ref string, req ExecRequest) (*StreamedExec, error) {
 	if err := req.check(); err != nil {
 		return nil, err
@@ -86,75 +80,72 @@ func (m *Manager) StreamExec(ctx context.Context, p auth.Principal, ref string, 
 	if err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	e := &StreamedExec{Stream: st, cancel: cancel, outcome: make(chan execOutcome, 1)}
-	// A command that does not start (a daemon out of descriptors, a cwd that is not there) is
-	// this call's error, with its own status, rather than an error event in a stream already
-	// answered 200.
-	startc := make(chan error, 1)
-	req.started = func(err error) {
-		select {
-		case startc <- err:
-		default:
-		}
-	}
-	go func() {
-		res, err := m.ExecStream(cctx, sb, req, func(name string, data []byte) {
-			st.SendWait(cctx, stream.Item{Event: name, Data: data})
-		})
-		req.started(err) // when it failed before it could start
-		st.Finish()
-		e.outcome <- execOutcome{res, err}
-	}()
-	select {
-	case err := <-startc:
-		if err != nil {
-			<-e.outcome
-			cancel(nil)
-			st.End(stream.ReasonError)
-			st.Close()
-			return nil, err
-		}
-	case <-ctx.Done(): // the client left: Wait kills the command
-	}
-	return e, nil
+	return &StreamedExec{Stream: st, m: m, sb: sb, req: req}, nil
 }
 
-// Wait decides the command's fate from how the rendering ended (reason: stream.ReasonDone
-// when the stream finished, else the reason the stream ended), waits for it and closes the
-// stream. A stream that finished lets the command end by itself; one whose client went away
-// or stopped reading kills it, and Wait returns ErrClientGone; a revoked token kills it; a
-// shutdown, or a destroyed or paused sandbox, lets it run on (Result.Detached). If ctx (the
-// client's) ends while the command runs on, it is killed and Wait returns ErrClientGone. When
-// the stream finished and the command failed, the error is the command's.
-func (e *StreamedExec) Wait(ctx context.Context, reason stream.Reason) (ExecOutcome, error) {
+// Run starts the command (through the sandbox's daemon, else the provider's exec) and
+// renders its output with write as it prints, on the caller's goroutine: the daemon's stream
+// is read by the goroutine that writes to the client (stream.Produce), and a streamed exec at
+// rest holds no goroutine of its own. A command printing faster than the stream's pace waits
+// for it, as for a slow terminal; write(nil) is a keep-alive after idle with nothing written.
+//
+// begin (when not nil) is called once the command started, before any output: it sends the
+// client's headers, and its failure ends the stream as a client gone. A command that does not
+// start (a daemon out of descriptors, a cwd that is not there) is Run's error, begin not
+// called, so that it gets a status of its own rather than an event in a stream answered 200.
+//
+// How the stream ends decides the command's fate: one that finished lets the command end by
+// itself; a client that went away or stopped reading (ctx ends, or a write fails) kills it,
+// and Run returns ErrClientGone; a revoked token kills it; a shutdown, or a destroyed or
+// paused sandbox, lets it run on (Result.Detached). When the stream finished and the command
+// failed, the error is the command's. Run closes the stream.
+func (e *StreamedExec) Run(ctx context.Context, idle time.Duration, begin func() error, write stream.Write) (ExecOutcome, error) {
 	st := e.Stream
 	defer st.Close()
-	defer e.cancel(killCause(stream.ReasonClient))
-	if reason != stream.ReasonDone {
-		st.End(reason) // the first reason wins: a no-op when the stream already ended so
+	var (
+		res     ExecResult
+		err     error
+		started bool
+	)
+	req := e.req
+	req.started = func(serr error) {
+		if serr != nil || started {
+			return
+		}
+		started = true
+		if begin != nil && begin() != nil {
+			st.End(stream.ReasonClient)
+		}
 	}
+	// The command's context ends with the stream, with the cause that decides its fate
+	// (endCause).
+	reason := st.Produce(ctx, idle, write, func(pctx context.Context) {
+		cctx, cancel := context.WithCancelCause(pctx)
+		defer cancel(nil)
+		// A command left to its own end by the stream's end is still killed when its client
+		// goes: nobody would be left to tell how it ended.
+		stop := context.AfterFunc(ctx, func() { cancel(killCauses[stream.ReasonClient]) })
+		defer stop()
+		res, err = e.m.ExecStream(cctx, e.sb, req, func(name string, data []byte) {
+			st.SendWait(cctx, stream.Item{Event: name, Data: data})
+		})
+	}, endCause)
 	switch {
-	case reason == stream.ReasonClient || reason == stream.ReasonSlow:
-		e.cancel(killCause(reason))
-		<-e.outcome
+	case !started && (ctx.Err() != nil || reason == stream.ReasonClient || err == nil):
 		return ExecOutcome{}, ErrClientGone
-	case detaches[reason]:
-		e.cancel(ErrDetach)
-	case reason == stream.ReasonRevoked:
-		e.cancel(killCause(reason))
-	}
-	o, err := e.await(ctx)
-	if err != nil {
-		st.End(stream.ReasonClient)
+	case !started:
 		return ExecOutcome{}, err
+	case reason == stream.ReasonClient || reason == stream.ReasonSlow:
+		return ExecOutcome{}, ErrClientGone
+	case reason != stream.ReasonDone && !res.Detached && ctx.Err() != nil:
+		return ExecOutcome{}, ErrClientGone // it went while its command ran on: killed
 	}
 	early := reason != stream.ReasonDone
-	if o.err != nil && !early {
+	if err != nil && !early {
 		st.End(stream.ReasonError)
-		return ExecOutcome{}, o.err
+		return ExecOutcome{}, err
 	}
-	out := ExecOutcome{Result: o.res, Ended: o.err == nil && !o.res.Detached}
+	out := ExecOutcome{Result: res, Ended: err == nil && !res.Detached}
 	if early {
 		out.Closed = reason
 	}
@@ -162,20 +153,16 @@ func (e *StreamedExec) Wait(ctx context.Context, reason stream.Reason) (ExecOutc
 	return out, nil
 }
 
-// await waits for the command's outcome; when ctx ends first (the client went while its command
-// ran on), the command is killed and await returns ErrClientGone. An outcome already there wins.
-func (e *StreamedExec) await(ctx context.Context) (execOutcome, error) {
-	select {
-	case o := <-e.outcome:
-		return o, nil
-	default:
+// endCause is the cause a stream's end with reason cancels its command's context with:
+// ErrDetach for the endings that let it run on (detaches), the kill cause for a client gone,
+// slow or revoked; nil for the others (the sandbox failed, the stream's lifetime passed),
+// which leave the command to its own end.
+func endCause(reason stream.Reason) error {
+	switch {
+	case detaches[reason]:
+		return ErrDetach
+	case killCauses[reason] != nil:
+		return killCauses[reason]
 	}
-	select {
-	case o := <-e.outcome:
-		return o, nil
-	case <-ctx.Done():
-		e.cancel(killCause(stream.ReasonClient))
-		<-e.outcome
-		return execOutcome{}, ErrClientGone
-	}
+	return nil
 }

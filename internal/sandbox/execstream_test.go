@@ -3,7 +3,6 @@ package sandbox_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/store"
 	"github.com/hangar-dev/hangar/internal/store/sqlite/sqlitetest"
 	"github.com/hangar-dev/hangar/internal/stream"
+	"github.com/hangar-dev/hangar/internal/stream/streamtest"
 )
 
 // waitTimeout bounds every wait of these tests.
@@ -71,29 +71,27 @@ func newExecEnvOn(t *testing.T, clock quartz.Clock) execEnv {
 	return execEnv{m: m, streams: streams}
 }
 
-// render takes the stream's items until it finishes or ends, as a transport's writer does, and
-// returns the output and how the stream ended. stop, when set, is called once output arrived.
-func render(ctx context.Context, st *stream.Stream, stop func()) (string, stream.Reason) {
-	var out []byte
-	for {
-		items, err := st.Next(ctx, 0)
-		var ended *stream.Ended
-		switch {
-		case errors.Is(err, io.EOF):
-			return string(out), stream.ReasonDone
-		case errors.As(err, &ended):
-			return string(out), ended.Reason
-		case err != nil:
-			return string(out), stream.ReasonClient
-		}
-		for _, it := range items {
-			out = append(out, it.Data...)
-		}
-		if stop != nil && len(out) > 0 {
-			stop()
-			stop = nil
-		}
+// output is a streamed exec's writer, as a transport's: it keeps the output and the
+// goroutines that wrote it, and calls stop (when set) once output arrived.
+type output struct {
+	out     []byte
+	writers map[int]bool
+	stop    func()
+}
+
+func (o *output) write(items []stream.Item) error {
+	if o.writers == nil {
+		o.writers = map[int]bool{}
 	}
+	o.writers[streamtest.Goroutine()] = true
+	for _, it := range items {
+		o.out = append(o.out, it.Data...)
+	}
+	if o.stop != nil && len(o.out) > 0 {
+		o.stop()
+		o.stop = nil
+	}
+	return nil
 }
 
 func TestStreamExecRunsToItsEnd(t *testing.T) {
@@ -105,19 +103,28 @@ func TestStreamExecRunsToItsEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, reason := render(ctx, ex.Stream, nil)
-	o, err := ex.Wait(ctx, reason)
+	began := false
+	rec := &output{}
+	o, err := ex.Run(ctx, 0, func() error { began = len(rec.out) == 0; return nil }, rec.write)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out != "hi\noops\n" && out != "oops\nhi\n" {
+	if !began {
+		t.Error("begin was not called before the output")
+	}
+	// The command's output was read and written by Run's caller: a streamed exec has no
+	// goroutine of its own.
+	if me := streamtest.Goroutine(); len(rec.writers) != 1 || !rec.writers[me] {
+		t.Errorf("the output was written by goroutines %v, want only Run's caller %d", rec.writers, me)
+	}
+	if out := string(rec.out); out != "hi\noops\n" && out != "oops\nhi\n" {
 		t.Errorf("streamed %q, want hi and oops", out)
 	}
 	if !o.Ended || o.Result.ExitCode != 3 || o.Closed != "" || !o.Result.Streamed || string(o.Result.Stdout) != "hi\n" {
 		t.Errorf("outcome %+v, want ended with exit code 3, streamed, stdout hi", o)
 	}
 	if total, _ := e.streams.Count(""); total != 0 {
-		t.Errorf("%d streams still open after Wait, want 0", total)
+		t.Errorf("%d streams still open after Run, want 0", total)
 	}
 }
 
@@ -149,15 +156,15 @@ func TestStreamExecEndings(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, reason := render(ctx, ex.Stream, func() { tc.end(e) })
-			o, err := ex.Wait(ctx, reason)
+			rec := &output{stop: func() { tc.end(e) }}
+			o, err := ex.Run(ctx, 0, nil, rec.write)
 			if !errors.Is(err, tc.wantErr) {
-				t.Fatalf("Wait: %v, want %v", err, tc.wantErr)
+				t.Fatalf("Run: %v, want %v", err, tc.wantErr)
 			}
 			if err != nil {
 				return
 			}
-			if out != "started\n" || string(o.Result.Stdout) != "started\n" {
+			if out := string(rec.out); out != "started\n" || string(o.Result.Stdout) != "started\n" {
 				t.Errorf("streamed %q, result's stdout %q, want started", out, o.Result.Stdout)
 			}
 			if o.Ended || o.Closed != tc.wantClose || o.Result.Detached != tc.detached {
@@ -182,10 +189,10 @@ func TestStreamExecClientGoesWhileItRunsOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, reason := render(ctx, ex.Stream, func() { e.streams.EndKind(stream.KindExec, stream.ReasonLifetime) })
 	gone, leave := context.WithCancel(ctx)
-	leave()
-	if _, err := ex.Wait(gone, reason); !errors.Is(err, sandbox.ErrClientGone) {
-		t.Fatalf("Wait: %v, want ErrClientGone", err)
+	defer leave()
+	rec := &output{stop: func() { e.streams.EndKind(stream.KindExec, stream.ReasonLifetime); leave() }}
+	if _, err := ex.Run(gone, 0, nil, rec.write); !errors.Is(err, sandbox.ErrClientGone) {
+		t.Fatalf("Run: %v, want ErrClientGone", err)
 	}
 }

@@ -12,15 +12,12 @@ import (
 	"time"
 
 	"github.com/coder/quartz"
+
+	"github.com/hangar-dev/hangar/internal/stream/streamtest"
 )
 
-// goid is the calling goroutine's id, read from its stack's first line ("goroutine 7 [...").
-func goid() int {
-	var buf [64]byte
-	f := bytes.Fields(buf[:runtime.Stack(buf[:], false)])
-	id, _ := strconv.Atoi(string(f[1]))
-	return id
-}
+// goid is the calling goroutine's id.
+func goid() int { return streamtest.Goroutine() }
 
 // recorder is a Write that records every batch it was given and on which goroutine, and
 // holds each call until released when hold is set.

@@ -90,7 +90,11 @@ type Stream struct {
 	finishWith Reason
 	firstOut   bool
 	closed     bool
-	write      Write // the writer Render was given; nil when none runs
+	write      Write // the writer Render or Produce was given; nil when none runs
+	// Under Produce (produce.go): what an end calls (it cancels the producer's context), and
+	// the keep-alive timer.
+	endProduce func(Reason)
+	keepT      *quartz.Timer
 }
 
 func newStream(r *Registry, o Options) *Stream {
@@ -157,6 +161,9 @@ func (s *Stream) SendWait(ctx context.Context, it Item) bool {
 	if handled, ok := s.writeThrough(it); handled {
 		return ok
 	}
+	if s.producing() {
+		return s.sendProduced(ctx, it)
+	}
 	return s.enqueue(ctx, it, true)
 }
 
@@ -169,15 +176,8 @@ func (s *Stream) enqueue(ctx context.Context, it Item, wait bool) bool {
 		return false
 	}
 	for first := true; first || len(it.Data) > 0; first = false {
-		part := it
-		if len(part.Data) > s.chunk && !it.JSON { // a JSON value is one message: never cut
-			n := s.chunk
-			for n > s.chunk-utf8.UTFMax && !utf8.RuneStart(part.Data[n]) {
-				n-- // keep a character whole, so text stays text
-			}
-			part.Data = it.Data[:n]
-		}
-		it.Data = it.Data[len(part.Data):]
+		var part Item
+		part, it = s.cut(it)
 		if err := s.putLocked(ctx, part, wait); errors.Is(err, errCapped) {
 			s.dropped += int64(len(it.Data)) // the parts not yet split off
 			return s.reason == ""
@@ -186,6 +186,21 @@ func (s *Stream) enqueue(ctx context.Context, it Item, wait bool) bool {
 		}
 	}
 	return true
+}
+
+// cut splits off its first part, at most chunk bytes of Data (a JSON value is one message:
+// never cut), and returns it and the rest.
+func (s *Stream) cut(it Item) (part, rest Item) {
+	part, rest = it, it
+	if len(it.Data) > s.chunk && !it.JSON {
+		n := s.chunk
+		for n > s.chunk-utf8.UTFMax && !utf8.RuneStart(it.Data[n]) {
+			n-- // keep a character whole, so text stays text
+		}
+		part.Data = it.Data[:n]
+	}
+	rest.Data = it.Data[len(part.Data):]
+	return part, rest
 }
 
 // putLocked queues one part, with wait waiting for room when it does not fit. It returns
@@ -309,6 +324,9 @@ func (s *Stream) endLocked(reason Reason) {
 	}
 	s.reason = reason
 	s.q.Fail(&Ended{Reason: reason})
+	if s.endProduce != nil {
+		s.endProduce(reason)
+	}
 }
 
 // Next returns the next batch for the writer, paced: it waits until there is something to send

@@ -1,6 +1,9 @@
 package wire
 
-import "unicode/utf8"
+import (
+	"encoding/binary"
+	"unicode/utf8"
+)
 
 const hexDigits = "0123456789abcdef"
 
@@ -27,6 +30,13 @@ func AppendJSONString(b, s []byte, html bool) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Eight bytes at a time while all go in as themselves: most output is plain text.
+		for i+8 <= len(s) && plain8(binary.LittleEndian.Uint64(s[i:]), html) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
 		if c := s[i]; c < utf8.RuneSelf {
 			if safe[c] {
 				i++
@@ -71,4 +81,29 @@ func AppendJSONString(b, s []byte, html bool) []byte {
 		i += size
 	}
 	return append(append(b, s[start:]...), '"')
+}
+
+// Eight-byte words for plain8: each byte of lsb is 0x01, of msb 0x80; rep(c) has c in each.
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+func rep(c byte) uint64 { return lsb * uint64(c) }
+
+// plain8 reports whether the eight bytes of v all go into a JSON string as themselves: ASCII
+// at or above space, not '"' or '\\' (nor <, > or & with html). A byte is flagged by the
+// classic "has a zero byte" test, (x - lsb) &^ x & msb, on v xor the byte looked for; below
+// space by the same test on v with its high bits cleared.
+func plain8(v uint64, html bool) bool {
+	if v&msb != 0 {
+		return false // a byte outside ASCII
+	}
+	low := (v - rep(0x20)) &^ v // a byte below space (v has no high bits set)
+	has := func(c byte) uint64 { x := v ^ rep(c); return (x - lsb) &^ x }
+	bad := low | has('"') | has('\\')
+	if html {
+		bad |= has('<') | has('>') | has('&')
+	}
+	return bad&msb == 0
 }

@@ -37,6 +37,7 @@ type config struct {
 	outDir    string
 	readme    string
 	keep      string // where valgrind's files are kept ("": not kept)
+	godebug   string // more GODEBUG settings for the measured process, after asyncpreemptoff=1
 	date      string
 }
 
@@ -56,6 +57,7 @@ func main() {
 	flag.StringVar(&c.outDir, "out", "bench/results", "where the JSON results go")
 	flag.StringVar(&c.readme, "readme", "bench/README.md", "the README whose cpu section is rewritten (empty: none)")
 	flag.StringVar(&c.keep, "keep", "", "keep each run's cachegrind.out in this folder, to read with cg_annotate or cg_diff (high against low: where a line's instructions go)")
+	flag.StringVar(&c.godebug, "godebug", "", "more GODEBUG settings for the measured process (e.g. gcshrinkstackoff=1), to find what a cost depends on; results measured so say so in their method")
 	flag.Parse()
 	c.subjects = strings.Split(*subjects, ",")
 	for _, s := range c.subjects {

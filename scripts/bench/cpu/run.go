@@ -111,6 +111,9 @@ func run(ctx context.Context, c config) error {
 	rep := report{Date: c.date, Machine: benchkit.MachineInfo(), LoadBefore: benchkit.LoadAvgs(), Streams: c.streams, Low: c.low, High: c.high, Seconds: c.seconds, Repeats: c.runs,
 		Method: fmt.Sprintf("valgrind --tool=cachegrind --cache-sim=no, the measured process with GODEBUG=asyncpreemptoff=1; per subject and repeat three runs of %d s: idle, %d streams × %d lines, %d × %d; marginal = (Ir high − Ir low) ÷ (%d × %d lines); fixed per stream = (Ir low − Ir idle) ÷ %d − %d × marginal",
 			c.seconds, c.streams, c.low, c.streams, c.high, c.streams, c.high-c.low, c.streams, c.low)}
+	if c.godebug != "" {
+		rep.Method += "; also GODEBUG " + c.godebug
+	}
 	results := map[string]*result{}
 	for i := 0; i < c.runs; i++ {
 		for _, name := range c.subjects {
@@ -181,7 +184,11 @@ func measureOnce(ctx context.Context, c config, e *env, s subject, lines int) (s
 		return sample{}, err
 	}
 	out := filepath.Join(dir, "cachegrind.out")
-	wrap := []string{"env", "GODEBUG=asyncpreemptoff=1", "valgrind", "--tool=cachegrind", "--cache-sim=no",
+	godebug := "GODEBUG=asyncpreemptoff=1"
+	if c.godebug != "" {
+		godebug += "," + c.godebug
+	}
+	wrap := []string{"env", godebug, "valgrind", "--tool=cachegrind", "--cache-sim=no",
 		"--cachegrind-out-file=" + out, "--log-file=" + filepath.Join(dir, "valgrind.log")}
 	began := time.Now()
 	m, err := s.start(ctx, e, wrap, dir)

@@ -43,6 +43,7 @@ type config struct {
 	hangar        string // a built hangar binary; "": build one
 	// The scale mode (scale.go): when scaleSteps or background is set, only it runs.
 	scaleSteps          []int
+	scaleH2C            bool // the scale mode's client speaks h2c to hangar, not HTTP/1.1
 	background          int
 	backgroundSandboxes int
 	date                string
@@ -70,6 +71,7 @@ func main() {
 	flag.StringVar(&c.hangar, "hangar", "", "a static hangar binary to run (empty: build ./cmd/hangar)")
 	cpuProfile := flag.String("cpuprofile", "", "write this program's own CPU profile (the client's side) to this file")
 	scaleSteps := flag.String("scale-step", "", "the scale mode: N concurrent REST streams at a line a second for -scale-seconds, stepped up through these N (e.g. 1024,2048,4096,8192) until a target breaks; writes <date>-scale.json and runs nothing else")
+	flag.BoolVar(&c.scaleH2C, "scale-h2c", false, "the scale mode: the client speaks h2c (HTTP/2 without TLS, many streams on a connection) to hangar instead of HTTP/1.1 (a connection a stream)")
 	flag.IntVar(&c.background, "background", 0, "the scale mode: this many background processes across -background-sandboxes sandboxes, each attached (0: none)")
 	flag.IntVar(&c.backgroundSandboxes, "background-sandboxes", 4, "sandboxes the -background processes are spread over")
 	readmeOnly := flag.Bool("readme-only", false, "only rewrite the README's table from the results already in -out")

@@ -21,7 +21,8 @@ import (
 // The scale mode (issue 31): N concurrent REST streams at one line a second, N stepped up
 // (-scale-step 1024,2048,4096,8192) until a target breaks, each step beside the same load read
 // from the daemon directly; then N background processes across a few sandboxes, each attached
-// (-background 10000). It writes bench/results/<date>-scale.json, saying where it broke and why.
+// (-background 10000). It writes bench/results/<date>-scale.json (-scale-h2c: <date>-scale-h2c.json),
+// saying where it broke and why.
 
 // Targets of a step.
 const (
@@ -37,6 +38,7 @@ type scaleReport struct {
 	Machine    machine           `json:"machine"`
 	Load       load              `json:"load"`
 	Method     string            `json:"method"`
+	Protocol   string            `json:"protocol"` // the client's to hangar: HTTP/1.1 or h2c
 	Targets    map[string]string `json:"targets"`
 	Steps      []scaleStep       `json:"steps"`
 	BrokeAt    int               `json:"broke_at,omitempty"` // the first N that missed a target; 0: none did
@@ -99,6 +101,14 @@ func runScale(ctx context.Context, c config, work string, out io.Writer) error {
 	}
 	defer srv.stop()
 	defer func() { r.Load.After = loadAvg() }()
+	r.Protocol = "HTTP/1.1"
+	if c.scaleH2C {
+		r.Protocol = "h2c"
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		srv.http = &http.Client{Transport: &http.Transport{Protocols: &p, MaxIdleConnsPerHost: 1024}}
+		srv.Server.HTTP = srv.http
+	}
 	fmt.Fprintf(out, "scale: load before %v on %d CPUs\n", r.Load.Before, r.Machine.Cores)
 	if len(c.scaleSteps) > 0 {
 		b := &bench{srv: srv, sandbox: "scale"}
@@ -135,7 +145,11 @@ func runScale(ctx context.Context, c config, work string, out io.Writer) error {
 		r.Background = &bg
 	}
 	r.Load.After = loadAvg()
-	path, err := benchkit.WriteResults(c.outDir, c.date+"-scale.json", r)
+	name := c.date + "-scale.json"
+	if c.scaleH2C {
+		name = c.date + "-scale-h2c.json"
+	}
+	path, err := benchkit.WriteResults(c.outDir, name, r)
 	fmt.Fprintln(out, "scale: wrote", path)
 	return err
 }
