@@ -62,6 +62,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("listen on %s (HANGAR_LISTEN): %w", cfg.Listen, err)
 	}
+	// The process's garbage collector, here and not in serve, which tests call in theirs.
+	if k := limits.KeepHeadroom(cfg.GCHeadroom); k != nil {
+		defer k.Stop()
+	}
 	return serve(ctx, cfg, ln, stdout, stderr)
 }
 

@@ -38,6 +38,10 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// MaxBodyBytes caps every request body; a larger one is refused with 413. Default 1 MiB.
 	MaxBodyBytes int64
+	// GCHeadroom is how much the heap may grow past what the last collection found live
+	// before the garbage collector runs again (limits.KeepHeadroom; 0: GOGC alone). Default
+	// 64 MiB.
+	GCHeadroom int64
 	// BodyTimeout is how long a request body may take to arrive, beyond a second for every
 	// BodyMinRate bytes that arrived; past it, 408 and the connection is closed. Default 30s.
 	BodyTimeout time.Duration
@@ -246,6 +250,7 @@ func Default() Config {
 		LogLevel:         "info",
 		ShutdownGrace:    30 * time.Second,
 		MaxBodyBytes:     1 << 20,
+		GCHeadroom:       64 << 20,
 		BodyTimeout:      30 * time.Second,
 		BodyMinRate:      64 << 10,
 		TokensMaxPerUser: 100,
