@@ -14,7 +14,7 @@ func TestKeepHeadroom(t *testing.T) {
 		k.Stop()
 		t.Fatal("kept a headroom though GOGC is set")
 	}
-	t.Setenv("GOGC", "") // as unset
+	t.Setenv("GOGC", "")       // as unset
 	k := KeepHeadroom(1 << 30) // far above this test binary's live heap
 	if k == nil {
 		t.Fatal("KeepHeadroom = nil with GOGC unset")
