@@ -201,21 +201,16 @@ func New(cfg Config) *Server {
 		Handler:           r,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
-		Protocols:         serverProtocols(),
+	}
+	// HTTP/1.1 and h2c, HTTP/2 without TLS with prior knowledge (`curl
+	// --http2-prior-knowledge`, a Go client with Protocols.SetUnencryptedHTTP2): an HTTP/2
+	// client holds many streams on one connection, and each costs hangar one goroutine where an
+	// HTTP/1.1 connection costs two (bench/README.md: goroutines a stream). Behind a TLS proxy
+	// nothing changes: it speaks HTTP/1.1 to hangar, or h2c when told to.
+	if err := serving.H2C(s.srv); err != nil {
+		panic("serve h2c: " + err.Error()) // only a TLS config could make it fail; there is none
 	}
 	return s
-}
-
-// serverProtocols are HTTP/1.1 and h2c, HTTP/2 without TLS with prior knowledge (`curl
-// --http2-prior-knowledge`, a Go client with Protocols.SetUnencryptedHTTP2): an HTTP/2 client
-// holds many streams on one connection, and each costs hangar one goroutine where an HTTP/1.1
-// connection costs two (bench/README.md: goroutines a stream). Behind a TLS proxy nothing
-// changes: it speaks HTTP/1.1 to hangar, or h2c when told to.
-func serverProtocols() *http.Protocols {
-	var p http.Protocols
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	return &p
 }
 
 // Handler returns the server's routes, for tests that serve them themselves.

@@ -29,6 +29,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/envd/spec/filesystem/filesystemconnect"
 	"github.com/hangar-dev/hangar/internal/envd/spec/process/processconnect"
+	"github.com/hangar-dev/hangar/internal/serving"
 	"github.com/hangar-dev/hangar/internal/shed"
 )
 
@@ -237,15 +238,16 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 		d.Close()
 		return err
 	}
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
 		Handler:           d.handler,
-		Protocols:         &protocols,
 		ReadHeaderTimeout: 30 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return d.base },
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+	}
+	if err := serving.H2C(srv); err != nil {
+		ln.Close()
+		d.Close()
+		return err
 	}
 	var wg sync.WaitGroup
 	done := make(chan struct{})
