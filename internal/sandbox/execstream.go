@@ -24,14 +24,6 @@ var killCauses = map[stream.Reason]error{
 	stream.ReasonRevoked: errors.New("the stream's token was revoked or expired"),
 }
 
-// killCause is the cause a stream that ended with reason kills its command with.
-func killCause(reason stream.Reason) error {
-	if err, ok := killCauses[reason]; ok {
-		return err
-	}
-	return killCauses[stream.ReasonClient]
-}
-
 // detaches says which endings let the command run on (spec: shutdown, a destroyed or paused
 // sandbox); a client that went, stopped reading or lost its token kills it.
 var detaches = map[stream.Reason]bool{stream.ReasonShutdown: true, stream.ReasonDestroyed: true, stream.ReasonPaused: true}

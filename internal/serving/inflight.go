@@ -1,6 +1,7 @@
 // Package serving holds the mechanics hangar's HTTP transports (rest, mcp) share about serving
-// requests: counting the requests in flight, for a drain, and the write deadline of a long
-// response.
+// requests: counting the requests in flight, for a drain, the write deadline of a long
+// response, and h2c beside HTTP/1.1 (which hangar-envd serves as well). It imports nothing of
+// hangar's.
 package serving
 
 import "sync"

@@ -286,3 +286,76 @@ func TestReleaseWaitsForStart(t *testing.T) {
 	}
 	checkEvents(t, ctx, f.st, se.ID, []byte("{\"type\":\"one\"}\n{\"type\":\"two\"}\n"))
 }
+
+// blockingOwns is a replica whose Owns, once armed, says it was asked and then waits for
+// proceed: a lease's answer that comes late, on a loaded database.
+type blockingOwns struct {
+	replica
+	armed   chan struct{} // closed: Owns blocks
+	asked   chan struct{} // gets a value when an armed Owns is asked
+	proceed chan struct{}
+}
+
+func (r blockingOwns) Owns(ctx context.Context, sandbox string) bool {
+	select {
+	case <-r.armed:
+		r.asked <- struct{}{}
+		<-r.proceed
+	default:
+	}
+	return r.replica.Owns(ctx, sandbox)
+}
+
+// TestTakeTurnStartedMeanwhile: a replica told of a queued turn reads it queued, then waits for
+// the sandbox's lease; meanwhile the owner starts the turn and hands the lease over. The new
+// owner watches the turn, running, rather than launch its harness a second time (which failed
+// it with "make turn directory: file exists" in the replicas' chaos test); every line is
+// recorded once.
+func TestTakeTurnStartedMeanwhile(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	l := &lease{owner: "a", appended: map[string]int{}}
+	f.cfg.Replicas = replica{l, "a"}
+	a := f.service(t)
+	bo := blockingOwns{replica: replica{l, "b"}, armed: make(chan struct{}), asked: make(chan struct{}, 1), proceed: make(chan struct{})}
+	f.cfg.Replicas = bo
+	b := New(f.cfg)
+	defer b.Close()
+
+	se, err := b.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := filepath.Join(t.TempDir(), "gate")
+	tu, err := b.StartTurn(ctx, ada, "s1", gatedPrompt(gate)) // a owns the sandbox: queued for it
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(bo.armed)
+	took := make(chan struct{})
+	go func() { defer close(took); b.TakeTurn(ctx, tu.ID) }()
+	select {
+	case <-bo.asked: // b read the turn queued and waits for the lease
+	case <-ctx.Done():
+		t.Fatal("b never asked for the lease")
+	}
+	a.TakeTurn(ctx, tu.ID)
+	waitFor(t, ctx, "a to start the turn", func() bool {
+		got, _ := f.st.GetTurn(ctx, tu.ID)
+		return got.State == store.TurnRunning
+	})
+	a.Release("box")
+	l.set("b")
+	close(bo.proceed)
+	<-took
+	if err := b.ResumeSandbox(ctx, "box", true); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(gate, nil, 0o644)
+	if got := waitTurn(t, ctx, f.st, tu.ID); got.State != store.TurnDone {
+		t.Fatalf("the turn ended %s (%s); want done", got.State, got.Reason)
+	}
+	checkEvents(t, ctx, f.st, se.ID, []byte("{\"type\":\"one\"}\n{\"type\":\"two\"}\n"))
+}

@@ -420,10 +420,24 @@ func (s *Service) run(ctx context.Context, se store.Session, t store.Turn, gen i
 		// Released (or closed) since: the sandbox's new owner runs the turn, still queued.
 		return
 	}
+	// t was read before this replica knew it owns the sandbox (TakeTurn asks after reading,
+	// and the answer can come late): the previous owner may have started it meanwhile, and
+	// its Release waited for that start's record. Read from now on, as owner, the record says
+	// whether the turn is still to start; a running one is watched, not launched again.
+	cur, err := s.cfg.Store.GetTurn(s.ctx, t.ID)
+	if err != nil || cur.State != store.TurnQueued {
+		s.endStart(se.Sandbox)
+		if err == nil && cur.State == store.TurnRunning && ctx.Err() == nil {
+			if sb, err := s.sandboxFor(s.ctx, se); err == nil {
+				s.watch(ctx, se, sb, cur)
+			}
+		}
+		return
+	}
 	// The start runs to its record under the Service's context, not the watcher's: Release
 	// waits for it rather than cut it short, since a harness launched and not recorded would
 	// be launched again by the new owner.
-	t, sb, ok := s.start(s.ctx, se, t)
+	t, sb, ok := s.start(s.ctx, se, cur)
 	s.endStart(se.Sandbox)
 	if !ok || ctx.Err() != nil {
 		return // it failed, or was released meanwhile: the new owner watches it from its record
