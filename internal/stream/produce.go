@@ -2,8 +2,6 @@ package stream
 
 import (
 	"context"
-	"errors"
-	"io"
 	"time"
 )
 
@@ -57,22 +55,7 @@ func (s *Stream) Produce(ctx context.Context, idle time.Duration, write Write, p
 		s.keepT = nil
 	}
 	s.mu.Unlock()
-	for {
-		items, err := s.Next(ctx, 0)
-		var ended *Ended
-		switch {
-		case errors.Is(err, io.EOF):
-			return ReasonDone
-		case errors.As(err, &ended):
-			return ended.Reason
-		case err != nil:
-			s.End(ReasonClient)
-			return ReasonClient
-		}
-		if err := write(items); err != nil {
-			return s.Reason()
-		}
-	}
+	return s.writeAll(ctx, 0, write) // finished: Next waits for nothing but the pace
 }
 
 // producing reports whether Produce runs the stream's producer.

@@ -44,6 +44,12 @@ func (s *Stream) Render(ctx context.Context, idle time.Duration, write Write) Re
 		s.setWrite(nil)
 		s.rendering = false
 	}()
+	return s.writeAll(ctx, idle, write)
+}
+
+// writeAll is the writer's loop of Render and of Produce's end: it writes what Next gives until
+// the stream finishes or ends, and returns why.
+func (s *Stream) writeAll(ctx context.Context, idle time.Duration, write Write) Reason {
 	for {
 		items, err := s.Next(ctx, idle)
 		var ended *Ended
