@@ -1,7 +1,8 @@
 // Package limits holds what the kernel bounds in what hangar is given to run processes with in a
 // sandbox: their environment, paths and command lines (the sandbox, process, turns and watch
-// services check what they are asked with it). It imports nothing of hangar's, so any package
-// may use it.
+// services check what they are asked with it); and the bounds of hangar's and hangar-envd's
+// own processes: their open files (nofile.go) and their heap's growth between collections
+// (heap.go). It imports nothing of hangar's, so any package may use it.
 package limits
 
 import (
