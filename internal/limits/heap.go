@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"sync/atomic"
 )
 
@@ -29,6 +30,8 @@ func KeepHeadroom(headroom int64) *Headroom {
 	}
 	k := &Headroom{headroom: headroom, sample: []metrics.Sample{{Name: liveHeap}}}
 	k.percent.Store(100)
+	k.mu.Lock()
+	defer k.mu.Unlock()
 	k.adjust()
 	k.arm()
 	return k
@@ -37,24 +40,33 @@ func KeepHeadroom(headroom int64) *Headroom {
 // Headroom is KeepHeadroom's keeper.
 type Headroom struct {
 	headroom int64
-	stopped  atomic.Bool
-	percent  atomic.Int64     // what the collector's percentage was last set to
-	sample   []metrics.Sample // the cleanup goroutine's, once started
+	percent  atomic.Int64 // what the collector's percentage was last set to
+
+	mu      sync.Mutex // held while the percentage is set: Stop's wins
+	stopped bool
+	sample  []metrics.Sample
 }
 
 // Percent is the collector's percentage as last set.
 func (k *Headroom) Percent() int { return int(k.percent.Load()) }
 
-// Stop gives the collector its percentage of 100 back, at the next collection.
-func (k *Headroom) Stop() { k.stopped.Store(true) }
+// Stop gives the collector its percentage of 100 back, now, for good.
+func (k *Headroom) Stop() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.stopped = true
+	debug.SetGCPercent(100)
+	k.percent.Store(100)
+}
 
 // arm makes an object that nothing keeps, whose cleanup, run after the next collection finds
 // it unreachable, adjusts the percentage and arms again.
 func (k *Headroom) arm() {
 	sentinel := new([16]byte) // not tiny-allocated: a tiny block could keep it with others
 	runtime.AddCleanup(sentinel, func(k *Headroom) {
-		if k.stopped.Load() {
-			debug.SetGCPercent(100)
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if k.stopped {
 			return
 		}
 		k.adjust()
@@ -62,7 +74,8 @@ func (k *Headroom) arm() {
 	}, k)
 }
 
-// adjust sets the percentage for the live heap, when it moved by more than an eighth.
+// adjust sets the percentage for the live heap, when it moved by more than an eighth. k.mu is
+// held.
 func (k *Headroom) adjust() {
 	metrics.Read(k.sample)
 	if k.sample[0].Value.Kind() != metrics.KindUint64 {
