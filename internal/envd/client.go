@@ -155,18 +155,6 @@ func transportOf(hc *http.Client) http.RoundTripper {
 	return hc.Transport
 }
 
-// h2cTransport speaks HTTP/2 without TLS (prior knowledge), dialling with dial when set.
-func h2cTransport(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	t.Protocols = &p
-	if dial != nil {
-		t.DialContext = dial
-	}
-	return t
-}
-
 func http1Transport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	var p http.Protocols
@@ -179,7 +167,8 @@ func http1Transport() *http.Transport {
 // having asked the daemon's /health which it is (ProtocolAuto).
 type negotiating struct {
 	healthURL string
-	h1, h2c   *http.Transport
+	h1        *http.Transport
+	h2c       http.RoundTripper // h2cTransport's, which closes its idle connections too
 
 	mu     sync.Mutex // held while probing, so that one probe answers every waiting call
 	chosen http.RoundTripper
@@ -222,7 +211,7 @@ func (n *negotiating) transport(ctx context.Context) (http.RoundTripper, error) 
 // CloseIdleConnections closes both transports' idle connections.
 func (n *negotiating) CloseIdleConnections() {
 	n.h1.CloseIdleConnections()
-	n.h2c.CloseIdleConnections()
+	n.h2c.(interface{ CloseIdleConnections() }).CloseIdleConnections()
 }
 
 // headerTransport adds the daemon's headers to every request.
