@@ -126,6 +126,7 @@ func (e *StreamedExec) Run(ctx context.Context, idle time.Duration, begin func()
 	case !started && (ctx.Err() != nil || reason == stream.ReasonClient || err == nil):
 		return ExecOutcome{}, ErrClientGone
 	case !started:
+		st.End(stream.ReasonError) // counted as the producer's failure when the stream closes
 		return ExecOutcome{}, err
 	case reason == stream.ReasonClient || reason == stream.ReasonSlow:
 		return ExecOutcome{}, ErrClientGone

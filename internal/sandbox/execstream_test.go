@@ -196,3 +196,28 @@ func TestStreamExecClientGoesWhileItRunsOn(t *testing.T) {
 		t.Fatalf("Run: %v, want ErrClientGone", err)
 	}
 }
+
+// TestStreamExecThatDoesNotStart: a command the daemon cannot start is Run's error, before
+// begin (so the transport can answer with a status of its own), and its stream ends as the
+// producer's failure.
+func TestStreamExecThatDoesNotStart(t *testing.T) {
+	t.Parallel()
+	e := newExecEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	ex, err := e.m.StreamExec(ctx, ada, "box", sandbox.ExecRequest{Command: "echo hi", Cwd: "/no/such/dir"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := false
+	_, err = ex.Run(ctx, 0, func() error { began = true; return nil }, (&output{}).write)
+	if !errors.Is(err, sandbox.ErrInvalid) || began {
+		t.Fatalf("Run = %v with begin called %v; want ErrInvalid, before begin", err, began)
+	}
+	if r := ex.Stream.Reason(); r != stream.ReasonError {
+		t.Errorf("the stream ended %q, want %q", r, stream.ReasonError)
+	}
+	if total, _ := e.streams.Count(""); total != 0 {
+		t.Errorf("%d streams still open after Run, want 0", total)
+	}
+}
