@@ -43,6 +43,20 @@ func (r replica) Queued(_ context.Context, turnID string) {
 	r.l.queued = append(r.l.queued, turnID)
 }
 
+// sessionTurn makes session s1 of sandbox box through svc and starts a turn of prompt in it.
+func sessionTurn(t *testing.T, ctx context.Context, svc *Service, prompt string) (Session, Turn) {
+	t.Helper()
+	se, err := svc.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tu, err := svc.StartTurn(ctx, ada, "s1", prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return se, tu
+}
+
 func (l *lease) set(owner string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -64,15 +78,8 @@ func TestTurnMovesBetweenReplicas(t *testing.T) {
 	b := New(f.cfg)
 	defer b.Close()
 
-	se, err := b.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	gate := filepath.Join(t.TempDir(), "gate")
-	tu, err := b.StartTurn(ctx, ada, "s1", gatedPrompt(gate)+`; echo '{"type":"three"}'`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	se, tu := sessionTurn(t, ctx, b, gatedPrompt(gate)+`; echo '{"type":"three"}'`)
 	if got, _ := f.st.GetTurn(ctx, tu.ID); got.State != store.TurnQueued || len(l.queued) != 1 || l.queued[0] != tu.ID {
 		t.Fatalf("a turn started on b: %s, queued %v; want it queued for a", got.State, l.queued)
 	}
@@ -123,14 +130,7 @@ func TestTurnQueuedAsTheLeaseArrives(t *testing.T) {
 	l := &lease{owner: "a", appended: map[string]int{}}
 	f.cfg.Replicas = gaining{replica{l, "b"}}
 	b := f.service(t)
-	se, err := b.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tu, err := b.StartTurn(ctx, ada, "s1", `echo '{"type":"one"}'`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	se, tu := sessionTurn(t, ctx, b, `echo '{"type":"one"}'`)
 	waitTurn(t, ctx, f.st, tu.ID)
 	if got, _ := f.st.GetTurn(ctx, tu.ID); got.State != store.TurnDone {
 		t.Errorf("the turn ended %s (%s), want done", got.State, got.Reason)
@@ -168,14 +168,7 @@ func TestQueuedTurnOnLeaseMove(t *testing.T) {
 			b := New(f.cfg)
 			defer b.Close()
 
-			se, err := b.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			tu, err := b.StartTurn(ctx, ada, "s1", `echo '{"type":"one"}'`)
-			if err != nil {
-				t.Fatal(err)
-			}
+			se, tu := sessionTurn(t, ctx, b, `echo '{"type":"one"}'`)
 			// a had not acted on the notification of it when the lease moved.
 			if c.handed {
 				a.Release("box")
@@ -243,15 +236,8 @@ func TestReleaseWaitsForStart(t *testing.T) {
 	b := New(f.cfg)
 	defer b.Close()
 
-	se, err := b.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	gate := filepath.Join(t.TempDir(), "gate")
-	tu, err := b.StartTurn(ctx, ada, "s1", gatedPrompt(gate))
-	if err != nil {
-		t.Fatal(err)
-	}
+	se, tu := sessionTurn(t, ctx, b, gatedPrompt(gate))
 	a.TakeTurn(ctx, tu.ID)
 	select {
 	case <-slow.launched:
@@ -324,15 +310,8 @@ func TestTakeTurnStartedMeanwhile(t *testing.T) {
 	b := New(f.cfg)
 	defer b.Close()
 
-	se, err := b.CreateSession(ctx, ada, CreateSessionRequest{Name: "s1", Sandbox: "box", Agent: "command"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	gate := filepath.Join(t.TempDir(), "gate")
-	tu, err := b.StartTurn(ctx, ada, "s1", gatedPrompt(gate)) // a owns the sandbox: queued for it
-	if err != nil {
-		t.Fatal(err)
-	}
+	se, tu := sessionTurn(t, ctx, b, gatedPrompt(gate)) // a owns the sandbox: queued for it
 	close(bo.armed)
 	took := make(chan struct{})
 	go func() { defer close(took); b.TakeTurn(ctx, tu.ID) }()
