@@ -18,11 +18,11 @@ func TestImportsOnlyTheDaemon(t *testing.T) {
 	const hangar = "github.com/hangar-dev/hangar/"
 	// What it may link of hangar's own: the daemon, the harness, their settings and run-log
 	// reader, and what the daemon needs of the module (its protocol, its queue, sandbox names,
-	// the one id helper, and the serving mechanics it shares with hangar's server: h2c).
+	// the one id helper, and its HTTP/2 server).
 	allowed := []string{
 		"cmd/hangar-envd", "internal/sandboxcmd", "internal/settings", "internal/envd/daemon",
 		"internal/envd/spec/", "internal/queue", "internal/harness", "internal/turns/runlog", "internal/logtail",
-		"internal/ids", "internal/limits", "internal/shed", "internal/serving",
+		"internal/ids", "internal/limits", "internal/shed", "internal/h2",
 	}
 	banned := []string{
 		"k8s.io/", "sigs.k8s.io/", "github.com/docker/", "github.com/moby/", "github.com/containerd/",

@@ -29,7 +29,7 @@ import (
 
 	"github.com/hangar-dev/hangar/internal/envd/spec/filesystem/filesystemconnect"
 	"github.com/hangar-dev/hangar/internal/envd/spec/process/processconnect"
-	"github.com/hangar-dev/hangar/internal/serving"
+	"github.com/hangar-dev/hangar/internal/h2"
 	"github.com/hangar-dev/hangar/internal/shed"
 )
 
@@ -244,11 +244,9 @@ func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
 		BaseContext:       func(net.Listener) context.Context { return d.base },
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
-	if err := serving.H2C(srv); err != nil {
-		ln.Close()
-		d.Close()
-		return err
-	}
+	// h2c is served by hangar's own HTTP/2 server, whose handlers write to the connection
+	// themselves (internal/h2 says why).
+	new(h2.Server).Configure(srv)
 	var wg sync.WaitGroup
 	done := make(chan struct{})
 	wg.Go(func() {
