@@ -29,6 +29,7 @@ var wallClockAllowed = map[string]string{
 	"rest/bodytime.go": "a request body's read deadline",
 	"mcp/sink.go":      "an MCP response's write deadline",
 	"shed/shed.go":     "the deadline of the answer to a refused connection (a net.Conn deadline is a wall time)",
+	"h2/server.go":     "an HTTP/2 connection's write deadline",
 	// A context's deadline is wall-clock time.
 	"store/sqlstore/pool.go": "half of what a context's deadline leaves",
 	// Before anything runs.

@@ -210,21 +210,22 @@ type conn struct {
 	remote  string        // the client's address, each request's RemoteAddr
 	fr      *http2.Framer // reads from nc (serve only); writes into out (under mu)
 
-	mu        sync.Mutex
-	room      sync.Cond  // on mu: the queue was written out, or writing failed
-	out       frameQueue // frames waiting for the socket
-	spare     []byte     // the buffer the last write emptied, for out's next turn
-	flushing  bool       // a goroutine is writing out to the socket
-	roomWait  int        // goroutines waiting in room
-	werr      error      // writing failed: the connection is over
-	deadline  time.Time  // the socket's write deadline as last set
-	henc      *hpack.Encoder
-	hbuf      bytes.Buffer
-	streams   map[uint32]*stream // open streams: handler running, not reset
-	maxID     uint32             // the highest stream the client opened
-	running   int                // streams counted against MaxConcurrentStreams (releaseLocked)
-	goingAway bool               // GOAWAY sent or received: no new streams
-	closed    bool               // the connection ended (nc closed)
+	mu         sync.Mutex
+	room       sync.Cond  // on mu: the queue was written out, or writing failed
+	out        frameQueue // frames waiting for the socket
+	spare      []byte     // the buffer the last write emptied, for out's next turn
+	flushing   bool       // a goroutine is writing out to the socket
+	roomWait   int        // goroutines waiting in room
+	werr       error      // writing failed: the connection is over
+	deadline   time.Time  // the socket's write deadline as last set
+	henc       *hpack.Encoder
+	hbuf       bytes.Buffer
+	streams    map[uint32]*stream // open streams: handler running, not reset
+	maxID      uint32             // the highest stream the client opened
+	running    int                // streams counted against MaxConcurrentStreams (releaseLocked)
+	goingAway  bool               // GOAWAY sent or received: no new streams
+	sentGoAway bool               // a GOAWAY was sent
+	closed     bool               // the connection ended (nc closed)
 	// closeAfterFlush: the connection closes once its queue is written out (after a GOAWAY).
 	closeAfterFlush bool
 
@@ -448,7 +449,11 @@ func (c *conn) data(f *http2.DataFrame) error {
 		// Closed, or half closed by the client: the frame's share of the connection's window
 		// comes back, and the stream is told it is closed (RFC 9113 5.1).
 		c.giveBackLocked(nil, n)
-		c.rstLocked(id, http2.ErrCodeStreamClosed)
+		if st != nil {
+			c.resetLocked(st, http2.ErrCodeStreamClosed, errors.New("http2: the client sent data after it ended the request"))
+		} else {
+			c.rstLocked(id, http2.ErrCodeStreamClosed)
+		}
 		return nil
 	}
 	b := st.body
@@ -626,10 +631,10 @@ func (c *conn) releaseLocked(st *stream) {
 
 // goAwayLocked sends a GOAWAY with code (once): the connection takes no new streams.
 func (c *conn) goAwayLocked(code http2.ErrCode, debug []byte) {
-	if c.goingAway && code == http2.ErrCodeNo {
+	if c.sentGoAway && code == http2.ErrCodeNo {
 		return
 	}
-	c.goingAway = true
+	c.goingAway, c.sentGoAway = true, true
 	if c.closed || c.werr != nil {
 		return
 	}
