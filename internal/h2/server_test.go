@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	"golang.org/x/net/http2"
@@ -451,4 +452,32 @@ func h2spec(t *testing.T) string {
 		t.Skipf("SKIPPED: h2spec is not built (%v): run scripts/tools (CI does), or set HANGAR_H2SPEC", err)
 	}
 	return p
+}
+
+// TestClientThatDoesNotRead: a client that opens the windows wide and then reads nothing
+// holds a handler's writes only until WriteTimeout; then the connection is closed and the
+// handler's write fails, rather than the handler (or the queue's memory) waiting for ever.
+func TestClientThatDoesNotRead(t *testing.T) {
+	t.Parallel()
+	failed := make(chan error, 1)
+	addr, _ := serve(t, &h2.Server{WriteTimeout: 200 * time.Millisecond}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := bytes.Repeat([]byte("x"), 64<<10)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				failed <- err
+				return
+			}
+		}
+	}))
+	r := dialRaw(t, addr)
+	if err := r.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.fr.WriteWindowUpdate(0, 1<<31-1-65535); err != nil {
+		t.Fatal(err)
+	}
+	r.get(1, "/")
+	if err := <-failed; err == nil {
+		t.Fatal("the handler's write did not fail")
+	}
 }

@@ -29,6 +29,7 @@ func (s *Server) ExecStream(ctx context.Context, sandbox, cmd string, onData fun
 		return nil, fmt.Errorf("exec/stream: %d %s", resp.StatusCode, raw)
 	}
 	var result map[string]any
+	var closed []byte // the close event's data
 	err = SSEEvents(resp.Body, func(name string, data []byte) error {
 		at := time.Now()
 		switch name {
@@ -42,9 +43,15 @@ func (s *Server) ExecStream(ctx context.Context, sandbox, cmd string, onData fun
 			return json.Unmarshal(data, &result)
 		case "error":
 			return fmt.Errorf("exec/stream error event: %s", data)
+		case "close":
+			closed = append([]byte{}, data...)
 		}
 		return nil
 	})
+	if err == nil && result == nil {
+		// A stream that ends without its result failed, whatever its end said.
+		err = fmt.Errorf("exec/stream ended without a result: close %s", closed)
+	}
 	return result, err
 }
 
