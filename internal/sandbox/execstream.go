@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/hangar-dev/hangar/internal/auth"
@@ -98,6 +99,7 @@ func (e *StreamedExec) Run(ctx context.Context, idle time.Duration, begin func()
 		res     ExecResult
 		err     error
 		started bool
+		begun   atomic.Bool // begin returned: the client has its headers
 	)
 	req := e.req
 	req.started = func(serr error) {
@@ -108,6 +110,18 @@ func (e *StreamedExec) Run(ctx context.Context, idle time.Duration, begin func()
 		if begin != nil && begin() != nil {
 			st.End(stream.ReasonClient)
 		}
+		begun.Store(true)
+	}
+	// A keep-alive (an empty batch, from Produce's timer) before begin would be the client's
+	// first bytes: an answer of 200 before the command started, which leaves a command that
+	// then fails to start no status of its own (a daemon slow to start one under load, out of
+	// descriptors). Until begin there is nothing to keep alive.
+	next := write
+	write = func(items []stream.Item) error {
+		if len(items) == 0 && !begun.Load() {
+			return nil
+		}
+		return next(items)
 	}
 	// The command's context ends with the stream, with the cause that decides its fate
 	// (endCause).

@@ -3,7 +3,9 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,11 +36,24 @@ type execEnv struct {
 	streams *stream.Registry
 }
 
-func newExecEnv(t *testing.T) execEnv { return newExecEnvOn(t, nil) }
+func newExecEnv(t *testing.T) execEnv { return newExecEnvWith(t, execEnvOpts{}) }
 
 // newExecEnvOn is newExecEnv with the Manager on clock (nil: the real one); the daemon keeps
 // the real clock.
 func newExecEnvOn(t *testing.T, clock quartz.Clock) execEnv {
+	t.Helper()
+	return newExecEnvWith(t, execEnvOpts{clock: clock})
+}
+
+// execEnvOpts change newExecEnv's: the Manager's clock and the stream registry's (nil: the
+// real one), and a gate the daemon is reached through (nil: none), which holds back what
+// hangar sends the daemon until it is closed.
+type execEnvOpts struct {
+	clock, streamClock quartz.Clock
+	gate               <-chan struct{}
+}
+
+func newExecEnvWith(t *testing.T, o execEnvOpts) execEnv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -55,6 +70,10 @@ func newExecEnvOn(t *testing.T, clock quartz.Clock) execEnv {
 		served <- daemon.New(daemon.Config{AccessToken: "secret", Workdir: home, OwnHome: home}).Serve(dctx, ln)
 	}()
 	t.Cleanup(func() { stopDaemon(); <-served })
+	addr := ln.Addr().String()
+	if o.gate != nil {
+		addr = gated(t, addr, o.gate)
+	}
 	st, err := sqlitetest.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -62,13 +81,65 @@ func newExecEnvOn(t *testing.T, clock quartz.Clock) execEnv {
 	t.Cleanup(func() { st.Close() })
 	now := time.Now()
 	if err := st.CreateSandbox(ctx, store.Sandbox{Name: "box", Owner: "ada", Provider: "local", State: "running", Daemon: true,
-		DaemonURL: "http://" + ln.Addr().String(), DaemonToken: "secret", CreatedAt: now, UpdatedAt: now}); err != nil {
+		DaemonURL: "http://" + addr, DaemonToken: "secret", CreatedAt: now, UpdatedAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	streams := stream.New(stream.Config{})
-	m := sandbox.New(sandbox.Config{Store: st, Streams: streams, Providers: map[string]provider.Provider{"local": runningProvider{}}, Clock: clock})
+	streams := stream.New(stream.Config{Clock: o.streamClock})
+	m := sandbox.New(sandbox.Config{Store: st, Streams: streams, Providers: map[string]provider.Provider{"local": runningProvider{}}, Clock: o.clock})
 	t.Cleanup(m.Close)
 	return execEnv{m: m, streams: streams}
+}
+
+// gated is a TCP proxy to addr that passes on what its clients send only once gate is closed
+// (what comes back passes at once). It stops with the test.
+func gated(t *testing.T, addr string, gate <-chan struct{}) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	stop := make(chan struct{})
+	t.Cleanup(func() {
+		close(stop)
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			d, err := net.Dial("tcp", addr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, d)
+			mu.Unlock()
+			wg.Go(func() { io.Copy(c, d); c.Close() })
+			wg.Go(func() {
+				select {
+				case <-gate:
+					io.Copy(d, c)
+				case <-stop:
+				}
+				d.Close()
+			})
+		}
+	})
+	return ln.Addr().String()
 }
 
 // output is a streamed exec's writer, as a transport's: it keeps the output and the
@@ -200,6 +271,46 @@ func TestStreamExecClientGoesWhileItRunsOn(t *testing.T) {
 // TestStreamExecThatDoesNotStart: a command the daemon cannot start is Run's error, before
 // begin (so the transport can answer with a status of its own), and its stream ends as the
 // producer's failure.
+// TestStreamExecNoKeepAliveBeforeStart: while the daemon has yet to start the command (slow
+// under load), a keep-alive that falls due writes nothing: it would be the client's first
+// bytes, an answer of 200 before the command started. When the command then fails to start,
+// Run returns its error with nothing written, for the transport to answer with its status.
+func TestStreamExecNoKeepAliveBeforeStart(t *testing.T) {
+	t.Parallel()
+	mClock := quartz.NewMock(t)
+	gate := make(chan struct{})
+	e := newExecEnvWith(t, execEnvOpts{streamClock: mClock, gate: gate})
+	trap := mClock.Trap().AfterFunc("stream", "keep-alive")
+	defer trap.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	ex, err := e.m.StreamExec(ctx, ada, "box", sandbox.ExecRequest{Command: "echo hi", Cwd: "/no/such/dir"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	writes := 0
+	done := make(chan error, 1)
+	go func() {
+		_, err := ex.Run(ctx, time.Second, nil, func(items []stream.Item) error {
+			mu.Lock()
+			writes++
+			mu.Unlock()
+			return nil
+		})
+		done <- err
+	}()
+	trap.MustWait(ctx).MustRelease(ctx)
+	mClock.Advance(time.Second).MustWait(ctx) // due while the daemon has not seen the start
+	close(gate)
+	err = <-done
+	mu.Lock()
+	defer mu.Unlock()
+	if !errors.Is(err, sandbox.ErrInvalid) || writes != 0 {
+		t.Fatalf("Run = %v after %d writes; want ErrInvalid after none", err, writes)
+	}
+}
+
 func TestStreamExecThatDoesNotStart(t *testing.T) {
 	t.Parallel()
 	e := newExecEnv(t)
