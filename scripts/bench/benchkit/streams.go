@@ -50,7 +50,10 @@ func (s *Server) ExecStream(ctx context.Context, sandbox, cmd string, onData fun
 	})
 	if err == nil && result == nil {
 		// A stream that ends without its result failed, whatever its end said.
-		err = fmt.Errorf("exec/stream ended without a result: close %s", closed)
+		err = errors.New("exec/stream ended without a result")
+		if closed != nil {
+			err = fmt.Errorf("%w (close: %s)", err, closed)
+		}
 	}
 	return result, err
 }
