@@ -136,7 +136,7 @@ func New(cfg Config) (*Client, error) {
 	// (Connect-Accept-Encoding), and E2B's envd then gzips every output message, a line at a
 	// time: larger messages (53 bytes instead of 32 for one line) and ~200k instructions a line
 	// in the daemon (issue 31). Output comes over loopback or a sandbox's own network.
-	opts := []connect.ClientOption{connect.WithAcceptCompression("gzip", nil, nil)}
+	opts := []connect.ClientOption{connect.WithAcceptCompression("gzip", nil, nil), connect.WithCodec(outputCodec{})}
 	if cfg.JSON {
 		opts = append(opts, connect.WithProtoJSON())
 	}
