@@ -140,7 +140,7 @@ image: build
 image-check: image
 	scripts/image-check.sh $(IMAGE)
 
-# helm and promtool built from the Go proxy into .cache/tools (skipped when there).
+# helm, promtool and h2spec built from the Go proxy into .cache/tools (skipped when there).
 .PHONY: tools chart-check rules-check
 tools:
 	scripts/tools
