@@ -263,7 +263,14 @@ func TestReleaseWaitsForStart(t *testing.T) {
 	}
 
 	l.set("b")
-	if err := b.ResumeSandbox(ctx, "box", true); err != nil {
+	finishGated(t, ctx, f, b, gate, se, tu)
+}
+
+// finishGated resumes the sandbox on svc, opens the turn's gate and checks that the turn ends
+// done with each of gatedPrompt's two lines recorded once.
+func finishGated(t *testing.T, ctx context.Context, f *fixture, svc *Service, gate string, se Session, tu Turn) {
+	t.Helper()
+	if err := svc.ResumeSandbox(ctx, "box", true); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(gate, nil, 0o644)
@@ -329,12 +336,5 @@ func TestTakeTurnStartedMeanwhile(t *testing.T) {
 	l.set("b")
 	close(bo.proceed)
 	<-took
-	if err := b.ResumeSandbox(ctx, "box", true); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(gate, nil, 0o644)
-	if got := waitTurn(t, ctx, f.st, tu.ID); got.State != store.TurnDone {
-		t.Fatalf("the turn ended %s (%s); want done", got.State, got.Reason)
-	}
-	checkEvents(t, ctx, f.st, se.ID, []byte("{\"type\":\"one\"}\n{\"type\":\"two\"}\n"))
+	finishGated(t, ctx, f, b, gate, se, tu)
 }
