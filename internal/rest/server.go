@@ -133,8 +133,9 @@ func New(cfg Config) *Server {
 	s := &Server{log: cfg.Logger}
 
 	r := chi.NewRouter()
-	// bodyDeadline first: it needs net/http's own ResponseWriter to set read deadlines.
-	r.Use(a.bodyDeadline, s.gate, newHTTPMetrics(cfg.Registry).middleware, a.limitBody)
+	// GrowStack before anything goes deeper; bodyDeadline next: it needs net/http's own
+	// ResponseWriter to set read deadlines.
+	r.Use(serving.GrowStack, a.bodyDeadline, s.gate, newHTTPMetrics(cfg.Registry).middleware, a.limitBody)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, newError(CodeNotFound, "There is nothing at "+r.URL.Path+".", nil))
 	})
