@@ -320,7 +320,10 @@ func judgeDisk(dir, out string) (string, bool, error) {
 // turnSwapAgent is the split agent of finding 1: it makes the plain sessions' turn folder
 // (world-writable) before hangar does, where hangar has put it or might (the folder of issue
 // 27, root's of today), then swaps each plain turn directory it finds (there, or named on a
-// harness's command line) for its own run log and status file until told to stop.
+// harness's command line under $P) for its own run log and status file until told to stop.
+// $P is the folder of the hangar under test (its data dir) where the sandbox shares the host's
+// processes, as a local one does: another test's harness seen there (one whose folder is
+// nobody's, say) is not this run's to attack. Elsewhere it is empty: every harness.
 const turnSwapAgent = `roots="/tmp/hangar-turns /tmp/hangar-turns-0 /var/lib/hangar/turns"
 for R in $roots; do
   mkdir -p $R 2>/dev/null && chmod 777 $R 2>/dev/null && [ -O $R ] && echo "precreated $R" >> $W/swap.log
@@ -335,7 +338,7 @@ while [ ! -e $W/stop ]; do
   for R in $roots; do for d in $R/turn_*; do case $d in *.orig) ;; *) [ -d "$d" ] && swap "$d";; esac; done; done
   for f in $(grep -lz -e '[-]-run-log' /proc/[0-9]*/cmdline 2>/dev/null); do
     a=$(tr '\0' ' ' < $f 2>/dev/null)
-    case "$a" in *" harness "*"--run-log "*) l=${a#*--run-log }; l=${l%% *}; d=${l%/run.log}
+    case "$a" in *" harness "*"--run-log $P/"*) l=${a#*--run-log }; l=${l%% *}; d=${l%/run.log}
       case $d in *.orig) ;; *) [ -d "$d" ] && swap "$d";; esac;; esac
   done
   sleep 0.05
@@ -346,7 +349,11 @@ done`
 func (r *run) turnSwap() (string, bool) {
 	w := r.work + "/swap"
 	r.exec(fmt.Sprintf("mkdir -p %s && chmod 1777 %[1]s", w))
-	r.writeFile(w+".sh", "W="+w+"\n"+turnSwapAgent)
+	own := "" // a sandbox of its own processes: every harness it sees is this run's
+	if r.col.provider == "local" {
+		own = r.serve.Dir
+	}
+	r.writeFile(w+".sh", "W="+w+"\nP="+own+"\n"+turnSwapAgent)
 	agent := r.startTurn("split", "sh "+w+".sh")
 	waitFor(r.t, stepTimeout, "the split agent to be ready", func() bool {
 		_, code := r.exec("test -e " + w + "/ready")
