@@ -320,7 +320,8 @@ func judgeDisk(dir, out string) (string, bool, error) {
 // turnSwapAgent is the split agent of finding 1: it makes the plain sessions' turn folder
 // (world-writable) before hangar does, where hangar has put it or might (the folder of issue
 // 27, root's of today), then swaps each plain turn directory it finds (there, or named on a
-// harness's command line under $P) for its own run log and status file until told to stop.
+// harness's command line under $P: --turn-dir, as hangar starts one, or an older harness's
+// --run-log) for its own run log and status file until told to stop.
 // $P is the folder of the hangar under test (its data dir) where the sandbox shares the host's
 // processes, as a local one does: another test's harness seen there (one whose folder is
 // nobody's, say) is not this run's to attack. Elsewhere it is empty: every harness.
@@ -336,10 +337,15 @@ swap() {
 touch $W/ready
 while [ ! -e $W/stop ]; do
   for R in $roots; do for d in $R/turn_*; do case $d in *.orig) ;; *) [ -d "$d" ] && swap "$d";; esac; done; done
-  for f in $(grep -lz -e '[-]-run-log' /proc/[0-9]*/cmdline 2>/dev/null); do
+  for f in $(grep -lz -e '[-]-run-log' -e '[-]-turn-dir' /proc/[0-9]*/cmdline 2>/dev/null); do
     a=$(tr '\0' ' ' < $f 2>/dev/null)
-    case "$a" in *" harness "*"--run-log $P/"*) l=${a#*--run-log }; l=${l%% *}; d=${l%/run.log}
-      case $d in *.orig) ;; *) [ -d "$d" ] && swap "$d";; esac;; esac
+    case "$a" in
+      *" harness "*"--turn-dir $P/"*) d=${a#*--turn-dir }; d=${d%% *};;
+      *" harness "*"--run-log $P/"*) l=${a#*--run-log }; l=${l%% *}; d=${l%/run.log};;
+      *) continue;;
+    esac
+    grep -qxF "saw $d" $W/swap.log 2>/dev/null || echo "saw $d" >> $W/swap.log
+    case $d in *.orig) ;; *) [ -d "$d" ] && swap "$d";; esac
   done
   sleep 0.05
 done`
@@ -364,6 +370,10 @@ func (r *run) turnSwap() (string, bool) {
 	r.waitTurn("split", agent)
 	log, _ := r.exec("cat " + w + "/swap.log 2>/dev/null")
 	r.t.Logf("the split agent's log:\n%s", log)
+	if !strings.Contains(log, "saw ") {
+		// An attack that never found its target proves nothing either way.
+		r.t.Errorf("turn-swap: the split agent saw no plain turn's harness on its command line")
+	}
 	lines := 0
 	for _, d := range r.events("plain", victim.ID) {
 		if strings.Contains(d, "line ") {
