@@ -370,9 +370,9 @@ func (r *run) turnSwap() (string, bool) {
 	r.waitTurn("split", agent)
 	log, _ := r.exec("cat " + w + "/swap.log 2>/dev/null")
 	r.t.Logf("the split agent's log:\n%s", log)
-	if !strings.Contains(log, "saw ") {
+	if !strings.Contains(log, "/"+victim.ID+"\n") {
 		// An attack that never found its target proves nothing either way.
-		r.t.Errorf("turn-swap: the split agent saw no plain turn's harness on its command line")
+		r.t.Errorf("turn-swap: the split agent never saw the plain turn's harness (%s) on its command line", victim.ID)
 	}
 	lines := 0
 	for _, d := range r.events("plain", victim.ID) {
