@@ -344,8 +344,8 @@ while [ ! -e $W/stop ]; do
       *" harness "*"--run-log $P/"*) l=${a#*--run-log }; l=${l%% *}; d=${l%/run.log};;
       *) continue;;
     esac
-    grep -qxF "saw $d" $W/swap.log 2>/dev/null || echo "saw $d" >> $W/swap.log
     case $d in *.orig) ;; *) [ -d "$d" ] && swap "$d";; esac
+    grep -qxF "saw $d" $W/swap.log 2>/dev/null || echo "saw $d" >> $W/swap.log # seen and tried
   done
   sleep 0.05
 done`
@@ -365,7 +365,11 @@ func (r *run) turnSwap() (string, bool) {
 		_, code := r.exec("test -e " + w + "/ready")
 		return code == 0 || r.getTurn("split", agent).ended()
 	})
-	victim := r.turn("plain", `sleep 1; for i in 1 2 3 4 5; do echo "line $i"; done; exit 7`)
+	// The victim waits (30 s at most) until the agent has seen, and tried, two harnesses, its
+	// own and the victim's, rather than for a while: on a busy machine one look through /proc
+	// can take longer than a short turn lives.
+	victim := r.turn("plain", fmt.Sprintf(`for i in $(seq 300); do [ "$(grep -c '^saw ' %s/swap.log 2>/dev/null)" -ge 2 ] && break; sleep 0.1; done
+for i in 1 2 3 4 5; do echo "line $i"; done; exit 7`, w))
 	r.exec("touch " + w + "/stop")
 	r.waitTurn("split", agent)
 	log, _ := r.exec("cat " + w + "/swap.log 2>/dev/null")
