@@ -109,6 +109,8 @@ func TestValues(t *testing.T) {
 		{v: Size{P: &n, Min: 1 << 10, Max: 1 << 30}, in: "1536", shown: "1536"},
 		{v: Size{P: &n, Min: 1 << 10, Max: 1 << 30}, in: "0", refuse: "must be a number of bytes from 1KiB to 1GiB, like 1048576 or 1MiB (KiB, MiB and GiB are understood)"},
 		{v: Size{P: &n, Min: 1 << 10, Max: 1 << 30}, in: "9223372036854775807GiB", refuse: "must be a number of bytes from 1KiB to 1GiB, like 1048576 or 1MiB (KiB, MiB and GiB are understood)"},
+		{v: Size{P: &n, Min: 0, Max: 1 << 30}, in: "0", shown: "0"}, // HANGAR_GC_HEADROOM's "0: GOGC alone"
+		{v: Size{P: &n, Min: 0, Max: 1 << 30}, in: "-1", refuse: "must be a number of bytes from 0 to 1GiB, like 1048576 or 1MiB (KiB, MiB and GiB are understood)"},
 		{v: OptionalSize{Size: Size{P: &n, Min: 1 << 20, Max: 1 << 30}}, in: "0", shown: "0"},
 		{v: OptionalSize{Size: Size{P: &n, Min: 1 << 20, Max: 1 << 30}}, in: "1KiB", refuse: "must be a number of bytes from 1MiB to 1GiB, like 1048576 or 1MiB (KiB, MiB and GiB are understood)"},
 		{v: String{P: &s, Check: HostPort}, in: "localhost:0", shown: "localhost:0"},

@@ -139,7 +139,7 @@ func (v Size) Set(s string) error {
 		}
 	}
 	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n <= 0 || n > v.Max/mult || n*mult < v.Min {
+	if err != nil || n < 0 || n > v.Max/mult || n*mult < v.Min {
 		return fmt.Errorf("must be a number of bytes from %s to %s, like 1048576 or 1MiB (KiB, MiB and GiB are understood)",
 			Size{P: &v.Min}.String(), Size{P: &v.Max}.String())
 	}
