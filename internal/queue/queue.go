@@ -88,6 +88,14 @@ func (q *Queue[T]) Bytes() int64 {
 // Limit is the bound in bytes.
 func (q *Queue[T]) Limit() int64 { return q.limit }
 
+// Empty reports whether nothing waits and Close was not called: Len() == 0 && !Closed(),
+// under one lock.
+func (q *Queue[T]) Empty() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items) == 0 && !q.closed
+}
+
 // Closed reports whether Close was called.
 func (q *Queue[T]) Closed() bool {
 	q.mu.Lock()

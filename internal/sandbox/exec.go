@@ -365,17 +365,18 @@ func (m *Manager) readDaemonExec(ctx context.Context, c *envd.Client, sb store.S
 			res.ExitCode, res.Status = -1, "unknown: the daemon's stream broke"
 			return res, m.died(ctx, sb, err)
 		}
+		// Output goes on to its client before its tail is kept: the client waits for it.
 		switch ev.Kind {
 		case envd.EventStdout, envd.EventPTY:
-			stdout.Write(ev.Data)
 			if out != nil {
 				out("stdout", ev.Data)
 			}
+			stdout.Write(ev.Data)
 		case envd.EventStderr:
-			stderr.Write(ev.Data)
 			if out != nil {
 				out("stderr", ev.Data)
 			}
+			stderr.Write(ev.Data)
 		case envd.EventEnd:
 			res.ExitCode, res.Status = ev.Exit.Code, ev.Exit.Status
 			if !ev.Exit.Exited && req.Timeout > 0 && m.cfg.Clock.Since(started) >= req.Timeout {

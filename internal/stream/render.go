@@ -77,6 +77,8 @@ func (s *Stream) setWrite(write Write) {
 // writeThrough writes it on the caller's goroutine when Render waits with nothing queued or
 // in hand and the pace and the byte cap let it pass at once. handled is false when it did
 // not, and the item is to be queued; ok is false when the write failed (the stream ended).
+// What is not needed to decide (the byte counts, the time of the take) is done after the
+// write: a client waits for each line that comes this way.
 func (s *Stream) writeThrough(it Item) (handled, ok bool) {
 	if !s.wmu.TryLock() { // Render has a batch in hand, or another producer writes
 		return false, false
@@ -89,21 +91,23 @@ func (s *Stream) writeThrough(it Item) (handled, ok bool) {
 	s.through[0] = it
 	err := write(s.through[:])
 	s.through[0] = Item{}
+	s.mu.Lock()
+	s.countLocked(it)
+	s.mu.Unlock()
+	s.q.Touch()
 	return true, err == nil
 }
 
-// takeThrough accounts for it as taken by the writer and returns Render's write, when it may
-// be written through (wmu is held); else it returns nil.
+// takeThrough accepts it as taken by the writer (against the byte cap) and returns Render's
+// write, when it may be written through (wmu is held); else it returns nil.
 func (s *Stream) takeThrough(it Item) Write {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.write == nil || s.opts.Coalesce > 0 || s.reason != "" || s.capped || it.Final || len(it.Data) > s.chunk || s.q.Len() > 0 || s.q.Closed() ||
+	if s.write == nil || s.opts.Coalesce > 0 || s.reason != "" || s.capped || it.Final || len(it.Data) > s.chunk || !s.q.Empty() ||
 		(s.limiter != nil && s.accepted+int64(len(it.Data)) > s.r.cfg.MaxBytes) ||
 		(s.limiter != nil && !s.limiter.AllowN(s.r.cfg.Clock.Now(), int(cost(it)))) {
 		return nil
 	}
 	s.accepted += int64(len(it.Data))
-	s.countLocked(it)
-	s.q.Touch()
 	return s.write
 }

@@ -54,23 +54,33 @@ func completeLen(b []byte) int {
 // stream's chunks end on whole characters (see Runes); flush passes on what is held at the end.
 // Call flush once, after the last output, from the goroutine that calls the wrapper.
 func WholeRunes(out func(name string, data []byte)) (wrapped func(name string, data []byte), flush func()) {
-	carry := map[string]*Runes{}
-	var names []string // in order of first output, so flush is deterministic
+	// A command has two streams, so a list found by a look at each beats a map: the wrapper
+	// runs once for every chunk a client waits for.
+	type carried struct {
+		name string
+		r    Runes
+	}
+	var carry []*carried // in order of first output, so flush is deterministic
 	wrapped = func(name string, data []byte) {
-		r, ok := carry[name]
-		if !ok {
-			r = &Runes{}
-			carry[name] = r
-			names = append(names, name)
+		var c *carried
+		for _, k := range carry {
+			if k.name == name {
+				c = k
+				break
+			}
 		}
-		if d := r.Cut(data); len(d) > 0 {
+		if c == nil {
+			c = &carried{name: name}
+			carry = append(carry, c)
+		}
+		if d := c.r.Cut(data); len(d) > 0 {
 			out(name, d)
 		}
 	}
 	flush = func() {
-		for _, name := range names {
-			if d := carry[name].Flush(); len(d) > 0 {
-				out(name, d)
+		for _, c := range carry {
+			if d := c.r.Flush(); len(d) > 0 {
+				out(c.name, d)
 			}
 		}
 	}
