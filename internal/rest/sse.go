@@ -26,9 +26,10 @@ const writeTimeout = 30 * time.Second
 // gathered in buf and go out together with send: one write deadline, one write and one flush
 // per batch, however many events it holds.
 type sseWriter struct {
-	w        http.ResponseWriter
+	w        http.ResponseWriter // once open, the writer under the middleware's (direct)
 	rc       *http.ResponseController
-	buf      *[]byte // from bufs; nil once released
+	flush    func() error // w's flush; nil: rc.Flush
+	buf      *[]byte      // from bufs; nil once released
 	deadline serving.WriteDeadline
 }
 
@@ -60,7 +61,25 @@ func (s *sseWriter) open() error {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx and friends: do not buffer this response
 	s.w.WriteHeader(http.StatusOK)
+	s.w, s.flush = direct(s.w)
 	return s.send()
+}
+
+// direct is the writer under w's wrappers (the middleware's, which http.ResponseController
+// unwraps at each call), and its flush when it has one: each event of a stream is a write and
+// a flush, and a client waits for each. Call it once the status is sent, so the wrappers have
+// seen all they look at (the metrics' status).
+func direct(w http.ResponseWriter) (http.ResponseWriter, func() error) {
+	for {
+		if f, ok := w.(interface{ FlushError() error }); ok {
+			return w, f.FlushError
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return w, nil
+		}
+		w = u.Unwrap()
+	}
 }
 
 // release gives the writer's buffer back; the writer is not used after.
@@ -148,6 +167,9 @@ func (s *sseWriter) send() error {
 		if _, err := s.w.Write(b); err != nil {
 			return err
 		}
+	}
+	if s.flush != nil {
+		return s.flush()
 	}
 	return s.rc.Flush()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -94,5 +95,56 @@ func BenchmarkAppendJSONString(b *testing.B) {
 	b.SetBytes(int64(len(s)))
 	for b.Loop() {
 		buf = appendJSONString(buf[:0], s)
+	}
+}
+
+// flushErrorRecorder is a connection's writer as net/http's is: its flush can fail.
+type flushErrorRecorder struct {
+	*httptest.ResponseRecorder
+	flushes int
+}
+
+func (r *flushErrorRecorder) FlushError() error { r.flushes++; return nil }
+
+// countingWriter is a middleware's wrapper that http.ResponseController unwraps.
+type countingWriter struct {
+	http.ResponseWriter
+	writes int
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) { w.writes++; return w.ResponseWriter.Write(b) }
+func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// TestSSEWritesUnderTheWrappers: once its headers went through the middleware's wrappers (the
+// metrics see the status), an SSE stream writes and flushes the writer under them, by its
+// FlushError: a write and a flush for each event, without unwrapping at each.
+func TestSSEWritesUnderTheWrappers(t *testing.T) {
+	t.Parallel()
+	inner := &flushErrorRecorder{ResponseRecorder: httptest.NewRecorder()}
+	status := &statusWriter{ResponseWriter: inner}
+	outer := &countingWriter{ResponseWriter: status}
+	sse, err := startSSE(outer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sse.release()
+	for i := range 3 {
+		sse.outputEvent("stdout", "", []byte{'a' + byte(i)})
+		if err := sse.send(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if status.status != http.StatusOK {
+		t.Errorf("the metrics' wrapper saw status %d, want 200", status.status)
+	}
+	if outer.writes != 0 {
+		t.Errorf("%d writes went through the wrapper, want none", outer.writes)
+	}
+	if inner.flushes != 4 { // the headers, and each event
+		t.Errorf("%d flushes by FlushError, want 4", inner.flushes)
+	}
+	want := "event: stdout\ndata: {\"data\":\"a\"}\n\nevent: stdout\ndata: {\"data\":\"b\"}\n\nevent: stdout\ndata: {\"data\":\"c\"}\n\n"
+	if got := inner.Body.String(); got != want {
+		t.Errorf("wrote %q, want %q", got, want)
 	}
 }
