@@ -77,14 +77,15 @@ func (s *Stream) setWrite(write Write) {
 // writeThrough writes it on the caller's goroutine when Render waits with nothing queued or
 // in hand and the pace and the byte cap let it pass at once. handled is false when it did
 // not, and the item is to be queued; ok is false when the write failed (the stream ended).
-// What is not needed to decide (the byte counts, the time of the take) is done after the
-// write: a client waits for each line that comes this way.
+// What is not needed to decide is done after the write, for a client waits for each line that
+// comes this way: the byte counts, the time of the take, and the pace's charge of an item the
+// stream's credit let through.
 func (s *Stream) writeThrough(it Item) (handled, ok bool) {
 	if !s.wmu.TryLock() { // Render has a batch in hand, or another producer writes
 		return false, false
 	}
 	defer s.wmu.Unlock()
-	write := s.takeThrough(it)
+	write, charge := s.takeThrough(it)
 	if write == nil {
 		return false, false
 	}
@@ -93,21 +94,39 @@ func (s *Stream) writeThrough(it Item) (handled, ok bool) {
 	s.through[0] = Item{}
 	s.mu.Lock()
 	s.countLocked(it)
+	if s.limiter != nil {
+		// The limiter holds at least the credit the item was let through on (it only gains
+		// with time, and nothing else took from it: wmu is held), so this charge never waits.
+		now := s.r.cfg.Clock.Now()
+		if charge {
+			s.limiter.ReserveN(now, int(cost(it)))
+		}
+		s.credit = s.limiter.TokensAt(now)
+	}
 	s.mu.Unlock()
 	s.q.Touch()
 	return true, err == nil
 }
 
-// takeThrough accepts it as taken by the writer (against the byte cap) and returns Render's
-// write, when it may be written through (wmu is held); else it returns nil.
-func (s *Stream) takeThrough(it Item) Write {
+// takeThrough accepts it as taken by the writer (against the byte cap and the pace) and
+// returns Render's write, when it may be written through (wmu is held); else it returns nil.
+// charge says that the pace let it through on the stream's credit: it is to be charged to the
+// limiter after its write.
+func (s *Stream) takeThrough(it Item) (write Write, charge bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.write == nil || s.opts.Coalesce > 0 || s.reason != "" || s.capped || it.Final || len(it.Data) > s.chunk || !s.q.Empty() ||
-		(s.limiter != nil && s.accepted+int64(len(it.Data)) > s.r.cfg.MaxBytes) ||
-		(s.limiter != nil && !s.limiter.AllowN(s.r.cfg.Clock.Now(), int(cost(it)))) {
-		return nil
+		(s.limiter != nil && s.accepted+int64(len(it.Data)) > s.r.cfg.MaxBytes) {
+		return nil, false
+	}
+	if s.limiter != nil {
+		if c := float64(cost(it)); c <= s.credit {
+			s.credit -= c
+			charge = true
+		} else if !s.limiter.AllowN(s.r.cfg.Clock.Now(), int(cost(it))) {
+			return nil, false
+		}
 	}
 	s.accepted += int64(len(it.Data))
-	return s.write
+	return s.write, charge
 }

@@ -185,6 +185,56 @@ func TestWriteThroughKeepsThePace(t *testing.T) {
 	}
 }
 
+// TestWriteThroughOnCreditReadsNoClockFirst: an item within what the limiter was left with at
+// the last write through is written before anything reads the clock (a client waits for each
+// line that comes this way); it is charged after, so the pace still holds (the test above).
+func TestWriteThroughOnCreditReadsNoClockFirst(t *testing.T) {
+	t.Parallel()
+	clk, made, s := renderStream(t, 64<<10) // a burst of 4 KiB and a message
+	rec := newRecorder(false)
+	done := startRender(t, s, made, rec.write)
+	if !s.SendWait(context.Background(), Item{Data: []byte("one\n")}) { // no credit yet: the clock decides
+		t.Fatal("SendWait(one) = false")
+	}
+	nows, trapped := clk.Trap().Now(), true
+	defer func() {
+		if trapped { // a failure above
+			nows.Close()
+		}
+	}()
+	var sent bool
+	sentDone := make(chan struct{})
+	go func() {
+		sent = s.SendWait(context.Background(), Item{Data: []byte("two\n")})
+		close(sentDone)
+	}()
+	call := nextCall(t, nows, nil)
+	if call == nil {
+		t.FailNow()
+	}
+	if got, _ := rec.seen(); len(got) != 2 {
+		t.Errorf("the clock was read with %d writes done, want 2: the second item waited for it", len(got))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	for call != nil { // let the reads after the write go on, until SendWait returns
+		if err := call.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		call = nextCall(t, nows, sentDone)
+	}
+	<-sentDone
+	if !sent {
+		t.Fatal("SendWait(two) = false")
+	}
+	nows.Close()
+	trapped = false
+	finishRender(t, s, done)
+	if got, _ := rec.seen(); strings.Join(got, "") != "one\ntwo\n" {
+		t.Fatalf("written %q, want one then two", got)
+	}
+}
+
 // TestRenderWaitsForAWriteThrough: a stream ended while a producer writes through does not let
 // Render return (after which its caller writes to the client itself) until that write ended.
 func TestRenderWaitsForAWriteThrough(t *testing.T) {

@@ -59,6 +59,12 @@ type Stream struct {
 	keys    keys // what it counts under
 	shared  bool // counted in Config.Shared too (under keys): Close gives it back there
 
+	// credit is, under mu, tokens the limiter is sure to hold: what it held when the last
+	// item written through was charged, less the items taken on it since. An item that costs
+	// no more goes through without a look at the clock, and is charged after its write
+	// (writeThrough); the queue's pace, which takes from the limiter too, sets it to 0.
+	credit float64
+
 	// This stream's own series of the kind's metrics, looked up once.
 	mBytes       prometheus.Counter
 	mFirstOutput prometheus.Observer
@@ -445,6 +451,7 @@ func (s *Stream) batch(first Item) []Item {
 			s.batchBuf = batch
 			return batch
 		}
+		s.credit = 0
 		it, _ := s.takeLocked()
 		batch = append(batch, it)
 	}
@@ -492,7 +499,10 @@ func (s *Stream) pace(ctx context.Context, it Item) error {
 		return nil
 	}
 	now := s.r.cfg.Clock.Now()
+	s.mu.Lock()
 	res := s.limiter.ReserveN(now, int(cost(it)))
+	s.credit = 0
+	s.mu.Unlock()
 	d := res.DelayFrom(now)
 	if d <= 0 {
 		return nil
