@@ -96,10 +96,10 @@ func (s *Stream) writeThrough(it Item) (handled, ok bool) {
 	s.countLocked(it)
 	if s.limiter != nil {
 		// The limiter holds at least the credit the item was let through on (it only gains
-		// with time, and nothing else took from it: wmu is held), so this charge never waits.
+		// with time, and nothing else took from it: wmu is held), so this charge always passes.
 		now := s.r.cfg.Clock.Now()
 		if charge {
-			s.limiter.ReserveN(now, int(cost(it)))
+			s.limiter.AllowN(now, int(cost(it))) // takes the tokens; ReserveN would allocate
 		}
 		s.credit = s.limiter.TokensAt(now)
 	}
