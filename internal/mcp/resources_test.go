@@ -334,7 +334,15 @@ func TestSubscriptionIsolation(t *testing.T) {
 			e.turn(t, ada, shared, `echo '{"type":"private"}'`)
 			// Two updates: the second is sent after the first ResourceUpdated call returned,
 			// so whatever that call sent bob is on his stream before his probe's update below.
+			// A turn may make only one (its events can all be recorded before the feeder
+			// reads them, one window's news), so a second turn, started once ada was told of
+			// the first and it finished, makes sure there is news after the first update.
 			a.next(t)
+			waitFor(t, "ada's turn to finish", func() bool {
+				evs, _, err := a.read(t, uri)
+				return err == nil && slices.ContainsFunc(evs, func(ev map[string]any) bool { return ev["type"] == "turn.finished" })
+			})
+			e.turn(t, ada, shared, `echo '{"type":"private"}'`)
 			a.next(t)
 			probe := "probe-" + era[:4]
 			e.session(t, bob, probe, "bob-box")
