@@ -368,7 +368,9 @@ func (r *run) turnSwap() (string, bool) {
 	// The victim waits (30 s at most) until the agent has seen, and tried, two harnesses, its
 	// own and the victim's, rather than for a while: on a busy machine one look through /proc
 	// can take longer than a short turn lives.
-	victim := r.turn("plain", fmt.Sprintf(`for i in $(seq 300); do [ "$(grep -c '^saw ' %s/swap.log 2>/dev/null)" -ge 2 ] && break; sleep 0.1; done
+	// Its wait prints nothing, even before the agent's log exists: a shell's complaint ("line
+	// 1: [: : integer expression expected") is one more line of the turn's.
+	victim := r.turn("plain", fmt.Sprintf(`for i in $(seq 300); do n=$(grep -c '^saw ' %s/swap.log 2>/dev/null); [ "${n:-0}" -ge 2 ] && break; sleep 0.1; done
 for i in 1 2 3 4 5; do echo "line $i"; done; exit 7`, w))
 	r.exec("touch " + w + "/stop")
 	r.waitTurn("split", agent)
@@ -378,9 +380,9 @@ for i in 1 2 3 4 5; do echo "line $i"; done; exit 7`, w))
 		// An attack that never found its target proves nothing either way.
 		r.t.Errorf("turn-swap: the split agent never saw the plain turn's harness (%s) on its command line", victim.ID)
 	}
-	lines := 0
+	lines := 0 // its own, in order: "line 1" to "line 5"
 	for _, d := range r.events("plain", victim.ID) {
-		if strings.Contains(d, "line ") {
+		if strings.TrimSpace(d) == fmt.Sprintf("line %d", lines+1) {
 			lines++
 		}
 	}
