@@ -57,7 +57,7 @@ func newQuietSink(w http.ResponseWriter, ctx context.Context, keepAlive, writeTi
 	rc := http.NewResponseController(w)
 	return &sink{w: w, rc: rc, reqDone: ctx.Done(), keepAlive: keepAlive, writeTimeout: writeTimeout,
 		now: now, last: now(), stop: make(chan struct{}), done: make(chan struct{}),
-		deadline: serving.WriteDeadline{RC: rc, Timeout: writeTimeout}}
+		deadline: serving.WriteDeadline{Set: rc.SetWriteDeadline, Timeout: writeTimeout}}
 }
 
 // Header is the response's header. Only the SDK's goroutine serving the request touches it,

@@ -33,10 +33,10 @@ func (a *api) execStream(w http.ResponseWriter, r *http.Request) {
 	// This goroutine reads the command's output from the daemon and writes it (Run): the
 	// headers go out once the command started, so a command that does not start gets a
 	// status of its own.
-	sse := newSSE(w)
+	sse := a.newSSE(w, r)
 	defer sse.release()
 	began := false
-	o, err := ex.Run(r.Context(), keepAliveInterval, func() error { began = true; return sse.open() }, a.render(ex.Stream, sse))
+	o, err := ex.Run(sse.context(), keepAliveInterval, func() error { began = true; return sse.open() }, a.render(ex.Stream, sse))
 	switch {
 	case errors.Is(err, sandbox.ErrClientGone):
 		return // nobody to tell

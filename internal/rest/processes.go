@@ -158,13 +158,13 @@ func (a *api) streamProcess(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer att.Close()
-	sse, err := startSSE(w)
+	sse, err := a.startSSE(w, r)
 	defer sse.release()
 	if err != nil {
 		att.Stream.End(stream.ReasonClient)
 		return
 	}
-	reason := a.pump(r.Context(), att.Stream, sse)
+	reason := a.pump(sse.context(), att.Stream, sse)
 	sse.closeEvent(reason)
 	sse.send()
 }

@@ -101,12 +101,14 @@ type Server struct {
 	lns      []net.Listener
 
 	requests serving.InFlight // requests past the gate and not yet answered; closed by Drain
+	taken    *takenConns      // connections SSE streams took over, which net/http does not close
 }
 
 // api holds what handlers share.
 type api struct {
 	Config
-	log *slog.Logger
+	log   *slog.Logger
+	taken *takenConns // SSE streams' connections taken over from net/http (sseWriter.take)
 }
 
 // readyTimeout bounds /readyz's store ping: a store slower than this is not ready.
@@ -129,8 +131,8 @@ func New(cfg Config) *Server {
 	if cfg.BodyMinRate <= 0 {
 		cfg.BodyMinRate = 64 << 10
 	}
-	a := &api{Config: cfg, log: cfg.Logger}
-	s := &Server{log: cfg.Logger}
+	a := &api{Config: cfg, log: cfg.Logger, taken: new(takenConns)}
+	s := &Server{log: cfg.Logger, taken: a.taken}
 
 	r := chi.NewRouter()
 	// GrowStack before anything goes deeper; bodyDeadline next: it needs net/http's own
@@ -261,6 +263,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-s.requests.Idle():
 	case <-ctx.Done():
 		s.log.Warn("shutdown grace period over; closing the requests still running")
+		s.taken.closeAll()
 		return s.srv.Close()
 	}
 	if err := s.srv.Shutdown(ctx); err != nil {

@@ -364,13 +364,13 @@ func (a *api) eventStream(w http.ResponseWriter, r *http.Request, open func(sinc
 		return
 	}
 	defer st.Close()
-	sse, err := startSSE(w)
+	sse, err := a.startSSE(w, r)
 	defer sse.release()
 	if err != nil {
 		st.End(stream.ReasonClient)
 		return
 	}
-	reason := a.pump(r.Context(), st, sse)
+	reason := a.pump(sse.context(), st, sse)
 	sse.closeEvent(reason)
 	sse.send()
 }

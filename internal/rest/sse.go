@@ -1,10 +1,13 @@
 package rest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -25,12 +28,25 @@ const writeTimeout = 30 * time.Second
 // sseWriter writes Server-Sent Events. Only the handler's goroutine uses it. Events are
 // gathered in buf and go out together with send: one write deadline, one write and one flush
 // per batch, however many events it holds.
+//
+// Over HTTP/1.1 the writer takes the connection over from net/http once the headers are out
+// (take), and writes each batch to it itself, as one chunk of the response's chunked body in
+// one write: net/http's response writer, its buffers and its chunk writer were most of a line's
+// way from hangar to its client (bench/README.md). The response says "Connection: close", as
+// the connection closes at its end. Over HTTP/2, or a writer that cannot be taken over, it
+// writes through net/http.
 type sseWriter struct {
 	w        http.ResponseWriter // once open, the writer under the middleware's (direct)
 	rc       *http.ResponseController
 	flush    func() error // w's flush; nil: rc.Flush
 	buf      *[]byte      // from bufs; nil once released
 	deadline serving.WriteDeadline
+
+	r      *http.Request // the request answered; nil: the connection is never taken over
+	taken  *takenConns   // the server's connections taken over, closed when it must close them
+	ctx    context.Context
+	cancel context.CancelFunc
+	conn   net.Conn // once taken over; buf's first chunkRoom bytes are kept for the chunk's size
 }
 
 // bufs keeps batch buffers between responses, so a stream's events cost no allocation once its
@@ -41,28 +57,85 @@ var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
 const maxKeptBuf = 256 << 10
 
 // startSSE sends the stream's headers and flushes them, so the client sees the stream open at
-// once. Call release when done.
-func startSSE(w http.ResponseWriter) (*sseWriter, error) {
-	s := newSSE(w)
+// once. Call release when done; the stream is sse.context's.
+func (a *api) startSSE(w http.ResponseWriter, r *http.Request) (*sseWriter, error) {
+	s := a.newSSE(w, r)
 	return s, s.open()
 }
 
-// newSSE is an SSE writer that has sent nothing yet: open sends the headers. Call release
-// when done.
-func newSSE(w http.ResponseWriter) *sseWriter {
+// newSSE is an SSE writer answering r that has sent nothing yet: open sends the headers. Call
+// release when done.
+func (a *api) newSSE(w http.ResponseWriter, r *http.Request) *sseWriter {
 	rc := http.NewResponseController(w)
-	return &sseWriter{w: w, rc: rc, buf: bufs.Get().(*[]byte), deadline: serving.WriteDeadline{RC: rc, Timeout: writeTimeout}}
+	ctx, cancel := context.WithCancel(r.Context())
+	return &sseWriter{w: w, rc: rc, buf: bufs.Get().(*[]byte), deadline: serving.WriteDeadline{Set: rc.SetWriteDeadline, Timeout: writeTimeout},
+		r: r, taken: a.taken, ctx: ctx, cancel: cancel}
 }
 
-// open sends the stream's headers and flushes them.
+// context is the request's context, which also ends when the client of a connection taken
+// over goes: what the stream's writer runs under.
+func (s *sseWriter) context() context.Context { return s.ctx }
+
+// open sends the stream's headers and flushes them, then takes the connection over when it can.
 func (s *sseWriter) open() error {
 	h := s.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx and friends: do not buffer this response
+	takes := s.takes()
+	if takes {
+		h.Set("Connection", "close")
+	}
 	s.w.WriteHeader(http.StatusOK)
 	s.w, s.flush = direct(s.w)
-	return s.send()
+	if err := s.send(); err != nil {
+		return err
+	}
+	if takes {
+		s.take()
+	}
+	return nil
+}
+
+// takes says whether the writer takes its connection over: it answers an HTTP/1.1 request
+// (whose answer net/http makes chunked), not a HEAD.
+func (s *sseWriter) takes() bool {
+	return s.r != nil && s.r.ProtoMajor == 1 && s.r.ProtoMinor >= 1 && s.r.Method != http.MethodHead && s.taken != nil
+}
+
+// chunkRoom is what a batch keeps ahead of its events, once the connection is taken over, for
+// its chunk's size line: up to 16 hexadecimal digits and CRLF.
+const chunkRoom = 18
+
+// take takes the connection over from net/http, its headers sent (chunked): from now on each
+// send writes a chunk to it (sendChunk), release writes the last chunk and closes it, and the
+// writer's context ends when the client closes its side. A connection net/http will not give
+// stays with net/http.
+func (s *sseWriter) take() {
+	conn, _, err := s.rc.Hijack()
+	if err != nil {
+		return
+	}
+	if !s.taken.add(conn) {
+		// The server's grace ran out, and it closed the connections taken over: this one too.
+		// Its writes fail, and the stream ends as its client's.
+		conn.Close()
+	}
+	s.conn = conn
+	// net/http clears a taken connection's deadlines.
+	s.deadline = serving.WriteDeadline{Set: conn.SetWriteDeadline, Timeout: writeTimeout}
+	*s.buf = append((*s.buf)[:0], make([]byte, chunkRoom)...)
+	// The client sends nothing more on this connection (it was told it closes), so a read
+	// ends only when the client goes (or the connection is closed): then the stream's context
+	// ends, as net/http's own reader ends the request's. Anything it sends all the same is
+	// left unread, as net/http leaves it.
+	cancel := s.cancel
+	go func() {
+		var b [1]byte
+		if _, err := conn.Read(b[:]); err != nil {
+			cancel()
+		}
+	}()
 }
 
 // direct is the writer under w's wrappers (the middleware's, which http.ResponseController
@@ -82,8 +155,18 @@ func direct(w http.ResponseWriter) (http.ResponseWriter, func() error) {
 	}
 }
 
-// release gives the writer's buffer back; the writer is not used after.
+// release ends the response (a connection taken over gets the body's last chunk and is
+// closed) and gives the writer's buffer back; the writer is not used after.
 func (s *sseWriter) release() {
+	if s.conn != nil {
+		s.conn.Write([]byte("0\r\n\r\n"))
+		s.conn.Close()
+		s.taken.remove(s.conn)
+		s.conn = nil
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
 	if s.buf != nil && cap(*s.buf) <= maxKeptBuf {
 		*s.buf = (*s.buf)[:0]
 		bufs.Put(s.buf)
@@ -146,7 +229,7 @@ func (s *sseWriter) closeEvent(reason stream.Reason) {
 // and ends itself, as it ends its own: with the close event.
 func writeClose(w http.ResponseWriter, reason stream.Reason) {
 	rc := http.NewResponseController(w)
-	s := &sseWriter{w: w, rc: rc, buf: bufs.Get().(*[]byte), deadline: serving.WriteDeadline{RC: rc, Timeout: writeTimeout}}
+	s := &sseWriter{w: w, rc: rc, buf: bufs.Get().(*[]byte), deadline: serving.WriteDeadline{Set: rc.SetWriteDeadline, Timeout: writeTimeout}}
 	defer s.release()
 	s.closeEvent(reason)
 	s.send()
@@ -161,6 +244,9 @@ func (s *sseWriter) comment(text string) {
 // (writeTimeout from now, give or take a second: serving.WriteDeadline).
 func (s *sseWriter) send() error {
 	s.deadline.Arm(time.Now()) // the wall clock: the kernel keeps a connection's write deadline
+	if s.conn != nil {
+		return s.sendChunk()
+	}
 	b := *s.buf
 	*s.buf = b[:0]
 	if len(b) > 0 {
@@ -172,6 +258,69 @@ func (s *sseWriter) send() error {
 		return s.flush()
 	}
 	return s.rc.Flush()
+}
+
+// sendChunk writes what was added since the last send to the connection taken over, as one
+// chunk of the chunked body (RFC 9112, 7.1): its size in hexadecimal and CRLF in the room kept
+// ahead of it, then the bytes and CRLF, in one write. Nothing added, nothing is written: a
+// chunk of size 0 would end the body.
+func (s *sseWriter) sendChunk() error {
+	b := *s.buf
+	n := len(b) - chunkRoom
+	if n == 0 {
+		return nil
+	}
+	b = slices.Grow(b, 2)
+	*s.buf = b[:chunkRoom]
+	i := chunkRoom - 2
+	b[i], b[i+1] = '\r', '\n'
+	for ; ; n >>= 4 {
+		i--
+		b[i] = "0123456789abcdef"[n&15]
+		if n < 16 {
+			break
+		}
+	}
+	_, err := s.conn.Write(append(b, '\r', '\n')[i:])
+	return err
+}
+
+// takenConns are the connections a server's SSE writers took over from net/http, which its
+// own Close does not close: Server.Shutdown closes them when its grace runs out.
+type takenConns struct {
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+// add keeps c, or says false when the connections were closed already.
+func (t *takenConns) add(c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	if t.conns == nil {
+		t.conns = make(map[net.Conn]struct{})
+	}
+	t.conns[c] = struct{}{}
+	return true
+}
+
+func (t *takenConns) remove(c net.Conn) {
+	t.mu.Lock()
+	delete(t.conns, c)
+	t.mu.Unlock()
+}
+
+// closeAll closes the connections kept, and those added from now on.
+func (t *takenConns) closeAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	for c := range t.conns {
+		c.Close()
+	}
 }
 
 // timedOut reports whether a write failed because the client did not take it in time.

@@ -67,12 +67,12 @@ func TestPumpRendersAnyStream(t *testing.T) {
 	st.Send(stream.Item{Event: "summary", ID: "9", Data: []byte(`{"n":2}`), JSON: true})
 	st.Finish()
 	rec := httptest.NewRecorder()
-	sse, err := startSSE(rec)
+	a := &api{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	sse, err := a.startSSE(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sse.release()
-	a := &api{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if reason := a.pump(context.Background(), st, sse); reason != stream.ReasonDone {
 		t.Fatalf("pump ended %s, want done", reason)
 	}
@@ -123,7 +123,8 @@ func TestSSEWritesUnderTheWrappers(t *testing.T) {
 	inner := &flushErrorRecorder{ResponseRecorder: httptest.NewRecorder()}
 	status := &statusWriter{ResponseWriter: inner}
 	outer := &countingWriter{ResponseWriter: status}
-	sse, err := startSSE(outer)
+	a := &api{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	sse, err := a.startSSE(outer, httptest.NewRequest(http.MethodGet, "/", nil))
 	if err != nil {
 		t.Fatal(err)
 	}

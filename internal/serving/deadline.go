@@ -1,15 +1,15 @@
 package serving
 
-import (
-	"net/http"
-	"time"
-)
+import "time"
 
 // WriteDeadline is the write deadline of a long response (an SSE stream, an MCP response
 // stream): each write must be taken within Timeout, or the client has stopped reading and the
 // write fails instead of holding its writer.
 type WriteDeadline struct {
-	RC      *http.ResponseController
+	// Set sets the connection's write deadline: http.ResponseController's SetWriteDeadline, or
+	// net.Conn's once the connection was taken over (which clears its deadline: a new
+	// WriteDeadline then).
+	Set     func(time.Time) error
 	Timeout time.Duration
 	at      time.Time // the deadline as Arm last set it
 }
@@ -20,7 +20,7 @@ type WriteDeadline struct {
 func (d *WriteDeadline) Arm(now time.Time) {
 	at := now.Add(d.Timeout)
 	if at.Sub(d.at) > d.Timeout/30 {
-		d.RC.SetWriteDeadline(at)
+		d.Set(at)
 		d.at = at
 	}
 }

@@ -68,7 +68,7 @@ func (d *deadlines) SetWriteDeadline(at time.Time) error {
 func TestWriteDeadline(t *testing.T) {
 	t.Parallel()
 	w := &deadlines{ResponseRecorder: httptest.NewRecorder()}
-	d := serving.WriteDeadline{RC: http.NewResponseController(w), Timeout: 30 * time.Second}
+	d := serving.WriteDeadline{Set: http.NewResponseController(w).SetWriteDeadline, Timeout: 30 * time.Second}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, at := range []time.Duration{0, 500 * time.Millisecond, time.Second, 1100 * time.Millisecond, 2 * time.Second, 2200 * time.Millisecond} {
 		d.Arm(t0.Add(at))
