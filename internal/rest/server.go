@@ -100,15 +100,15 @@ type Server struct {
 	draining bool // set by Drain: no listener is served from then on
 	lns      []net.Listener
 
-	requests serving.InFlight // requests past the gate and not yet answered; closed by Drain
-	taken    *takenConns      // connections SSE streams took over, which net/http does not close
+	requests serving.InFlight    // requests past the gate and not yet answered; closed by Drain
+	taken    *serving.TakenConns // connections SSE streams took over, which net/http does not close
 }
 
 // api holds what handlers share.
 type api struct {
 	Config
 	log   *slog.Logger
-	taken *takenConns // SSE streams' connections taken over from net/http (sseWriter.take)
+	taken *serving.TakenConns // SSE streams' connections taken over from net/http (sseWriter.take)
 }
 
 // readyTimeout bounds /readyz's store ping: a store slower than this is not ready.
@@ -131,7 +131,7 @@ func New(cfg Config) *Server {
 	if cfg.BodyMinRate <= 0 {
 		cfg.BodyMinRate = 64 << 10
 	}
-	a := &api{Config: cfg, log: cfg.Logger, taken: new(takenConns)}
+	a := &api{Config: cfg, log: cfg.Logger, taken: new(serving.TakenConns)}
 	s := &Server{log: cfg.Logger, taken: a.taken}
 
 	r := chi.NewRouter()
@@ -263,7 +263,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-s.requests.Idle():
 	case <-ctx.Done():
 		s.log.Warn("shutdown grace period over; closing the requests still running")
-		s.taken.closeAll()
+		s.taken.CloseAll()
 		return s.srv.Close()
 	}
 	if err := s.srv.Shutdown(ctx); err != nil {

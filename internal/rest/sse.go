@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"os"
-	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -42,11 +40,11 @@ type sseWriter struct {
 	buf      *[]byte      // from bufs; nil once released
 	deadline serving.WriteDeadline
 
-	r      *http.Request // the request answered; nil: the connection is never taken over
-	taken  *takenConns   // the server's connections taken over, closed when it must close them
+	r      *http.Request       // the request answered; nil: the connection is never taken over
+	taken  *serving.TakenConns // the server's connections taken over
 	ctx    context.Context
 	cancel context.CancelFunc
-	conn   net.Conn // once taken over; buf's first chunkRoom bytes are kept for the chunk's size
+	conn   *serving.Taken // once taken over; buf's first serving.ChunkRoom bytes are kept for the chunk's size
 }
 
 // bufs keeps batch buffers between responses, so a stream's events cost no allocation once its
@@ -97,45 +95,20 @@ func (s *sseWriter) open() error {
 	return nil
 }
 
-// takes says whether the writer takes its connection over: it answers an HTTP/1.1 request
-// (whose answer net/http makes chunked), not a HEAD.
-func (s *sseWriter) takes() bool {
-	return s.r != nil && s.r.ProtoMajor == 1 && s.r.ProtoMinor >= 1 && s.r.Method != http.MethodHead && s.taken != nil
-}
+// takes says whether the writer takes its connection over (serving.Takes).
+func (s *sseWriter) takes() bool { return s.r != nil && s.taken != nil && serving.Takes(s.r) }
 
-// chunkRoom is what a batch keeps ahead of its events, once the connection is taken over, for
-// its chunk's size line: up to 16 hexadecimal digits and CRLF.
-const chunkRoom = 18
-
-// take takes the connection over from net/http, its headers sent (chunked): from now on each
-// send writes a chunk to it (sendChunk), release writes the last chunk and closes it, and the
-// writer's context ends when the client closes its side. A connection net/http will not give
-// stays with net/http.
+// take takes the connection over from net/http, its headers sent: from now on each send
+// writes a chunk to it, release ends it, and the writer's context ends when the client goes,
+// as net/http's own read ends the request's.
 func (s *sseWriter) take() {
-	conn, _, err := s.rc.Hijack()
-	if err != nil {
+	c := s.taken.Take(s.rc, s.cancel)
+	if c == nil {
 		return
 	}
-	if !s.taken.add(conn) {
-		// The server's grace ran out, and it closed the connections taken over: this one too.
-		// Its writes fail, and the stream ends as its client's.
-		conn.Close()
-	}
-	s.conn = conn
-	// net/http clears a taken connection's deadlines.
-	s.deadline = serving.WriteDeadline{Set: conn.SetWriteDeadline, Timeout: writeTimeout}
-	*s.buf = append((*s.buf)[:0], make([]byte, chunkRoom)...)
-	// The client sends nothing more on this connection (it was told it closes), so a read
-	// ends only when the client goes (or the connection is closed): then the stream's context
-	// ends, as net/http's own reader ends the request's. Anything it sends all the same is
-	// left unread, as net/http leaves it.
-	cancel := s.cancel
-	go func() {
-		var b [1]byte
-		if _, err := conn.Read(b[:]); err != nil {
-			cancel()
-		}
-	}()
+	s.conn = c
+	s.deadline = serving.WriteDeadline{Set: c.SetWriteDeadline, Timeout: writeTimeout}
+	*s.buf = append((*s.buf)[:0], make([]byte, serving.ChunkRoom)...)
 }
 
 // direct is the writer under w's wrappers (the middleware's, which http.ResponseController
@@ -159,9 +132,7 @@ func direct(w http.ResponseWriter) (http.ResponseWriter, func() error) {
 // closed) and gives the writer's buffer back; the writer is not used after.
 func (s *sseWriter) release() {
 	if s.conn != nil {
-		s.conn.Write([]byte("0\r\n\r\n"))
-		s.conn.Close()
-		s.taken.remove(s.conn)
+		s.conn.End()
 		s.conn = nil
 	}
 	if s.cancel != nil {
@@ -245,7 +216,9 @@ func (s *sseWriter) comment(text string) {
 func (s *sseWriter) send() error {
 	s.deadline.Arm(time.Now()) // the wall clock: the kernel keeps a connection's write deadline
 	if s.conn != nil {
-		return s.sendChunk()
+		var err error
+		*s.buf, err = s.conn.WriteChunk(*s.buf)
+		return err
 	}
 	b := *s.buf
 	*s.buf = b[:0]
@@ -258,69 +231,6 @@ func (s *sseWriter) send() error {
 		return s.flush()
 	}
 	return s.rc.Flush()
-}
-
-// sendChunk writes what was added since the last send to the connection taken over, as one
-// chunk of the chunked body (RFC 9112, 7.1): its size in hexadecimal and CRLF in the room kept
-// ahead of it, then the bytes and CRLF, in one write. Nothing added, nothing is written: a
-// chunk of size 0 would end the body.
-func (s *sseWriter) sendChunk() error {
-	b := *s.buf
-	n := len(b) - chunkRoom
-	if n == 0 {
-		return nil
-	}
-	b = slices.Grow(b, 2)
-	*s.buf = b[:chunkRoom]
-	i := chunkRoom - 2
-	b[i], b[i+1] = '\r', '\n'
-	for ; ; n >>= 4 {
-		i--
-		b[i] = "0123456789abcdef"[n&15]
-		if n < 16 {
-			break
-		}
-	}
-	_, err := s.conn.Write(append(b, '\r', '\n')[i:])
-	return err
-}
-
-// takenConns are the connections a server's SSE writers took over from net/http, which its
-// own Close does not close: Server.Shutdown closes them when its grace runs out.
-type takenConns struct {
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-}
-
-// add keeps c, or says false when the connections were closed already.
-func (t *takenConns) add(c net.Conn) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return false
-	}
-	if t.conns == nil {
-		t.conns = make(map[net.Conn]struct{})
-	}
-	t.conns[c] = struct{}{}
-	return true
-}
-
-func (t *takenConns) remove(c net.Conn) {
-	t.mu.Lock()
-	delete(t.conns, c)
-	t.mu.Unlock()
-}
-
-// closeAll closes the connections kept, and those added from now on.
-func (t *takenConns) closeAll() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.closed = true
-	for c := range t.conns {
-		c.Close()
-	}
 }
 
 // timedOut reports whether a write failed because the client did not take it in time.

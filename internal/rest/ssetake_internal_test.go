@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hangar-dev/hangar/internal/serving"
 )
 
 // sseTakeServer serves an SSE stream of three events ("a", "b" and "c", one send each) from a
@@ -26,7 +28,7 @@ type sseTakeServer struct {
 }
 
 func newSSETakeServer(hold bool) *sseTakeServer {
-	return &sseTakeServer{a: &api{log: slog.New(slog.NewTextHandler(io.Discard, nil)), taken: new(takenConns)},
+	return &sseTakeServer{a: &api{log: slog.New(slog.NewTextHandler(io.Discard, nil)), taken: new(serving.TakenConns)},
 		hold: hold, took: make(chan bool, 1), ended: make(chan error, 1)}
 }
 
@@ -176,27 +178,5 @@ func TestSSEOverHTTP2StaysWithNetHTTP(t *testing.T) {
 	}
 	if <-s.took {
 		t.Error("an HTTP/2 stream's connection was taken over")
-	}
-}
-
-// TestTakenConnsClosedAtTheEnd: the server's grace over, the connections taken over are
-// closed, and one taken over later is refused (its writer closes it).
-func TestTakenConnsClosedAtTheEnd(t *testing.T) {
-	t.Parallel()
-	var tc takenConns
-	c1, p1 := net.Pipe()
-	defer p1.Close()
-	if !tc.add(c1) {
-		t.Fatal("add refused before the end")
-	}
-	tc.closeAll()
-	if _, err := c1.Write([]byte("x")); !errors.Is(err, io.ErrClosedPipe) {
-		t.Errorf("a write to a connection kept: %v, want it closed", err)
-	}
-	c2, p2 := net.Pipe()
-	defer c2.Close()
-	defer p2.Close()
-	if tc.add(c2) {
-		t.Error("add took a connection after closeAll")
 	}
 }
