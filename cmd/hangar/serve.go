@@ -39,6 +39,7 @@ import (
 	"github.com/hangar-dev/hangar/internal/rest"
 	"github.com/hangar-dev/hangar/internal/sandbox"
 	"github.com/hangar-dev/hangar/internal/seal"
+	"github.com/hangar-dev/hangar/internal/serving"
 	"github.com/hangar-dev/hangar/internal/settings"
 	"github.com/hangar-dev/hangar/internal/shed"
 	"github.com/hangar-dev/hangar/internal/store"
@@ -279,7 +280,8 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	if err != nil {
 		return err
 	}
-	mcpCfg := mcp.Config{Auth: authn, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Forward: rp.forwarder(streams), Replicas: rp.sessions(), Watches: d.watches, Turns: d.turns, Logger: log, Version: version, Clock: clock, MaxBodyBytes: cfg.MaxBodyBytes,
+	taken := new(serving.TakenConns) // SSE streams' connections taken over, REST's and MCP's
+	mcpCfg := mcp.Config{Taken: taken, Auth: authn, Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Forward: rp.forwarder(streams), Replicas: rp.sessions(), Watches: d.watches, Turns: d.turns, Logger: log, Version: version, Clock: clock, MaxBodyBytes: cfg.MaxBodyBytes,
 		SessionIdle: time.Duration(cfg.MCP.SessionIdleSeconds) * time.Second, SessionsPerToken: cfg.MCP.SessionsPerToken,
 		Recheck: time.Duration(cfg.Stream.RecheckSeconds) * time.Second}
 	if oauthServer != nil {
@@ -300,7 +302,7 @@ func serve(ctx context.Context, cfg config.Config, ln net.Listener, stdout, stde
 	go func() { d.sandboxes.RunDeadlines(deadlines, time.Second); close(deadlinesDone) }()
 	defer func() { stopDeadlines(); <-deadlinesDone }()
 
-	srv := rest.New(rest.Config{E2B: e2bHandler, E2BSandbox: e2bDaemon, Auth: authn, Ready: readiness(st, cfg.DataDir), Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, Clock: clock, MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate, MCP: mcpHandler, OAuth: oauthServer, OAuthHTTP: oauthHTTP,
+	srv := rest.New(rest.Config{Taken: taken, E2B: e2bHandler, E2BSandbox: e2bDaemon, Auth: authn, Ready: readiness(st, cfg.DataDir), Sandboxes: d.sandboxes, Streams: streams, Processes: d.processes, Turns: d.turns, Watches: d.watches, Fleet: d.fleet, Registry: reg, Logger: log, Clock: clock, MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, BodyMinRate: cfg.BodyMinRate, MCP: mcpHandler, OAuth: oauthServer, OAuthHTTP: oauthHTTP,
 		Forward: rp.forwarder(streams), MetricsElsewhere: cfg.MetricsListen != ""})
 	if cfg.MetricsListen != "" {
 		stopMetrics, err := serveMetrics(cfg.MetricsListen, reg, log)

@@ -70,6 +70,10 @@ type Config struct {
 	// KeepAlive is how often an open, idle response stream gets an SSE comment, so proxies do
 	// not time it out. Default 15s.
 	KeepAlive time.Duration
+	// Taken keeps the connections of response streams taken over from net/http (sink.take), for
+	// the server to close when its shutdown's grace runs out: the REST server's
+	// (rest.Config.Taken). Default: one of the handler's own.
+	Taken *serving.TakenConns
 	// WriteTimeout bounds each write to a client. A client that has not taken a write in this
 	// long has stopped reading: its streamed exec ends (stream.ReasonSlow). Default 30s.
 	WriteTimeout time.Duration
@@ -112,7 +116,8 @@ type Handler struct {
 	stateless http.Handler
 	stateful  http.Handler
 
-	sinks    sync.Map // sink id (string) → *sink: the response streams being served
+	sinks    sync.Map           // sink id (string) → *sink: the response streams being served
+	taken    serving.TakenConns // response streams' connections taken over (sink.take), closed when Shutdown's ctx ends
 	nextID   atomic.Uint64
 	running  serving.InFlight // exec and attach calls and listens in flight, counted until their response is written
 	sessions *sessions        // the 2025-era sessions of each token
@@ -133,6 +138,9 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = 15 * time.Second
+	}
+	if cfg.Taken == nil {
+		cfg.Taken = new(serving.TakenConns)
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 30 * time.Second
@@ -236,7 +244,20 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 // serveHere serves a request on this replica.
 func (h *Handler) serveHere(w http.ResponseWriter, r *http.Request) {
 	id := strconv.FormatUint(h.nextID.Add(1), 10)
+	var gone context.CancelFunc
+	if serving.Takes(r) {
+		// An event stream's connection may be taken over (sink.take), after which net/http no
+		// longer ends the request's context when its client goes: the sink's read of the
+		// connection does, through this one.
+		var ctx context.Context
+		ctx, gone = context.WithCancel(r.Context())
+		defer gone()
+		r = r.WithContext(ctx)
+	}
 	s := newSink(w, r.Context(), h.cfg.KeepAlive, h.cfg.WriteTimeout, h.cfg.Clock)
+	if gone != nil {
+		s.mayTake(h.cfg.Taken, gone)
+	}
 	h.sinks.Store(id, s)
 	defer h.sinks.Delete(id)
 	defer s.close() // after the SDK returned: no write of the SDK's can follow

@@ -40,6 +40,14 @@ type sink struct {
 	onClose     []func()
 	deadline    serving.WriteDeadline
 
+	// An event stream over HTTP/1.1 takes its connection over from net/http once its headers
+	// are out, as REST's do (serving.Taken): the SDK's writes gather in buf, after
+	// serving.ChunkRoom bytes of room, and each flush writes them as one chunk.
+	taken *serving.TakenConns // set by mayTake: the response may be taken over
+	left  func()              // ends the request's context: the client of a connection taken over went
+	conn  *serving.Taken      // once taken over
+	buf   []byte
+
 	stop chan struct{} // closed by close: the keep-alive goroutine ends
 	done chan struct{} // closed when the keep-alive goroutine has ended
 }
@@ -79,8 +87,44 @@ func (s *sink) writeHeaderLocked(code int) {
 	if strings.HasPrefix(s.w.Header().Get("Content-Type"), "text/event-stream") && code == http.StatusOK {
 		s.sse = true
 		s.w.Header().Set("X-Accel-Buffering", "no") // nginx and friends: do not buffer this response
+		if s.taken != nil {
+			s.w.Header().Set("Connection", "close")
+		}
 	}
 	s.w.WriteHeader(code)
+	if s.sse && s.taken != nil && s.rc.Flush() == nil {
+		s.take()
+	}
+}
+
+// mayTake lets the sink take its connection over, should the response be an event stream:
+// call it before the SDK writes, for a request serving.Takes, with the request's context's
+// cancel (the SDK sees the request under that context).
+func (s *sink) mayTake(taken *serving.TakenConns, gone func()) {
+	s.taken, s.left = taken, gone
+}
+
+// take takes the connection over, its headers flushed.
+func (s *sink) take() {
+	c := s.taken.Take(s.rc, s.left)
+	if c == nil {
+		return
+	}
+	s.conn = c
+	s.deadline = serving.WriteDeadline{Set: c.SetWriteDeadline, Timeout: s.writeTimeout}
+	s.buf = make([]byte, serving.ChunkRoom, 512)
+}
+
+// writeLocked writes b to the response: to buf, once the connection is taken over.
+func (s *sink) writeLocked(b []byte) (int, error) {
+	if s.conn == nil {
+		return s.w.Write(b)
+	}
+	if s.err != nil {
+		return 0, s.err
+	}
+	s.buf = append(s.buf, b...)
+	return len(b), nil
 }
 
 func (s *sink) Write(b []byte) (int, error) {
@@ -90,7 +134,7 @@ func (s *sink) Write(b []byte) (int, error) {
 		s.writeHeaderLocked(http.StatusOK)
 	}
 	s.armLocked()
-	n, err := s.w.Write(b)
+	n, err := s.writeLocked(b)
 	s.noteLocked(err)
 	return n, err
 }
@@ -110,7 +154,12 @@ func (s *sink) flushLocked() error {
 		s.writeHeaderLocked(http.StatusOK)
 	}
 	s.armLocked()
-	err := s.rc.Flush()
+	var err error
+	if s.conn != nil {
+		s.buf, err = s.conn.WriteChunk(s.buf)
+	} else {
+		err = s.rc.Flush()
+	}
 	s.noteLocked(err)
 	return err
 }
@@ -141,7 +190,7 @@ func (s *sink) event(b []byte) (sent bool, err error) {
 		return true, s.err
 	}
 	s.armLocked()
-	_, err = s.w.Write(b)
+	_, err = s.writeLocked(b)
 	s.noteLocked(err)
 	if err == nil {
 		err = s.flushLocked()
@@ -193,8 +242,17 @@ func (s *sink) close() {
 	<-s.done
 	s.mu.Lock()
 	s.closed = true
-	// net/http's own last write (the end of a chunked body) comes after us: give it time.
-	s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	if s.conn != nil {
+		// What the SDK did not flush, the body's last chunk, and the connection's close.
+		s.conn.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+		if s.err == nil {
+			s.buf, _ = s.conn.WriteChunk(s.buf)
+		}
+		s.conn.End()
+	} else {
+		// net/http's own last write (the end of a chunked body) comes after us: give it time.
+		s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	}
 	fs := s.onClose
 	s.onClose = nil
 	s.mu.Unlock()
@@ -238,7 +296,7 @@ func (s *sink) tick() time.Duration {
 // commentLocked writes an SSE comment and flushes it.
 func (s *sink) commentLocked(c string) {
 	s.armLocked()
-	_, err := s.w.Write([]byte(c))
+	_, err := s.writeLocked([]byte(c))
 	s.noteLocked(err)
 	if err == nil {
 		s.flushLocked()

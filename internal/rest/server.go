@@ -55,6 +55,10 @@ type Config struct {
 	Fleet *fleet.Service
 	// MCP, when set, is served at /mcp (it does its own bearer-token auth).
 	MCP http.Handler
+	// Taken keeps the connections SSE streams take over from net/http (theirs and the MCP
+	// handler's: mcp.Config.Taken), which Shutdown closes when its grace runs out, as net/http
+	// does not. Default: one of the server's own.
+	Taken *serving.TakenConns
 	// E2B, when set, is served at /e2b: hangar's E2B-compatible API (internal/e2bapi), which
 	// checks its own API keys.
 	E2B http.Handler
@@ -107,8 +111,7 @@ type Server struct {
 // api holds what handlers share.
 type api struct {
 	Config
-	log   *slog.Logger
-	taken *serving.TakenConns // SSE streams' connections taken over from net/http (sseWriter.take)
+	log *slog.Logger
 }
 
 // readyTimeout bounds /readyz's store ping: a store slower than this is not ready.
@@ -131,8 +134,11 @@ func New(cfg Config) *Server {
 	if cfg.BodyMinRate <= 0 {
 		cfg.BodyMinRate = 64 << 10
 	}
-	a := &api{Config: cfg, log: cfg.Logger, taken: new(serving.TakenConns)}
-	s := &Server{log: cfg.Logger, taken: a.taken}
+	if cfg.Taken == nil {
+		cfg.Taken = new(serving.TakenConns)
+	}
+	a := &api{Config: cfg, log: cfg.Logger}
+	s := &Server{log: cfg.Logger, taken: cfg.Taken}
 
 	r := chi.NewRouter()
 	// GrowStack before anything goes deeper; bodyDeadline next: it needs net/http's own

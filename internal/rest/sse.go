@@ -67,7 +67,7 @@ func (a *api) newSSE(w http.ResponseWriter, r *http.Request) *sseWriter {
 	rc := http.NewResponseController(w)
 	ctx, cancel := context.WithCancel(r.Context())
 	return &sseWriter{w: w, rc: rc, buf: bufs.Get().(*[]byte), deadline: serving.WriteDeadline{Set: rc.SetWriteDeadline, Timeout: writeTimeout},
-		r: r, taken: a.taken, ctx: ctx, cancel: cancel}
+		r: r, taken: a.Taken, ctx: ctx, cancel: cancel}
 }
 
 // context is the request's context, which also ends when the client of a connection taken

@@ -28,7 +28,7 @@ type sseTakeServer struct {
 }
 
 func newSSETakeServer(hold bool) *sseTakeServer {
-	return &sseTakeServer{a: &api{log: slog.New(slog.NewTextHandler(io.Discard, nil)), taken: new(serving.TakenConns)},
+	return &sseTakeServer{a: &api{Config: Config{Taken: new(serving.TakenConns)}, log: slog.New(slog.NewTextHandler(io.Discard, nil))},
 		hold: hold, took: make(chan bool, 1), ended: make(chan error, 1)}
 }
 
