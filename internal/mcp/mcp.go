@@ -116,8 +116,7 @@ type Handler struct {
 	stateless http.Handler
 	stateful  http.Handler
 
-	sinks    sync.Map           // sink id (string) → *sink: the response streams being served
-	taken    serving.TakenConns // response streams' connections taken over (sink.take), closed when Shutdown's ctx ends
+	sinks    sync.Map // sink id (string) → *sink: the response streams being served
 	nextID   atomic.Uint64
 	running  serving.InFlight // exec and attach calls and listens in flight, counted until their response is written
 	sessions *sessions        // the 2025-era sessions of each token
