@@ -40,8 +40,7 @@ type sseWriter struct {
 	buf      *[]byte      // from bufs; nil once released
 	deadline serving.WriteDeadline
 
-	r      *http.Request       // the request answered; nil: the connection is never taken over
-	taken  *serving.TakenConns // the server's connections taken over
+	taken  *serving.TakenConns // the server's connections taken over; nil: this one is not (serving.Takes)
 	ctx    context.Context
 	cancel context.CancelFunc
 	conn   *serving.Taken // once taken over; buf's first serving.ChunkRoom bytes are kept for the chunk's size
@@ -66,8 +65,12 @@ func (a *api) startSSE(w http.ResponseWriter, r *http.Request) (*sseWriter, erro
 func (a *api) newSSE(w http.ResponseWriter, r *http.Request) *sseWriter {
 	rc := http.NewResponseController(w)
 	ctx, cancel := context.WithCancel(r.Context())
-	return &sseWriter{w: w, rc: rc, buf: bufs.Get().(*[]byte), deadline: serving.WriteDeadline{Set: rc.SetWriteDeadline, Timeout: writeTimeout},
-		r: r, taken: a.Taken, ctx: ctx, cancel: cancel}
+	s := &sseWriter{w: w, rc: rc, buf: bufs.Get().(*[]byte), deadline: serving.WriteDeadline{Set: rc.SetWriteDeadline, Timeout: writeTimeout},
+		ctx: ctx, cancel: cancel}
+	if serving.Takes(r) {
+		s.taken = a.Taken
+	}
+	return s
 }
 
 // context is the request's context, which also ends when the client of a connection taken
@@ -80,8 +83,7 @@ func (s *sseWriter) open() error {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx and friends: do not buffer this response
-	takes := s.takes()
-	if takes {
+	if s.taken != nil {
 		h.Set("Connection", "close")
 	}
 	s.w.WriteHeader(http.StatusOK)
@@ -89,14 +91,11 @@ func (s *sseWriter) open() error {
 	if err := s.send(); err != nil {
 		return err
 	}
-	if takes {
+	if s.taken != nil {
 		s.take()
 	}
 	return nil
 }
-
-// takes says whether the writer takes its connection over (serving.Takes).
-func (s *sseWriter) takes() bool { return s.r != nil && s.taken != nil && serving.Takes(s.r) }
 
 // take takes the connection over from net/http, its headers sent: from now on each send
 // writes a chunk to it, release ends it, and the writer's context ends when the client goes,
