@@ -40,9 +40,8 @@ type membership struct {
 
 	processes *process.Manager
 
-	mu     sync.Mutex
-	turns  *turns.Service // set once the turns service exists (setTurns)
-	handed []string       // sandboxes handed to this replica before then, for its Resume
+	mu    sync.Mutex
+	turns *turns.Service // set once the turns service exists (setTurns); its Resume then takes the sandboxes gained before
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // Run, and the handlers' own goroutines
@@ -171,20 +170,18 @@ func (r *membership) Queued(ctx context.Context, turnID string) {
 }
 
 // gained follows the processes and watches the turns of a sandbox whose lease this replica
-// gained; its queued turns run here when the lease was handed over, and fail when it was
-// taken from a replica that died (turns.Service.ResumeSandbox).
-func (r *membership) gained(ctx context.Context, sandbox string, how replicas.Gain) {
+// gained, however it came (turns.Service.ResumeSandbox: its queued turns run here unless a
+// launch of theirs began). A lease gained before the turns service exists is the service's
+// Resume's.
+func (r *membership) gained(ctx context.Context, sandbox string, _ replicas.Gain) {
 	if r.processes != nil {
 		r.processes.AdoptSandbox(ctx, sandbox)
 	}
 	r.mu.Lock()
 	ts := r.turns
-	if ts == nil && how == replicas.Handed {
-		r.handed = append(r.handed, sandbox)
-	}
 	r.mu.Unlock()
 	if ts != nil {
-		if err := ts.ResumeSandbox(ctx, sandbox, how == replicas.Handed); err != nil {
+		if err := ts.ResumeSandbox(ctx, sandbox); err != nil {
 			r.log.Warn("watch the turns of a sandbox", "sandbox", sandbox, "err", err)
 		}
 	}
@@ -212,17 +209,14 @@ func (r *membership) setLeases(processes *process.Manager) {
 	r.cl.OnLeases(r.gained, r.lost)
 }
 
-// setTurns is called once the turns service exists; it returns the sandboxes handed to this
-// replica before then, whose queued turns its Resume runs rather than fails (a peer balances
-// leases to a replica as soon as it is listed, while it still starts).
-func (r *membership) setTurns(ts *turns.Service) []string {
+// setTurns is called once the turns service exists, before its Resume.
+func (r *membership) setTurns(ts *turns.Service) {
 	if r == nil {
-		return nil
+		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.turns = ts
-	return r.handed
 }
 
 // start hears the other replicas and keeps the leases until stop.

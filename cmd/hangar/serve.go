@@ -440,9 +440,9 @@ func startTurns(ctx context.Context, cfg config.Config, st store.Store, sandboxe
 		FollowMaxBytes: cfg.Stream.MaxBytes, EventRetention: time.Duration(cfg.Turns.EventRetentionDays) * 24 * time.Hour,
 		Clock: clock, Logger: log, Streams: streams, Replicas: rp.forTurns(), EnvSeal: envSeal,
 	})
-	handed := rp.setTurns(ts)
+	rp.setTurns(ts)
 	rctx, rcancel := context.WithTimeout(ctx, reconcileTimeout)
-	err = ts.Resume(rctx, handed...)
+	err = ts.Resume(rctx)
 	if err == nil {
 		var n int
 		if n, err = ts.SealStoredEnv(rctx); n > 0 {

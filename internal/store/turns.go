@@ -34,6 +34,13 @@ type TurnStore interface {
 	// outlives a restart of the control plane. ErrNotFound if there is no such turn; ErrConflict
 	// if it has ended.
 	RequestCancel(ctx context.Context, id string) error
+	// BeginLaunch records that the harness of a queued turn is about to be launched, before it
+	// is: a control plane that later finds the turn still queued then knows that a harness may
+	// run which no record names, and fails the turn rather than launch a second; one that finds
+	// it queued and not launching runs it, since nobody launched anything for it. At most once
+	// a turn, so at most one replica launches it: ErrConflict when the turn is not queued or its
+	// launch began already; ErrNotFound if there is no such turn.
+	BeginLaunch(ctx context.Context, id string) error
 	// UpdateTurn moves a turn forward: to running from queued, or to an end state (done,
 	// failed, cancelled) from queued or running, setting the fields of u that belong to that
 	// state. ErrNotFound if there is no such turn; ErrConflict if the move would go backwards
@@ -125,6 +132,9 @@ type Turn struct {
 	CreatedAt       time.Time
 	StartedAt       time.Time // zero until it runs
 	EndedAt         time.Time // zero until it ends
+	// Launching: its harness's launch began (BeginLaunch). Queued and launching, a harness may
+	// run that no record names.
+	Launching bool
 }
 
 // TurnUpdate moves a turn to State. For running: Dir, ProcessTag, ProcessPID, ProcessStart,

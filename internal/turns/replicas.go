@@ -141,15 +141,13 @@ func (s *Service) TakeQueued(ctx context.Context) {
 	}
 }
 
-// ResumeSandbox watches the running turns of the sandbox name from their saved read
-// positions: this replica gained its lease. handed says how: its previous owner handed it over
-// cleanly (it shut down, or balanced), after its turn starts under way there were recorded
-// (Release), so a queued turn was started by nobody and runs here; else that owner stopped
-// renewing the lease (it died, or lost the database) and may have started a queued turn's
-// harness without recording it: the queued turns fail, as after a restart.
-func (s *Service) ResumeSandbox(ctx context.Context, name string, handed bool) error {
+// ResumeSandbox is Resume for the sandbox name, whose lease this replica just gained (handed
+// over, or taken from a replica that died): its running turns are watched from their saved read
+// positions, its queued ones run here unless their launch began (they fail then: the previous
+// owner may have launched a harness it did not record).
+func (s *Service) ResumeSandbox(ctx context.Context, name string) error {
 	gen := s.released(name)
-	return s.resume(ctx, func(sandbox string) bool { return sandbox == name }, handed, gen)
+	return s.resume(ctx, func(sandbox string) (int, bool) { return gen, sandbox == name })
 }
 
 // Release stops watching the turns of the sandbox name (they run on): another replica holds

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hangar-dev/hangar/internal/store"
@@ -96,7 +97,7 @@ func TestTurnMovesBetweenReplicas(t *testing.T) {
 		defer a.mu.Unlock()
 		return len(a.watching) == 0
 	})
-	if err := b.ResumeSandbox(ctx, "box", true); err != nil {
+	if err := b.ResumeSandbox(ctx, "box"); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(gate, nil, 0o644)
@@ -138,23 +139,27 @@ func TestTurnQueuedAsTheLeaseArrives(t *testing.T) {
 	checkEvents(t, ctx, f.st, se.ID, []byte("{\"type\":\"one\"}\n"))
 }
 
-// TestQueuedTurnOnLeaseMove: a turn queued for a replica that never started it is run by the
-// sandbox's next owner when the lease was handed over (the first released it, as a shutdown or a
-// balancing does), and fails when it was taken from a replica that died (which may have
-// launched its harness unrecorded); the same when the lease came as the next owner started,
-// before it could resume the sandbox itself (its Resume is told which were handed).
+// TestQueuedTurnOnLeaseMove: a turn queued for a replica that never began to launch it is run by
+// the sandbox's next owner, whether the lease was handed over (the first released it, as a
+// shutdown or a balancing does) or taken (from a replica that died, or from nobody: the chaos
+// test's turn queued for a replica that had just taken a free lease, and failed by that very
+// replica's resume of the sandbox); the same when the lease came as the next owner started (its
+// Resume). A turn whose launch began and was not recorded fails: its harness may run.
 func TestQueuedTurnOnLeaseMove(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		name   string
-		handed bool
-		want   string
-		start  bool // b gained the lease as it started: its Resume, told which were handed
+		name     string
+		handed   bool // a released the sandbox first
+		launched bool // a began the launch, and died before it recorded it
+		start    bool // b gained the lease as it started: its Resume
+		want     string
 	}{
-		{"handed over", true, store.TurnDone, false},
-		{"taken over", false, store.TurnFailed, false},
-		{"handed over as it started", true, store.TurnDone, true},
-		{"owned as it started", false, store.TurnFailed, true},
+		{"handed over", true, false, false, store.TurnDone},
+		{"taken over", false, false, false, store.TurnDone},
+		{"taken over mid-launch", false, true, false, store.TurnFailed},
+		{"handed over as it started", true, false, true, store.TurnDone},
+		{"owned as it started", false, false, true, store.TurnDone},
+		{"owned as it started, mid-launch", false, true, true, store.TurnFailed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -169,18 +174,20 @@ func TestQueuedTurnOnLeaseMove(t *testing.T) {
 			defer b.Close()
 
 			se, tu := sessionTurn(t, ctx, b, `echo '{"type":"one"}'`)
-			// a had not acted on the notification of it when the lease moved.
+			// a had not acted on the notification of it when the lease moved, or had begun to
+			// launch its harness (as its start records first).
+			if c.launched {
+				if err := f.st.BeginLaunch(ctx, tu.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if c.handed {
 				a.Release("box")
 			}
 			l.set("b")
-			var handed []string
-			if c.handed {
-				handed = []string{"box"}
-			}
-			resume := func() error { return b.ResumeSandbox(ctx, "box", c.handed) }
+			resume := func() error { return b.ResumeSandbox(ctx, "box") }
 			if c.start {
-				resume = func() error { return b.Resume(ctx, handed...) }
+				resume = func() error { return b.Resume(ctx) }
 			}
 			if err := resume(); err != nil {
 				t.Fatal(err)
@@ -189,10 +196,56 @@ func TestQueuedTurnOnLeaseMove(t *testing.T) {
 			if got.State != c.want {
 				t.Fatalf("the queued turn ended %s (%s); want %s", got.State, got.Reason, c.want)
 			}
-			if c.handed {
+			if c.want == store.TurnFailed && got.Reason != ReasonLaunchCut {
+				t.Errorf("the turn failed with %q; want %q", got.Reason, ReasonLaunchCut)
+			}
+			if c.want == store.TurnDone {
 				checkEvents(t, ctx, f.st, se.ID, []byte("{\"type\":\"one\"}\n"))
 			}
 		})
+	}
+}
+
+// countLaunches counts the harness launches run through it.
+type countLaunches struct {
+	Sandboxes
+	n atomic.Int32
+}
+
+func (s *countLaunches) Run(ctx context.Context, sb store.Sandbox, command string, env map[string]string) ([]byte, int, error) {
+	if strings.Contains(command, " harness --detach ") {
+		s.n.Add(1)
+	}
+	return s.Sandboxes.Run(ctx, sb, command, env)
+}
+
+// TestOneLaunchPerTurn: a replica that owns the sandbox (its lease taken from a replica
+// thought dead, which in fact goes on) finds the turn's launch begun by the other, and
+// launches no second harness: the turn is the other's to record.
+func TestOneLaunchPerTurn(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	f := newFixture(t)
+	l := &lease{owner: "a", appended: map[string]int{}}
+	cl := &countLaunches{Sandboxes: f.sbs}
+	f.cfg.Sandboxes = cl
+	f.cfg.Replicas = replica{l, "b"}
+	b := f.service(t)
+
+	_, tu := sessionTurn(t, ctx, b, `echo '{"type":"one"}'`)
+	if err := f.st.BeginLaunch(ctx, tu.ID); err != nil { // a's start, under way
+		t.Fatal(err)
+	}
+	l.set("b")
+	b.TakeTurn(ctx, tu.ID)
+	waitFor(t, ctx, "b to give the turn up", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.watching) == 0
+	})
+	if got, _ := f.st.GetTurn(ctx, tu.ID); got.State != store.TurnQueued || cl.n.Load() != 0 {
+		t.Errorf("the turn is %s (%s), and b launched %d harnesses; want it queued, and none", got.State, got.Reason, cl.n.Load())
 	}
 }
 
@@ -270,7 +323,7 @@ func TestReleaseWaitsForStart(t *testing.T) {
 // done with each of gatedPrompt's two lines recorded once.
 func finishGated(t *testing.T, ctx context.Context, f *fixture, svc *Service, gate string, se Session, tu Turn) {
 	t.Helper()
-	if err := svc.ResumeSandbox(ctx, "box", true); err != nil {
+	if err := svc.ResumeSandbox(ctx, "box"); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(gate, nil, 0o644)

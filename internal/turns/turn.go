@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"slices"
 	"strings"
 
 	"github.com/hangar-dev/hangar/internal/auth"
@@ -453,6 +452,14 @@ func (s *Service) start(ctx context.Context, se store.Session, t store.Turn) (st
 		s.fail(ctx, se, t, fmt.Sprintf("sandbox %s: %v", se.Sandbox, err))
 		return t, sb, false
 	}
+	// Recorded before the launch, so that a control plane that finds the turn still queued
+	// knows whether a harness may run (Resume); and once, so that no other replica launches it.
+	if err := s.cfg.Store.BeginLaunch(ctx, t.ID); errors.Is(err, store.ErrConflict) {
+		return t, sb, false // another replica launched it (and watches it), or it ended
+	} else if err != nil {
+		s.fail(ctx, se, t, "record the start: "+err.Error())
+		return t, sb, false
+	}
 	dir, pid, start, err := s.launch(ctx, se, sb, t)
 	if err != nil {
 		s.fail(ctx, se, t, "start the harness: "+err.Error())
@@ -503,24 +510,20 @@ func (s *Service) end(ctx context.Context, t store.Turn, u store.TurnUpdate) err
 }
 
 // Resume watches the turns the store says are running (a control plane restarted while they
-// ran), from their saved read positions. A turn still queued never got its harness: it fails.
-// With several replicas, only the turns of the sandboxes this one owns; handed names those
-// whose leases a peer handed to this replica as it started, before it could resume them
-// (ResumeSandbox): their queued turns run here.
-func (s *Service) Resume(ctx context.Context, handed ...string) error {
-	err := s.resume(ctx, func(sandbox string) bool { return !slices.Contains(handed, sandbox) && s.owns(ctx, sandbox) }, false, 0)
-	for _, name := range handed {
-		if s.owns(ctx, name) { // not handed on again meanwhile
-			err = errors.Join(err, s.ResumeSandbox(ctx, name, true))
-		}
-	}
-	return err
+// ran), from their saved read positions, and runs those still queued whose harness nobody began
+// to launch (store.Turn.Launching); a queued turn whose launch began fails, since a harness may
+// run that no record names. With several replicas, only the turns of the sandboxes this one
+// owns.
+func (s *Service) Resume(ctx context.Context) error {
+	return s.resume(ctx, func(sandbox string) (int, bool) {
+		gen := s.released(sandbox) // read before the lease is asked about, as for a start
+		return gen, s.owns(ctx, sandbox)
+	})
 }
 
-// resume is Resume for the turns whose sandbox passes mine. handed says that their previous
-// owner handed them over cleanly, having recorded every start it began (Release): their queued
-// turns were started by nobody, and run here (gen as for run); else those fail.
-func (s *Service) resume(ctx context.Context, mine func(sandbox string) bool, handed bool, gen int) error {
+// resume is Resume for the turns whose sandbox mine says is this replica's; it also gives the
+// release count to start a queued turn under (as run's gen).
+func (s *Service) resume(ctx context.Context, mine func(sandbox string) (gen int, ok bool)) error {
 	ts, err := s.cfg.Store.ListActiveTurns(ctx)
 	if err != nil {
 		return fmt.Errorf("resume turns: %w", err)
@@ -539,7 +542,8 @@ func (s *Service) resume(ctx context.Context, mine func(sandbox string) bool, ha
 			s.log.Warn("resume turn", "turn", t.ID, "err", err)
 			continue
 		}
-		if !mine(se.Sandbox) {
+		gen, ok := mine(se.Sandbox)
+		if !ok {
 			continue
 		}
 		s.mu.Lock()
@@ -548,12 +552,14 @@ func (s *Service) resume(ctx context.Context, mine func(sandbox string) bool, ha
 		if watched {
 			continue
 		}
-		if t.State == store.TurnQueued && handed {
+		if t.State == store.TurnQueued && !t.Launching {
+			// Nobody began to launch its harness: it runs here (run's BeginLaunch lets one
+			// replica only launch it).
 			s.spawn(t.ID, se.Sandbox, func(ctx context.Context) { s.run(ctx, se, t, gen) })
 			continue
 		}
 		if t.State == store.TurnQueued {
-			s.fail(ctx, se, t, "the control plane restarted before the turn started")
+			s.fail(ctx, se, t, ReasonLaunchCut)
 			continue
 		}
 		if t.CancelRequested {
@@ -566,6 +572,11 @@ func (s *Service) resume(ctx context.Context, mine func(sandbox string) bool, ha
 	}
 	return nil
 }
+
+// ReasonLaunchCut is the reason of a turn that failed because the control plane (or the replica)
+// that launched its harness stopped before it recorded the launch: the harness may run, or not,
+// and launching a second could run the agent twice.
+const ReasonLaunchCut = "the control plane stopped while it launched the turn's harness, before it recorded the launch"
 
 // stopPaused signals the harness of t, whose sandbox sb is paused, through the provider's own
 // exec, and reports whether that worked: a paused local sandbox stops only its daemon's

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/hangar-dev/hangar/internal/turns"
 	"github.com/hangar-dev/hangar/scripts/bench/benchkit"
 )
 
@@ -175,10 +176,10 @@ func check(ctx context.Context, l *load, fixture []string, res *results) []strin
 				st = "unfinished"
 			}
 			res.Turns.Statuses[st]++
-			if !r.started && st == "failed" && s.endPhase[id] == phaseKill {
-				// A turn queued for a replica that was killed before it ran: the replica that
-				// takes the sandbox over fails it (the dead one may have started its harness),
-				// as documented above. Counted, not a failure.
+			if !r.started && st == "failed" && s.endPhase[id] == phaseKill && r.reason == turns.ReasonLaunchCut {
+				// A turn whose harness the killed replica was launching: the replica that takes
+				// the sandbox over fails it (that harness may run), as docs/replicas.md says.
+				// Counted, not a failure. A queued turn whose launch had not begun runs.
 				res.Turns.FailedInCrash++
 				continue
 			}

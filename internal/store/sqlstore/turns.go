@@ -151,14 +151,14 @@ func (s *DB) DeleteSession(ctx context.Context, id string) error {
 	return nil
 }
 
-const turnColumns = `id, session_id, job_id, prompt, state, dir, process_tag, process_pid, read_pos, exit_code, signal, summary, reason, created_at, started_at, ended_at, process_start, cancel_requested`
+const turnColumns = `id, session_id, job_id, prompt, state, dir, process_tag, process_pid, read_pos, exit_code, signal, summary, reason, created_at, started_at, ended_at, process_start, cancel_requested, launching`
 
 // CreateTurn implements store.Store.
 func (s *DB) CreateTurn(ctx context.Context, t store.Turn) error {
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO turns (`+turnColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO turns (`+turnColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 		t.ID, t.SessionID, t.JobID, t.Prompt, t.State, t.Dir, t.ProcessTag, int64(t.ProcessPID), t.ReadPos,
 		exitCodeArg(t.ExitCode), t.Signal, t.Summary, t.Reason, t.CreatedAt.UnixMilli(), zeroMillis(t.StartedAt), zeroMillis(t.EndedAt),
-		int64(t.ProcessStart), t.CancelRequested)
+		int64(t.ProcessStart), t.CancelRequested, t.Launching)
 	if err != nil {
 		if s.d.IsUniqueViolation(err) {
 			return fmt.Errorf("create turn %s: %w", t.ID, store.ErrConflict)
@@ -213,7 +213,7 @@ func scanTurn(r scanner) (store.Turn, error) {
 		created, started, ended int64
 	)
 	if err := r.Scan(&t.ID, &t.SessionID, &t.JobID, &t.Prompt, &t.State, &t.Dir, &t.ProcessTag, &pid, &t.ReadPos,
-		&code, &t.Signal, &t.Summary, &t.Reason, &created, &started, &ended, &pstart, &t.CancelRequested); err != nil {
+		&code, &t.Signal, &t.Summary, &t.Reason, &created, &started, &ended, &pstart, &t.CancelRequested, &t.Launching); err != nil {
 		return store.Turn{}, err
 	}
 	t.ProcessPID, t.ProcessStart = uint32(pid), uint64(pstart)
@@ -270,6 +270,27 @@ func (s *DB) updateTurn(ctx context.Context, db execQuerier, u store.TurnUpdate)
 		return fmt.Errorf("update turn: %w", err)
 	}
 	return fmt.Errorf("update turn %s from %s to %s: %w", u.ID, state, u.State, store.ErrConflict)
+}
+
+// BeginLaunch implements store.Store.
+func (s *DB) BeginLaunch(ctx context.Context, id string) error {
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE turns SET launching = ? WHERE id = ? AND state = 'queued' AND launching = ?`), true, id, false)
+	if err != nil {
+		return fmt.Errorf("begin the launch of turn %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("begin the launch of turn %s: %w", id, err)
+	} else if n == 1 {
+		return nil
+	}
+	t, err := s.GetTurn(ctx, id)
+	if err != nil {
+		return fmt.Errorf("begin the launch: %w", err)
+	}
+	if t.State == store.TurnQueued {
+		return fmt.Errorf("begin the launch of turn %s: it began already: %w", id, store.ErrConflict)
+	}
+	return fmt.Errorf("begin the launch of turn %s: it is %s: %w", id, t.State, store.ErrConflict)
 }
 
 // RequestCancel implements store.Store.

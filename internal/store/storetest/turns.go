@@ -115,6 +115,22 @@ func testTurnLifecycle(t *testing.T, ctx context.Context, s store.Store) {
 	if err := s.CreateTurn(ctx, newTurn("turn_1", "ses_b", now)); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("CreateTurn with a taken id = %v, want ErrConflict", err)
 	}
+	// Its launch begins once: a second (another replica's) is refused, and the record says so.
+	if got, err := s.GetTurn(ctx, "turn_1"); err != nil || got.Launching {
+		t.Errorf("a new turn = %+v, %v; want its launch not begun", got, err)
+	}
+	if err := s.BeginLaunch(ctx, "turn_1"); err != nil {
+		t.Fatalf("BeginLaunch: %v", err)
+	}
+	if err := s.BeginLaunch(ctx, "turn_1"); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("BeginLaunch twice = %v, want ErrConflict", err)
+	}
+	if err := s.BeginLaunch(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("BeginLaunch of no turn = %v, want ErrNotFound", err)
+	}
+	if active, err := s.ListActiveTurns(ctx); err != nil || len(active) != 1 || active[0].State != store.TurnQueued || !active[0].Launching {
+		t.Errorf("ListActiveTurns after BeginLaunch = %+v, %v; want turn_1 queued, launching", active, err)
+	}
 	started := now.Add(time.Second)
 	if err := s.UpdateTurn(ctx, store.TurnUpdate{ID: "turn_1", State: store.TurnRunning, Dir: "/tmp/t1", ProcessTag: "hangar:p", ProcessPID: 77, ProcessStart: 1 << 40, StartedAt: started}); err != nil {
 		t.Fatalf("UpdateTurn to running: %v", err)
@@ -124,6 +140,9 @@ func testTurnLifecycle(t *testing.T, ctx context.Context, s store.Store) {
 	}
 	if err := s.RequestCancel(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("RequestCancel of no turn = %v, want ErrNotFound", err)
+	}
+	if err := s.BeginLaunch(ctx, "turn_1"); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("BeginLaunch of a running turn = %v, want ErrConflict", err)
 	}
 	if err := s.UpdateTurn(ctx, store.TurnUpdate{ID: "turn_1", State: store.TurnRunning}); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("UpdateTurn running → running = %v, want ErrConflict", err)
@@ -150,7 +169,7 @@ func testTurnLifecycle(t *testing.T, ctx context.Context, s store.Store) {
 	got, err := s.GetTurn(ctx, "turn_1")
 	if err != nil || got.State != store.TurnFailed || got.ExitCode == nil || *got.ExitCode != 1 || got.Summary != `{"result":"x"}` ||
 		got.Reason != "exit 1" || got.Dir != "/tmp/t1" || got.ProcessTag != "hangar:p" || got.ProcessPID != 77 || got.ProcessStart != 1<<40 || !got.CancelRequested ||
-		!got.StartedAt.Equal(started) || !got.EndedAt.Equal(ended) || !got.CreatedAt.Equal(now) || got.Prompt != "fix the tests" {
+		!got.StartedAt.Equal(started) || !got.EndedAt.Equal(ended) || !got.CreatedAt.Equal(now) || got.Prompt != "fix the tests" || !got.Launching {
 		t.Errorf("GetTurn = %+v, %v", got, err)
 	}
 	// The session is free again; a turn cancelled while queued gets its start time.
@@ -163,6 +182,9 @@ func testTurnLifecycle(t *testing.T, ctx context.Context, s store.Store) {
 	}
 	if err := s.RequestCancel(ctx, "turn_2"); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("RequestCancel of an ended turn = %v, want ErrConflict", err)
+	}
+	if err := s.BeginLaunch(ctx, "turn_2"); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("BeginLaunch of a cancelled turn = %v, want ErrConflict", err)
 	}
 	turns, err := s.ListTurns(ctx, "ses_a")
 	if err != nil || len(turns) != 2 || turns[0].ID != "turn_1" || turns[1].ID != "turn_2" || turns[1].ExitCode != nil || !turns[1].StartedAt.Equal(ended) {
