@@ -583,7 +583,7 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 	}
 	released, err := m.ownedToStart(ctx, sb.Name)
 	if err != nil {
-		return Info{}, err
+		return Info{}, unstarted(err)
 	}
 	defer m.startEnded(sb.Name)
 	releaseLocked, err := m.admit(ctx, p)
@@ -618,7 +618,7 @@ func (m *Manager) Start(ctx context.Context, p auth.Principal, ref string, req S
 	}
 	fst, err := m.cfg.Streams.Open(context.WithoutCancel(ctx), followerOptions(p))
 	if err != nil {
-		return Info{}, err
+		return Info{}, unstarted(err) // nothing was started yet
 	}
 	// The strategy: through the daemon when the sandbox has one, else polled.
 	start := m.startPolled

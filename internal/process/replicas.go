@@ -40,6 +40,23 @@ func (e *ElsewhereError) Problem(error) *problem.Problem {
 		Message: fmt.Sprintf("The processes of sandbox %s are followed by another hangar replica just now; try again in a moment.", e.Sandbox)}
 }
 
+// UnstartedError is a start refused before it did anything in the sandbox, because this
+// replica is shutting down (Err is, or wraps, stream.ErrShuttingDown): a replica that forwarded
+// the request may send it to the sandbox's next owner rather than pass the refusal on.
+type UnstartedError struct{ Err error }
+
+func (e *UnstartedError) Error() string { return e.Err.Error() }
+func (e *UnstartedError) Unwrap() error { return e.Err }
+
+// unstarted marks err, a start's refusal before anything was done, as an UnstartedError when
+// it is the shutdown's.
+func unstarted(err error) error {
+	if errors.Is(err, stream.ErrShuttingDown) {
+		return &UnstartedError{Err: err}
+	}
+	return err
+}
+
 // owned returns nil when this Manager follows the processes of sb, else an *ElsewhereError (or
 // the error of asking).
 func (m *Manager) owned(ctx context.Context, sandbox string) error {

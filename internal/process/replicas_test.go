@@ -3,6 +3,7 @@ package process
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -260,5 +261,35 @@ func TestReleaseAfterOwnershipCheck(t *testing.T) {
 	}
 	if len(recs) != 0 {
 		t.Errorf("running records %v, want none: nothing was started", recs)
+	}
+}
+
+// leaving is a replica's leases as it shuts down: every question is refused so.
+type leaving struct{}
+
+func (leaving) Owner(context.Context, string) (string, bool, error) {
+	return "", false, fmt.Errorf("%w: this replica is leaving", stream.ErrShuttingDown)
+}
+
+// TestStartRefusedUnstartedAtShutdown: a start that this replica's shutdown refuses before it
+// did anything in the sandbox (the lease is being handed over, or no stream may open any more)
+// says so, so that a replica that forwarded it sends it to the sandbox's next owner; no
+// process was started.
+func TestStartRefusedUnstartedAtShutdown(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	for name, h := range map[string]*harness{
+		"leaving":    newHarness(t, Config{Owners: leaving{}}),
+		"no streams": newHarness(t, Config{}),
+	} {
+		h.streams.Shutdown()
+		var u *UnstartedError
+		if _, err := h.m.Start(ctx, ada, "box", StartRequest{Command: "true"}); !errors.As(err, &u) || !errors.Is(err, stream.ErrShuttingDown) {
+			t.Errorf("%s: Start = %v, want an UnstartedError for the shutdown", name, err)
+		}
+		if recs, err := h.st.ListProcesses(ctx, "box", time.Time{}); err != nil || len(recs) != 0 {
+			t.Errorf("%s: process records %v, %v; want none", name, recs, err)
+		}
 	}
 }

@@ -64,10 +64,12 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		a.log.Debug("the client went away", "method", r.Method, "path", r.URL.Path)
 		return
 	}
-	if forward.Forwarded(r) && errors.Is(err, stream.ErrShuttingDown) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+	var unstarted *process.UnstartedError
+	if forward.Forwarded(r) && errors.Is(err, stream.ErrShuttingDown) && (r.Method == http.MethodGet || r.Method == http.MethodHead || errors.As(err, &unstarted)) {
 		// This replica began to shut down after it took the request (its sandboxes are being
 		// handed over): the replica that forwarded it asks the new owner, rather than pass a
-		// 503 on. Only a read: anything else may have done part of its work.
+		// 503 on. Only a read, or a process start refused before it began: anything else may
+		// have done part of its work.
 		w.Header().Set(forward.MovedHeader, "shutting down")
 	}
 	var elsewhere *process.ElsewhereError
