@@ -1,6 +1,6 @@
 // Command cpu measures what a line costs in CPU, as instructions counted by valgrind's
-// cachegrind (`--cache-sim=no`, the measured process with GODEBUG=asyncpreemptoff=1): hangar's
-// REST SSE exec streams, hangar's MCP exec with progress read by a bare HTTP client, the relay
+// cachegrind (`--cache-sim=no`, the measured process with
+// GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off): hangar's REST SSE exec streams, hangar's MCP exec with progress read by a bare HTTP client, the relay
 // floor (benchkit's one-goroutine relay of the daemon's stream) and hangar-envd. Only the
 // measured process runs under valgrind; the clients and shells run natively. For each, three
 // runs of the same length: idle, S streams × the low line count, S × the high line count.

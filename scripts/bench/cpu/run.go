@@ -109,7 +109,7 @@ func run(ctx context.Context, c config) error {
 		}
 	}()
 	rep := report{Date: c.date, Machine: benchkit.MachineInfo(), LoadBefore: benchkit.LoadAvgs(), Streams: c.streams, Low: c.low, High: c.high, Seconds: c.seconds, Repeats: c.runs,
-		Method: fmt.Sprintf("valgrind --tool=cachegrind --cache-sim=no, the measured process with GODEBUG=asyncpreemptoff=1; per subject and repeat three runs of %d s: idle, %d streams × %d lines, %d × %d; marginal = (Ir high − Ir low) ÷ (%d × %d lines); fixed per stream = (Ir low − Ir idle) ÷ %d − %d × marginal",
+		Method: fmt.Sprintf("valgrind --tool=cachegrind --cache-sim=no, the measured process with GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off; per subject and repeat three runs of %d s: idle, %d streams × %d lines, %d × %d; marginal = (Ir high − Ir low) ÷ (%d × %d lines); fixed per stream = (Ir low − Ir idle) ÷ %d − %d × marginal",
 			c.seconds, c.streams, c.low, c.streams, c.high, c.streams, c.high-c.low, c.streams, c.low)}
 	if c.godebug != "" {
 		rep.Method += "; also GODEBUG " + c.godebug
@@ -184,7 +184,10 @@ func measureOnce(ctx context.Context, c config, e *env, s subject, lines int) (s
 		return sample{}, err
 	}
 	out := filepath.Join(dir, "cachegrind.out")
-	godebug := "GODEBUG=asyncpreemptoff=1"
+	// cpu.rdtscp=off: the runtime's cputicks then reads the clock with RDTSC, which valgrind
+	// runs everywhere. Its RDTSCP killed the measured process with SIGILL on AMD EPYC VMs here,
+	// whose CPU lacks it while valgrind's CPUID says it is there.
+	godebug := "GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off"
 	if c.godebug != "" {
 		godebug += "," + c.godebug
 	}
