@@ -24,8 +24,12 @@ else
 	(cd "$root" && CGO_ENABLED=0 go build -o "$work/hangar" ./cmd/hangar-envd)
 fi
 
-mkdir -p "$work/workdir"
-"$work/hangar" envd --listen 127.0.0.1:0 --address-file "$work/address" --workdir "$work/workdir" \
+# A HOME of its own: the SDK's commands run as login shells (bash -l), which must not read this
+# machine's profile. Here root's runs `pyenv init`, whose rehash lock was once left behind
+# (during a run of this suite): every login shell after it waited for the lock, and the suite
+# timed out.
+mkdir -p "$work/workdir" "$work/home"
+HOME="$work/home" "$work/hangar" envd --listen 127.0.0.1:0 --address-file "$work/address" --workdir "$work/workdir" \
 	>"$work/envd.log" 2>&1 &
 pid=$!
 for _ in $(seq 200); do
