@@ -66,6 +66,14 @@ func TestTinyRun(t *testing.T) {
 			t.Errorf("mode %s: %+v", m.name, st)
 		}
 	}
+	for _, name := range []string{"rest_exec_stream", "mcp_exec_stream_http", "relay_floor_again"} {
+		if g, ok := r.Gaps[name]; !ok || g.Pairs != 1 {
+			t.Errorf("gap of %s over the relay floor: %+v, %v, want one pair", name, g, ok)
+		}
+	}
+	if _, ok := r.Gaps["relay_floor"]; ok {
+		t.Error("the relay floor has a gap over itself")
+	}
 	if len(r.Scale) != 2 || r.Scale[0].Via != "" || r.Scale[1].Via != "daemon" {
 		t.Errorf("scale: %+v, want hangar's then the daemon's", r.Scale)
 	}
@@ -85,7 +93,7 @@ func TestTinyRun(t *testing.T) {
 	}
 	readme, _ := os.ReadFile(c.readme)
 	if !strings.Contains(string(readme), "exec(stream=true), MCP progress") || !strings.Contains(string(readme), beginMarker) ||
-		!strings.Contains(string(readme), "from the daemon directly") || !strings.Contains(string(readme), "REST ") || !strings.Contains(string(readme), "(target p50 ≤ +0.05 ms: ") || !strings.Contains(string(readme), "over the relay floor's, p50 / p95 (issue 31)") {
+		!strings.Contains(string(readme), "from the daemon directly") || !strings.Contains(string(readme), "REST ") || !strings.Contains(string(readme), "(target p50 ≤ +0.05 ms: ") || !strings.Contains(string(readme), "over the relay floor's, p50 / p95 (issue 31)") || !strings.Contains(string(readme), "the floor itself, measured again ") {
 		t.Errorf("README table missing:\n%s", readme)
 	}
 }

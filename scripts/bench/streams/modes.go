@@ -102,6 +102,9 @@ type mode struct {
 }
 
 var modes = []mode{
+	// The relay floor twice in each round, first and (as relay_floor) late: what two runs of
+	// one thing differ by in the same bench run, the measure's own noise (issue 31's gaps).
+	{name: "relay_floor_again", run: (*bench).relayFloor},
 	{name: "mcp_exec_stream", run: (*bench).mcpExecStream},
 	{name: "rest_exec_stream", run: (*bench).restExecStream},
 	{name: "mcp_exec_stream_http", run: (*bench).mcpExecStreamHTTP},

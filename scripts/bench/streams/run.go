@@ -25,6 +25,7 @@ type report struct {
 	Load     load              `json:"load"`
 	Method   string            `json:"method"`
 	Modes    map[string]stats  `json:"modes"`
+	Gaps     map[string]gap    `json:"gaps_over_relay_floor,omitempty"` // by mode (gaps.go)
 	Scale    []scaleResult     `json:"scale,omitempty"`
 	Pacing   *rateResult       `json:"pacing,omitempty"`
 	Unpaced  *rateResult       `json:"unpaced_throughput,omitempty"`
@@ -247,12 +248,29 @@ func runModes(ctx context.Context, c config, b *bench, provider string, r *repor
 			runs[j] = append(runs[j], rr)
 		}
 	}
+	floor := -1
+	for j, m := range ms {
+		if m.name == "relay_floor" {
+			floor = j
+		}
+	}
 	for j, m := range ms {
 		st := summarise(runs[j], c.lines)
 		st.Note = notes[j]
 		r.Modes[m.name] = st
 		fmt.Fprintf(out, "%-8s %-20s first line %8.1f / %8.1f ms  overhead %7.2f / %7.2f ms  per line %7.2f / %7.2f ms %s\n",
 			provider, m.name, st.FirstLineP50Ms, st.FirstLineP95Ms, st.FirstOverheadP50Ms, st.FirstOverheadP95Ms, st.DelayP50Ms, st.DelayP95Ms, st.Note)
+		if floor < 0 || j == floor {
+			continue
+		}
+		if g, ok := gapOver(runs[j], runs[floor]); ok {
+			if r.Gaps == nil {
+				r.Gaps = map[string]gap{}
+			}
+			r.Gaps[m.name] = g
+			fmt.Fprintf(out, "%-8s %-20s per line over the relay floor: %+.3f ms p50 (95 %% of resamplings of its %d runs: %+.3f to %+.3f)\n",
+				provider, m.name, g.P50Ms, g.Pairs, g.LowMs, g.HighMs)
+		}
 	}
 	if raw, ok := r.Modes["raw_daemon"]; ok && raw.DelayP50Ms > 0 && raw.DelayP95Ms > 0 {
 		for _, m := range ms {
